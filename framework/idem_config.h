@@ -1,0 +1,137 @@
+/*
+ * idem_config.h - the configuration file (DESIGN.md section 3).
+ *
+ * idem_config_load() parses the INI file with inih, checks every key of the
+ * [server], [idempotency] and [mysql] sections against a table of types and
+ * ranges, and keeps the keys of every other section for the plugin of that
+ * name.  Every problem is logged as "FILE:LINE: [section] key: message" and
+ * parsing goes on, so one run reports them all.
+ */
+#ifndef IDEM_CONFIG_H
+#define IDEM_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "idemfcgi.h"
+
+typedef enum idem_key_format {
+	IDEM_KEY_OPAQUE = 0,
+	IDEM_KEY_UUID,
+	IDEM_KEY_UUIDV7
+} idem_key_format;
+
+typedef enum idem_scope_kind {
+	IDEM_SCOPE_NONE = 0,
+	IDEM_SCOPE_REMOTE_USER,
+	IDEM_SCOPE_HEADER
+} idem_scope_kind;
+
+typedef enum idem_store_kind {
+	IDEM_STORE_MEMORY = 0,
+	IDEM_STORE_MYSQL
+} idem_store_kind;
+
+/* One key = value of a plugin's section. */
+typedef struct idem_config_entry {
+	char *section;
+	char *key;
+	char *value;
+	unsigned line;
+	int used;          /* read by a plugin */
+} idem_config_entry;
+
+typedef struct idem_config {
+	char *path;                    /* the file name used in messages */
+
+	/* [server] */
+	char *listen;                  /* NULL: the socket on fd 0 */
+	unsigned socket_mode;          /* unix socket permissions */
+	unsigned workers;
+	unsigned threads;
+	uint64_t max_body;             /* bytes */
+	char *mount;                   /* "" or "/prefix" without trailing '/' */
+	char **plugins;                /* NULL-terminated list of paths */
+	size_t nplugins;
+	uint64_t shutdown_grace;       /* ms */
+	idem_log_level log_level;
+
+	/* [idempotency] */
+	int idem_enabled;
+	idem_store_kind store;
+	idem_key_format key_format;
+	int required;
+	uint64_t lifetime;             /* ms */
+	uint64_t inflight_ttl;         /* ms */
+	uint64_t inflight_wait;        /* ms */
+	unsigned char commit_status[600]; /* 1 where a status is committed */
+	unsigned conflict_status;
+	idem_scope_kind scope;
+	char *scope_header;            /* for IDEM_SCOPE_HEADER */
+	uint64_t max_entries;
+	uint64_t max_response;         /* bytes */
+	uint64_t cleanup_interval;     /* ms */
+
+	/* [mysql] */
+	char *mysql_host;
+	unsigned mysql_port;
+	char *mysql_socket;
+	char *mysql_user;
+	char *mysql_password_file;
+	char *mysql_database;
+	unsigned mysql_pool_size;
+	uint64_t mysql_connect_timeout; /* ms */
+	uint64_t mysql_read_timeout;    /* ms */
+	uint64_t mysql_write_timeout;   /* ms */
+
+	/* the sections of plugins */
+	idem_config_entry *entries;
+	size_t nentries;
+	size_t capentries;
+	unsigned errors;               /* problems logged so far */
+} idem_config;
+
+/*
+ * Reads and checks the file at path.  Returns IDEM_OK with *out set (caller
+ * frees with idem_config_free), IDEM_ERR_IO when the file cannot be read,
+ * IDEM_ERR_CONFIG when it has problems (all of them logged).
+ */
+idem_err idem_config_load(const char *path, idem_config **out);
+
+/* The same, from a string in memory; name is used in messages. */
+idem_err idem_config_load_string(const char *text, const char *name,
+    idem_config **out);
+
+/* A configuration with every default, as if from an empty file. */
+idem_err idem_config_defaults(idem_config **out);
+
+/* Frees cfg and everything it owns.  NULL is allowed. */
+void idem_config_free(idem_config *cfg);
+
+/*
+ * After every plugin's setup: logs each key of a plugin section that no
+ * plugin read, and each section that no plugin owns.  Returns IDEM_OK or
+ * IDEM_ERR_CONFIG.  plugin_names is a NULL-terminated list.
+ */
+idem_err idem_config_check_unused(idem_config *cfg,
+    const char *const *plugin_names);
+
+/* Finds a plugin key (not a core one); NULL when absent.  Marks it used. */
+idem_config_entry *idem_config_find(idem_config *cfg, const char *section,
+    const char *key);
+
+/* Logs "FILE:LINE: [section] key: message" and counts the error. */
+void idem_config_error(idem_config *cfg, unsigned line, const char *section,
+    const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* "64k" -> 65536.  Returns IDEM_OK or IDEM_ERR_INVALID. */
+idem_err idem_parse_size(const char *s, uint64_t *out);
+/* "500ms", "30s", "5m", "24h", "2d", "PT1H30M", "P1D", "0" -> ms. */
+idem_err idem_parse_duration(const char *s, uint64_t *out_ms);
+/* "true|yes|on|1" / "false|no|off|0" */
+idem_err idem_parse_bool(const char *s, int *out);
+/* A whole decimal integer in [min, max]. */
+idem_err idem_parse_int(const char *s, long long min, long long max,
+    long long *out);
+
+#endif

@@ -1,0 +1,298 @@
+/*
+ * idem_plugin.c - the plugin loader and the registration API plugins call.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idem_log.h"
+#include "idem_plugin.h"
+
+/* A plugin name is a config section name: [a-z0-9_-], 1..32 bytes. */
+static int
+name_ok(const char *s)
+{
+	size_t n;
+
+	if (s == NULL)
+		return 0;
+	for (n = 0; s[n] != '\0'; n++)
+		if (n >= 32 || (!islower((unsigned char)s[n]) &&
+		    !isdigit((unsigned char)s[n]) && s[n] != '_' && s[n] != '-'))
+			return 0;
+	return n > 0;
+}
+
+idem_err
+idem_plugin_open(const char *path, idem_loaded_plugin *lp)
+{
+	int (*init)(idem_plugin *);
+	void *sym;
+	int rc;
+
+	memset(lp, 0, sizeof(*lp));
+	if ((lp->path = strdup(path)) == NULL)
+		return IDEM_ERR_NOMEM;
+	lp->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (lp->dl == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: cannot load: %s",
+		    path, dlerror());
+		return IDEM_ERR_PLUGIN;
+	}
+	dlerror();
+	sym = dlsym(lp->dl, IDEM_PLUGIN_SYMBOL);
+	if (sym == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: no symbol %s: not an "
+		    "idemfcgi plugin", path, IDEM_PLUGIN_SYMBOL);
+		return IDEM_ERR_PLUGIN;
+	}
+	/* POSIX guarantees this conversion for dlsym results */
+	*(void **)&init = sym;
+	rc = init(&lp->desc);
+	if (lp->desc.abi_version != IDEM_ABI_VERSION) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: built for plugin ABI "
+		    "version %u, this idemfcgi has version %u: rebuild the "
+		    "plugin against this idemfcgi.h", path,
+		    lp->desc.abi_version, IDEM_ABI_VERSION);
+		return IDEM_ERR_PLUGIN;
+	}
+	if (rc != 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: %s returned %d", path,
+		    IDEM_PLUGIN_SYMBOL, rc);
+		return IDEM_ERR_PLUGIN;
+	}
+	if (!name_ok(lp->desc.name)) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: its name must be 1 to "
+		    "32 of [a-z0-9_-]", path);
+		return IDEM_ERR_PLUGIN;
+	}
+	if (lp->desc.setup == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: it has no setup "
+		    "function", path);
+		return IDEM_ERR_PLUGIN;
+	}
+	return IDEM_OK;
+}
+
+/* Resolves a plugins entry to a path for dlopen (caller frees). */
+static char *
+resolve(const char *entry, const char *cfg_path, const char *plugin_dir)
+{
+	char *dir, *copy, *out;
+	size_t len;
+
+	if (entry[0] == '/')
+		return strdup(entry);
+	if (strchr(entry, '/') == NULL) {
+		len = strlen(plugin_dir) + strlen(entry) + 2;
+		if ((out = malloc(len)) != NULL)
+			snprintf(out, len, "%s/%s", plugin_dir, entry);
+		return out;
+	}
+	if ((copy = strdup(cfg_path)) == NULL)
+		return NULL;
+	dir = dirname(copy);
+	len = strlen(dir) + strlen(entry) + 2;
+	if ((out = malloc(len)) != NULL)
+		snprintf(out, len, "%s/%s", dir, entry);
+	free(copy);
+	return out;
+}
+
+static const char *const core_sections[] = { "server", "idempotency",
+    "mysql", NULL };
+
+idem_err
+idem_plugins_load(idem_config *cfg, idem_router *router,
+    const char *plugin_dir, idem_plugins **out)
+{
+	idem_plugins *ps;
+	idem_err err = IDEM_OK;
+	size_t i, j;
+
+	if ((ps = calloc(1, sizeof(*ps))) == NULL ||
+	    (ps->items = calloc(cfg->nplugins + 1, sizeof(*ps->items))) == NULL ||
+	    (ps->names = calloc(cfg->nplugins + 1, sizeof(char *))) == NULL) {
+		idem_plugins_free(ps);
+		return IDEM_ERR_NOMEM;
+	}
+	for (i = 0; i < cfg->nplugins; i++) {
+		idem_loaded_plugin *lp = &ps->items[i];
+		idem_app app;
+		char *path = resolve(cfg->plugins[i], cfg->path, plugin_dir);
+
+		if (path == NULL) {
+			err = IDEM_ERR_NOMEM;
+			break;
+		}
+		err = idem_plugin_open(path, lp);
+		free(path);
+		ps->n = i + 1;
+		if (err != IDEM_OK)
+			break;
+		for (j = 0; core_sections[j] != NULL; j++)
+			if (strcmp(core_sections[j], lp->desc.name) == 0)
+				break;
+		if (core_sections[j] != NULL) {
+			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: the name \"%s\" "
+			    "is reserved", lp->path, lp->desc.name);
+			err = IDEM_ERR_PLUGIN;
+			break;
+		}
+		for (j = 0; j < i; j++)
+			if (strcmp(ps->items[j].desc.name, lp->desc.name) == 0)
+				break;
+		if (j < i) {
+			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: the name \"%s\" "
+			    "is taken by %s", lp->path, lp->desc.name,
+			    ps->items[j].path);
+			err = IDEM_ERR_PLUGIN;
+			break;
+		}
+		ps->names[i] = lp->desc.name;
+		app.cfg = cfg;
+		app.router = router;
+		app.name = lp->desc.name;
+		app.path = lp->path;
+		if ((err = lp->desc.setup(&app, &lp->data)) != IDEM_OK) {
+			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: setup failed: %s",
+			    lp->path, idem_strerror(err));
+			err = err == IDEM_ERR_CONFIG ? err : IDEM_ERR_PLUGIN;
+			break;
+		}
+		lp->set_up = 1;
+		idem_log(NULL, IDEM_LOG_DEBUG, "plugin %s loaded as [%s]",
+		    lp->path, lp->desc.name);
+	}
+	if (err == IDEM_OK)
+		err = idem_config_check_unused(cfg, ps->names);
+	if (err != IDEM_OK) {
+		idem_plugins_free(ps);
+		return err;
+	}
+	*out = ps;
+	return IDEM_OK;
+}
+
+void
+idem_plugins_free(idem_plugins *ps)
+{
+	size_t i;
+
+	if (ps == NULL)
+		return;
+	for (i = ps->n; i-- > 0; ) {
+		idem_loaded_plugin *lp = &ps->items[i];
+		if (lp->set_up && lp->desc.teardown != NULL)
+			lp->desc.teardown(lp->data);
+		/* keep the code mapped: a route may still point into it */
+		free(lp->path);
+	}
+	free(ps->items);
+	free(ps->names);
+	free(ps);
+}
+
+/* --------------------------------------- the API a plugin's setup calls */
+
+idem_err
+idem_route_add(idem_app *app, const char *method, const char *tmpl,
+    idem_policy policy, idem_handler_fn handler, void *data)
+{
+	idem_err err = idem_router_add(app->router, method, tmpl, policy,
+	    handler, data, app->name);
+
+	if (err != IDEM_OK)
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: route %s %s: %s",
+		    app->path, method != NULL ? method : "(null)",
+		    tmpl != NULL ? tmpl : "(null)",
+		    err == IDEM_ERR_EXISTS ? "already registered" :
+		    err == IDEM_ERR_INVALID ? "malformed method or template" :
+		    idem_strerror(err));
+	return err;
+}
+
+idem_err
+idem_config_string(idem_app *app, const char *key, const char *def,
+    const char **out)
+{
+	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
+
+	*out = e != NULL ? e->value : def;
+	return IDEM_OK;
+}
+
+idem_err
+idem_config_int(idem_app *app, const char *key, long long def,
+    long long min, long long max, long long *out)
+{
+	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
+
+	*out = def;
+	if (e == NULL)
+		return IDEM_OK;
+	if (idem_parse_int(e->value, min, max, out) != IDEM_OK) {
+		idem_config_error(app->cfg, e->line, app->name, key,
+		    "bad value \"%s\": expected a whole number from %lld to %lld",
+		    e->value, min, max);
+		return IDEM_ERR_CONFIG;
+	}
+	return IDEM_OK;
+}
+
+idem_err
+idem_config_bool(idem_app *app, const char *key, int def, int *out)
+{
+	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
+
+	*out = def;
+	if (e == NULL)
+		return IDEM_OK;
+	if (idem_parse_bool(e->value, out) != IDEM_OK) {
+		idem_config_error(app->cfg, e->line, app->name, key,
+		    "bad value \"%s\": expected true or false", e->value);
+		return IDEM_ERR_CONFIG;
+	}
+	return IDEM_OK;
+}
+
+idem_err
+idem_config_size(idem_app *app, const char *key, uint64_t def, uint64_t *out)
+{
+	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
+
+	*out = def;
+	if (e == NULL)
+		return IDEM_OK;
+	if (idem_parse_size(e->value, out) != IDEM_OK) {
+		idem_config_error(app->cfg, e->line, app->name, key,
+		    "bad value \"%s\": expected a size such as 512, 64k or 1m",
+		    e->value);
+		return IDEM_ERR_CONFIG;
+	}
+	return IDEM_OK;
+}
+
+idem_err
+idem_config_duration(idem_app *app, const char *key, uint64_t def,
+    uint64_t *out)
+{
+	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
+
+	*out = def;
+	if (e == NULL)
+		return IDEM_OK;
+	if (idem_parse_duration(e->value, out) != IDEM_OK) {
+		idem_config_error(app->cfg, e->line, app->name, key,
+		    "bad value \"%s\": expected a duration such as 500ms, 30s, "
+		    "5m, 24h or PT30M", e->value);
+		return IDEM_ERR_CONFIG;
+	}
+	return IDEM_OK;
+}

@@ -1,0 +1,57 @@
+/*
+ * idem_plugin.h - loading handler plugins (shared objects).
+ *
+ * Each path of [server] plugins is opened with dlopen(RTLD_NOW), its
+ * idem_plugin_init is called, the ABI version it reports is checked, and
+ * its setup registers routes and reads its config section.  Any failure
+ * stops start-up with a message that names the file.
+ */
+#ifndef IDEM_PLUGIN_H
+#define IDEM_PLUGIN_H
+
+#include "idemfcgi.h"
+#include "idem_config.h"
+#include "idem_router.h"
+
+typedef struct idem_loaded_plugin {
+	char *path;          /* owned: the file as resolved */
+	void *dl;            /* dlopen handle */
+	idem_plugin desc;    /* what idem_plugin_init filled */
+	void *data;          /* from setup, for teardown */
+	int set_up;          /* setup succeeded */
+} idem_loaded_plugin;
+
+typedef struct idem_plugins {
+	idem_loaded_plugin *items;   /* owned */
+	size_t n;
+	const char **names;          /* owned array, NULL-terminated */
+} idem_plugins;
+
+/* The context a plugin's setup gets (see idemfcgi.h). */
+struct idem_app {
+	idem_config *cfg;            /* borrowed */
+	idem_router *router;         /* borrowed */
+	const char *name;            /* borrowed: the plugin's section */
+	const char *path;            /* borrowed: the plugin's file */
+};
+
+/*
+ * Loads every plugin of cfg->plugins, in order, registering routes in
+ * router, then refuses config keys no plugin read.  A relative path is
+ * taken from the directory of the config file, a bare file name from
+ * plugin_dir.  Returns IDEM_OK with *out (caller frees with
+ * idem_plugins_free), or IDEM_ERR_PLUGIN / IDEM_ERR_CONFIG after logging.
+ */
+idem_err idem_plugins_load(idem_config *cfg, idem_router *router,
+    const char *plugin_dir, idem_plugins **out);
+
+/* Calls every teardown (in reverse order), then dlcloses. NULL is fine. */
+void idem_plugins_free(idem_plugins *plugins);
+
+/*
+ * Loads one plugin file into *lp (for the loader and the tests).  Returns
+ * IDEM_OK or IDEM_ERR_PLUGIN with the reason logged as "plugin PATH: ...".
+ */
+idem_err idem_plugin_open(const char *path, idem_loaded_plugin *lp);
+
+#endif

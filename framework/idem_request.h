@@ -1,0 +1,127 @@
+/*
+ * idem_request.h - a request as the web server passed it over FastCGI, and
+ * the response a handler builds.
+ *
+ * idem_request_parse() reads the params (method, path, query, headers,
+ * request id, Content-Length) without touching the body; the dispatcher
+ * checks the length against max-body and only then calls
+ * idem_request_read_body(), so an oversized body is never read into memory.
+ */
+#ifndef IDEM_REQUEST_H
+#define IDEM_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "idemfcgi.h"
+
+#define IDEM_MAX_SEGMENTS 32     /* path segments */
+#define IDEM_MAX_PATH 4096       /* bytes of the routed path */
+#define IDEM_REQUEST_ID_MAX 64   /* bytes of a request id */
+#define IDEM_MAX_HEADERS 64      /* response headers */
+#define IDEM_MAX_HEADER_VALUE 8192
+
+struct idem_route;
+
+typedef struct idem_param {
+	const char *name;    /* borrowed from the route */
+	const char *value;   /* borrowed from the request's segments */
+} idem_param;
+
+struct idem_request {
+	char *const *envp;        /* borrowed "NAME=value" params */
+	const char *method;       /* borrowed from envp */
+	const char *query;        /* borrowed from envp, or "" */
+	const char *remote_user;  /* borrowed from envp, or NULL */
+	char *path;               /* owned: the decoded routed path */
+	char *segbuf;             /* owned: decoded segments, NUL-separated */
+	const char *segs[IDEM_MAX_SEGMENTS];
+	size_t nsegs;
+	uint64_t content_length;
+	char *body;               /* owned, NUL-terminated; NULL before read */
+	size_t body_len;
+	char request_id[IDEM_REQUEST_ID_MAX + 1];
+	const struct idem_route *route;  /* set by the router */
+	idem_param params[IDEM_MAX_SEGMENTS];
+	size_t nparams;
+};
+
+/* Why a request was refused before it reached a handler. */
+typedef struct idem_problem {
+	int status;
+	const char *code;        /* static, "BODY_TOO_LARGE" */
+	char detail[256];
+} idem_problem;
+
+/* Reads up to len bytes of the body: returns the count, 0 at the end, -1 on
+ * error.  Wraps FCGX_GetStr in the server, a buffer in the tests. */
+typedef ssize_t (*idem_read_fn)(void *ctx, char *buf, size_t len);
+
+/*
+ * Fills req from envp (borrowed until idem_request_clear) and mount (the
+ * prefix stripped from REQUEST_URI).  Returns IDEM_OK, or IDEM_ERR_PROTOCOL
+ * with *pb describing a 400, 414 or 404.  The request id is set even on
+ * error.
+ */
+idem_err idem_request_parse(idem_request *req, char *const *envp,
+    const char *mount, idem_problem *pb);
+
+/*
+ * Reads exactly Content-Length bytes with rd.  Returns IDEM_OK;
+ * IDEM_ERR_TOO_LARGE (413 in *pb) when Content-Length is over max_body, in
+ * which case nothing is kept (see idem_request_drain_body); or
+ * IDEM_ERR_PROTOCOL (400) when the body ends early.
+ */
+idem_err idem_request_read_body(idem_request *req, uint64_t max_body,
+    idem_read_fn rd, void *ctx, idem_problem *pb);
+
+/* Reads and discards up to limit bytes of an unread body. */
+void idem_request_drain_body(idem_request *req, uint64_t limit,
+    idem_read_fn rd, void *ctx);
+
+/* A param by its CGI name ("HTTP_IDEMPOTENCY_KEY"); NULL when absent. */
+const char *idem_request_env(const idem_request *req, const char *name);
+
+/* Frees what req owns and zeroes it. */
+void idem_request_clear(idem_request *req);
+
+/* Sets *pb. */
+void idem_problem_set(idem_problem *pb, int status, const char *code,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* -------------------------------------------------------------- response */
+
+typedef struct idem_header {
+	char *name;
+	char *value;
+} idem_header;
+
+struct idem_response {
+	int status;
+	idem_header *headers;     /* owned */
+	size_t nheaders;
+	size_t capheaders;
+	char *body;               /* owned */
+	size_t len;
+	size_t cap;
+};
+
+/* An empty 200 response. */
+void idem_response_init(idem_response *res);
+/* Frees what res owns and re-initialises it. */
+void idem_response_clear(idem_response *res);
+/* The value of a header set by the handler; NULL when absent. */
+const char *idem_response_get_header(const idem_response *res,
+    const char *name);
+/*
+ * The CGI response head: "Status: ...\r\n", the headers, Content-Length,
+ * X-Request-Id (when request_id is not NULL) and the blank line.  Returns
+ * a string the caller frees, or NULL when out of memory.
+ */
+char *idem_response_head(const idem_response *res, const char *request_id,
+    size_t *len);
+/* The reason phrase of a status ("Not Found"); "Unknown" if unlisted. */
+const char *idem_status_reason(int status);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * idem_router.h - method plus path template to handler.
+ *
+ * Templates are split into segments; a segment "{name}" matches any one
+ * non-empty path segment and binds it as a parameter.  When several routes
+ * match a path, the one with a literal segment earliest wins
+ * ("/a/new" before "/a/{id}").
+ */
+#ifndef IDEM_ROUTER_H
+#define IDEM_ROUTER_H
+
+#include <stddef.h>
+#include "idemfcgi.h"
+#include "idem_request.h"
+
+typedef struct idem_route {
+	char *method;                    /* owned */
+	char *tmpl;                      /* owned: the template as given */
+	char *segbuf;                    /* owned: segments, NUL-separated */
+	const char *segs[IDEM_MAX_SEGMENTS]; /* into segbuf; "{x}" -> "x" */
+	unsigned char is_param[IDEM_MAX_SEGMENTS];
+	size_t nsegs;
+	idem_policy policy;
+	idem_handler_fn handler;
+	void *data;                      /* borrowed from the plugin */
+	const char *owner;               /* borrowed: the plugin's name */
+} idem_route;
+
+typedef struct idem_router {
+	idem_route *routes;              /* owned */
+	size_t nroutes;
+	size_t cap;
+} idem_router;
+
+/* An empty router; caller frees with idem_router_free. */
+idem_router *idem_router_new(void);
+void idem_router_free(idem_router *r);
+
+/*
+ * Adds a route (method and tmpl are copied; data and owner are borrowed).
+ * Returns IDEM_OK, IDEM_ERR_INVALID for a malformed method or template
+ * (not starting with '/', an empty or half-braced segment, a parameter name
+ * used twice) or IDEM_ERR_EXISTS when the method and template shape are
+ * already taken.
+ */
+idem_err idem_router_add(idem_router *r, const char *method, const char *tmpl,
+    idem_policy policy, idem_handler_fn handler, void *data,
+    const char *owner);
+
+/*
+ * Finds the route for req->method and req->segs and fills req->route and
+ * req->params.  Returns IDEM_OK; IDEM_ERR_NOT_FOUND when no template matches
+ * the path (404); IDEM_ERR_INVALID when templates match but not the method
+ * (405), with the allowed methods written to allow ("GET, POST").
+ */
+idem_err idem_router_match(const idem_router *r, idem_request *req,
+    char *allow, size_t allowlen);
+
+#endif

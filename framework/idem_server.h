@@ -1,0 +1,31 @@
+/*
+ * idem_server.h - the FastCGI side: the listening socket, the worker
+ * threads looping on FCGX_Accept_r, and signals.
+ *
+ * Threads wait on their own epoll set holding the listening socket
+ * (EPOLLEXCLUSIVE, so one connection wakes one thread) and an eventfd that
+ * is made readable to stop them.  The listening socket is non-blocking, so
+ * a thread that loses the race for a connection goes back to waiting.
+ * SIGTERM and SIGINT are blocked in every thread and taken by sigwait in
+ * the thread that called idem_server_run: they stop accepting, let the
+ * requests in flight finish within shutdown-grace, and return.
+ */
+#ifndef IDEM_SERVER_H
+#define IDEM_SERVER_H
+
+#include "idem_service.h"
+
+/*
+ * Opens the socket named by svc->cfg->listen (or checks fd 0 when it is
+ * NULL).  Returns the descriptor or -1 after logging why.
+ */
+int idem_server_listen(const idem_config *cfg);
+
+/*
+ * Serves svc (borrowed) on listen_fd until SIGTERM or SIGINT.  Returns 0
+ * when every request in flight finished, 1 when shutdown-grace ran out or
+ * the threads could not start.
+ */
+int idem_server_run(idem_service *svc, int listen_fd);
+
+#endif

@@ -1,0 +1,121 @@
+/*
+ * idem_service.c - the middleware chain of one request.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "idem_log.h"
+#include "idem_service.h"
+
+/* The most of an unwanted body that is read and thrown away, so the web
+ * server sees the request consumed; beyond it the connection is closed. */
+#define DRAIN_LIMIT (64ULL << 20)
+
+idem_err
+idem_service_new(idem_config *cfg, const char *plugin_dir, idem_service **out)
+{
+	idem_service *svc = calloc(1, sizeof(*svc));
+	idem_err err;
+
+	if (svc == NULL) {
+		idem_config_free(cfg);
+		return IDEM_ERR_NOMEM;
+	}
+	svc->cfg = cfg;
+	if ((svc->router = idem_router_new()) == NULL) {
+		idem_service_free(svc);
+		return IDEM_ERR_NOMEM;
+	}
+	err = idem_plugins_load(cfg, svc->router, plugin_dir, &svc->plugins);
+	if (err != IDEM_OK) {
+		idem_service_free(svc);
+		return err;
+	}
+	*out = svc;
+	return IDEM_OK;
+}
+
+void
+idem_service_free(idem_service *svc)
+{
+	if (svc == NULL)
+		return;
+	idem_plugins_free(svc->plugins);
+	idem_router_free(svc->router);
+	idem_config_free(svc->cfg);
+	free(svc);
+}
+
+/* Replaces res with a problem response. */
+static void
+problem(idem_response *res, const idem_problem *pb)
+{
+	idem_response_clear(res);
+	if (idem_response_problem(res, pb->status, pb->code, pb->detail)
+	    != IDEM_OK) {
+		idem_response_clear(res);
+		res->status = 500;
+	}
+}
+
+/* Runs the route's handler; a failure becomes a 500 problem. */
+static void
+run_handler(idem_request *req, idem_response *res)
+{
+	const idem_route *rt = req->route;
+	idem_err err = rt->handler(req, res, rt->data);
+
+	if (err != IDEM_OK) {
+		idem_problem pb;
+		idem_log(req, IDEM_LOG_ERROR, "handler %s %s (plugin %s) failed: "
+		    "%s", rt->method, rt->tmpl, rt->owner, idem_strerror(err));
+		idem_problem_set(&pb, 500, "HANDLER_FAILED",
+		    "the handler failed; the request may be retried");
+		problem(res, &pb);
+	}
+}
+
+void
+idem_service_handle(idem_service *svc, char *const *envp, idem_read_fn rd,
+    void *rdctx, idem_request *req, idem_response *res)
+{
+	idem_problem pb;
+	char allow[256];
+	idem_err err;
+
+	err = idem_request_parse(req, envp, svc->cfg->mount, &pb);
+	if (err != IDEM_OK) {
+		idem_log(req, IDEM_LOG_WARN, "refused: %s", pb.detail);
+		problem(res, &pb);
+		goto drain;
+	}
+	err = idem_router_match(svc->router, req, allow, sizeof(allow));
+	if (err == IDEM_ERR_NOT_FOUND) {
+		idem_problem_set(&pb, 404, "ROUTE_NOT_FOUND",
+		    "no route for %s", req->path);
+		problem(res, &pb);
+		goto drain;
+	}
+	if (err != IDEM_OK) {
+		idem_problem_set(&pb, 405, "METHOD_NOT_ALLOWED",
+		    "%s is not allowed on %s", req->method, req->path);
+		problem(res, &pb);
+		if (idem_response_header(res, "Allow", allow) != IDEM_OK)
+			res->status = 500;
+		goto drain;
+	}
+	err = idem_request_read_body(req, svc->cfg->max_body, rd, rdctx, &pb);
+	if (err != IDEM_OK) {
+		idem_log(req, IDEM_LOG_WARN, "refused: %s", pb.detail);
+		problem(res, &pb);
+		goto drain;
+	}
+	run_handler(req, res);
+	return;
+drain:
+	if (req->body == NULL)
+		idem_request_drain_body(req, DRAIN_LIMIT, rd, rdctx);
+}

@@ -1,0 +1,44 @@
+/*
+ * idem_service.h - everything that answers a request, without the sockets:
+ * the config, the router with the plugins' routes, and the middleware
+ * chain (request id -> body limit -> router -> handler).
+ *
+ * idem_server (the FastCGI side) owns one service and calls
+ * idem_service_handle from its worker threads; the tests call it directly.
+ */
+#ifndef IDEM_SERVICE_H
+#define IDEM_SERVICE_H
+
+#include "idem_config.h"
+#include "idem_plugin.h"
+#include "idem_request.h"
+#include "idem_router.h"
+
+typedef struct idem_service {
+	idem_config *cfg;        /* owned */
+	idem_router *router;     /* owned */
+	idem_plugins *plugins;   /* owned */
+} idem_service;
+
+/*
+ * Builds a service from cfg (taken over, even on failure): loads the
+ * plugins and checks that every config key was used.  plugin_dir is where
+ * bare plugin names are looked up.  Returns IDEM_OK with *out (caller frees
+ * with idem_service_free) or the error, already logged.
+ */
+idem_err idem_service_new(idem_config *cfg, const char *plugin_dir,
+    idem_service **out);
+
+/* Tears the plugins down and frees everything.  NULL is fine. */
+void idem_service_free(idem_service *svc);
+
+/*
+ * Answers one request: parses envp (borrowed for the call), reads the body
+ * with rd, routes and runs the handler.  Always leaves a complete response
+ * in res (initialised by the caller); req is filled for the caller's log
+ * and cleared by the caller with idem_request_clear.
+ */
+void idem_service_handle(idem_service *svc, char *const *envp,
+    idem_read_fn rd, void *rdctx, idem_request *req, idem_response *res);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * main.c - the idemfcgi program: options, config, plugins, serve.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "idem_log.h"
+#include "idem_server.h"
+#include "idem_service.h"
+
+#ifndef IDEM_SYSCONFDIR
+#define IDEM_SYSCONFDIR "/etc"
+#endif
+#ifndef IDEM_PLUGINDIR
+#define IDEM_PLUGINDIR "/usr/lib/idemfcgi"
+#endif
+
+#define DEFAULT_CONFIG IDEM_SYSCONFDIR "/idemfcgi/idemfcgi.conf"
+
+static void
+usage(FILE *fp)
+{
+	fprintf(fp,
+	    "usage: idemfcgi [-c FILE] [--check]\n"
+	    "\n"
+	    "A FastCGI application server that makes mutation handlers safe\n"
+	    "to retry with Idempotency-Key.\n"
+	    "\n"
+	    "  -c, --config FILE  the configuration file (default %s)\n"
+	    "  -t, --check        check the configuration and plugins, then exit:\n"
+	    "                     0 when good, 1 with every problem on stderr\n"
+	    "  -h, --help         this text\n"
+	    "  -V, --version      the version\n"
+	    "\n"
+	    "Plugins named without a '/' are looked up in %s.\n"
+	    "See idemfcgi(8) and idemfcgi.conf(5).\n",
+	    DEFAULT_CONFIG, IDEM_PLUGINDIR);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check", no_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *path = DEFAULT_CONFIG;
+	idem_config *cfg;
+	idem_service *svc;
+	int c, check = 0, fd, rc;
+
+	while ((c = getopt_long(argc, argv, "c:thV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			path = optarg;
+			break;
+		case 't':
+			check = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("idemfcgi %s (plugin ABI %u)\n", PACKAGE_VERSION,
+			    IDEM_ABI_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "idemfcgi: unexpected argument \"%s\"\n",
+		    argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (idem_config_load(path, &cfg) != IDEM_OK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
+		return 1;
+	}
+	idem_log_set_level(cfg->log_level);
+	if (idem_service_new(cfg, IDEM_PLUGINDIR, &svc) != IDEM_OK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
+		return 1;
+	}
+	if (check) {
+		printf("%s: configuration OK (%zu route(s))\n", path,
+		    svc->router->nroutes);
+		idem_service_free(svc);
+		return 0;
+	}
+	if ((fd = idem_server_listen(svc->cfg)) < 0) {
+		idem_service_free(svc);
+		return 1;
+	}
+	rc = idem_server_run(svc, fd);
+	if (rc != 0)
+		_exit(rc); /* threads may still run: no teardown under them */
+	close(fd);
+	if (svc->cfg->listen != NULL && strncmp(svc->cfg->listen, "unix:", 5) == 0)
+		unlink(svc->cfg->listen + 5);
+	idem_service_free(svc);
+	return 0;
+}

@@ -1,0 +1,250 @@
+/*
+ * harness.c - running the real idemfcgi binary for the tests.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+const char *
+harness_builddir(void)
+{
+	const char *d = getenv("IDEM_BUILDDIR");
+
+	return d != NULL ? d : ".";
+}
+
+char *
+harness_slurp(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	char *buf = NULL;
+	size_t len = 0, cap = 0, n;
+
+	if (fp == NULL)
+		return NULL;
+	do {
+		if (len + 4096 + 1 > cap) {
+			char *g;
+			cap = cap ? cap * 2 : 8192;
+			if ((g = realloc(buf, cap)) == NULL) {
+				free(buf);
+				fclose(fp);
+				return NULL;
+			}
+			buf = g;
+		}
+		n = fread(buf + len, 1, 4096, fp);
+		len += n;
+	} while (n > 0);
+	fclose(fp);
+	buf[len] = '\0';
+	return buf;
+}
+
+static void
+sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Whether the unix socket at path accepts connections. */
+static int
+can_connect(const char *path)
+{
+	struct sockaddr_un sa;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* Starts the binary with args, stdout/stderr to out_path.  Returns the pid. */
+static pid_t
+spawn(char *const argv[], const char *out_path)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+int
+harness_start(harness *h, const char *server_extra, const char *rest)
+{
+	char bin[512], *argv[4];
+	const char *b = harness_builddir();
+	FILE *fp;
+	int i;
+
+	memset(h, 0, sizeof(*h));
+	snprintf(h->dir, sizeof(h->dir), "/tmp/idemfcgi-test.XXXXXX");
+	if (mkdtemp(h->dir) == NULL)
+		return -1;
+	snprintf(h->addr, sizeof(h->addr), "unix:%s/fcgi.sock", h->dir);
+	snprintf(h->conf, sizeof(h->conf), "%s/idemfcgi.conf", h->dir);
+	snprintf(h->testkit_log, sizeof(h->testkit_log), "%s/testkit.log",
+	    h->dir);
+	snprintf(h->stderr_log, sizeof(h->stderr_log), "%s/stderr.log",
+	    h->dir);
+	if ((fp = fopen(h->conf, "w")) == NULL)
+		return -1;
+	fprintf(fp, "[server]\nlisten = %s\nshutdown-grace = 10s\n"
+	    "plugins = %s/tests/testkit/.libs/testkit.so\n"
+	    "    %s/.libs/ledger.so\n%s\n%s\n[testkit]\nlog = %s\n",
+	    h->addr, b, b, server_extra != NULL ? server_extra : "",
+	    rest != NULL ? rest : "", h->testkit_log);
+	fclose(fp);
+	snprintf(bin, sizeof(bin), "%s/idemfcgi", b);
+	argv[0] = bin;
+	argv[1] = "-c";
+	argv[2] = h->conf;
+	argv[3] = NULL;
+	h->pid = spawn(argv, h->stderr_log);
+	for (i = 0; i < 200; i++) {
+		int status;
+		if (can_connect(h->addr + 5))
+			return 0;
+		if (waitpid(h->pid, &status, WNOHANG) == h->pid) {
+			h->pid = 0;
+			break;
+		}
+		sleep_ms(25);
+	}
+	{
+		char *err = harness_slurp(h->stderr_log);
+		fprintf(stderr, "idemfcgi did not start:\n%s\n",
+		    err != NULL ? err : "(no output)");
+		free(err);
+	}
+	return -1;
+}
+
+int
+harness_stop(harness *h)
+{
+	int status = 0, i, rc = -1;
+	char cmd[300];
+
+	if (h->pid > 0) {
+		kill(h->pid, SIGTERM);
+		for (i = 0; i < 2000; i++) {
+			if (waitpid(h->pid, &status, WNOHANG) == h->pid)
+				break;
+			sleep_ms(10);
+		}
+		if (i == 2000) {
+			kill(h->pid, SIGKILL);
+			waitpid(h->pid, &status, 0);
+		} else if (WIFEXITED(status)) {
+			rc = WEXITSTATUS(status);
+		} else if (WIFSIGNALED(status)) {
+			rc = 128 + WTERMSIG(status);
+		}
+		h->pid = 0;
+	}
+	if (h->dir[0] != '\0' && getenv("IDEM_KEEP") == NULL) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", h->dir);
+	}
+	return rc;
+}
+
+size_t
+harness_count(const harness *h, const char *path)
+{
+	char *all = harness_slurp(h->testkit_log), *line, *save = NULL;
+	size_t n = 0, plen = strlen(path);
+
+	if (all == NULL)
+		return 0;
+	for (line = strtok_r(all, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save))
+		if (strncmp(line, path, plen) == 0 && line[plen] == ' ')
+			n++;
+	free(all);
+	return n;
+}
+
+/* Replaces every "@DIR@" of text with dir into a new string. */
+static char *
+subst_dir(const char *text, const char *dir)
+{
+	size_t n = 0, dl = strlen(dir);
+	const char *p;
+	char *out, *w;
+
+	for (p = text; (p = strstr(p, "@DIR@")) != NULL; p += 5)
+		n++;
+	if ((out = malloc(strlen(text) + n * dl + 1)) == NULL)
+		return NULL;
+	for (w = out, p = text; *p != '\0'; ) {
+		if (strncmp(p, "@DIR@", 5) == 0) {
+			memcpy(w, dir, dl);
+			w += dl;
+			p += 5;
+		} else {
+			*w++ = *p++;
+		}
+	}
+	*w = '\0';
+	return out;
+}
+
+int
+harness_run(const char *args, const char *conf_text, char **output)
+{
+	char dir[] = "/tmp/idemfcgi-run.XXXXXX", conf[128], out[128], cmd[1200];
+	char *text;
+	FILE *fp;
+	int status;
+
+	*output = NULL;
+	if (mkdtemp(dir) == NULL)
+		return -1;
+	snprintf(conf, sizeof(conf), "%s/test.conf", dir);
+	snprintf(out, sizeof(out), "%s/out", dir);
+	if ((text = subst_dir(conf_text, harness_builddir())) == NULL ||
+	    (fp = fopen(conf, "w")) == NULL) {
+		free(text);
+		return -1;
+	}
+	fputs(text, fp);
+	fclose(fp);
+	free(text);
+	snprintf(cmd, sizeof(cmd), "'%s/idemfcgi' %s -c '%s' >'%s' 2>&1 "
+	    "</dev/null", harness_builddir(), args, conf, out);
+	status = system(cmd);
+	*output = harness_slurp(out);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}

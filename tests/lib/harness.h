@@ -1,0 +1,49 @@
+/*
+ * harness.h - starts a real idemfcgi (the built binary) for the end-to-end
+ * tests, on a unix socket in a private temporary directory, with the
+ * testkit and ledger plugins.
+ */
+#ifndef HARNESS_H
+#define HARNESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct harness {
+	char dir[256];          /* private temporary directory */
+	char addr[320];         /* "unix:<dir>/fcgi.sock" */
+	char conf[320];         /* the config file */
+	char testkit_log[320];  /* [testkit] log */
+	char stderr_log[320];   /* idemfcgi's stderr */
+	pid_t pid;
+} harness;
+
+/* $IDEM_BUILDDIR, where the binary and plugins were built. */
+const char *harness_builddir(void);
+
+/*
+ * Writes a config ([server] listen and plugins, [testkit] log, then
+ * server_extra under [server] and rest after it; both may be NULL) and
+ * starts idemfcgi on it.  Waits until the socket answers.  Returns 0, or
+ * -1 when it did not come up (its stderr is printed).
+ */
+int harness_start(harness *h, const char *server_extra, const char *rest);
+
+/* SIGTERM, then waits up to 20 s.  Returns the exit status (or 128+signal,
+ * or -1 on timeout, after SIGKILL), and removes the directory. */
+int harness_stop(harness *h);
+
+/* Lines of the testkit log whose path field equals path. */
+size_t harness_count(const harness *h, const char *path);
+
+/* Reads a whole file (caller frees); NULL if it cannot. */
+char *harness_slurp(const char *path);
+
+/*
+ * Runs "idemfcgi ARGS -c FILE" on a config of the given text (written to a
+ * temporary file; "@DIR@" in it becomes the build directory) and waits.
+ * Returns the exit status; *output (caller frees) gets stdout and stderr.
+ */
+int harness_run(const char *args, const char *conf_text, char **output);
+
+#endif

@@ -1,0 +1,10 @@
+/* A plugin built for another plugin ABI: the loader must refuse it. */
+#include "idemfcgi.h"
+
+int
+idem_plugin_init(idem_plugin *p)
+{
+	p->abi_version = IDEM_ABI_VERSION + 41;
+	p->name = "bad_abi";
+	return 0;
+}

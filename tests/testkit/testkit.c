@@ -1,0 +1,302 @@
+/*
+ * testkit.c - the test plugin of DESIGN.md section 4 (built for the tests,
+ * never installed).
+ *
+ * Every execution that reaches its end appends "<path> <key or -> <exec>\n"
+ * to [testkit] log with one write(2) on an O_APPEND descriptor: the tests
+ * count side effects by counting lines, across threads, processes and
+ * instances.  Bytes of the path or key outside 0x21..0x7e are written as
+ * %XX so a line always has three fields.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <uuid.h>
+
+#include "idemfcgi.h"
+
+typedef struct testkit {
+	int log_fd;
+	char *crashed_path;   /* <log>.crashed */
+} testkit;
+
+/* Appends s to out (size left in *left), %XX-escaping unusual bytes. */
+static char *
+put_field(char *out, size_t *left, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s != '\0' && *left > 4; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c > 0x20 && c < 0x7f && c != '%') {
+			*out++ = (char)c;
+			(*left)--;
+		} else {
+			*out++ = '%';
+			*out++ = hex[c >> 4];
+			*out++ = hex[c & 15];
+			*left -= 3;
+		}
+	}
+	return out;
+}
+
+/* Records the side effect of one execution.  Returns IDEM_OK or IDEM_ERR_IO. */
+static idem_err
+record(const testkit *tk, const idem_request *req, const char *exec)
+{
+	char line[2048], *p = line;
+	size_t left = sizeof(line) - 64;
+	const char *key = idem_request_header(req, "Idempotency-Key");
+
+	p = put_field(p, &left, idem_request_path(req));
+	*p++ = ' ';
+	p = put_field(p, &left, key != NULL ? key : "-");
+	p += sprintf(p, " %s\n", exec);
+	if (write(tk->log_fd, line, (size_t)(p - line)) != p - line) {
+		idem_log(req, IDEM_LOG_ERROR, "testkit: log write: %s",
+		    strerror(errno));
+		return IDEM_ERR_IO;
+	}
+	return IDEM_OK;
+}
+
+static void
+new_exec(char exec[37])
+{
+	uuid_t u;
+
+	uuid_generate_random(u);
+	uuid_unparse_lower(u, exec);
+}
+
+/* Answers status with {"status": status, "exec": exec} after recording. */
+static idem_err
+finish(const testkit *tk, const idem_request *req, idem_response *res,
+    int status, json_t *extra)
+{
+	char exec[37];
+	json_t *obj = extra != NULL ? extra : json_object();
+	idem_err err;
+
+	new_exec(exec);
+	if (obj == NULL)
+		return IDEM_ERR_NOMEM;
+	json_object_set_new(obj, "exec", json_string(exec));
+	if ((err = record(tk, req, exec)) != IDEM_OK) {
+		json_decref(obj);
+		return err;
+	}
+	return idem_response_json(res, status, obj);
+}
+
+/* POST /testkit/echo */
+static idem_err
+echo(const idem_request *req, idem_response *res, void *data)
+{
+	size_t len;
+	const char *body = idem_request_body(req, &len);
+	json_t *parsed, *obj = json_object();
+
+	if (obj == NULL)
+		return IDEM_ERR_NOMEM;
+	if (len == 0)
+		parsed = json_null();
+	else if ((parsed = idem_request_json(req, NULL)) == NULL)
+		parsed = json_stringn(body, len); /* NULL if not UTF-8 */
+	json_object_set_new(obj, "echo", parsed != NULL ? parsed :
+	    json_null());
+	return finish(data, req, res, 201, obj);
+}
+
+/* Parses a path parameter as a whole number in [min, max]; -1 if not. */
+static long
+num_param(const idem_request *req, const char *name, long min, long max)
+{
+	const char *s = idem_request_param(req, name);
+	char *end;
+	long v;
+
+	if (s == NULL || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < min || v > max)
+		return -1;
+	return v;
+}
+
+/* POST /testkit/status/{code} */
+static idem_err
+status(const idem_request *req, idem_response *res, void *data)
+{
+	long code = num_param(req, "code", 200, 599);
+
+	if (code < 0)
+		return idem_response_problem(res, 400, "BAD_STATUS",
+		    "status/{code} takes a code from 200 to 599");
+	return finish(data, req, res, (int)code,
+	    json_pack("{s:i}", "status", (int)code));
+}
+
+/* POST /testkit/sleep/{ms} */
+static idem_err
+sleep_ms(const idem_request *req, idem_response *res, void *data)
+{
+	long ms = num_param(req, "ms", 0, 600000);
+	struct timespec ts;
+
+	if (ms < 0)
+		return idem_response_problem(res, 400, "BAD_DURATION",
+		    "sleep/{ms} takes 0 to 600000 milliseconds");
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+	return finish(data, req, res, 201, NULL);
+}
+
+/* POST /testkit/fail: the side effect happens, then the handler fails. */
+static idem_err
+fail(const idem_request *req, idem_response *res, void *data)
+{
+	char exec[37];
+	idem_err err;
+
+	new_exec(exec);
+	if ((err = record(data, req, exec)) != IDEM_OK)
+		return err;
+	return IDEM_ERR_HANDLER;
+}
+
+/* POST /testkit/crash */
+static idem_err
+crash(const idem_request *req, idem_response *res, void *data)
+{
+	idem_log(req, IDEM_LOG_WARN, "testkit: crashing on purpose");
+	abort();
+}
+
+/* Whether key is a line of the file at path. */
+static int
+file_has_line(const char *path, const char *key)
+{
+	char line[1024];
+	FILE *fp = fopen(path, "r");
+	int found = 0;
+
+	if (fp == NULL)
+		return 0;
+	while (!found && fgets(line, sizeof(line), fp) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		found = strcmp(line, key) == 0;
+	}
+	fclose(fp);
+	return found;
+}
+
+/* POST /testkit/crash-once */
+static idem_err
+crash_once(const idem_request *req, idem_response *res, void *data)
+{
+	testkit *tk = data;
+	const char *key = idem_request_header(req, "Idempotency-Key");
+	char line[1024];
+	int fd, n;
+
+	if (key == NULL)
+		key = "-";
+	if (!file_has_line(tk->crashed_path, key)) {
+		n = snprintf(line, sizeof(line), "%s\n", key);
+		fd = open(tk->crashed_path, O_WRONLY | O_APPEND | O_CREAT |
+		    O_CLOEXEC, 0644);
+		if (fd < 0 || n >= (int)sizeof(line) ||
+		    write(fd, line, (size_t)n) != n)
+			return IDEM_ERR_IO;
+		close(fd);
+		idem_log(req, IDEM_LOG_WARN, "testkit: crashing once on purpose");
+		abort();
+	}
+	return echo(req, res, data);
+}
+
+static void
+teardown(void *data)
+{
+	testkit *tk = data;
+
+	if (tk == NULL)
+		return;
+	if (tk->log_fd >= 0)
+		close(tk->log_fd);
+	free(tk->crashed_path);
+	free(tk);
+}
+
+static idem_err
+setup(idem_app *app, void **data)
+{
+	static const struct {
+		const char *tmpl;
+		idem_handler_fn fn;
+	} routes[] = {
+		{ "/testkit/echo", echo },
+		{ "/testkit/status/{code}", status },
+		{ "/testkit/sleep/{ms}", sleep_ms },
+		{ "/testkit/fail", fail },
+		{ "/testkit/crash", crash },
+		{ "/testkit/crash-once", crash_once },
+	};
+	testkit *tk = calloc(1, sizeof(*tk));
+	const char *log = NULL;
+	idem_err err = IDEM_OK;
+	size_t i;
+
+	if (tk == NULL)
+		return IDEM_ERR_NOMEM;
+	tk->log_fd = -1;
+	if ((err = idem_config_string(app, "log", NULL, &log)) != IDEM_OK)
+		goto fail;
+	if (log == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "testkit: [testkit] log = FILE "
+		    "is required");
+		err = IDEM_ERR_CONFIG;
+		goto fail;
+	}
+	tk->log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (tk->log_fd < 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "testkit: %s: %s", log,
+		    strerror(errno));
+		err = IDEM_ERR_CONFIG;
+		goto fail;
+	}
+	if ((tk->crashed_path = malloc(strlen(log) + 9)) == NULL) {
+		err = IDEM_ERR_NOMEM;
+		goto fail;
+	}
+	sprintf(tk->crashed_path, "%s.crashed", log);
+	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		if ((err = idem_route_add(app, "POST", routes[i].tmpl,
+		    IDEM_POLICY_DEFAULT, routes[i].fn, tk)) != IDEM_OK)
+			goto fail;
+	*data = tk;
+	return IDEM_OK;
+fail:
+	teardown(tk);
+	return err;
+}
+
+int
+idem_plugin_init(idem_plugin *p)
+{
+	p->abi_version = IDEM_ABI_VERSION;
+	p->name = "testkit";
+	p->setup = setup;
+	p->teardown = teardown;
+	return 0;
+}
