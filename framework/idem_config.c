@@ -389,7 +389,8 @@ parse_statuses(const char *v, unsigned char table[600])
 	if (!any)
 		return "at least one status is needed";
 	if (table[429] || table[500] || table[503])
-		return "429 and 5xx are transient and must not be committed";
+		return "429 and 5xx are transient and must not be committed "
+		    "(4xx includes 429: list 4xx statuses one by one)";
 	return NULL;
 }
 

@@ -231,16 +231,21 @@ harness_run(const char *args, const char *conf_text, char **output)
 		return -1;
 	snprintf(conf, sizeof(conf), "%s/test.conf", dir);
 	snprintf(out, sizeof(out), "%s/out", dir);
-	if ((text = subst_dir(conf_text, harness_builddir())) == NULL ||
-	    (fp = fopen(conf, "w")) == NULL) {
+	if (conf_text != NULL) {
+		if ((text = subst_dir(conf_text, harness_builddir())) == NULL ||
+		    (fp = fopen(conf, "w")) == NULL) {
+			free(text);
+			return -1;
+		}
+		fputs(text, fp);
+		fclose(fp);
 		free(text);
-		return -1;
+		snprintf(cmd, sizeof(cmd), "'%s/idemfcgi' %s -c '%s' >'%s' 2>&1 "
+		    "</dev/null", harness_builddir(), args, conf, out);
+	} else {
+		snprintf(cmd, sizeof(cmd), "'%s/idemfcgi' %s >'%s' 2>&1 "
+		    "</dev/null", harness_builddir(), args, out);
 	}
-	fputs(text, fp);
-	fclose(fp);
-	free(text);
-	snprintf(cmd, sizeof(cmd), "'%s/idemfcgi' %s -c '%s' >'%s' 2>&1 "
-	    "</dev/null", harness_builddir(), args, conf, out);
 	status = system(cmd);
 	*output = harness_slurp(out);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

@@ -41,7 +41,8 @@ char *harness_slurp(const char *path);
 
 /*
  * Runs "idemfcgi ARGS -c FILE" on a config of the given text (written to a
- * temporary file; "@DIR@" in it becomes the build directory) and waits.
+ * temporary file; "@DIR@" in it becomes the build directory) and waits;
+ * with conf_text NULL, no -c is added.
  * Returns the exit status; *output (caller frees) gets stdout and stderr.
  */
 int harness_run(const char *args, const char *conf_text, char **output);

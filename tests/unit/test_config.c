@@ -1,0 +1,339 @@
+/*
+ * test_config.c - the configuration file, sizes and durations.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "idem_config.h"
+#include "idem_log.h"
+
+/* Log lines written while loading text; caller frees. */
+static char *
+load_capture(const char *text, idem_config **cfg, idem_err *err)
+{
+	FILE *fp = tmpfile();
+	int old = idem_log_set_fd(fileno(fp));
+	char *buf = calloc(1, 65536);
+	size_t n;
+
+	*err = idem_config_load_string(text, "test.conf", cfg);
+	idem_log_set_fd(old);
+	rewind(fp);
+	n = fread(buf, 1, 65535, fp);
+	buf[n] = '\0';
+	fclose(fp);
+	return buf;
+}
+
+/* Expects text to be refused with a message containing want. */
+static void
+refused(const char *text, const char *want)
+{
+	idem_config *cfg = NULL;
+	idem_err err;
+	char *log = load_capture(text, &cfg, &err);
+
+	cr_expect_eq(err, IDEM_ERR_CONFIG, "accepted: %s", text);
+	cr_expect_null(cfg);
+	cr_expect(strstr(log, want) != NULL, "log lacks \"%s\": %s", want, log);
+	free(log);
+}
+
+Test(size, units)
+{
+	uint64_t v;
+
+	cr_assert_eq(idem_parse_size("0", &v), IDEM_OK);
+	cr_expect_eq(v, 0);
+	cr_assert_eq(idem_parse_size("512", &v), IDEM_OK);
+	cr_expect_eq(v, 512);
+	cr_assert_eq(idem_parse_size("64k", &v), IDEM_OK);
+	cr_expect_eq(v, 65536);
+	cr_assert_eq(idem_parse_size("1m", &v), IDEM_OK);
+	cr_expect_eq(v, 1048576);
+	cr_assert_eq(idem_parse_size("2G", &v), IDEM_OK);
+	cr_expect_eq(v, 2147483648ULL);
+	cr_assert_eq(idem_parse_size("1mb", &v), IDEM_OK);
+	cr_expect_eq(v, 1048576);
+}
+
+Test(size, bad)
+{
+	static const char *const bad[] = { "", "k", "-1", "1x", "1 k", "1.5m",
+	    "99999999999999999999", "18014398509481984k", " 1", "1kk" };
+	uint64_t v;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(idem_parse_size(bad[i], &v), IDEM_ERR_INVALID,
+		    "accepted \"%s\"", bad[i]);
+}
+
+Test(duration, units)
+{
+	static const struct { const char *s; uint64_t ms; } ok[] = {
+		{ "0", 0 }, { "500ms", 500 }, { "30s", 30000 }, { "5m", 300000 },
+		{ "24h", 86400000 }, { "2d", 172800000 }, { "PT30M", 1800000 },
+		{ "PT1H30M", 5400000 }, { "P1D", 86400000 },
+		{ "P1DT2H", 93600000 }, { "PT0.5S", 500 }, { "PT1.25S", 1250 },
+		{ "PT90S", 90000 }, { "P2W", 1209600000 }, { "0s", 0 },
+	};
+	uint64_t v;
+	size_t i;
+
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		cr_assert_eq(idem_parse_duration(ok[i].s, &v), IDEM_OK,
+		    "refused \"%s\"", ok[i].s);
+		cr_expect_eq(v, ok[i].ms, "\"%s\" gave %llu", ok[i].s,
+		    (unsigned long long)v);
+	}
+}
+
+Test(duration, bad)
+{
+	static const char *const bad[] = { "", "5", "s", "5x", "-5s", "P",
+	    "PT", "P1H", "PT1D", "PT1M1H", "PT1S1S", "PT.5S", "P1.5D", "1 s",
+	    "PT5", "P1Y", "P1M", "99999999999999999999ms", "213503982335d" };
+	uint64_t v;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(idem_parse_duration(bad[i], &v), IDEM_ERR_INVALID,
+		    "accepted \"%s\"", bad[i]);
+}
+
+Test(bool, words)
+{
+	int b;
+
+	cr_assert_eq(idem_parse_bool("yes", &b), IDEM_OK);
+	cr_expect_eq(b, 1);
+	cr_assert_eq(idem_parse_bool("Off", &b), IDEM_OK);
+	cr_expect_eq(b, 0);
+	cr_expect_eq(idem_parse_bool("maybe", &b), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_parse_bool("", &b), IDEM_ERR_INVALID);
+}
+
+/* The example of DESIGN.md section 3, comments and all. */
+Test(config, design_example)
+{
+	static const char text[] =
+	    "[server]\n"
+	    "listen  = 127.0.0.1:9000     # or unix:/run/idemfcgi.sock; omit when the web\n"
+	    "                             # server spawns us with the socket on fd 0\n"
+	    "workers = 1                  # processes\n"
+	    "threads = 8                  # per process\n"
+	    "max-body = 1m\n"
+	    "mount   = /api               # prefix to strip when PATH_INFO is absent\n"
+	    "plugins = /usr/lib/idemfcgi/ledger.so\n"
+	    "                             # (and further plugins on the same line)\n"
+	    "\n"
+	    "[idempotency]\n"
+	    "enabled         = true\n"
+	    "store           = memory     # memory | mysql\n"
+	    "key-format      = opaque     # opaque | uuid | uuidv7\n"
+	    "required        = true       # default policy for mutating routes\n"
+	    "lifetime        = 24h\n"
+	    "inflight-ttl    = 30s\n"
+	    "inflight-wait   = 0\n"
+	    "commit-statuses = 2xx 400 404 409 422\n"
+	    "conflict-status = 409\n"
+	    "scope           = none       # none | remote-user | header:X-Api-Key\n"
+	    "max-entries     = 100000     # memory store\n"
+	    "max-response    = 1m\n"
+	    "cleanup-interval = 5m\n"
+	    "\n"
+	    "[mysql]\n"
+	    "host = 127.0.0.1\n"
+	    "port = 3306                  # or socket = /run/mysqld/mysqld.sock\n"
+	    "user = idem\n"
+	    "password-file = /etc/idemfcgi/mysql.pw   # never logged\n"
+	    "database = idem\n"
+	    "pool-size = 8\n"
+	    "connect-timeout = 2s\n";
+	idem_config *cfg;
+	idem_err err;
+	char *log = load_capture(text, &cfg, &err);
+
+	cr_assert_eq(err, IDEM_OK, "refused: %s", log);
+	cr_expect_str_eq(cfg->listen, "127.0.0.1:9000");
+	cr_expect_eq(cfg->threads, 8);
+	cr_expect_eq(cfg->max_body, 1048576);
+	cr_expect_str_eq(cfg->mount, "/api");
+	cr_assert_eq(cfg->nplugins, 1);
+	cr_expect_str_eq(cfg->plugins[0], "/usr/lib/idemfcgi/ledger.so");
+	cr_expect_eq(cfg->lifetime, 86400000);
+	cr_expect_eq(cfg->inflight_ttl, 30000);
+	cr_expect_eq(cfg->inflight_wait, 0);
+	cr_expect(cfg->commit_status[200] && cfg->commit_status[299] &&
+	    cfg->commit_status[400] && cfg->commit_status[404] &&
+	    cfg->commit_status[409] && cfg->commit_status[422]);
+	cr_expect(!cfg->commit_status[401] && !cfg->commit_status[429] &&
+	    !cfg->commit_status[500] && !cfg->commit_status[302]);
+	cr_expect_eq(cfg->scope, IDEM_SCOPE_NONE);
+	cr_expect_eq(cfg->mysql_port, 3306);
+	cr_expect_str_eq(cfg->mysql_password_file, "/etc/idemfcgi/mysql.pw");
+	cr_expect_eq(cfg->mysql_connect_timeout, 2000);
+	idem_config_free(cfg);
+	free(log);
+}
+
+Test(config, values)
+{
+	idem_config *cfg;
+	idem_err err;
+	char *log = load_capture(
+	    "[server]\nlisten = unix:/run/x.sock\nsocket-mode = 0600\n"
+	    "mount = /api/\nplugins = a.so, b.so\n   /x/c.so\nlog-level = warn\n"
+	    "[idempotency]\nkey-format = uuidv7\nscope = header:X-Api-Key\n"
+	    "commit-statuses = 201 401 499\ninflight-ttl = PT1M\n"
+	    "store = mysql ; inline comment\n"
+	    "[mysql]\nuser = u\ndatabase = d\n", &cfg, &err);
+
+	cr_assert_eq(err, IDEM_OK, "refused: %s", log);
+	cr_expect_str_eq(cfg->listen, "unix:/run/x.sock");
+	cr_expect_eq(cfg->socket_mode, 0600);
+	cr_expect_str_eq(cfg->mount, "/api");
+	cr_assert_eq(cfg->nplugins, 3);
+	cr_expect_str_eq(cfg->plugins[1], "b.so");
+	cr_expect_str_eq(cfg->plugins[2], "/x/c.so");
+	cr_expect_null(cfg->plugins[3]);
+	cr_expect_eq(cfg->log_level, IDEM_LOG_WARN);
+	cr_expect_eq(cfg->key_format, IDEM_KEY_UUIDV7);
+	cr_expect_eq(cfg->scope, IDEM_SCOPE_HEADER);
+	cr_expect_str_eq(cfg->scope_header, "X-Api-Key");
+	cr_expect(cfg->commit_status[201] && !cfg->commit_status[200]);
+	cr_expect(cfg->commit_status[401] && cfg->commit_status[499] &&
+	    !cfg->commit_status[404]);
+	cr_expect_eq(cfg->inflight_ttl, 60000);
+	cr_expect_eq(cfg->store, IDEM_STORE_MYSQL);
+	idem_config_free(cfg);
+	free(log);
+}
+
+Test(config, defaults)
+{
+	idem_config *cfg;
+
+	cr_assert_eq(idem_config_defaults(&cfg), IDEM_OK);
+	cr_expect_null(cfg->listen);
+	cr_expect_eq(cfg->threads, 8);
+	cr_expect_eq(cfg->conflict_status, 409);
+	cr_expect_eq(cfg->max_entries, 100000);
+	cr_expect(cfg->required);
+	idem_config_free(cfg);
+}
+
+Test(config, refused_with_file_line_key)
+{
+	refused("[server]\nthreads = 8\nthredas = 4\n",
+	    "test.conf:3: [server] thredas: unknown key");
+	refused("[server]\nthreads = lots\n",
+	    "test.conf:2: [server] threads: bad value \"lots\"");
+	refused("[server]\nthreads = 0\n", "from 1 to 1024");
+	refused("[server]\nmax-body = 1q\n", "test.conf:2: [server] max-body");
+	refused("[idempotency]\nlifetime = forever\n",
+	    "test.conf:2: [idempotency] lifetime");
+	refused("[idempotency]\nstore = redis\n", "expected memory or mysql");
+	refused("[idempotency]\nkey-format = uuid4\n", "opaque, uuid or uuidv7");
+	refused("[idempotency]\nscope = header:\n", "header:NAME");
+	refused("[idempotency]\ncommit-statuses = 2xx 503\n", "transient");
+	refused("[idempotency]\ncommit-statuses = 2xy\n", "expected statuses");
+	refused("[idempotency]\nconflict-status = 200\n", "from 400 to 499");
+	refused("[server]\nlisten = localhost\n", "HOST:PORT");
+	refused("[server]\nlisten = unix:relative.sock\n", "absolute path");
+	refused("[server]\nlisten = 1.2.3.4:99999\n", "port");
+	refused("[server]\nsocket-mode = 0999\n", "octal");
+	refused("[server]\nmount = api\n", "start with '/'");
+	refused("[server]\nthreads = 4\nthreads = 5\n",
+	    "test.conf:3: [server] threads: given twice (first on line 2)");
+	refused("threads = 4\n", "outside a section");
+	refused("[server\nthreads = 4\n", "test.conf:1: syntax error");
+	refused("[server]\njust words\n", "test.conf:2: syntax error");
+	refused("[idempotency]\nstore = mysql\n", "store = mysql needs a user");
+	refused("[server]\nworkers = 2\n", "workers");
+	refused("[pluginx]\na = 1\na = 2\n", "given twice");
+}
+
+Test(config, long_line)
+{
+	char text[600];
+
+	snprintf(text, sizeof(text), "[server]\nmount = /%0300d\n", 7);
+	refused(text, "test.conf:2: line longer than");
+}
+
+Test(config, all_problems_reported)
+{
+	idem_config *cfg;
+	idem_err err;
+	char *log = load_capture("[server]\na = 1\nb = 2\n[idempotency]\nc = 3\n",
+	    &cfg, &err);
+
+	cr_expect_eq(err, IDEM_ERR_CONFIG);
+	cr_expect(strstr(log, ":2: [server] a:") != NULL, "%s", log);
+	cr_expect(strstr(log, ":3: [server] b:") != NULL, "%s", log);
+	cr_expect(strstr(log, ":5: [idempotency] c:") != NULL, "%s", log);
+	free(log);
+}
+
+Test(config, unreadable_file)
+{
+	idem_config *cfg = NULL;
+	FILE *fp = tmpfile();
+	int old = idem_log_set_fd(fileno(fp));
+	idem_err err = idem_config_load("/nonexistent/idemfcgi.conf", &cfg);
+	char buf[512] = "";
+
+	idem_log_set_fd(old);
+	rewind(fp);
+	cr_assert(fread(buf, 1, sizeof(buf) - 1, fp) > 0);
+	fclose(fp);
+	cr_expect_eq(err, IDEM_ERR_IO);
+	cr_expect_null(cfg);
+	cr_expect(strstr(buf, "/nonexistent/idemfcgi.conf: cannot read") != NULL,
+	    "%s", buf);
+}
+
+Test(config, plugin_sections)
+{
+	static const char *const names[] = { "ledger", NULL };
+	idem_config *cfg;
+	idem_config_entry *e;
+	idem_err err;
+	FILE *fp;
+	int old;
+	char buf[2048] = "", *log;
+
+	log = load_capture("[ledger]\nmax-accounts = 5\ntypo = 1\n"
+	    "[nobody]\nx = 1\ny = 2\n", &cfg, &err);
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	free(log);
+	e = idem_config_find(cfg, "ledger", "max-accounts");
+	cr_assert_not_null(e);
+	cr_expect_str_eq(e->value, "5");
+	cr_expect_eq(e->line, 2);
+	cr_expect_null(idem_config_find(cfg, "ledger", "absent"));
+
+	fp = tmpfile();
+	old = idem_log_set_fd(fileno(fp));
+	err = idem_config_check_unused(cfg, names);
+	idem_log_set_fd(old);
+	rewind(fp);
+	cr_assert(fread(buf, 1, sizeof(buf) - 1, fp) > 0);
+	fclose(fp);
+	cr_expect_eq(err, IDEM_ERR_CONFIG);
+	cr_expect(strstr(buf, ":3: [ledger] typo: unknown key") != NULL, "%s",
+	    buf);
+	cr_expect(strstr(buf, ":5: [nobody]: unknown section") != NULL, "%s",
+	    buf);
+	/* a section is reported once, not once per key */
+	cr_expect_null(strstr(strstr(buf, "[nobody]") + 1, "[nobody]"), "%s",
+	    buf);
+	cr_expect(strstr(buf, "max-accounts") == NULL, "%s", buf);
+	idem_config_free(cfg);
+}

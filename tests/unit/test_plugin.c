@@ -1,0 +1,273 @@
+/*
+ * test_plugin.c - loading plugins (and refusing bad ones), and the whole
+ * middleware chain of idem_service_handle with the real plugins.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+#include "idem_log.h"
+#include "idem_service.h"
+
+/* Builds a service from config text; returns the error and the log. */
+static idem_err
+service(const char *text, idem_service **svc, char **log)
+{
+	char *conf = malloc(strlen(text) + 4096), *p;
+	const char *b = harness_builddir();
+	FILE *fp = tmpfile();
+	int old = idem_log_set_fd(fileno(fp));
+	idem_config *cfg;
+	idem_err err;
+	size_t n;
+
+	/* @B@ stands for the build directory */
+	for (p = conf; *text != '\0'; ) {
+		if (strncmp(text, "@B@", 3) == 0) {
+			p += sprintf(p, "%s", b);
+			text += 3;
+		} else {
+			*p++ = *text++;
+		}
+	}
+	*p = '\0';
+	*svc = NULL;
+	err = idem_config_load_string(conf, "unit.conf", &cfg);
+	if (err == IDEM_OK)
+		err = idem_service_new(cfg, "/nonexistent-plugin-dir", svc);
+	idem_log_set_fd(old);
+	*log = calloc(1, 65536);
+	rewind(fp);
+	n = fread(*log, 1, 65535, fp);
+	(*log)[n] = '\0';
+	fclose(fp);
+	free(conf);
+	return err;
+}
+
+/* Expects config text to be refused with err and a log containing want. */
+static void
+refused(const char *text, idem_err want_err, const char *want)
+{
+	idem_service *svc;
+	char *log;
+	idem_err err = service(text, &svc, &log);
+
+	cr_expect_eq(err, want_err, "got %s: %s", idem_strerror(err), log);
+	cr_expect_null(svc);
+	cr_expect(strstr(log, want) != NULL, "log lacks \"%s\": %s", want, log);
+	free(log);
+}
+
+Test(plugin, missing_file)
+{
+	refused("[server]\nplugins = /nonexistent/x.so\n", IDEM_ERR_PLUGIN,
+	    "plugin /nonexistent/x.so: cannot load");
+	refused("[server]\nplugins = bare.so\n", IDEM_ERR_PLUGIN,
+	    "plugin /nonexistent-plugin-dir/bare.so: cannot load");
+	refused("[server]\nplugins = rel/x.so\n", IDEM_ERR_PLUGIN,
+	    "plugin ./rel/x.so: cannot load");
+}
+
+Test(plugin, not_a_plugin)
+{
+	refused("[server]\nplugins = @B@/tests/plugins/.libs/no_symbol.so\n",
+	    IDEM_ERR_PLUGIN, "no_symbol.so: no symbol idem_plugin_init");
+}
+
+Test(plugin, wrong_abi_refused_by_name)
+{
+	refused("[server]\nplugins = @B@/tests/plugins/.libs/bad_abi.so\n",
+	    IDEM_ERR_PLUGIN, "bad_abi.so: built for plugin ABI version 42, "
+	    "this idemfcgi has version 1");
+}
+
+Test(plugin, failing_setup)
+{
+	refused("[server]\nplugins = @B@/tests/plugins/.libs/bad_setup.so\n",
+	    IDEM_ERR_PLUGIN, "bad_setup.so: route POST no-leading-slash/{x: "
+	    "malformed");
+}
+
+Test(plugin, same_name_twice)
+{
+	refused("[server]\nplugins = @B@/.libs/ledger.so @B@/.libs/ledger.so\n",
+	    IDEM_ERR_PLUGIN, "the name \"ledger\" is taken");
+}
+
+Test(plugin, its_config_section)
+{
+	refused("[server]\nplugins = @B@/.libs/ledger.so\n[ledger]\n"
+	    "max-acounts = 5\n", IDEM_ERR_CONFIG,
+	    "unit.conf:4: [ledger] max-acounts: unknown key");
+	refused("[server]\nplugins = @B@/.libs/ledger.so\n[ledger]\n"
+	    "max-accounts = many\n", IDEM_ERR_CONFIG,
+	    "unit.conf:4: [ledger] max-accounts: bad value \"many\"");
+	refused("[server]\nplugins = @B@/.libs/ledger.so\n[legder]\nx = 1\n",
+	    IDEM_ERR_CONFIG, "unit.conf:4: [legder]: unknown section");
+	refused("[server]\nplugins = @B@/tests/testkit/.libs/testkit.so\n",
+	    IDEM_ERR_CONFIG, "[testkit] log = FILE is required");
+}
+
+/* ------------------------------------------------ the middleware chain */
+
+typedef struct body_reader {
+	const char *data;
+	size_t len, pos;
+} body_reader;
+
+static ssize_t
+read_body(void *ctx, char *buf, size_t len)
+{
+	body_reader *r = ctx;
+	size_t n = r->len - r->pos < len ? r->len - r->pos : len;
+
+	memcpy(buf, r->data + r->pos, n);
+	r->pos += n;
+	return (ssize_t)n;
+}
+
+static idem_service *svc;
+static char logpath[] = "/tmp/idemfcgi-unit-XXXXXX";
+
+static void
+start(void)
+{
+	char text[1024], *log;
+	int fd = mkstemp(logpath);
+
+	cr_assert(fd >= 0);
+	close(fd);
+	snprintf(text, sizeof(text), "[server]\nmax-body = 64\nplugins = "
+	    "@B@/.libs/ledger.so @B@/tests/testkit/.libs/testkit.so\n"
+	    "[testkit]\nlog = %s\n", logpath);
+	cr_assert_eq(service(text, &svc, &log), IDEM_OK, "%s", log);
+	free(log);
+}
+
+static void
+stop(void)
+{
+	idem_service_free(svc);
+	unlink(logpath);
+}
+
+/* Runs one request through the service; returns the status and fills
+ * *body with the response body (caller frees) and *ctype. */
+static int
+call(const char *method, const char *uri, const char *body,
+    char **out, char *ctype, size_t ctlen)
+{
+	char m[64], u[512], cl[64];
+	char *env[] = { m, u, cl, NULL };
+	body_reader r = { body, body != NULL ? strlen(body) : 0, 0 };
+	idem_request req;
+	idem_response res;
+	const char *t;
+	int status;
+
+	snprintf(m, sizeof(m), "REQUEST_METHOD=%s", method);
+	snprintf(u, sizeof(u), "REQUEST_URI=%s", uri);
+	snprintf(cl, sizeof(cl), "CONTENT_LENGTH=%zu", r.len);
+	idem_response_init(&res);
+	idem_service_handle(svc, env, read_body, &r, &req, &res);
+	status = res.status;
+	*out = strndup(res.body != NULL ? res.body : "", res.len);
+	t = idem_response_get_header(&res, "Content-Type");
+	snprintf(ctype, ctlen, "%s", t != NULL ? t : "");
+	idem_response_clear(&res);
+	idem_request_clear(&req);
+	return status;
+}
+
+Test(chain, ledger, .init = start, .fini = stop)
+{
+	char *b, ct[64];
+
+	cr_expect_eq(call("POST", "/accounts/a/deposit", "{\"amount\":5}", &b,
+	    ct, sizeof(ct)), 201);
+	cr_expect_str_eq(b, "{\"account\":\"a\",\"balance\":5}");
+	cr_expect_str_eq(ct, "application/json");
+	free(b);
+	cr_expect_eq(call("POST", "/accounts/a/withdraw", "{\"amount\":2}", &b,
+	    ct, sizeof(ct)), 201);
+	cr_expect_str_eq(b, "{\"account\":\"a\",\"balance\":3}");
+	free(b);
+	cr_expect_eq(call("POST", "/accounts/a/withdraw", "{\"amount\":4}", &b,
+	    ct, sizeof(ct)), 409);
+	cr_expect(strstr(b, "INSUFFICIENT_FUNDS") != NULL, "%s", b);
+	cr_expect_str_eq(ct, "application/problem+json");
+	free(b);
+	cr_expect_eq(call("GET", "/accounts/a", NULL, &b, ct, sizeof(ct)), 200);
+	cr_expect_str_eq(b, "{\"account\":\"a\",\"balance\":3}");
+	free(b);
+	cr_expect_eq(call("GET", "/accounts/zz", NULL, &b, ct, sizeof(ct)), 404);
+	cr_expect(strstr(b, "ACCOUNT_NOT_FOUND") != NULL, "%s", b);
+	free(b);
+	cr_expect_eq(call("POST", "/accounts/zz/withdraw", "{\"amount\":1}", &b,
+	    ct, sizeof(ct)), 404);
+	free(b);
+}
+
+Test(chain, ledger_bad_input, .init = start, .fini = stop)
+{
+	static const struct { const char *uri, *body; int status;
+	    const char *code; } cases[] = {
+		{ "/accounts/a/deposit", "{\"amount\":", 400, "MALFORMED_JSON" },
+		{ "/accounts/a/deposit", "", 400, "MALFORMED_JSON" },
+		{ "/accounts/a/deposit", "{\"amount\":0}", 422, "INVALID_AMOUNT" },
+		{ "/accounts/a/deposit", "{\"amount\":-3}", 422, "INVALID_AMOUNT" },
+		{ "/accounts/a/deposit", "{\"amount\":1.5}", 422,
+		    "INVALID_AMOUNT" },
+		{ "/accounts/a/deposit", "{\"amount\":\"5\"}", 422,
+		    "INVALID_AMOUNT" },
+		{ "/accounts/a/deposit", "{\"amt\":5}", 422, "INVALID_AMOUNT" },
+		{ "/accounts/a/deposit", "[5]", 422, "INVALID_AMOUNT" },
+		{ "/accounts/a/deposit", "{\"amount\":1,\"amount\":2}", 400,
+		    "MALFORMED_JSON" },
+		{ "/accounts/a/deposit", "{\"amount\":10000000000001}", 422,
+		    "INVALID_AMOUNT" },
+		{ "/accounts/a%3Bb/deposit", "{\"amount\":1}", 400,
+		    "INVALID_ACCOUNT_ID" },
+	};
+	size_t i;
+	char *b, ct[64];
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cr_expect_eq(call("POST", cases[i].uri, cases[i].body, &b, ct,
+		    sizeof(ct)), cases[i].status, "case %zu: %s", i, b);
+		cr_expect(strstr(b, cases[i].code) != NULL, "case %zu: %s", i, b);
+		free(b);
+	}
+	cr_expect_eq(call("GET", "/accounts/a", NULL, &b, ct, sizeof(ct)), 404,
+	    "a refused deposit created the account: %s", b);
+	free(b);
+}
+
+Test(chain, framework_errors, .init = start, .fini = stop)
+{
+	char *b, ct[64], big[100];
+
+	cr_expect_eq(call("POST", "/nowhere", NULL, &b, ct, sizeof(ct)), 404);
+	cr_expect(strstr(b, "\"code\":\"ROUTE_NOT_FOUND\"") != NULL, "%s", b);
+	cr_expect_str_eq(ct, "application/problem+json");
+	free(b);
+	cr_expect_eq(call("PATCH", "/accounts/a", NULL, &b, ct, sizeof(ct)),
+	    405);
+	cr_expect(strstr(b, "METHOD_NOT_ALLOWED") != NULL, "%s", b);
+	free(b);
+	memset(big, 'x', 99);
+	big[99] = '\0';
+	cr_expect_eq(call("POST", "/testkit/echo", big, &b, ct, sizeof(ct)),
+	    413);
+	cr_expect(strstr(b, "BODY_TOO_LARGE") != NULL, "%s", b);
+	free(b);
+	cr_expect_eq(call("POST", "/testkit/fail", NULL, &b, ct, sizeof(ct)),
+	    500);
+	cr_expect(strstr(b, "HANDLER_FAILED") != NULL, "%s", b);
+	free(b);
+}

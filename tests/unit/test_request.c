@@ -1,0 +1,358 @@
+/*
+ * test_request.c - FastCGI params and bodies into requests; responses.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "idem_request.h"
+
+typedef struct reader {
+	const char *data;
+	size_t len;
+	size_t pos;
+	int calls;
+} reader;
+
+/* idem_read_fn over a string, a few bytes at a time. */
+static ssize_t
+read_str(void *ctx, char *buf, size_t len)
+{
+	reader *r = ctx;
+	size_t n = r->len - r->pos;
+
+	r->calls++;
+	if (n > len)
+		n = len;
+	if (n > 7)
+		n = 7; /* short reads must be handled */
+	memcpy(buf, r->data + r->pos, n);
+	r->pos += n;
+	return (ssize_t)n;
+}
+
+static idem_err
+parse(idem_request *req, char *const *env, const char *mount,
+    idem_problem *pb)
+{
+	memset(pb, 0, sizeof(*pb));
+	return idem_request_parse(req, env, mount, pb);
+}
+
+Test(request, basics)
+{
+	char *env[] = { "REQUEST_METHOD=POST",
+	    "REQUEST_URI=/api/accounts/a/deposit?x=1",
+	    "QUERY_STRING=x=1", "CONTENT_LENGTH=12",
+	    "CONTENT_TYPE=application/json",
+	    "HTTP_IDEMPOTENCY_KEY=k-1", "REMOTE_USER=alice",
+	    "HTTP_X_REQUEST_ID=abc-123", NULL };
+	idem_request req;
+	idem_problem pb;
+
+	cr_assert_eq(parse(&req, env, "/api", &pb), IDEM_OK, "%s", pb.detail);
+	cr_expect_str_eq(idem_request_method(&req), "POST");
+	cr_expect_str_eq(idem_request_path(&req), "/accounts/a/deposit");
+	cr_expect_str_eq(idem_request_query(&req), "x=1");
+	cr_expect_str_eq(idem_request_header(&req, "idempotency-key"), "k-1");
+	cr_expect_str_eq(idem_request_header(&req, "Content-Type"),
+	    "application/json");
+	cr_expect_str_eq(idem_request_header(&req, "content-length"), "12");
+	cr_expect_null(idem_request_header(&req, "X-Missing"));
+	cr_expect_str_eq(idem_request_remote_user(&req), "alice");
+	cr_expect_str_eq(idem_request_id(&req), "abc-123");
+	cr_expect_eq(req.content_length, 12);
+	cr_expect_eq(req.nsegs, 3);
+	idem_request_clear(&req);
+}
+
+Test(request, mount_prefix)
+{
+	static const struct { const char *uri, *path; } cases[] = {
+		{ "REQUEST_URI=/api/x", "/x" },
+		{ "REQUEST_URI=/api", "/" },
+		{ "REQUEST_URI=/api/", "/" },
+		{ "REQUEST_URI=/api?q", "/" },
+		{ "REQUEST_URI=/apix/y", "/apix/y" },
+		{ "REQUEST_URI=/other", "/other" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *env[] = { "REQUEST_METHOD=GET", (char *)cases[i].uri, NULL };
+		idem_request req;
+		idem_problem pb;
+		cr_assert_eq(parse(&req, env, "/api", &pb), IDEM_OK);
+		cr_expect_str_eq(req.path, cases[i].path, "%s gave %s",
+		    cases[i].uri, req.path);
+		idem_request_clear(&req);
+	}
+}
+
+Test(request, path_info_wins)
+{
+	char *env[] = { "REQUEST_METHOD=GET", "REQUEST_URI=/app/a%20b",
+	    "SCRIPT_NAME=/app", "PATH_INFO=/a b", NULL };
+	idem_request req;
+	idem_problem pb;
+
+	cr_assert_eq(parse(&req, env, "", &pb), IDEM_OK);
+	cr_expect_str_eq(req.path, "/a b");
+	cr_expect_str_eq(req.segs[0], "a b");
+	idem_request_clear(&req);
+}
+
+Test(request, escaped_slash_stays_in_segment)
+{
+	char *env[] = { "REQUEST_METHOD=GET", "REQUEST_URI=/x/a%2Fb/%41", NULL };
+	idem_request req;
+	idem_problem pb;
+
+	cr_assert_eq(parse(&req, env, "", &pb), IDEM_OK);
+	cr_assert_eq(req.nsegs, 3);
+	cr_expect_str_eq(req.segs[1], "a/b");
+	cr_expect_str_eq(req.segs[2], "A");
+	idem_request_clear(&req);
+}
+
+Test(request, refused)
+{
+	static const struct {
+		const char *a, *b, *c;
+		int status;
+		const char *code;
+	} cases[] = {
+		{ "REQUEST_URI=/x", NULL, NULL, 400, "BAD_REQUEST" },
+		{ "REQUEST_METHOD=", "REQUEST_URI=/x", NULL, 400, "BAD_REQUEST" },
+		{ "REQUEST_METHOD=get", "REQUEST_URI=/x", NULL, 400, "BAD_REQUEST" },
+		{ "REQUEST_METHOD=GET", NULL, NULL, 400, "BAD_REQUEST" },
+		{ "REQUEST_METHOD=GET", "REQUEST_URI=x", NULL, 400, "BAD_REQUEST" },
+		{ "REQUEST_METHOD=GET", "REQUEST_URI=/%zz", NULL, 400, "BAD_PATH" },
+		{ "REQUEST_METHOD=GET", "REQUEST_URI=/a%4", NULL, 400, "BAD_PATH" },
+		{ "REQUEST_METHOD=GET", "REQUEST_URI=/a%", NULL, 400, "BAD_PATH" },
+		{ "REQUEST_METHOD=GET", "REQUEST_URI=/a%00b", NULL, 400, "BAD_PATH" },
+		{ "REQUEST_METHOD=GET", "PATH_INFO=x", NULL, 400, "BAD_PATH" },
+		{ "REQUEST_METHOD=POST", "REQUEST_URI=/x", "CONTENT_LENGTH=12a",
+		    400, "BAD_CONTENT_LENGTH" },
+		{ "REQUEST_METHOD=POST", "REQUEST_URI=/x", "CONTENT_LENGTH=-1",
+		    400, "BAD_CONTENT_LENGTH" },
+		{ "REQUEST_METHOD=POST", "REQUEST_URI=/x",
+		    "CONTENT_LENGTH=99999999999999999999999", 400,
+		    "BAD_CONTENT_LENGTH" },
+		{ "REQUEST_METHOD=GET",
+		    "REQUEST_URI=/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18/19/"
+		    "20/21/22/23/24/25/26/27/28/29/30/31/32/33", NULL, 404,
+		    "ROUTE_NOT_FOUND" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *env[] = { (char *)cases[i].a, (char *)cases[i].b,
+		    (char *)cases[i].c, NULL };
+		idem_request req;
+		idem_problem pb;
+		if (env[1] == NULL)
+			env[1] = env[2];
+		cr_expect_eq(parse(&req, env, "", &pb), IDEM_ERR_PROTOCOL,
+		    "case %zu accepted", i);
+		cr_expect_eq(pb.status, cases[i].status, "case %zu: %d", i,
+		    pb.status);
+		cr_expect_str_eq(pb.code, cases[i].code, "case %zu", i);
+		cr_expect_neq(req.request_id[0], '\0');
+		idem_request_clear(&req);
+	}
+}
+
+Test(request, long_path)
+{
+	char *uri = malloc(IDEM_MAX_PATH + 32);
+	char *env[] = { "REQUEST_METHOD=GET", uri, NULL };
+	idem_request req;
+	idem_problem pb;
+
+	strcpy(uri, "REQUEST_URI=/");
+	memset(uri + 13, 'a', IDEM_MAX_PATH + 1);
+	uri[13 + IDEM_MAX_PATH + 1] = '\0';
+	cr_expect_eq(parse(&req, env, "", &pb), IDEM_ERR_PROTOCOL);
+	cr_expect_eq(pb.status, 414);
+	idem_request_clear(&req);
+	free(uri);
+}
+
+Test(request, request_id)
+{
+	char *good[] = { "REQUEST_METHOD=GET", "REQUEST_URI=/",
+	    "HTTP_X_REQUEST_ID=Root=1-5f84c7a9;x", NULL };
+	char *longid[] = { "REQUEST_METHOD=GET", "REQUEST_URI=/",
+	    "HTTP_X_REQUEST_ID=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaa", NULL };
+	char *ctl[] = { "REQUEST_METHOD=GET", "REQUEST_URI=/",
+	    "HTTP_X_REQUEST_ID=a\nb", NULL };
+	idem_request req;
+	idem_problem pb;
+
+	/* ';' is not allowed: a fresh UUID replaces it */
+	cr_assert_eq(parse(&req, good, "", &pb), IDEM_OK);
+	cr_expect_eq(strlen(req.request_id), 36);
+	idem_request_clear(&req);
+	cr_assert_eq(parse(&req, longid, "", &pb), IDEM_OK);
+	cr_expect_eq(strlen(req.request_id), 36);
+	idem_request_clear(&req);
+	cr_assert_eq(parse(&req, ctl, "", &pb), IDEM_OK);
+	cr_expect_eq(strlen(req.request_id), 36);
+	cr_expect_null(strchr(req.request_id, '\n'));
+	idem_request_clear(&req);
+}
+
+Test(body, exact_length)
+{
+	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/",
+	    "CONTENT_LENGTH=20", NULL };
+	reader r = { "0123456789abcdefghijEXTRA", 25, 0, 0 };
+	idem_request req;
+	idem_problem pb;
+	size_t len;
+
+	cr_assert_eq(parse(&req, env, "", &pb), IDEM_OK);
+	cr_assert_eq(idem_request_read_body(&req, 1024, read_str, &r, &pb),
+	    IDEM_OK);
+	cr_expect_str_eq(idem_request_body(&req, &len), "0123456789abcdefghij");
+	cr_expect_eq(len, 20);
+	cr_expect_eq(r.pos, 20, "read past CONTENT_LENGTH");
+	idem_request_clear(&req);
+}
+
+Test(body, content_length_lies)
+{
+	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/",
+	    "CONTENT_LENGTH=100", NULL };
+	reader r = { "short", 5, 0, 0 };
+	idem_request req;
+	idem_problem pb;
+
+	cr_assert_eq(parse(&req, env, "", &pb), IDEM_OK);
+	cr_expect_eq(idem_request_read_body(&req, 1024, read_str, &r, &pb),
+	    IDEM_ERR_PROTOCOL);
+	cr_expect_eq(pb.status, 400);
+	cr_expect_str_eq(pb.code, "BODY_INCOMPLETE");
+	idem_request_clear(&req);
+}
+
+Test(body, too_large_is_not_read)
+{
+	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/",
+	    "CONTENT_LENGTH=1025", NULL };
+	reader r = { "x", 1, 0, 0 };
+	idem_request req;
+	idem_problem pb;
+
+	cr_assert_eq(parse(&req, env, "", &pb), IDEM_OK);
+	cr_expect_eq(idem_request_read_body(&req, 1024, read_str, &r, &pb),
+	    IDEM_ERR_TOO_LARGE);
+	cr_expect_eq(pb.status, 413);
+	cr_expect_str_eq(pb.code, "BODY_TOO_LARGE");
+	cr_expect_eq(r.calls, 0);
+	cr_expect_null(req.body);
+	idem_request_clear(&req);
+}
+
+Test(body, none)
+{
+	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/", NULL };
+	reader r = { "", 0, 0, 0 };
+	idem_request req;
+	idem_problem pb;
+	size_t len = 9;
+
+	cr_assert_eq(parse(&req, env, "", &pb), IDEM_OK);
+	cr_assert_eq(idem_request_read_body(&req, 1024, read_str, &r, &pb),
+	    IDEM_OK);
+	cr_expect_str_eq(idem_request_body(&req, &len), "");
+	cr_expect_eq(len, 0);
+	idem_request_clear(&req);
+}
+
+Test(response, head_and_body)
+{
+	idem_response res;
+	char *head;
+	size_t len;
+
+	idem_response_init(&res);
+	cr_assert_eq(idem_response_json(&res, 201, json_pack("{s:i}", "a", 1)),
+	    IDEM_OK);
+	cr_assert_eq(idem_response_header(&res, "X-Thing", "v 1"), IDEM_OK);
+	head = idem_response_head(&res, "rid", &len);
+	cr_assert_not_null(head);
+	cr_expect_str_eq(head, "Status: 201 Created\r\n"
+	    "Content-Type: application/json\r\nX-Thing: v 1\r\n"
+	    "X-Request-Id: rid\r\nContent-Length: 7\r\n\r\n");
+	cr_expect_eq(len, strlen(head));
+	cr_expect_eq(res.len, 7);
+	cr_expect_eq(memcmp(res.body, "{\"a\":1}", 7), 0);
+	free(head);
+	idem_response_clear(&res);
+	cr_expect_eq(res.status, 200);
+	cr_expect_eq(res.nheaders, 0);
+}
+
+Test(response, header_injection_refused)
+{
+	idem_response res;
+
+	idem_response_init(&res);
+	cr_expect_eq(idem_response_header(&res, "X-A", "a\r\nSet-Cookie: x"),
+	    IDEM_ERR_INVALID);
+	cr_expect_eq(idem_response_header(&res, "X-A", "a\nb"),
+	    IDEM_ERR_INVALID);
+	cr_expect_eq(idem_response_header(&res, "X A", "a"), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_response_header(&res, "", "a"), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_response_header(&res, "X:A", "a"), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_response_header(&res, "Status", "200"),
+	    IDEM_ERR_INVALID);
+	cr_expect_eq(idem_response_header(&res, "content-length", "2"),
+	    IDEM_ERR_INVALID);
+	cr_expect_eq(idem_response_status(&res, 99), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_response_status(&res, 600), IDEM_ERR_INVALID);
+	cr_expect_eq(res.nheaders, 0);
+	idem_response_clear(&res);
+}
+
+Test(response, header_limit)
+{
+	idem_response res;
+	int i;
+
+	idem_response_init(&res);
+	for (i = 0; i < IDEM_MAX_HEADERS; i++)
+		cr_assert_eq(idem_response_header(&res, "X-N", "v"), IDEM_OK);
+	cr_expect_eq(idem_response_header(&res, "X-N", "v"),
+	    IDEM_ERR_TOO_LARGE);
+	idem_response_clear(&res);
+}
+
+Test(response, problem)
+{
+	idem_response res;
+	json_t *j;
+	json_error_t e;
+
+	idem_response_init(&res);
+	cr_assert_eq(idem_response_problem(&res, 409, "INSUFFICIENT_FUNDS",
+	    "d \"q\""), IDEM_OK);
+	cr_expect_eq(res.status, 409);
+	cr_expect_str_eq(idem_response_get_header(&res, "content-type"),
+	    "application/problem+json");
+	j = json_loadb(res.body, res.len, 0, &e);
+	cr_assert_not_null(j);
+	cr_expect_eq(json_integer_value(json_object_get(j, "status")), 409);
+	cr_expect_str_eq(json_string_value(json_object_get(j, "title")),
+	    "Conflict");
+	cr_expect_str_eq(json_string_value(json_object_get(j, "code")),
+	    "INSUFFICIENT_FUNDS");
+	cr_expect_str_eq(json_string_value(json_object_get(j, "detail")),
+	    "d \"q\"");
+	json_decref(j);
+	idem_response_clear(&res);
+}
