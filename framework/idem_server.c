@@ -37,6 +37,7 @@ typedef struct server {
 	pthread_mutex_t lock;
 	pthread_cond_t done;         /* signalled as each thread exits */
 	unsigned live;               /* threads still running (lock) */
+	pthread_cond_t wake_purger;  /* signalled when stopping */
 } server;
 
 /* ---------------------------------------------------------------- sockets */
@@ -310,6 +311,43 @@ out:
 	return NULL;
 }
 
+/* Adds ms to *ts (CLOCK_MONOTONIC). */
+static void
+deadline_in(struct timespec *ts, uint64_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += (time_t)(ms / 1000);
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+/* The purge thread: every cleanup-interval, deletes expired records. */
+static void *
+purger(void *arg)
+{
+	server *srv = arg;
+	struct timespec next;
+
+	pthread_mutex_lock(&srv->lock);
+	while (!atomic_load(&srv->stopping)) {
+		deadline_in(&next, srv->svc->cfg->cleanup_interval);
+		while (!atomic_load(&srv->stopping) &&
+		    pthread_cond_timedwait(&srv->wake_purger, &srv->lock, &next)
+		    == 0)
+			;
+		if (atomic_load(&srv->stopping))
+			break;
+		pthread_mutex_unlock(&srv->lock);
+		idem_service_purge(srv->svc);
+		pthread_mutex_lock(&srv->lock);
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return NULL;
+}
+
 /* Waits for the threads to exit until the grace period ends.  Returns 0 when
  * all did. */
 static int
@@ -318,13 +356,7 @@ drain(server *srv, uint64_t grace_ms)
 	struct timespec deadline;
 	int rc = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += (time_t)(grace_ms / 1000);
-	deadline.tv_nsec += (long)(grace_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	deadline_in(&deadline, grace_ms);
 	pthread_mutex_lock(&srv->lock);
 	while (srv->live > 0 && rc == 0)
 		rc = pthread_cond_timedwait(&srv->done, &srv->lock, &deadline);
@@ -338,7 +370,8 @@ idem_server_run(idem_service *svc, int listen_fd)
 {
 	server srv;
 	pthread_condattr_t ca;
-	pthread_t *tids;
+	pthread_t *tids, purge_tid;
+	int purging = 0;
 	sigset_t set;
 	unsigned i, n = svc->cfg->threads;
 	uint64_t one = 1;
@@ -353,6 +386,7 @@ idem_server_run(idem_service *svc, int listen_fd)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&srv.done, &ca);
+	pthread_cond_init(&srv.wake_purger, &ca);
 	pthread_condattr_destroy(&ca);
 
 	/* a client that hangs up gives EPIPE, never SIGPIPE */
@@ -379,9 +413,10 @@ idem_server_run(idem_service *svc, int listen_fd)
 		pthread_mutex_lock(&srv.lock);
 		srv.live++;
 		pthread_mutex_unlock(&srv.lock);
-		if (pthread_create(&tids[i], NULL, worker, &srv) != 0) {
+		int rc = pthread_create(&tids[i], NULL, worker, &srv);
+		if (rc != 0) {
 			idem_log(NULL, IDEM_LOG_ERROR, "cannot start thread %u: %s",
-			    i, strerror(errno));
+			    i, strerror(rc));
 			pthread_mutex_lock(&srv.lock);
 			srv.live--;
 			pthread_mutex_unlock(&srv.lock);
@@ -389,6 +424,15 @@ idem_server_run(idem_service *svc, int listen_fd)
 			sig = -1;
 			break;
 		}
+	}
+	if (sig == 0 && svc->mw != NULL) {
+		int rc = pthread_create(&purge_tid, NULL, purger, &srv);
+		if (rc == 0)
+			purging = 1;
+		else
+			idem_log(NULL, IDEM_LOG_WARN, "no purge thread: %s; "
+			    "expired records are dropped only when reused",
+			    strerror(rc));
 	}
 	if (sig == 0)
 		idem_log(NULL, IDEM_LOG_INFO, "serving with %u threads", n);
@@ -408,7 +452,12 @@ idem_server_run(idem_service *svc, int listen_fd)
 		    sig == SIGTERM ? "SIGTERM" : "SIGINT",
 		    atomic_load(&srv.in_flight),
 		    (unsigned long long)svc->cfg->shutdown_grace);
+	pthread_mutex_lock(&srv.lock);
 	atomic_store(&srv.stopping, 1);
+	pthread_cond_signal(&srv.wake_purger);
+	pthread_mutex_unlock(&srv.lock);
+	if (purging)
+		pthread_join(purge_tid, NULL);
 	if (write(srv.stop_fd, &one, sizeof(one)) < 0)
 		idem_log(NULL, IDEM_LOG_ERROR, "eventfd: %s", strerror(errno));
 	if (drain(&srv, svc->cfg->shutdown_grace) != 0) {

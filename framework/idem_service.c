@@ -14,6 +14,30 @@
  * server sees the request consumed; beyond it the connection is closed. */
 #define DRAIN_LIMIT (64ULL << 20)
 
+/* Records deleted per purge statement. */
+#define PURGE_BATCH 1000
+
+/* Opens the configured store and the middleware over it. */
+static idem_err
+open_middleware(idem_service *svc)
+{
+	idem_store *store = NULL;
+	idem_err err;
+
+	switch (svc->cfg->store) {
+	case IDEM_STORE_MEMORY:
+		err = idem_store_memory_new(svc->cfg->max_entries, &store);
+		break;
+	default:
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: [idempotency] store = mysql "
+		    "is not available in this build", svc->cfg->path);
+		return IDEM_ERR_CONFIG;
+	}
+	if (err != IDEM_OK)
+		return err;
+	return idem_middleware_new(svc->cfg, store, &svc->mw);
+}
+
 idem_err
 idem_service_new(idem_config *cfg, const char *plugin_dir, idem_service **out)
 {
@@ -30,6 +54,8 @@ idem_service_new(idem_config *cfg, const char *plugin_dir, idem_service **out)
 		return IDEM_ERR_NOMEM;
 	}
 	err = idem_plugins_load(cfg, svc->router, plugin_dir, &svc->plugins);
+	if (err == IDEM_OK && cfg->idem_enabled)
+		err = open_middleware(svc);
 	if (err != IDEM_OK) {
 		idem_service_free(svc);
 		return err;
@@ -38,11 +64,35 @@ idem_service_new(idem_config *cfg, const char *plugin_dir, idem_service **out)
 	return IDEM_OK;
 }
 
+unsigned long
+idem_service_purge(idem_service *svc)
+{
+	unsigned long total = 0;
+	unsigned n;
+
+	if (svc->mw == NULL)
+		return 0;
+	do {
+		idem_err err = idem_store_purge(svc->mw->store, PURGE_BATCH, &n);
+		if (err != IDEM_OK) {
+			idem_log(NULL, IDEM_LOG_ERROR, "purging expired records: "
+			    "%s", idem_strerror(err));
+			break;
+		}
+		total += n;
+	} while (n == PURGE_BATCH);
+	if (total > 0)
+		idem_log(NULL, IDEM_LOG_DEBUG, "purged %lu expired record(s)",
+		    total);
+	return total;
+}
+
 void
 idem_service_free(idem_service *svc)
 {
 	if (svc == NULL)
 		return;
+	idem_middleware_free(svc->mw);
 	idem_plugins_free(svc->plugins);
 	idem_router_free(svc->router);
 	idem_config_free(svc->cfg);
@@ -61,8 +111,9 @@ problem(idem_response *res, const idem_problem *pb)
 	}
 }
 
-/* Runs the route's handler; a failure becomes a 500 problem. */
-static void
+/* Runs the route's handler; a failure becomes a 500 problem.  Returns the
+ * handler's result. */
+static idem_err
 run_handler(idem_request *req, idem_response *res)
 {
 	const idem_route *rt = req->route;
@@ -76,6 +127,7 @@ run_handler(idem_request *req, idem_response *res)
 		    "the handler failed; the request may be retried");
 		problem(res, &pb);
 	}
+	return err;
 }
 
 void
@@ -113,7 +165,11 @@ idem_service_handle(idem_service *svc, char *const *envp, idem_read_fn rd,
 		problem(res, &pb);
 		goto drain;
 	}
-	run_handler(req, res);
+	if (svc->mw != NULL &&
+	    idem_middleware_policy(svc->mw, req) != IDEM_POLICY_OFF)
+		idem_middleware_handle(svc->mw, req, res, run_handler);
+	else
+		run_handler(req, res);
 	return;
 drain:
 	if (req->body == NULL)

@@ -10,6 +10,7 @@
 #define IDEM_SERVICE_H
 
 #include "idem_config.h"
+#include "idem_middleware.h"
 #include "idem_plugin.h"
 #include "idem_request.h"
 #include "idem_router.h"
@@ -18,6 +19,7 @@ typedef struct idem_service {
 	idem_config *cfg;        /* owned */
 	idem_router *router;     /* owned */
 	idem_plugins *plugins;   /* owned */
+	idem_middleware *mw;     /* owned; NULL when idempotency is off */
 } idem_service;
 
 /*
@@ -28,6 +30,12 @@ typedef struct idem_service {
  */
 idem_err idem_service_new(idem_config *cfg, const char *plugin_dir,
     idem_service **out);
+
+/*
+ * Deletes expired idempotency records in batches until a batch comes back
+ * short.  Returns how many were deleted; logs a store error.
+ */
+unsigned long idem_service_purge(idem_service *svc);
 
 /* Tears the plugins down and frees everything.  NULL is fine. */
 void idem_service_free(idem_service *svc);

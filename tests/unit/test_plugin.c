@@ -144,7 +144,7 @@ start(void)
 	close(fd);
 	snprintf(text, sizeof(text), "[server]\nmax-body = 64\nplugins = "
 	    "@B@/.libs/ledger.so @B@/tests/testkit/.libs/testkit.so\n"
-	    "[testkit]\nlog = %s\n", logpath);
+	    "[idempotency]\nrequired = false\n[testkit]\nlog = %s\n", logpath);
 	cr_assert_eq(service(text, &svc, &log), IDEM_OK, "%s", log);
 	free(log);
 }

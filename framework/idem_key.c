@@ -1,0 +1,154 @@
+/*
+ * idem_key.c - key validation, scope and request fingerprints.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <uuid.h>
+
+#include "idem_key.h"
+#include "idem_router.h"
+
+int
+idem_key_valid(idem_key_format fmt, const char *key, size_t len)
+{
+	uuid_t u;
+	size_t i;
+
+	if (key == NULL || len == 0 || len > 255)
+		return 0;
+	for (i = 0; i < len; i++)
+		if ((unsigned char)key[i] < 0x21 || (unsigned char)key[i] > 0x7e)
+			return 0;
+	if (fmt == IDEM_KEY_OPAQUE)
+		return 1;
+	/* canonical 8-4-4-4-12 form; uuid_parse checks the hex digits */
+	if (len != 36 || strlen(key) != 36 || uuid_parse(key, u) != 0)
+		return 0;
+	if (fmt == IDEM_KEY_UUID)
+		return 1;
+	/* libuuid 2.38 has no uuid_get_version: octet 6 high nibble is the
+	 * version, octet 8 top two bits the variant */
+	return (u[6] >> 4) == 7 && (u[8] & 0xc0) == 0x80;
+}
+
+idem_err
+idem_sha256(const void *data, size_t len, unsigned char out[32])
+{
+	unsigned int n = 32;
+
+	return EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) == 1 ?
+	    IDEM_OK : IDEM_ERR_NOMEM;
+}
+
+char *
+idem_json_canonical(const char *text, size_t len)
+{
+	json_error_t err;
+	json_t *j;
+	char *out;
+	size_t i;
+
+	for (i = 0; i < len && isspace((unsigned char)text[i]); i++)
+		;
+	if (i == len || (text[i] != '{' && text[i] != '['))
+		return NULL;
+	if ((j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err)) == NULL)
+		return NULL;
+	out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(j);
+	return out;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char *
+idem_query_canonical(const char *query)
+{
+	size_t n = 1, i, len = strlen(query), used = 0;
+	char *copy = strdup(query), **pairs, *p, *out, *save = NULL;
+
+	if (copy == NULL)
+		return NULL;
+	for (p = copy; *p != '\0'; p++)
+		if (*p == '&')
+			n++;
+	pairs = calloc(n, sizeof(char *));
+	out = malloc(len + 1);
+	if (pairs == NULL || out == NULL) {
+		free(copy);
+		free(pairs);
+		free(out);
+		return NULL;
+	}
+	n = 0;
+	for (p = strtok_r(copy, "&", &save); p != NULL;
+	    p = strtok_r(NULL, "&", &save))
+		pairs[n++] = p;
+	qsort(pairs, n, sizeof(char *), cmp_str);
+	out[0] = '\0';
+	for (i = 0; i < n; i++) {
+		size_t pl = strlen(pairs[i]);
+		if (used > 0)
+			out[used++] = '&';
+		memcpy(out + used, pairs[i], pl);
+		used += pl;
+	}
+	out[used] = '\0';
+	free(pairs);
+	free(copy);
+	return out;
+}
+
+/* Feeds one length-prefixed field to the digest. */
+static int
+field(EVP_MD_CTX *ctx, const void *data, size_t len)
+{
+	unsigned char pre[8];
+	uint64_t l = len;
+	int i;
+
+	for (i = 7; i >= 0; i--, l >>= 8)
+		pre[i] = (unsigned char)l;
+	return EVP_DigestUpdate(ctx, pre, 8) == 1 &&
+	    (len == 0 || EVP_DigestUpdate(ctx, data, len) == 1);
+}
+
+idem_err
+idem_fingerprint(const idem_request *req, unsigned char out[32])
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	const char *tmpl = req->route != NULL ? req->route->tmpl : "";
+	char *query = idem_query_canonical(req->query);
+	size_t blen;
+	const char *body = idem_request_body(req, &blen);
+	char *canon = idem_json_canonical(body, blen);
+	unsigned int n = 32;
+	int ok;
+
+	ok = ctx != NULL && query != NULL &&
+	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+	    field(ctx, req->method, strlen(req->method)) &&
+	    field(ctx, tmpl, strlen(tmpl)) &&
+	    field(ctx, req->path, strlen(req->path)) &&
+	    field(ctx, query, strlen(query)) &&
+	    /* a canonical JSON body is marked so it never equals raw bytes */
+	    field(ctx, canon != NULL ? "J" : "B", 1) &&
+	    field(ctx, canon != NULL ? canon : body,
+	    canon != NULL ? strlen(canon) : blen) &&
+	    EVP_DigestFinal_ex(ctx, out, &n) == 1;
+	EVP_MD_CTX_free(ctx);
+	free(query);
+	free(canon);
+	return ok ? IDEM_OK : IDEM_ERR_NOMEM;
+}

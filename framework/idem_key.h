@@ -1,0 +1,44 @@
+/*
+ * idem_key.h - what identifies a request to the idempotency layer: the
+ * Idempotency-Key (validated per key-format), the scope hash and the
+ * request fingerprint (SHA-256, libcrypto EVP).
+ */
+#ifndef IDEM_KEY_H
+#define IDEM_KEY_H
+
+#include <stddef.h>
+
+#include "idem_config.h"
+#include "idem_request.h"
+
+/*
+ * Whether key (len bytes) is valid for fmt: opaque is 1..255 visible ASCII
+ * (0x21-0x7e); uuid the 36-char canonical form; uuidv7 that form with
+ * version 7 and variant 10 (RFC 9562).  Returns 1 or 0.
+ */
+int idem_key_valid(idem_key_format fmt, const char *key, size_t len);
+
+/* SHA-256 of len bytes into out.  Returns IDEM_OK or IDEM_ERR_NOMEM. */
+idem_err idem_sha256(const void *data, size_t len, unsigned char out[32]);
+
+/*
+ * The fingerprint of req (routed, body read): SHA-256 over the method, the
+ * route template, the concrete path, the canonical query (pairs sorted) and
+ * the body, each length-prefixed.  A body that is a JSON object or array is
+ * canonicalised first (sorted keys, compact), so key order and white space
+ * do not change it; any other body counts byte for byte.
+ */
+idem_err idem_fingerprint(const idem_request *req, unsigned char out[32]);
+
+/*
+ * The canonical form of a JSON object or array text: sorted keys, no
+ * white space.  Returns a string the caller frees, or NULL when the text is
+ * not a JSON object or array (or has duplicate keys).
+ */
+char *idem_json_canonical(const char *text, size_t len);
+
+/* The query with its '&'-separated pairs sorted and empty ones dropped.
+ * Returns a string the caller frees, or NULL when out of memory. */
+char *idem_query_canonical(const char *query);
+
+#endif

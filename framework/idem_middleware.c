@@ -1,0 +1,348 @@
+/*
+ * idem_middleware.c - reserve, run, commit or release, replay.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <uuid.h>
+
+#include "idem_key.h"
+#include "idem_log.h"
+#include "idem_middleware.h"
+#include "idem_router.h"
+
+idem_err
+idem_middleware_new(const idem_config *cfg, idem_store *store,
+    idem_middleware **out)
+{
+	idem_middleware *mw = calloc(1, sizeof(*mw));
+
+	if (mw == NULL) {
+		idem_store_close(store);
+		return IDEM_ERR_NOMEM;
+	}
+	mw->cfg = cfg;
+	mw->store = store;
+	*out = mw;
+	return IDEM_OK;
+}
+
+void
+idem_middleware_free(idem_middleware *mw)
+{
+	if (mw == NULL)
+		return;
+	idem_store_close(mw->store);
+	free(mw);
+}
+
+idem_policy
+idem_middleware_policy(const idem_middleware *mw, const idem_request *req)
+{
+	idem_policy p = req->route->policy;
+
+	if (p == IDEM_POLICY_DEFAULT)
+		p = mw->cfg->required ? IDEM_POLICY_REQUIRED :
+		    IDEM_POLICY_OPTIONAL;
+	return p;
+}
+
+/* Replaces res with a problem; retry_after > 0 adds Retry-After. */
+static void
+refuse(idem_response *res, int status, const char *code, const char *detail,
+    int retry_after)
+{
+	char ra[16];
+
+	idem_response_clear(res);
+	if (idem_response_problem(res, status, code, detail) != IDEM_OK) {
+		idem_response_clear(res);
+		res->status = 500;
+		return;
+	}
+	if (retry_after > 0) {
+		snprintf(ra, sizeof(ra), "%d", retry_after);
+		if (idem_response_header(res, "Retry-After", ra) != IDEM_OK)
+			res->status = 500;
+	}
+}
+
+char *
+idem_headers_serialize(const idem_response *res, size_t *len)
+{
+	size_t i, size = 1;
+	char *out, *p;
+
+	for (i = 0; i < res->nheaders; i++)
+		size += strlen(res->headers[i].name) +
+		    strlen(res->headers[i].value) + 4;
+	if ((out = malloc(size)) == NULL)
+		return NULL;
+	p = out;
+	for (i = 0; i < res->nheaders; i++)
+		p += sprintf(p, "%s: %s\r\n", res->headers[i].name,
+		    res->headers[i].value);
+	*p = '\0';
+	*len = (size_t)(p - out);
+	return out;
+}
+
+/* Fills res from a stored answer plus Idempotent-Replayed.  Returns
+ * IDEM_OK or an error (res then holds whatever was built). */
+static idem_err
+replay(const idem_stored_response *sr, idem_response *res)
+{
+	char *copy, *line, *save = NULL;
+	idem_err err = IDEM_OK;
+
+	idem_response_clear(res);
+	if ((err = idem_response_status(res, sr->status)) != IDEM_OK)
+		return err;
+	if ((copy = strndup(sr->headers != NULL ? sr->headers : "",
+	    sr->headers_len)) == NULL)
+		return IDEM_ERR_NOMEM;
+	for (line = strtok_r(copy, "\r\n", &save); line != NULL && err == IDEM_OK;
+	    line = strtok_r(NULL, "\r\n", &save)) {
+		char *colon = strchr(line, ':'), *v;
+		if (colon == NULL)
+			continue;
+		*colon = '\0';
+		for (v = colon + 1; *v == ' '; v++)
+			;
+		err = idem_response_header(res, line, v);
+	}
+	free(copy);
+	if (err == IDEM_OK)
+		err = idem_response_header(res, "Idempotent-Replayed", "true");
+	if (err == IDEM_OK)
+		err = idem_response_write(res, sr->body, sr->body_len);
+	return err;
+}
+
+/* Fills *sk: the key and the scope hash.  Returns 0, or -1 after putting
+ * a 400 in res when the scope's principal is missing. */
+static int
+store_key(const idem_middleware *mw, const idem_request *req, const char *key,
+    idem_store_key *sk, idem_response *res)
+{
+	const char *who = NULL, *kind = NULL;
+	char *buf;
+	size_t len;
+
+	memset(sk, 0, sizeof(*sk));
+	sk->key_len = strlen(key);
+	memcpy(sk->key, key, sk->key_len);
+	switch (mw->cfg->scope) {
+	case IDEM_SCOPE_NONE:
+		return 0;
+	case IDEM_SCOPE_REMOTE_USER:
+		who = idem_request_remote_user(req);
+		kind = "remote-user";
+		break;
+	case IDEM_SCOPE_HEADER:
+		who = idem_request_header(req, mw->cfg->scope_header);
+		kind = mw->cfg->scope_header;
+		break;
+	}
+	if (who == NULL || *who == '\0') {
+		char detail[256];
+		snprintf(detail, sizeof(detail), "idempotency keys are scoped by "
+		    "%s%s, and this request has none", mw->cfg->scope ==
+		    IDEM_SCOPE_HEADER ? "the header " : "", mw->cfg->scope ==
+		    IDEM_SCOPE_HEADER ? kind : "the authenticated user");
+		refuse(res, 400, "IDEMPOTENCY_SCOPE_MISSING", detail, 0);
+		return -1;
+	}
+	/* "kind\0principal": a user and a header value never collide */
+	len = strlen(kind) + 1 + strlen(who);
+	if ((buf = malloc(len + 1)) == NULL) {
+		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
+		return -1;
+	}
+	memcpy(buf, kind, strlen(kind) + 1);
+	memcpy(buf + strlen(kind) + 1, who, strlen(who));
+	if (idem_sha256(buf, len, sk->scope) != IDEM_OK) {
+		free(buf);
+		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
+		return -1;
+	}
+	free(buf);
+	return 0;
+}
+
+/* Sleeps ms milliseconds. */
+static void
+nap(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* After the handler: commit the answer or release the reservation. */
+static void
+finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
+    const char *owner, idem_response *res, idem_err herr)
+{
+	const idem_config *cfg = mw->cfg;
+	idem_stored_response sr;
+	const char *why = NULL;
+	idem_err err;
+
+	if (herr != IDEM_OK)
+		why = "the handler failed";
+	else if (res->status < 100 || res->status > 599 ||
+	    !cfg->commit_status[res->status])
+		why = "its status is not in commit-statuses";
+	if (why == NULL) {
+		memset(&sr, 0, sizeof(sr));
+		sr.status = res->status;
+		sr.body = res->body;
+		sr.body_len = res->len;
+		if ((sr.headers = idem_headers_serialize(res, &sr.headers_len))
+		    == NULL) {
+			why = "out of memory";
+		} else if (sr.headers_len + sr.body_len > cfg->max_response) {
+			idem_log(req, IDEM_LOG_WARN, "answer of %zu bytes is over "
+			    "max-response (%llu): not stored; a retry runs again",
+			    sr.headers_len + sr.body_len,
+			    (unsigned long long)cfg->max_response);
+			why = "it is over max-response";
+		} else {
+			err = idem_store_commit(mw->store, sk, owner, &sr,
+			    cfg->lifetime);
+			if (err == IDEM_ERR_NOT_FOUND)
+				idem_log(req, IDEM_LOG_WARN, "commit refused: this "
+				    "request (owner %s) no longer holds its "
+				    "reservation (taken over or released); its "
+				    "answer was not stored", owner);
+			else if (err != IDEM_OK)
+				idem_log(req, IDEM_LOG_ERROR, "commit failed: %s; "
+				    "a retry may run again", idem_strerror(err));
+		}
+		free(sr.headers);
+		if (why == NULL)
+			return;
+	}
+	err = idem_store_release(mw->store, sk, owner);
+	if (err == IDEM_ERR_NOT_FOUND)
+		idem_log(req, IDEM_LOG_WARN, "release refused: this request "
+		    "(owner %s) no longer holds its reservation", owner);
+	else if (err != IDEM_OK)
+		idem_log(req, IDEM_LOG_ERROR, "release failed: %s; retries get "
+		    "409 until inflight-ttl passes", idem_strerror(err));
+	else
+		idem_log(req, herr != IDEM_OK ? IDEM_LOG_INFO : IDEM_LOG_DEBUG,
+		    "released (status %d: %s)", res->status, why);
+}
+
+void
+idem_middleware_handle(idem_middleware *mw, idem_request *req,
+    idem_response *res, idem_next_fn next)
+{
+	const idem_config *cfg = mw->cfg;
+	const char *key = idem_request_header(req, "Idempotency-Key");
+	static const char *const formats[] = { "1 to 255 visible ASCII "
+	    "characters", "a UUID in its 36-character form", "a UUIDv7 "
+	    "(RFC 9562) in its 36-character form" };
+	unsigned char fp[32];
+	char owner[37], detail[200];
+	idem_store_key sk;
+	idem_reserve_result rr;
+	uint64_t deadline = 0;
+	long pause = 5;
+	idem_err err;
+	uuid_t u;
+
+	if (key == NULL) {
+		if (idem_middleware_policy(mw, req) == IDEM_POLICY_REQUIRED)
+			refuse(res, 400, "IDEMPOTENCY_KEY_MISSING", "this route "
+			    "needs an Idempotency-Key header", 0);
+		else
+			next(req, res);
+		return;
+	}
+	if (!idem_key_valid(cfg->key_format, key, strlen(key))) {
+		snprintf(detail, sizeof(detail), "an Idempotency-Key here is %s",
+		    formats[cfg->key_format]);
+		refuse(res, 400, "IDEMPOTENCY_KEY_INVALID", detail, 0);
+		return;
+	}
+	if (store_key(mw, req, key, &sk, res) < 0)
+		return;
+	if (idem_fingerprint(req, fp) != IDEM_OK) {
+		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
+		return;
+	}
+	uuid_generate_random(u);
+	uuid_unparse_lower(u, owner);
+
+	for (;;) {
+		err = idem_store_reserve(mw->store, &sk, fp, owner,
+		    req->request_id, cfg->inflight_ttl, cfg->lifetime, &rr);
+		if (err != IDEM_OK) {
+			idem_log(req, IDEM_LOG_ERROR, "idempotency store: %s; "
+			    "answered 503, the handler did not run",
+			    idem_strerror(err));
+			idem_reserve_result_clear(&rr);
+			refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the "
+			    "idempotency store is unavailable; retry later", 1);
+			return;
+		}
+		if (rr.outcome == IDEM_RESERVE_ACQUIRED ||
+		    rr.outcome == IDEM_RESERVE_TAKEN_OVER)
+			break;
+		if (memcmp(rr.fingerprint, fp, 32) != 0) {
+			idem_reserve_result_clear(&rr);
+			refuse(res, (int)cfg->conflict_status,
+			    "IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used "
+			    "for a different request", 0);
+			return;
+		}
+		if (rr.outcome == IDEM_RESERVE_COMMITTED) {
+			err = replay(&rr.response, res);
+			idem_reserve_result_clear(&rr);
+			if (err != IDEM_OK)
+				refuse(res, 500, "REPLAY_FAILED", "the stored answer "
+				    "could not be replayed", 0);
+			return;
+		}
+		/* in flight, same request: wait for it, or say so */
+		if (deadline == 0)
+			deadline = mono_ms() + cfg->inflight_wait;
+		idem_reserve_result_clear(&rr);
+		if (mono_ms() >= deadline) {
+			refuse(res, 409, "IDEMPOTENCY_IN_FLIGHT", "a request with "
+			    "this Idempotency-Key is being processed; retry "
+			    "later", 1);
+			return;
+		}
+		nap(pause);
+		if (pause < 100)
+			pause *= 2;
+	}
+	if (rr.outcome == IDEM_RESERVE_TAKEN_OVER)
+		idem_log(req, IDEM_LOG_WARN, "took over the reservation of "
+		    "request %s (owner %s), idle for %llu ms (inflight-ttl "
+		    "%llu ms); running the handler", rr.request_id, rr.owner,
+		    (unsigned long long)rr.lease_age_ms,
+		    (unsigned long long)cfg->inflight_ttl);
+	idem_reserve_result_clear(&rr);
+	err = next(req, res);
+	finish(mw, req, &sk, owner, res, err);
+}

@@ -1,0 +1,52 @@
+/*
+ * idem_middleware.h - the idempotency protocol of DESIGN.md section 2,
+ * wrapped around every route whose policy is not off.
+ *
+ * Per request: validate the key, hash the scope, fingerprint the request,
+ * reserve (key, scope) in the store, and then run the handler (acquired or
+ * taken over), replay the stored answer (committed, same fingerprint), or
+ * refuse (conflict, in flight, store unavailable).  After the handler:
+ * commit the answer when its status is in commit-statuses and it fits in
+ * max-response, else release the reservation so a retry runs again.
+ */
+#ifndef IDEM_MIDDLEWARE_H
+#define IDEM_MIDDLEWARE_H
+
+#include "idem_config.h"
+#include "idem_request.h"
+#include "idem_store.h"
+
+typedef struct idem_middleware {
+	const idem_config *cfg;   /* borrowed */
+	idem_store *store;        /* owned */
+} idem_middleware;
+
+/* Runs the route's handler on req into res; returns its result. */
+typedef idem_err (*idem_next_fn)(idem_request *req, idem_response *res);
+
+/*
+ * A middleware over store (taken over, even on failure) with cfg's
+ * [idempotency] settings (borrowed; must outlive it).  Returns IDEM_OK with
+ * *out (free with idem_middleware_free) or IDEM_ERR_NOMEM.
+ */
+idem_err idem_middleware_new(const idem_config *cfg, idem_store *store,
+    idem_middleware **out);
+
+/* Closes the store and frees mw.  NULL is fine. */
+void idem_middleware_free(idem_middleware *mw);
+
+/* The policy that applies to req's route (DEFAULT resolved by required). */
+idem_policy idem_middleware_policy(const idem_middleware *mw,
+    const idem_request *req);
+
+/*
+ * Answers req (routed, body read) under the protocol; next runs the
+ * handler and is called at most once.  Always leaves a complete response.
+ */
+void idem_middleware_handle(idem_middleware *mw, idem_request *req,
+    idem_response *res, idem_next_fn next);
+
+/* "Name: value\r\n" lines of res's headers (caller frees); NULL on ENOMEM. */
+char *idem_headers_serialize(const idem_response *res, size_t *len);
+
+#endif

@@ -1,0 +1,157 @@
+/*
+ * idem_store.h - where reservations and stored answers live.
+ *
+ * The idempotency middleware talks to a store only through this table of
+ * operations; a store is one file that fills it (idem_store_memory.c, and
+ * the MySQL store).  Every operation is atomic with respect to every other
+ * operation on the same key, across all threads (and, for a shared store,
+ * all processes and nodes).  Times come from the store's own clock; the
+ * caller passes only durations.
+ *
+ * A record is (scope, key) -> state in_flight or committed, the request's
+ * fingerprint, an owner token, the owner's request id, a lease time (when
+ * the owner last proved it is alive), an expiry time and, once committed,
+ * the answer (status, headers, body).
+ *
+ * Ownership: keys, tokens, fingerprints and answers passed in are borrowed
+ * for the call; what a store returns in idem_reserve_result belongs to the
+ * result and is freed by idem_reserve_result_clear.
+ */
+#ifndef IDEM_STORE_H
+#define IDEM_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "idemfcgi.h"
+
+#define IDEM_KEY_MAX 255        /* bytes of an Idempotency-Key */
+#define IDEM_OWNER_MAX 64       /* bytes of an owner token */
+#define IDEM_RID_MAX 64         /* bytes of a request id */
+
+/* Which record: the SHA-256 of the scope (all zero for scope = none) and
+ * the key as the client sent it. */
+typedef struct idem_store_key {
+	unsigned char scope[32];
+	char key[IDEM_KEY_MAX + 1];
+	size_t key_len;
+} idem_store_key;
+
+/* A stored answer.  headers is "Name: value\r\n" lines. */
+typedef struct idem_stored_response {
+	int status;
+	char *headers;
+	size_t headers_len;
+	char *body;
+	size_t body_len;
+} idem_stored_response;
+
+typedef enum idem_reserve_outcome {
+	IDEM_RESERVE_ACQUIRED = 0, /* new in_flight record: run the handler */
+	IDEM_RESERVE_COMMITTED,    /* a live committed record: see response */
+	IDEM_RESERVE_IN_FLIGHT,    /* someone else holds it (or other fp) */
+	IDEM_RESERVE_TAKEN_OVER    /* a stale in_flight record is now ours */
+} idem_reserve_outcome;
+
+typedef struct idem_reserve_result {
+	idem_reserve_outcome outcome;
+	/* the record found (not for ACQUIRED): its fingerprint, and for
+	 * IN_FLIGHT and TAKEN_OVER its (old) owner and request id and how
+	 * long ago its lease was last renewed */
+	unsigned char fingerprint[32];
+	char owner[IDEM_OWNER_MAX + 1];
+	char request_id[IDEM_RID_MAX + 1];
+	uint64_t lease_age_ms;
+	/* COMMITTED: the answer, owned by the result */
+	idem_stored_response response;
+} idem_reserve_result;
+
+typedef struct idem_store idem_store;
+
+typedef struct idem_store_stats {
+	uint64_t entries;       /* records held */
+	uint64_t in_flight;     /* of which in flight */
+	uint64_t evictions;     /* committed records evicted to make room */
+} idem_store_stats;
+
+typedef struct idem_store_ops {
+	const char *name;
+	/*
+	 * Reserves k for owner: inserts an in_flight record (lease now,
+	 * expiry now + lifetime) when there is none, or when the record there
+	 * is committed and past its expiry.  When an in_flight record with the
+	 * same fingerprint has a lease older than inflight_ttl_ms, takes it
+	 * over in one conditional step naming the old owner, so that of many
+	 * racing takers exactly one wins.  Never takes over a record with
+	 * another fingerprint.  Returns IDEM_OK with *out filled, or
+	 * IDEM_ERR_STORE (unreachable, full: nothing was reserved).
+	 */
+	idem_err (*reserve)(idem_store *s, const idem_store_key *k,
+	    const unsigned char fp[32], const char *owner,
+	    const char *request_id, uint64_t inflight_ttl_ms,
+	    uint64_t lifetime_ms, idem_reserve_result *out);
+	/*
+	 * Stores the answer and marks the record committed with expiry now +
+	 * lifetime, only if it is in_flight and owned by owner.  Returns
+	 * IDEM_OK, IDEM_ERR_NOT_FOUND when the owner no longer matches (the
+	 * record was taken over, released or purged: nothing is changed) or
+	 * IDEM_ERR_STORE.
+	 */
+	idem_err (*commit)(idem_store *s, const idem_store_key *k,
+	    const char *owner, const idem_stored_response *resp,
+	    uint64_t lifetime_ms);
+	/* Deletes the in_flight record of owner.  Returns IDEM_OK,
+	 * IDEM_ERR_NOT_FOUND (not owner's: nothing changed) or IDEM_ERR_STORE. */
+	idem_err (*release)(idem_store *s, const idem_store_key *k,
+	    const char *owner);
+	/* Sets the lease of owner's in_flight record to now.  Same returns. */
+	idem_err (*renew)(idem_store *s, const idem_store_key *k,
+	    const char *owner);
+	/* Deletes up to max records past their expiry; *purged says how many
+	 * (fewer than max: none left).  Safe to run anywhere at any time. */
+	idem_err (*purge)(idem_store *s, unsigned max, unsigned *purged);
+	/* Fills *st; a store that cannot count cheaply leaves zeros. */
+	void (*stats)(idem_store *s, idem_store_stats *st);
+	/* Frees the store. */
+	void (*close)(idem_store *s);
+} idem_store_ops;
+
+/* Every store begins with this. */
+struct idem_store {
+	const idem_store_ops *ops;
+};
+
+/* Thin wrappers over s->ops, so callers read like function calls. */
+idem_err idem_store_reserve(idem_store *s, const idem_store_key *k,
+    const unsigned char fp[32], const char *owner, const char *request_id,
+    uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out);
+idem_err idem_store_commit(idem_store *s, const idem_store_key *k,
+    const char *owner, const idem_stored_response *resp,
+    uint64_t lifetime_ms);
+idem_err idem_store_release(idem_store *s, const idem_store_key *k,
+    const char *owner);
+idem_err idem_store_renew(idem_store *s, const idem_store_key *k,
+    const char *owner);
+idem_err idem_store_purge(idem_store *s, unsigned max, unsigned *purged);
+void idem_store_stats_get(idem_store *s, idem_store_stats *st);
+/* Closes s; NULL is fine. */
+void idem_store_close(idem_store *s);
+
+/* Frees the answer a result owns and zeroes the result. */
+void idem_reserve_result_clear(idem_reserve_result *r);
+/* Frees the buffers of resp and zeroes it. */
+void idem_stored_response_clear(idem_stored_response *resp);
+/* A deep copy of src into dst.  Returns IDEM_OK or IDEM_ERR_NOMEM. */
+idem_err idem_stored_response_copy(idem_stored_response *dst,
+    const idem_stored_response *src);
+
+/*
+ * The in-memory store: one process, thread-safe, bounded by max_entries.
+ * When full it evicts the committed record closest to expiry (counted, with
+ * a warning in the log when it happens more than once a second); it never
+ * evicts an in_flight record, and refuses a reservation when every entry is
+ * in flight.  Returns IDEM_OK with *out (free with idem_store_close).
+ */
+idem_err idem_store_memory_new(uint64_t max_entries, idem_store **out);
+
+#endif

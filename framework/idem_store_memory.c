@@ -1,0 +1,334 @@
+/*
+ * idem_store_memory.c - the in-memory store: a uthash table under one mutex,
+ * plus a list of committed records in expiry order for purging and
+ * eviction.  Times are CLOCK_MONOTONIC milliseconds.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <uthash.h>
+#include <utlist.h>
+
+#include "idem_log.h"
+#include "idem_store.h"
+
+/* The hashed key: fixed size, zero-padded. */
+typedef struct mkey {
+	unsigned char scope[32];
+	char key[IDEM_KEY_MAX + 1];
+} mkey;
+
+typedef struct record {
+	mkey k;
+	int committed;
+	unsigned char fp[32];
+	char owner[IDEM_OWNER_MAX + 1];
+	char request_id[IDEM_RID_MAX + 1];
+	uint64_t lease_at;
+	uint64_t expires_at;
+	idem_stored_response resp;      /* committed only */
+	struct record *prev, *next;     /* the committed list */
+	UT_hash_handle hh;
+} record;
+
+typedef struct memory_store {
+	idem_store base;
+	pthread_mutex_t lock;
+	record *table;                  /* uthash head */
+	record *committed;              /* utlist, by expires_at */
+	uint64_t max_entries;
+	uint64_t count;
+	uint64_t in_flight;
+	uint64_t evictions;
+	uint64_t last_eviction;         /* ms */
+	uint64_t last_warning;          /* ms */
+	uint64_t evictions_at_warning;
+} memory_store;
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+make_key(mkey *mk, const idem_store_key *k)
+{
+	memset(mk, 0, sizeof(*mk));
+	memcpy(mk->scope, k->scope, sizeof(mk->scope));
+	memcpy(mk->key, k->key, k->key_len > IDEM_KEY_MAX ? IDEM_KEY_MAX :
+	    k->key_len);
+}
+
+static record *
+find(memory_store *ms, const idem_store_key *k)
+{
+	record *r;
+	mkey mk;
+
+	make_key(&mk, k);
+	HASH_FIND(hh, ms->table, &mk, sizeof(mk), r);
+	return r;
+}
+
+/* Removes r from the table (and the committed list) and frees it. */
+static void
+drop(memory_store *ms, record *r)
+{
+	HASH_DEL(ms->table, r);
+	if (r->committed)
+		DL_DELETE(ms->committed, r);
+	else
+		ms->in_flight--;
+	ms->count--;
+	idem_stored_response_clear(&r->resp);
+	free(r);
+}
+
+/* Links r into the committed list, keeping it sorted by expiry (records
+ * mostly arrive in order, so the scan from the tail is short). */
+static void
+link_committed(memory_store *ms, record *r)
+{
+	record *after = ms->committed != NULL ? ms->committed->prev : NULL;
+
+	while (after != NULL && after->expires_at > r->expires_at)
+		after = after == ms->committed ? NULL : after->prev;
+	if (after == NULL)
+		DL_PREPEND(ms->committed, r);
+	else if (after == ms->committed->prev)
+		DL_APPEND(ms->committed, r);
+	else
+		DL_APPEND_ELEM(ms->committed, after, r);
+}
+
+/* Frees one entry for a new record: an expired one, else the committed one
+ * closest to expiry.  Returns 0, or -1 when every entry is in flight. */
+static int
+make_room(memory_store *ms, uint64_t now)
+{
+	record *victim = ms->committed;
+
+	if (victim == NULL)
+		return -1;
+	if (victim->expires_at > now) {
+		ms->evictions++;
+		if (now - ms->last_eviction < 1000 &&
+		    now - ms->last_warning >= 60000) {
+			idem_log(NULL, IDEM_LOG_WARN, "memory store full: %llu "
+			    "committed record(s) evicted since the last warning, "
+			    "more than one a second; retries of those keys run "
+			    "again: raise max-entries (now %llu)",
+			    (unsigned long long)(ms->evictions -
+			    ms->evictions_at_warning),
+			    (unsigned long long)ms->max_entries);
+			ms->last_warning = now;
+			ms->evictions_at_warning = ms->evictions;
+		}
+		ms->last_eviction = now;
+	}
+	drop(ms, victim);
+	return 0;
+}
+
+static idem_err
+mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
+    const char *owner, const char *request_id, uint64_t inflight_ttl_ms,
+    uint64_t lifetime_ms, idem_reserve_result *out)
+{
+	memory_store *ms = (memory_store *)s;
+	uint64_t now;
+	record *r;
+	idem_err err = IDEM_OK;
+
+	pthread_mutex_lock(&ms->lock);
+	now = now_ms();
+	r = find(ms, k);
+	if (r != NULL && r->committed && r->expires_at <= now) {
+		drop(ms, r);
+		r = NULL;
+	}
+	if (r == NULL) {
+		if (ms->count >= ms->max_entries && make_room(ms, now) < 0) {
+			pthread_mutex_unlock(&ms->lock);
+			idem_log(NULL, IDEM_LOG_ERROR, "memory store full: all "
+			    "%llu entries are in flight; raise max-entries",
+			    (unsigned long long)ms->max_entries);
+			return IDEM_ERR_STORE;
+		}
+		if ((r = calloc(1, sizeof(*r))) == NULL) {
+			pthread_mutex_unlock(&ms->lock);
+			return IDEM_ERR_STORE;
+		}
+		make_key(&r->k, k);
+		memcpy(r->fp, fp, 32);
+		snprintf(r->owner, sizeof(r->owner), "%s", owner);
+		snprintf(r->request_id, sizeof(r->request_id), "%s", request_id);
+		r->lease_at = now;
+		r->expires_at = now + lifetime_ms;
+		HASH_ADD(hh, ms->table, k, sizeof(mkey), r);
+		ms->count++;
+		ms->in_flight++;
+		out->outcome = IDEM_RESERVE_ACQUIRED;
+		pthread_mutex_unlock(&ms->lock);
+		return IDEM_OK;
+	}
+	memcpy(out->fingerprint, r->fp, 32);
+	if (r->committed) {
+		out->outcome = IDEM_RESERVE_COMMITTED;
+		if (idem_stored_response_copy(&out->response, &r->resp) != IDEM_OK)
+			err = IDEM_ERR_STORE;
+	} else {
+		snprintf(out->owner, sizeof(out->owner), "%s", r->owner);
+		snprintf(out->request_id, sizeof(out->request_id), "%s",
+		    r->request_id);
+		out->lease_age_ms = now - r->lease_at;
+		out->outcome = IDEM_RESERVE_IN_FLIGHT;
+		if (memcmp(r->fp, fp, 32) == 0 &&
+		    out->lease_age_ms > inflight_ttl_ms) {
+			snprintf(r->owner, sizeof(r->owner), "%s", owner);
+			snprintf(r->request_id, sizeof(r->request_id), "%s",
+			    request_id);
+			r->lease_at = now;
+			r->expires_at = now + lifetime_ms;
+			out->outcome = IDEM_RESERVE_TAKEN_OVER;
+		}
+	}
+	pthread_mutex_unlock(&ms->lock);
+	return err;
+}
+
+/* Finds owner's in_flight record of k, or NULL. */
+static record *
+find_owned(memory_store *ms, const idem_store_key *k, const char *owner)
+{
+	record *r = find(ms, k);
+
+	if (r == NULL || r->committed || strcmp(r->owner, owner) != 0)
+		return NULL;
+	return r;
+}
+
+static idem_err
+mem_commit(idem_store *s, const idem_store_key *k, const char *owner,
+    const idem_stored_response *resp, uint64_t lifetime_ms)
+{
+	memory_store *ms = (memory_store *)s;
+	idem_stored_response copy;
+	record *r;
+
+	/* copy before taking the lock, to hold it briefly */
+	if (idem_stored_response_copy(&copy, resp) != IDEM_OK)
+		return IDEM_ERR_STORE;
+	pthread_mutex_lock(&ms->lock);
+	if ((r = find_owned(ms, k, owner)) == NULL) {
+		pthread_mutex_unlock(&ms->lock);
+		idem_stored_response_clear(&copy);
+		return IDEM_ERR_NOT_FOUND;
+	}
+	r->resp = copy;
+	r->committed = 1;
+	r->expires_at = now_ms() + lifetime_ms;
+	ms->in_flight--;
+	link_committed(ms, r);
+	pthread_mutex_unlock(&ms->lock);
+	return IDEM_OK;
+}
+
+static idem_err
+mem_release(idem_store *s, const idem_store_key *k, const char *owner)
+{
+	memory_store *ms = (memory_store *)s;
+	record *r;
+
+	pthread_mutex_lock(&ms->lock);
+	if ((r = find_owned(ms, k, owner)) != NULL)
+		drop(ms, r);
+	pthread_mutex_unlock(&ms->lock);
+	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
+}
+
+static idem_err
+mem_renew(idem_store *s, const idem_store_key *k, const char *owner)
+{
+	memory_store *ms = (memory_store *)s;
+	record *r;
+
+	pthread_mutex_lock(&ms->lock);
+	if ((r = find_owned(ms, k, owner)) != NULL)
+		r->lease_at = now_ms();
+	pthread_mutex_unlock(&ms->lock);
+	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
+}
+
+static idem_err
+mem_purge(idem_store *s, unsigned max, unsigned *purged)
+{
+	memory_store *ms = (memory_store *)s;
+	uint64_t now;
+
+	pthread_mutex_lock(&ms->lock);
+	now = now_ms();
+	while (*purged < max && ms->committed != NULL &&
+	    ms->committed->expires_at <= now) {
+		drop(ms, ms->committed);
+		(*purged)++;
+	}
+	pthread_mutex_unlock(&ms->lock);
+	return IDEM_OK;
+}
+
+static void
+mem_stats(idem_store *s, idem_store_stats *st)
+{
+	memory_store *ms = (memory_store *)s;
+
+	pthread_mutex_lock(&ms->lock);
+	st->entries = ms->count;
+	st->in_flight = ms->in_flight;
+	st->evictions = ms->evictions;
+	pthread_mutex_unlock(&ms->lock);
+}
+
+static void
+mem_close(idem_store *s)
+{
+	memory_store *ms = (memory_store *)s;
+	record *r, *tmp;
+
+	HASH_ITER(hh, ms->table, r, tmp) {
+		HASH_DEL(ms->table, r);
+		idem_stored_response_clear(&r->resp);
+		free(r);
+	}
+	pthread_mutex_destroy(&ms->lock);
+	free(ms);
+}
+
+static const idem_store_ops memory_ops = {
+	"memory", mem_reserve, mem_commit, mem_release, mem_renew, mem_purge,
+	mem_stats, mem_close
+};
+
+idem_err
+idem_store_memory_new(uint64_t max_entries, idem_store **out)
+{
+	memory_store *ms;
+
+	if (max_entries == 0)
+		return IDEM_ERR_INVALID;
+	if ((ms = calloc(1, sizeof(*ms))) == NULL)
+		return IDEM_ERR_NOMEM;
+	ms->base.ops = &memory_ops;
+	ms->max_entries = max_entries;
+	pthread_mutex_init(&ms->lock, NULL);
+	*out = &ms->base;
+	return IDEM_OK;
+}

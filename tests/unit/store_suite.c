@@ -1,0 +1,355 @@
+/*
+ * store_suite.c - what every store must do, tested against the interface.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "store_suite.h"
+
+static idem_store *st;
+static const unsigned char FP1[32] = { 1 }, FP2[32] = { 2 };
+
+static void
+open_store(void)
+{
+	st = suite_open();
+	cr_assert_not_null(st);
+}
+
+static void
+close_store(void)
+{
+	idem_store_close(st);
+}
+
+static void
+msleep(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* A key unique to this test run (shared stores keep other runs' rows). */
+static idem_store_key
+key(const char *name, unsigned char scope)
+{
+	static unsigned long run;
+	idem_store_key k;
+
+	if (run == 0)
+		run = (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16);
+	memset(&k, 0, sizeof(k));
+	k.scope[0] = scope;
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "%s-%lx", name, run);
+	return k;
+}
+
+static idem_stored_response
+answer(int status, const char *body)
+{
+	idem_stored_response r;
+
+	r.status = status;
+	r.headers = "Content-Type: application/json\r\nX-A: b\r\n";
+	r.headers_len = strlen(r.headers);
+	r.body = (char *)body;
+	r.body_len = strlen(body);
+	return r;
+}
+
+static idem_reserve_outcome
+reserve(const idem_store_key *k, const unsigned char *fp, const char *owner,
+    uint64_t ttl, idem_reserve_result *rr)
+{
+	cr_assert_eq(idem_store_reserve(st, k, fp, owner, "rid-of-owner", ttl,
+	    60000, rr), IDEM_OK);
+	return rr->outcome;
+}
+
+Test(store, acquire_commit_replay, .init = open_store, .fini = close_store)
+{
+	idem_store_key k = key("acr", 0);
+	idem_stored_response a = answer(201, "{\"x\":1}");
+	idem_reserve_result rr;
+
+	cr_expect_eq(reserve(&k, FP1, "o1", 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	idem_reserve_result_clear(&rr);
+	cr_assert_eq(idem_store_commit(st, &k, "o1", &a, 60000), IDEM_OK);
+	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr),
+	    IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(memcmp(rr.fingerprint, FP1, 32), 0);
+	cr_expect_eq(rr.response.status, 201);
+	cr_expect_eq(rr.response.body_len, 7);
+	cr_expect_eq(memcmp(rr.response.body, "{\"x\":1}", 7), 0);
+	cr_expect_eq(rr.response.headers_len, a.headers_len);
+	cr_expect_eq(memcmp(rr.response.headers, a.headers, a.headers_len), 0);
+	idem_reserve_result_clear(&rr);
+	/* a different fingerprint still finds the record (the caller
+	 * answers conflict) and never replaces it */
+	cr_expect_eq(reserve(&k, FP2, "o3", 30000, &rr),
+	    IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(memcmp(rr.fingerprint, FP1, 32), 0);
+	idem_reserve_result_clear(&rr);
+}
+
+Test(store, in_flight_seen_by_others, .init = open_store, .fini = close_store)
+{
+	idem_store_key k = key("inf", 0);
+	idem_reserve_result rr;
+
+	cr_expect_eq(reserve(&k, FP1, "o1", 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr), IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_str_eq(rr.owner, "o1");
+	cr_expect_str_eq(rr.request_id, "rid-of-owner");
+	cr_expect_lt(rr.lease_age_ms, 5000);
+	cr_expect_eq(memcmp(rr.fingerprint, FP1, 32), 0);
+	cr_expect_eq(reserve(&k, FP2, "o3", 30000, &rr), IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_eq(memcmp(rr.fingerprint, FP1, 32), 0);
+}
+
+Test(store, owner_checks, .init = open_store, .fini = close_store)
+{
+	idem_store_key k = key("own", 0);
+	idem_stored_response a = answer(200, "ok");
+	idem_reserve_result rr;
+
+	cr_expect_eq(reserve(&k, FP1, "o1", 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(idem_store_commit(st, &k, "intruder", &a, 60000),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_release(st, &k, "intruder"), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_renew(st, &k, "intruder"), IDEM_ERR_NOT_FOUND);
+	/* untouched: still in flight for o1 */
+	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr), IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_str_eq(rr.owner, "o1");
+	cr_expect_eq(idem_store_renew(st, &k, "o1"), IDEM_OK);
+	cr_expect_eq(idem_store_release(st, &k, "o1"), IDEM_OK);
+	cr_expect_eq(idem_store_release(st, &k, "o1"), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_commit(st, &k, "o1", &a, 60000),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(reserve(&k, FP2, "o2", 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	/* a committed record cannot be committed or released again */
+	cr_expect_eq(idem_store_commit(st, &k, "o2", &a, 60000), IDEM_OK);
+	cr_expect_eq(idem_store_commit(st, &k, "o2", &a, 60000),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_release(st, &k, "o2"), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(reserve(&k, FP2, "o3", 30000, &rr), IDEM_RESERVE_COMMITTED);
+	idem_reserve_result_clear(&rr);
+}
+
+Test(store, stale_takeover_fences_old_owner, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key k = key("stale", 0);
+	idem_stored_response a = answer(201, "new");
+	idem_reserve_result rr;
+
+	cr_expect_eq(reserve(&k, FP1, "old", 100, &rr), IDEM_RESERVE_ACQUIRED);
+	msleep(250);
+	/* another fingerprint never takes over */
+	cr_expect_eq(reserve(&k, FP2, "other", 100, &rr),
+	    IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_eq(reserve(&k, FP1, "new", 100, &rr),
+	    IDEM_RESERVE_TAKEN_OVER);
+	cr_expect_str_eq(rr.owner, "old");
+	cr_expect_geq(rr.lease_age_ms, 100);
+	/* the old owner is fenced off */
+	cr_expect_eq(idem_store_commit(st, &k, "old", &a, 60000),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_release(st, &k, "old"), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_renew(st, &k, "old"), IDEM_ERR_NOT_FOUND);
+	/* the new owner's lease is fresh */
+	cr_expect_eq(reserve(&k, FP1, "third", 100, &rr),
+	    IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_str_eq(rr.owner, "new");
+	cr_expect_eq(idem_store_commit(st, &k, "new", &a, 60000), IDEM_OK);
+	cr_expect_eq(reserve(&k, FP1, "fourth", 100, &rr),
+	    IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(memcmp(rr.response.body, "new", 3), 0);
+	idem_reserve_result_clear(&rr);
+}
+
+Test(store, renewal_keeps_lease, .init = open_store, .fini = close_store)
+{
+	idem_store_key k = key("renew", 0);
+	idem_reserve_result rr;
+	int i;
+
+	cr_expect_eq(reserve(&k, FP1, "slow", 300, &rr), IDEM_RESERVE_ACQUIRED);
+	for (i = 0; i < 8; i++) {
+		msleep(100);
+		cr_assert_eq(idem_store_renew(st, &k, "slow"), IDEM_OK);
+	}
+	/* 800 ms after the reservation, but renewed 0 ms ago */
+	cr_expect_eq(reserve(&k, FP1, "taker", 300, &rr),
+	    IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_str_eq(rr.owner, "slow");
+}
+
+Test(store, expiry, .init = open_store, .fini = close_store)
+{
+	idem_store_key k = key("exp", 0);
+	idem_stored_response a = answer(200, "old");
+	idem_reserve_result rr;
+
+	cr_expect_eq(reserve(&k, FP1, "o1", 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_commit(st, &k, "o1", &a, 300), IDEM_OK);
+	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr), IDEM_RESERVE_COMMITTED);
+	idem_reserve_result_clear(&rr);
+	msleep(1100);
+	/* past its lifetime: as if absent, whatever the fingerprint */
+	cr_expect_eq(reserve(&k, FP2, "o3", 30000, &rr), IDEM_RESERVE_ACQUIRED);
+}
+
+Test(store, purge_in_batches, .init = open_store, .fini = close_store)
+{
+	idem_stored_response a = answer(200, "p");
+	idem_reserve_result rr;
+	char name[32];
+	unsigned n, total = 0;
+	int i;
+
+	for (i = 0; i < 7; i++) {
+		idem_store_key k;
+		snprintf(name, sizeof(name), "purge%d", i);
+		k = key(name, 9);
+		cr_assert_eq(reserve(&k, FP1, "o", 30000, &rr),
+		    IDEM_RESERVE_ACQUIRED);
+		cr_assert_eq(idem_store_commit(st, &k, "o", &a,
+		    i < 5 ? 300 : 600000), IDEM_OK);
+	}
+	msleep(1100);
+	cr_assert_eq(idem_store_purge(st, 2, &n), IDEM_OK);
+	cr_expect_eq(n, 2);
+	do {
+		cr_assert_eq(idem_store_purge(st, 2, &n), IDEM_OK);
+		total += n;
+	} while (n == 2);
+	/* others may purge in a shared store at once: at most the rest */
+	cr_expect_leq(total, 3);
+	for (i = 0; i < 7; i++) {
+		idem_store_key k;
+		snprintf(name, sizeof(name), "purge%d", i);
+		k = key(name, 9);
+		cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr),
+		    i < 5 ? IDEM_RESERVE_ACQUIRED : IDEM_RESERVE_COMMITTED,
+		    "key %d", i);
+		idem_reserve_result_clear(&rr);
+	}
+}
+
+Test(store, scopes_are_separate, .init = open_store, .fini = close_store)
+{
+	idem_store_key a = key("scoped", 1), b = key("scoped", 2);
+	idem_reserve_result rr;
+
+	cr_expect_eq(reserve(&a, FP1, "o1", 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(reserve(&b, FP1, "o2", 30000, &rr), IDEM_RESERVE_ACQUIRED);
+}
+
+Test(store, binary_body_and_long_key, .init = open_store, .fini = close_store)
+{
+	idem_store_key k;
+	idem_stored_response a = answer(200, "");
+	idem_reserve_result rr;
+	static const char bin[] = { 'a', 0, 'b', '\n', (char)0xff, 0 };
+
+	memset(&k, 0, sizeof(k));
+	memset(k.key, '~', IDEM_KEY_MAX);
+	k.key_len = IDEM_KEY_MAX;
+	snprintf(k.key, 20, "%lx", (unsigned long)time(NULL) ^
+	    (unsigned long)getpid());
+	k.key[strlen(k.key)] = '~';
+	a.body = (char *)bin;
+	a.body_len = sizeof(bin);
+	a.headers = "";
+	a.headers_len = 0;
+	cr_expect_eq(reserve(&k, FP1, "o", 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_commit(st, &k, "o", &a, 60000), IDEM_OK);
+	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr), IDEM_RESERVE_COMMITTED);
+	cr_assert_eq(rr.response.body_len, sizeof(bin));
+	cr_expect_eq(memcmp(rr.response.body, bin, sizeof(bin)), 0);
+	cr_expect_eq(rr.response.headers_len, 0);
+	idem_reserve_result_clear(&rr);
+}
+
+/* ------------------------------------------------------------- races */
+
+typedef struct racer {
+	idem_store_key k;
+	char owner[16];
+	uint64_t ttl;
+	pthread_barrier_t *start;
+	idem_err err;
+	idem_reserve_outcome outcome;
+} racer;
+
+static void *
+race(void *arg)
+{
+	racer *r = arg;
+	idem_reserve_result rr;
+
+	pthread_barrier_wait(r->start);
+	r->err = idem_store_reserve(st, &r->k, FP1, r->owner, "rid", r->ttl,
+	    60000, &rr);
+	r->outcome = rr.outcome;
+	idem_reserve_result_clear(&rr);
+	return NULL;
+}
+
+/* Runs n threads reserving k at once; returns how many got want. */
+static int
+run_race(const idem_store_key *k, int n, uint64_t ttl,
+    idem_reserve_outcome want)
+{
+	pthread_t t[64];
+	racer r[64];
+	pthread_barrier_t start;
+	int i, got = 0;
+
+	pthread_barrier_init(&start, NULL, (unsigned)n);
+	for (i = 0; i < n; i++) {
+		r[i].k = *k;
+		snprintf(r[i].owner, sizeof(r[i].owner), "racer%d", i);
+		r[i].ttl = ttl;
+		r[i].start = &start;
+		pthread_create(&t[i], NULL, race, &r[i]);
+	}
+	for (i = 0; i < n; i++) {
+		pthread_join(t[i], NULL);
+		cr_expect_eq(r[i].err, IDEM_OK, "racer %d: %s", i,
+		    idem_strerror(r[i].err));
+		if (r[i].outcome == want)
+			got++;
+		else
+			cr_expect_eq(r[i].outcome, IDEM_RESERVE_IN_FLIGHT);
+	}
+	pthread_barrier_destroy(&start);
+	return got;
+}
+
+Test(store, sixty_four_threads_one_winner, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key k = key("race64", 0);
+
+	cr_expect_eq(run_race(&k, 64, 30000, IDEM_RESERVE_ACQUIRED), 1);
+}
+
+Test(store, racing_takeover_one_winner, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key k = key("racetake", 0);
+	idem_reserve_result rr;
+
+	cr_assert_eq(reserve(&k, FP1, "dead", 100, &rr), IDEM_RESERVE_ACQUIRED);
+	msleep(250);
+	cr_expect_eq(run_race(&k, 16, 100, IDEM_RESERVE_TAKEN_OVER), 1);
+}

@@ -1,0 +1,118 @@
+/*
+ * test_store_memory.c - the store suite on the memory store, and what only
+ * the memory store does: its bound on entries.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+
+#include "store_suite.h"
+
+idem_store *
+suite_open(void)
+{
+	idem_store *s = NULL;
+
+	cr_assert_eq(idem_store_memory_new(100000, &s), IDEM_OK);
+	return s;
+}
+
+static const unsigned char FP[32] = { 7 };
+
+static idem_store_key
+mkey(int i)
+{
+	idem_store_key k;
+
+	memset(&k, 0, sizeof(k));
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "k%d", i);
+	return k;
+}
+
+/* Reserves and commits key i with lifetime ms; returns the reserve outcome. */
+static idem_reserve_outcome
+put(idem_store *s, int i, uint64_t lifetime)
+{
+	idem_store_key k = mkey(i);
+	idem_stored_response a = { 200, "", 0, "b", 1 };
+	idem_reserve_result rr;
+	idem_reserve_outcome o;
+
+	cr_assert_eq(idem_store_reserve(s, &k, FP, "o", "r", 30000, lifetime,
+	    &rr), IDEM_OK);
+	o = rr.outcome;
+	idem_reserve_result_clear(&rr);
+	if (o == IDEM_RESERVE_ACQUIRED)
+		cr_assert_eq(idem_store_commit(s, &k, "o", &a, lifetime), IDEM_OK);
+	return o;
+}
+
+Test(memory, evicts_oldest_committed)
+{
+	idem_store *s = NULL;
+	idem_store_stats ss;
+
+	cr_assert_eq(idem_store_memory_new(3, &s), IDEM_OK);
+	cr_expect_eq(put(s, 1, 60000), IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(put(s, 2, 60000), IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(put(s, 3, 60000), IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(put(s, 4, 60000), IDEM_RESERVE_ACQUIRED);
+	idem_store_stats_get(s, &ss);
+	cr_expect_eq(ss.entries, 3);
+	cr_expect_eq(ss.evictions, 1);
+	/* 1 was evicted (it runs again, evicting 2); 3 and 4 replay */
+	cr_expect_eq(put(s, 3, 60000), IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(put(s, 4, 60000), IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(put(s, 1, 60000), IDEM_RESERVE_ACQUIRED);
+	idem_store_stats_get(s, &ss);
+	cr_expect_eq(ss.evictions, 2);
+	idem_store_close(s);
+}
+
+Test(memory, expired_go_first_and_are_not_evictions)
+{
+	idem_store *s = NULL;
+	idem_store_stats ss;
+	struct timespec ts = { 0, 400000000L };
+
+	cr_assert_eq(idem_store_memory_new(2, &s), IDEM_OK);
+	cr_expect_eq(put(s, 1, 100), IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(put(s, 2, 60000), IDEM_RESERVE_ACQUIRED);
+	nanosleep(&ts, NULL);
+	cr_expect_eq(put(s, 3, 60000), IDEM_RESERVE_ACQUIRED);
+	idem_store_stats_get(s, &ss);
+	cr_expect_eq(ss.evictions, 0);
+	cr_expect_eq(put(s, 2, 60000), IDEM_RESERVE_COMMITTED);
+	idem_store_close(s);
+}
+
+Test(memory, never_evicts_in_flight)
+{
+	idem_store *s = NULL;
+	idem_store_key a = mkey(1), b = mkey(2), c = mkey(3);
+	idem_reserve_result rr;
+	idem_store_stats ss;
+
+	cr_assert_eq(idem_store_memory_new(2, &s), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, &a, FP, "o", "r", 30000, 60000, &rr),
+	    IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, &b, FP, "o", "r", 30000, 60000, &rr),
+	    IDEM_OK);
+	cr_expect_eq(idem_store_reserve(s, &c, FP, "o", "r", 30000, 60000, &rr),
+	    IDEM_ERR_STORE);
+	idem_store_stats_get(s, &ss);
+	cr_expect_eq(ss.entries, 2);
+	cr_expect_eq(ss.in_flight, 2);
+	cr_expect_eq(ss.evictions, 0);
+	/* both are still there */
+	cr_assert_eq(idem_store_reserve(s, &a, FP, "x", "r", 30000, 60000, &rr),
+	    IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_IN_FLIGHT);
+	cr_assert_eq(idem_store_release(s, &b, "o"), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, &c, FP, "o", "r", 30000, 60000, &rr),
+	    IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	idem_store_close(s);
+}
