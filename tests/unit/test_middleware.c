@@ -1,0 +1,606 @@
+/*
+ * test_middleware.c - the protocol of DESIGN.md section 2 through
+ * idem_service_handle, with the memory store, a counting handler and a
+ * store decorator that injects failures.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+#include "idem_key.h"
+#include "idem_log.h"
+#include "idem_service.h"
+
+/* ------------------------------------------------- the counting handler */
+
+static atomic_int calls;
+
+/* Answers the status in ?s=NNN (default 201) with a body that counts. */
+static idem_err
+counting(const idem_request *req, idem_response *res, void *data)
+{
+	const char *q = idem_request_query(req);
+	int n = atomic_fetch_add(&calls, 1) + 1, status = 201;
+	char body[64];
+
+	if (strncmp(q, "s=", 2) == 0)
+		status = atoi(q + 2);
+	if (status == 999)
+		return IDEM_ERR_HANDLER;
+	if (strncmp(q, "big", 3) == 0) {
+		char *big = malloc(5000);
+		memset(big, 'b', 5000);
+		idem_response_write(res, big, 5000);
+		free(big);
+		return idem_response_status(res, 200);
+	}
+	snprintf(body, sizeof(body), "{\"call\":%d}", n);
+	idem_response_header(res, "X-Custom", "kept");
+	idem_response_status(res, status);
+	idem_response_header(res, "Content-Type", "application/json");
+	return idem_response_write(res, body, strlen(body));
+}
+
+/* -------------------------------------------------- the faulty store */
+
+typedef struct faulty {
+	idem_store base;
+	idem_store *inner;
+	int fail_reserve, fail_commit, fail_release;
+	int commits, releases;
+} faulty;
+
+static idem_err
+f_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
+    const char *owner, const char *rid, uint64_t ttl, uint64_t life,
+    idem_reserve_result *out)
+{
+	faulty *f = (faulty *)s;
+
+	if (f->fail_reserve)
+		return IDEM_ERR_STORE;
+	return idem_store_reserve(f->inner, k, fp, owner, rid, ttl, life, out);
+}
+
+static idem_err
+f_commit(idem_store *s, const idem_store_key *k, const char *owner,
+    const idem_stored_response *r, uint64_t life)
+{
+	faulty *f = (faulty *)s;
+
+	f->commits++;
+	if (f->fail_commit)
+		return IDEM_ERR_STORE;
+	return idem_store_commit(f->inner, k, owner, r, life);
+}
+
+static idem_err
+f_release(idem_store *s, const idem_store_key *k, const char *owner)
+{
+	faulty *f = (faulty *)s;
+
+	f->releases++;
+	if (f->fail_release)
+		return IDEM_ERR_STORE;
+	return idem_store_release(f->inner, k, owner);
+}
+
+static idem_err
+f_renew(idem_store *s, const idem_store_key *k, const char *owner)
+{
+	return idem_store_renew(((faulty *)s)->inner, k, owner);
+}
+
+static idem_err
+f_purge(idem_store *s, unsigned max, unsigned *n)
+{
+	return idem_store_purge(((faulty *)s)->inner, max, n);
+}
+
+static void
+f_close(idem_store *s)
+{
+	idem_store_close(((faulty *)s)->inner);
+	free(s);
+}
+
+static const idem_store_ops faulty_ops = { "faulty", f_reserve, f_commit,
+    f_release, f_renew, f_purge, NULL, f_close };
+
+/* ------------------------------------------------------------ fixture */
+
+static idem_service *svc;
+static faulty *fs;
+
+/* A service with the counting handler on POST /c and /c/{x} (default
+ * policy) and POST /opt (optional), over a faulty memory store. */
+static void
+setup_with(const char *idem_conf)
+{
+	char text[1024];
+	idem_config *cfg;
+
+	snprintf(text, sizeof(text), "[idempotency]\nmax-response = 4k\n%s\n",
+	    idem_conf);
+	cr_assert_eq(idem_config_load_string(text, "mw.conf", &cfg), IDEM_OK);
+	cr_assert_eq(idem_service_new(cfg, "/nowhere", &svc), IDEM_OK);
+	cr_assert_eq(idem_router_add(svc->router, "POST", "/c", 
+	    IDEM_POLICY_DEFAULT, counting, NULL, "test"), IDEM_OK);
+	cr_assert_eq(idem_router_add(svc->router, "POST", "/c/{x}",
+	    IDEM_POLICY_DEFAULT, counting, NULL, "test"), IDEM_OK);
+	cr_assert_eq(idem_router_add(svc->router, "POST", "/opt",
+	    IDEM_POLICY_OPTIONAL, counting, NULL, "test"), IDEM_OK);
+	cr_assert_eq(idem_router_add(svc->router, "POST", "/off",
+	    IDEM_POLICY_OFF, counting, NULL, "test"), IDEM_OK);
+	/* wrap the store the service opened */
+	fs = calloc(1, sizeof(*fs));
+	fs->base.ops = &faulty_ops;
+	fs->inner = svc->mw->store;
+	svc->mw->store = &fs->base;
+	atomic_store(&calls, 0);
+	idem_log_set_level(IDEM_LOG_ERROR + 1);
+}
+
+static void
+setup_default(void)
+{
+	setup_with("");
+}
+
+static void
+teardown(void)
+{
+	idem_service_free(svc);
+}
+
+typedef struct reply {
+	int status;
+	char body[8192];
+	char ctype[64];
+	char replayed[16];
+	char custom[16];
+	char retry_after[16];
+} reply;
+
+typedef struct body_reader {
+	const char *data;
+	size_t len, pos;
+} body_reader;
+
+static ssize_t
+read_body(void *ctx, char *buf, size_t len)
+{
+	body_reader *r = ctx;
+	size_t n = r->len - r->pos < len ? r->len - r->pos : len;
+
+	memcpy(buf, r->data + r->pos, n);
+	r->pos += n;
+	return (ssize_t)n;
+}
+
+static void
+header_copy(char *dst, size_t size, const idem_response *res,
+    const char *name)
+{
+	const char *v = idem_response_get_header(res, name);
+
+	snprintf(dst, size, "%s", v != NULL ? v : "");
+}
+
+/* POSTs body to uri with extra params ("HTTP_IDEMPOTENCY_KEY=..."). */
+static reply
+post(const char *uri, const char *body, const char *p1, const char *p2)
+{
+	char u[512], cl[64], q[512];
+	const char *qs = strchr(uri, '?');
+	char *env[] = { "REQUEST_METHOD=POST", u, q, cl, (char *)p1,
+	    (char *)p2, NULL };
+	body_reader r = { body, strlen(body), 0 };
+	idem_request req;
+	idem_response res;
+	reply out;
+
+	snprintf(u, sizeof(u), "REQUEST_URI=%s", uri);
+	snprintf(q, sizeof(q), "QUERY_STRING=%s", qs != NULL ? qs + 1 : "");
+	snprintf(cl, sizeof(cl), "CONTENT_LENGTH=%zu", r.len);
+	if (p1 == NULL)
+		env[4] = NULL;
+	idem_response_init(&res);
+	idem_service_handle(svc, env, read_body, &r, &req, &res);
+	memset(&out, 0, sizeof(out));
+	out.status = res.status;
+	snprintf(out.body, sizeof(out.body), "%.*s", (int)res.len,
+	    res.body != NULL ? res.body : "");
+	header_copy(out.ctype, sizeof(out.ctype), &res, "Content-Type");
+	header_copy(out.replayed, sizeof(out.replayed), &res,
+	    "Idempotent-Replayed");
+	header_copy(out.custom, sizeof(out.custom), &res, "X-Custom");
+	header_copy(out.retry_after, sizeof(out.retry_after), &res,
+	    "Retry-After");
+	idem_response_clear(&res);
+	idem_request_clear(&req);
+	return out;
+}
+
+#define KEY(k) "HTTP_IDEMPOTENCY_KEY=" k
+
+static void
+expect_problem(const reply *r, int status, const char *code)
+{
+	char want[96];
+
+	cr_expect_eq(r->status, status, "status %d: %s", r->status, r->body);
+	snprintf(want, sizeof(want), "\"code\":\"%s\"", code);
+	cr_expect(strstr(r->body, want) != NULL, "%s lacks %s", r->body, code);
+	cr_expect_str_eq(r->ctype, "application/problem+json");
+}
+
+/* ------------------------------------------------------------- tests */
+
+Test(mw, replay_does_not_call_handler, .init = setup_default,
+    .fini = teardown)
+{
+	reply a = post("/c", "{\"n\":1}", KEY("k1"), NULL), b;
+	int i;
+
+	cr_expect_eq(a.status, 201);
+	cr_expect_str_eq(a.body, "{\"call\":1}");
+	cr_expect_str_eq(a.replayed, "");
+	for (i = 0; i < 5; i++) {
+		b = post("/c", "{\"n\":1}", KEY("k1"), NULL);
+		cr_expect_eq(b.status, 201);
+		cr_expect_str_eq(b.body, a.body);
+		cr_expect_str_eq(b.replayed, "true");
+		cr_expect_str_eq(b.ctype, "application/json");
+		cr_expect_str_eq(b.custom, "kept");
+	}
+	cr_expect_eq(atomic_load(&calls), 1);
+	cr_expect_eq(fs->commits, 1);
+}
+
+Test(mw, key_missing_and_optional, .init = setup_default, .fini = teardown)
+{
+	reply r = post("/c", "{}", NULL, NULL);
+
+	expect_problem(&r, 400, "IDEMPOTENCY_KEY_MISSING");
+	cr_expect_eq(atomic_load(&calls), 0);
+	r = post("/opt", "{}", NULL, NULL);
+	cr_expect_eq(r.status, 201);
+	r = post("/opt", "{}", NULL, NULL);
+	cr_expect_eq(r.status, 201);
+	cr_expect_eq(atomic_load(&calls), 2);
+	/* off: a key changes nothing */
+	r = post("/off", "{}", KEY("k"), NULL);
+	r = post("/off", "{}", KEY("k"), NULL);
+	cr_expect_str_eq(r.replayed, "");
+	cr_expect_eq(atomic_load(&calls), 4);
+}
+
+Test(mw, default_policy_follows_required)
+{
+	reply r;
+
+	setup_with("required = false");
+	r = post("/c", "{}", NULL, NULL);
+	cr_expect_eq(r.status, 201);
+	r = post("/c", "{}", NULL, NULL);
+	cr_expect_eq(atomic_load(&calls), 2);
+	teardown();
+}
+
+Test(mw, invalid_opaque_keys, .init = setup_default, .fini = teardown)
+{
+	static const char *const bad[] = { KEY(""), KEY("has space"),
+	    KEY("tab\there"), KEY("caf\xc3\xa9"), KEY("a\x7f") };
+	char longkey[300];
+	reply r;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = post("/c", "{}", bad[i], NULL);
+		expect_problem(&r, 400, "IDEMPOTENCY_KEY_INVALID");
+	}
+	memset(longkey, 'k', sizeof(longkey));
+	memcpy(longkey, KEY(""), strlen(KEY("")));
+	longkey[strlen(KEY("")) + 256] = '\0';
+	r = post("/c", "{}", longkey, NULL);
+	expect_problem(&r, 400, "IDEMPOTENCY_KEY_INVALID");
+	longkey[strlen(KEY("")) + 255] = '\0';
+	r = post("/c", "{}", longkey, NULL);
+	cr_expect_eq(r.status, 201);
+	r = post("/c", "{}", KEY("'; DROP TABLE idempotency_keys; --"), NULL);
+	expect_problem(&r, 400, "IDEMPOTENCY_KEY_INVALID");
+	r = post("/c", "{}", KEY("';DROP-TABLE-idempotency_keys;--"), NULL);
+	cr_expect_eq(r.status, 201);
+	cr_expect_eq(atomic_load(&calls), 2);
+}
+
+Test(mw, uuidv7_keys)
+{
+	static const char *const bad[] = {
+		KEY("0190f2a4-8c3e-4d5a-9b7c-123456789abc"),  /* v4 */
+		KEY("0190f2a4-8c3e-7d5a-cb7c-123456789abc"),  /* variant 11 */
+		KEY("0190f2a4-8c3e-7d5a-0b7c-123456789abc"),  /* variant 0 */
+		KEY("0190f2a48c3e7d5a9b7c123456789abc"),      /* no dashes */
+		KEY("{0190f2a4-8c3e-7d5a-9b7c-123456789abc}"),
+		KEY("0190f2a4-8c3e-7d5a-9b7c-123456789abz"),
+		KEY("0190f2a4-8c3e-7d5a-9b7c-123456789abcd"),
+	};
+	reply r;
+	size_t i;
+
+	setup_with("key-format = uuidv7");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = post("/c", "{}", bad[i], NULL);
+		expect_problem(&r, 400, "IDEMPOTENCY_KEY_INVALID");
+		cr_expect(strstr(r.body, "UUIDv7") != NULL, "%s", r.body);
+	}
+	r = post("/c", "{}", KEY("0190f2a4-8c3e-7d5a-9b7c-123456789abc"), NULL);
+	cr_expect_eq(r.status, 201);
+	r = post("/c", "{}", KEY("0190F2A4-8C3E-7D5A-AB7C-123456789ABC"), NULL);
+	cr_expect_eq(r.status, 201);
+	cr_expect_eq(atomic_load(&calls), 2);
+	teardown();
+}
+
+Test(mw, uuid_keys)
+{
+	reply r;
+
+	setup_with("key-format = uuid");
+	r = post("/c", "{}", KEY("not-a-uuid"), NULL);
+	expect_problem(&r, 400, "IDEMPOTENCY_KEY_INVALID");
+	r = post("/c", "{}", KEY("0190f2a4-8c3e-4d5a-9b7c-123456789abc"), NULL);
+	cr_expect_eq(r.status, 201);
+	teardown();
+}
+
+Test(mw, conflict_on_other_request, .init = setup_default, .fini = teardown)
+{
+	reply r = post("/c", "{\"amount\":5}", KEY("k2"), NULL);
+
+	cr_expect_eq(r.status, 201);
+	r = post("/c", "{\"amount\":6}", KEY("k2"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+	r = post("/c/other", "{\"amount\":5}", KEY("k2"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+	r = post("/c?x=1", "{\"amount\":5}", KEY("k2"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+	/* same JSON, other key order and white space: a replay */
+	r = post("/c", " { \"amount\" :\n5 } ", KEY("k2"), NULL);
+	cr_expect_eq(r.status, 201);
+	cr_expect_str_eq(r.replayed, "true");
+	cr_expect_eq(atomic_load(&calls), 1);
+}
+
+Test(mw, conflict_status_configurable)
+{
+	reply r;
+
+	setup_with("conflict-status = 422");
+	post("/c", "a", KEY("k"), NULL);
+	r = post("/c", "b", KEY("k"), NULL);
+	expect_problem(&r, 422, "IDEMPOTENCY_CONFLICT");
+	teardown();
+}
+
+Test(mw, store_failure_fails_closed, .init = setup_default,
+    .fini = teardown)
+{
+	reply r;
+
+	fs->fail_reserve = 1;
+	r = post("/c", "{}", KEY("k3"), NULL);
+	expect_problem(&r, 503, "IDEMPOTENCY_STORE_UNAVAILABLE");
+	cr_expect_str_eq(r.retry_after, "1");
+	cr_expect_eq(atomic_load(&calls), 0);
+	fs->fail_reserve = 0;
+	r = post("/c", "{}", KEY("k3"), NULL);
+	cr_expect_eq(r.status, 201);
+	cr_expect_eq(atomic_load(&calls), 1);
+}
+
+Test(mw, commit_failure_still_answers, .init = setup_default,
+    .fini = teardown)
+{
+	reply r;
+
+	fs->fail_commit = 1;
+	r = post("/c", "{}", KEY("k4"), NULL);
+	cr_expect_eq(r.status, 201);
+	cr_expect_eq(fs->commits, 1);
+}
+
+Test(mw, transient_statuses_released, .init = setup_default,
+    .fini = teardown)
+{
+	static const int transient[] = { 500, 502, 503, 429, 401, 403, 302 };
+	char uri[32];
+	reply r;
+	size_t i;
+
+	for (i = 0; i < sizeof(transient) / sizeof(transient[0]); i++) {
+		atomic_store(&calls, 0);
+		snprintf(uri, sizeof(uri), "/c?s=%d", transient[i]);
+		r = post(uri, "{}", KEY("t"), NULL);
+		cr_expect_eq(r.status, transient[i]);
+		r = post(uri, "{}", KEY("t"), NULL);
+		cr_expect_eq(r.status, transient[i]);
+		cr_expect_str_eq(r.replayed, "", "%d was replayed", transient[i]);
+		cr_expect_eq(atomic_load(&calls), 2, "%d: %d calls", transient[i],
+		    atomic_load(&calls));
+	}
+	cr_expect_eq(fs->commits, 0);
+}
+
+Test(mw, deterministic_statuses_committed, .init = setup_default,
+    .fini = teardown)
+{
+	static const int final[] = { 200, 201, 204, 400, 404, 409, 422 };
+	char uri[32], key[32];
+	reply a, b;
+	size_t i;
+
+	for (i = 0; i < sizeof(final) / sizeof(final[0]); i++) {
+		snprintf(uri, sizeof(uri), "/c?s=%d", final[i]);
+		snprintf(key, sizeof(key), KEY("f%d"), final[i]);
+		a = post(uri, "{}", key, NULL);
+		b = post(uri, "{}", key, NULL);
+		cr_expect_eq(b.status, final[i]);
+		cr_expect_str_eq(b.replayed, "true", "%d not replayed", final[i]);
+		cr_expect_str_eq(a.body, b.body);
+	}
+	cr_expect_eq(atomic_load(&calls), 7);
+}
+
+Test(mw, handler_error_released, .init = setup_default, .fini = teardown)
+{
+	reply r = post("/c?s=999", "{}", KEY("k5"), NULL);
+
+	expect_problem(&r, 500, "HANDLER_FAILED");
+	r = post("/c?s=999", "{}", KEY("k5"), NULL);
+	expect_problem(&r, 500, "HANDLER_FAILED");
+	cr_expect_eq(atomic_load(&calls), 2);
+	cr_expect_eq(fs->releases, 2);
+}
+
+Test(mw, over_max_response_released, .init = setup_default,
+    .fini = teardown)
+{
+	reply r = post("/c?big", "{}", KEY("k6"), NULL);
+
+	cr_expect_eq(r.status, 200);
+	r = post("/c?big", "{}", KEY("k6"), NULL);
+	cr_expect_eq(r.status, 200);
+	cr_expect_str_eq(r.replayed, "");
+	cr_expect_eq(atomic_load(&calls), 2);
+	cr_expect_eq(fs->commits, 0);
+}
+
+Test(mw, in_flight_duplicate)
+{
+	reply r;
+	idem_store_key sk;
+	idem_reserve_result rr;
+	unsigned char fp[32];
+	idem_request req;
+	idem_problem pb;
+	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/c",
+	    "CONTENT_LENGTH=2", NULL };
+
+	setup_with("");
+	/* hold the key as another request with the same fingerprint would */
+	cr_assert_eq(idem_request_parse(&req, env, "", &pb), IDEM_OK);
+	req.body = strdup("{}");
+	req.body_len = 2;
+	cr_assert_eq(idem_router_match(svc->router, &req, pb.detail,
+	    sizeof(pb.detail)), IDEM_OK);
+	cr_assert_eq(idem_fingerprint(&req, fp), IDEM_OK);
+	memset(&sk, 0, sizeof(sk));
+	strcpy(sk.key, "k7");
+	sk.key_len = 2;
+	cr_assert_eq(idem_store_reserve(svc->mw->store, &sk, fp, "other",
+	    "first-request", 30000, 60000, &rr), IDEM_OK);
+	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	r = post("/c", "{}", KEY("k7"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_IN_FLIGHT");
+	cr_expect_str_eq(r.retry_after, "1");
+	/* a different request with the key is a conflict, not in flight */
+	r = post("/c", "{\"x\":1}", KEY("k7"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+	cr_expect_eq(atomic_load(&calls), 0);
+	idem_request_clear(&req);
+	teardown();
+}
+
+Test(mw, header_scope)
+{
+	reply r;
+
+	setup_with("scope = header:X-Api-Key");
+	r = post("/c", "{}", KEY("same"), "HTTP_X_API_KEY=alice");
+	cr_expect_str_eq(r.body, "{\"call\":1}");
+	r = post("/c", "{}", KEY("same"), "HTTP_X_API_KEY=bob");
+	cr_expect_str_eq(r.body, "{\"call\":2}", "bob got alice's answer");
+	r = post("/c", "{}", KEY("same"), "HTTP_X_API_KEY=alice");
+	cr_expect_str_eq(r.body, "{\"call\":1}");
+	cr_expect_str_eq(r.replayed, "true");
+	r = post("/c", "{}", KEY("same"), NULL);
+	expect_problem(&r, 400, "IDEMPOTENCY_SCOPE_MISSING");
+	cr_expect_eq(atomic_load(&calls), 2);
+	teardown();
+}
+
+Test(mw, remote_user_scope)
+{
+	reply r;
+
+	setup_with("scope = remote-user");
+	r = post("/c", "{}", KEY("same"), "REMOTE_USER=alice");
+	r = post("/c", "{}", KEY("same"), "REMOTE_USER=bob");
+	cr_expect_str_eq(r.body, "{\"call\":2}");
+	r = post("/c", "{}", KEY("same"), "HTTP_X_API_KEY=alice");
+	expect_problem(&r, 400, "IDEMPOTENCY_SCOPE_MISSING");
+	cr_expect_eq(atomic_load(&calls), 2);
+	teardown();
+}
+
+Test(mw, disabled)
+{
+	idem_config *cfg;
+	reply r;
+
+	/* with idempotency off there is no store: keys change nothing */
+	cr_assert_eq(idem_config_load_string("[idempotency]\nenabled = false\n",
+	    "x", &cfg), IDEM_OK);
+	cr_assert_eq(idem_service_new(cfg, "/nowhere", &svc), IDEM_OK);
+	cr_expect_null(svc->mw);
+	cr_assert_eq(idem_router_add(svc->router, "POST", "/c",
+	    IDEM_POLICY_REQUIRED, counting, NULL, "t"), IDEM_OK);
+	r = post("/c", "{}", NULL, NULL);
+	cr_expect_eq(r.status, 201);
+	r = post("/c", "{}", KEY("k"), NULL);
+	r = post("/c", "{}", KEY("k"), NULL);
+	cr_expect_str_eq(r.replayed, "");
+	cr_expect_eq(atomic_load(&calls), 3);
+	idem_service_free(svc);
+}
+
+/* ------------------------------------------------------- fingerprints */
+
+Test(fingerprint, canonical_json_and_query)
+{
+	char *c = idem_json_canonical(" {\"b\": [1, {\"z\":1,\"a\":2}], "
+	    "\"a\": null}\n", 38);
+
+	cr_assert_not_null(c);
+	cr_expect_str_eq(c, "{\"a\":null,\"b\":[1,{\"a\":2,\"z\":1}]}");
+	free(c);
+	cr_expect_null(idem_json_canonical("5", 1));
+	cr_expect_null(idem_json_canonical("{\"a\":1,\"a\":2}", 13));
+	cr_expect_null(idem_json_canonical("{bad", 4));
+	c = idem_query_canonical("b=2&a=1&&c");
+	cr_expect_str_eq(c, "a=1&b=2&c");
+	free(c);
+	c = idem_query_canonical("");
+	cr_expect_str_eq(c, "");
+	free(c);
+}
+
+Test(fingerprint, sha256_known_answer)
+{
+	unsigned char d[32];
+	char hex[65];
+	int i;
+
+	cr_assert_eq(idem_sha256("abc", 3, d), IDEM_OK);
+	for (i = 0; i < 32; i++)
+		sprintf(hex + 2 * i, "%02x", d[i]);
+	cr_expect_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223"
+	    "b00361a396177a9cb410ff61f20015ad");
+}
