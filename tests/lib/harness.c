@@ -177,20 +177,45 @@ harness_stop(harness *h)
 	return rc;
 }
 
-size_t
-harness_count(const harness *h, const char *path)
+/* Counts testkit log lines "<path> <key> <exec>"; key NULL: any key. */
+static size_t
+count_lines(const harness *h, const char *path, const char *key)
 {
 	char *all = harness_slurp(h->testkit_log), *line, *save = NULL;
-	size_t n = 0, plen = strlen(path);
+	size_t n = 0, plen = strlen(path), klen = key != NULL ? strlen(key) : 0;
 
 	if (all == NULL)
 		return 0;
 	for (line = strtok_r(all, "\n", &save); line != NULL;
 	    line = strtok_r(NULL, "\n", &save))
-		if (strncmp(line, path, plen) == 0 && line[plen] == ' ')
+		if (strncmp(line, path, plen) == 0 && line[plen] == ' ' &&
+		    (key == NULL || (strncmp(line + plen + 1, key, klen) == 0 &&
+		    line[plen + 1 + klen] == ' ')))
 			n++;
 	free(all);
 	return n;
+}
+
+size_t
+harness_count(const harness *h, const char *path)
+{
+	return count_lines(h, path, NULL);
+}
+
+size_t
+harness_count_key(const harness *h, const char *path, const char *key)
+{
+	return count_lines(h, path, key);
+}
+
+int
+harness_logged(const harness *h, const char *text)
+{
+	char *all = harness_slurp(h->stderr_log);
+	int found = all != NULL && strstr(all, text) != NULL;
+
+	free(all);
+	return found;
 }
 
 /* Replaces every "@DIR@" of text with dir into a new string. */

@@ -36,6 +36,12 @@ int harness_stop(harness *h);
 /* Lines of the testkit log whose path field equals path. */
 size_t harness_count(const harness *h, const char *path);
 
+/* Lines of the testkit log with this path and Idempotency-Key. */
+size_t harness_count_key(const harness *h, const char *path, const char *key);
+
+/* Whether idemfcgi's stderr so far contains text. */
+int harness_logged(const harness *h, const char *text);
+
 /* Reads a whole file (caller frees); NULL if it cannot. */
 char *harness_slurp(const char *path);
 

@@ -1,0 +1,424 @@
+/*
+ * test_protocol.c - the idempotency protocol end to end: the real idemfcgi
+ * binary with the memory store, real FastCGI, and the testkit plugin whose
+ * log counts every execution (the handler's side effect).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "fcgi_client.h"
+#include "harness.h"
+
+static harness h;
+
+static void
+start(const char *idem)
+{
+	char rest[512];
+
+	snprintf(rest, sizeof(rest), "[idempotency]\n%s\n", idem);
+	cr_assert_eq(harness_start(&h, "threads = 40", rest), 0);
+}
+
+static void
+start_default(void)
+{
+	start("");
+}
+
+static void
+stop(void)
+{
+	harness_stop(&h);
+}
+
+static void
+msleep(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+typedef struct call {
+	const char *path;
+	char key_header[300];
+	char extra[128];          /* another "Name: value" header, or "" */
+	const char *body;
+	long delay_ms;            /* before sending */
+	/* results */
+	int status;
+	char replayed[8];
+	char code[64];            /* the problem code, if any */
+	char exec[40];            /* testkit's exec id, if any */
+	char body_out[512];
+} call;
+
+/* Sends c and fills its results. */
+static void
+send_call(call *c)
+{
+	const char *hdr[4] = { NULL, NULL, NULL, NULL };
+	fc_response r;
+	json_error_t e;
+	json_t *j;
+	int n = 0;
+	const char *v;
+
+	if (c->delay_ms > 0)
+		msleep(c->delay_ms);
+	if (c->key_header[0] != '\0')
+		hdr[n++] = c->key_header;
+	if (c->extra[0] != '\0')
+		hdr[n++] = c->extra;
+	hdr[n++] = "Content-Type: application/json";
+	c->status = -1;
+	if (fc_http(h.addr, "POST", c->path, hdr, c->body, &r) != 0)
+		return;
+	c->status = r.status;
+	v = fc_header(&r, "Idempotent-Replayed");
+	snprintf(c->replayed, sizeof(c->replayed), "%s", v != NULL ? v : "");
+	snprintf(c->body_out, sizeof(c->body_out), "%s", r.body);
+	if ((j = json_loads(r.body, 0, &e)) != NULL) {
+		json_t *x = json_object_get(j, "exec");
+		json_t *code = json_object_get(j, "code");
+		if (json_is_string(x))
+			snprintf(c->exec, sizeof(c->exec), "%s",
+			    json_string_value(x));
+		if (json_is_string(code))
+			snprintf(c->code, sizeof(c->code), "%s",
+			    json_string_value(code));
+		json_decref(j);
+	}
+	fc_response_free(&r);
+}
+
+static call
+mk(const char *path, const char *key, const char *body)
+{
+	call c;
+
+	memset(&c, 0, sizeof(c));
+	c.path = path;
+	if (key != NULL)
+		snprintf(c.key_header, sizeof(c.key_header),
+		    "Idempotency-Key: %s", key);
+	c.body = body != NULL ? body : "{}";
+	return c;
+}
+
+static call
+one(const char *path, const char *key, const char *body)
+{
+	call c = mk(path, key, body);
+
+	send_call(&c);
+	return c;
+}
+
+static void *
+call_thread(void *arg)
+{
+	send_call(arg);
+	return NULL;
+}
+
+/* Sends the n calls at once and waits for all. */
+static void
+all_at_once(call *calls, int n)
+{
+	pthread_t t[64];
+	int i;
+
+	for (i = 0; i < n; i++)
+		pthread_create(&t[i], NULL, call_thread, &calls[i]);
+	for (i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+}
+
+/* 1. */
+Test(protocol, concurrent_duplicates_run_once, .init = start_default,
+    .fini = stop)
+{
+	call c[32], done;
+	int i, ran = 0, in_flight = 0, replays = 0;
+
+	for (i = 0; i < 32; i++)
+		c[i] = mk("/testkit/sleep/300", "dup-1", "{\"a\":1}");
+	all_at_once(c, 32);
+	for (i = 0; i < 32; i++) {
+		if (c[i].status == 201 && c[i].replayed[0] == '\0')
+			ran++;
+		else if (c[i].status == 409 &&
+		    strcmp(c[i].code, "IDEMPOTENCY_IN_FLIGHT") == 0)
+			in_flight++;
+		else if (c[i].status == 201 && strcmp(c[i].replayed, "true") == 0)
+			replays++;
+		else
+			cr_expect_fail("unexpected answer %d %s", c[i].status,
+			    c[i].body_out);
+	}
+	cr_expect_eq(ran, 1);
+	cr_expect_eq(ran + in_flight + replays, 32);
+	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/300", "dup-1"), 1);
+	/* afterwards: the identical answer */
+	done = one("/testkit/sleep/300", "dup-1", "{\"a\":1}");
+	cr_expect_eq(done.status, 201);
+	cr_expect_str_eq(done.replayed, "true");
+	for (i = 0; i < 32; i++)
+		if (c[i].status == 201)
+			cr_expect_str_eq(c[i].exec, done.exec);
+	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/300", "dup-1"), 1);
+}
+
+/* 2. and 7. */
+Test(protocol, transient_status_not_stored, .init = start_default,
+    .fini = stop)
+{
+	call a = one("/testkit/status/502", "t-502", NULL), b;
+
+	cr_expect_eq(a.status, 502);
+	b = one("/testkit/status/502", "t-502", NULL);
+	cr_expect_eq(b.status, 502);
+	cr_expect_str_eq(b.replayed, "");
+	cr_expect_str_neq(a.exec, b.exec);
+	cr_expect_eq(harness_count_key(&h, "/testkit/status/502", "t-502"), 2);
+
+	a = one("/testkit/status/429", "t-429", NULL);
+	b = one("/testkit/status/429", "t-429", NULL);
+	cr_expect_eq(b.status, 429);
+	cr_expect_str_eq(b.replayed, "");
+	cr_expect_eq(harness_count_key(&h, "/testkit/status/429", "t-429"), 2);
+}
+
+/* 3. */
+Test(protocol, handler_error_released, .init = start_default, .fini = stop)
+{
+	call a = one("/testkit/fail", "t-fail", NULL), b;
+
+	cr_expect_eq(a.status, 500);
+	cr_expect_str_eq(a.code, "HANDLER_FAILED");
+	b = one("/testkit/fail", "t-fail", NULL);
+	cr_expect_eq(b.status, 500);
+	cr_expect_eq(harness_count_key(&h, "/testkit/fail", "t-fail"), 2);
+}
+
+/* 4. */
+Test(protocol, deterministic_409_replayed, .init = start_default,
+    .fini = stop)
+{
+	call a = one("/testkit/status/409", "t-409", NULL), b;
+
+	cr_expect_eq(a.status, 409);
+	b = one("/testkit/status/409", "t-409", NULL);
+	cr_expect_eq(b.status, 409);
+	cr_expect_str_eq(b.replayed, "true");
+	cr_expect_str_eq(b.body_out, a.body_out);
+	cr_expect_eq(harness_count_key(&h, "/testkit/status/409", "t-409"), 1);
+}
+
+/* 5. A reservation older than inflight-ttl is taken over; the old owner's
+ * late commit is refused.  (The old owner here is alive but slow; lease
+ * renewal will keep such owners, and this test will use a dead one.) */
+Test(protocol, stale_reservation_taken_over)
+{
+	call first = mk("/testkit/sleep/1500", "t-stale", NULL), second, third;
+	pthread_t t;
+
+	start("inflight-ttl = 500ms");
+	pthread_create(&t, NULL, call_thread, &first);
+	msleep(800);
+	second = one("/testkit/sleep/1500", "t-stale", NULL);
+	pthread_join(t, NULL);
+	cr_expect_eq(second.status, 201);
+	cr_expect_str_eq(second.replayed, "");
+	cr_expect_eq(first.status, 201);
+	cr_expect(harness_logged(&h, "took over the reservation of request"));
+	cr_expect(harness_logged(&h, "commit refused"));
+	/* the taker's answer is the one stored */
+	third = one("/testkit/sleep/1500", "t-stale", NULL);
+	cr_expect_str_eq(third.replayed, "true");
+	cr_expect_str_eq(third.exec, second.exec);
+	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/1500", "t-stale"), 2);
+	stop();
+}
+
+/* 6. The store fails (every entry in flight): 503, the handler not run. */
+Test(protocol, store_failure_503)
+{
+	call hold = mk("/testkit/sleep/800", "hold", NULL), refused;
+	pthread_t t;
+
+	start("max-entries = 1");
+	pthread_create(&t, NULL, call_thread, &hold);
+	msleep(200);
+	refused = one("/testkit/echo", "other", NULL);
+	pthread_join(t, NULL);
+	cr_expect_eq(refused.status, 503);
+	cr_expect_str_eq(refused.code, "IDEMPOTENCY_STORE_UNAVAILABLE");
+	cr_expect_eq(harness_count(&h, "/testkit/echo"), 0);
+	cr_expect_eq(hold.status, 201);
+	/* once there is room, the same request runs */
+	refused = one("/testkit/echo", "other", NULL);
+	cr_expect_eq(refused.status, 201);
+	cr_expect_eq(harness_count(&h, "/testkit/echo"), 1);
+	stop();
+}
+
+/* 8. */
+Test(protocol, committed_then_concurrent_replays, .init = start_default,
+    .fini = stop)
+{
+	call first = one("/testkit/echo", "t-8", "{\"v\":8}"), c[16];
+	int i;
+
+	cr_expect_eq(first.status, 201);
+	for (i = 0; i < 16; i++)
+		c[i] = mk("/testkit/echo", "t-8", "{\"v\":8}");
+	all_at_once(c, 16);
+	for (i = 0; i < 16; i++) {
+		cr_expect_eq(c[i].status, 201);
+		cr_expect_str_eq(c[i].replayed, "true");
+		cr_expect_str_eq(c[i].exec, first.exec);
+		cr_expect_str_eq(c[i].body_out, first.body_out);
+	}
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "t-8"), 1);
+
+	first = one("/testkit/status/200", "t-8b", NULL);
+	for (i = 0; i < 16; i++)
+		c[i] = mk("/testkit/status/200", "t-8b", NULL);
+	all_at_once(c, 16);
+	for (i = 0; i < 16; i++)
+		cr_expect_str_eq(c[i].exec, first.exec);
+	cr_expect_eq(harness_count_key(&h, "/testkit/status/200", "t-8b"), 1);
+}
+
+/* 9. */
+Test(protocol, conflict_and_canonical_json, .init = start_default,
+    .fini = stop)
+{
+	call a = one("/testkit/echo", "t-9", "{\"amount\": 5, \"to\": \"b\"}"), b;
+
+	cr_expect_eq(a.status, 201);
+	b = one("/testkit/echo", "t-9", "{\"amount\": 6, \"to\": \"b\"}");
+	cr_expect_eq(b.status, 409);
+	cr_expect_str_eq(b.code, "IDEMPOTENCY_CONFLICT");
+	b = one("/testkit/echo", "t-9", "\n{ \"to\":\"b\",\n  \"amount\":5 }");
+	cr_expect_eq(b.status, 201);
+	cr_expect_str_eq(b.replayed, "true");
+	cr_expect_str_eq(b.exec, a.exec);
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "t-9"), 1);
+}
+
+/* 10. */
+Test(protocol, key_validation_and_policy)
+{
+	call c;
+	int i;
+
+	start("key-format = uuidv7");
+	c = one("/testkit/echo", "not-a-uuid", NULL);
+	cr_expect_eq(c.status, 400);
+	cr_expect_str_eq(c.code, "IDEMPOTENCY_KEY_INVALID");
+	c = one("/testkit/echo", "0190f2a4-8c3e-4d5a-9b7c-123456789abc", NULL);
+	cr_expect_eq(c.status, 400);
+	c = one("/testkit/echo", NULL, NULL);
+	cr_expect_eq(c.status, 400);
+	cr_expect_str_eq(c.code, "IDEMPOTENCY_KEY_MISSING");
+	cr_expect_eq(harness_count(&h, "/testkit/echo"), 0);
+	c = one("/testkit/echo", "0190f2a4-8c3e-7d5a-9b7c-123456789abc", NULL);
+	cr_expect_eq(c.status, 201);
+	stop();
+
+	start("required = false");
+	for (i = 0; i < 3; i++) {
+		c = one("/testkit/echo", NULL, NULL);
+		cr_expect_eq(c.status, 201);
+	}
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "-"), 3);
+	stop();
+}
+
+/* 11. */
+Test(protocol, scopes_never_cross)
+{
+	call c;
+
+	start("scope = header:X-Api-Key");
+	c = mk("/testkit/echo", "same-key", NULL);
+	strcpy(c.extra, "X-Api-Key: alice-secret");
+	send_call(&c);
+	cr_expect_eq(c.status, 201);
+	strcpy(c.extra, "X-Api-Key: bob-secret");
+	send_call(&c);
+	cr_expect_eq(c.status, 201);
+	cr_expect_str_eq(c.replayed, "", "bob got alice's answer");
+	strcpy(c.extra, "X-Api-Key: bob-secret");
+	send_call(&c);
+	cr_expect_str_eq(c.replayed, "true");
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "same-key"), 2);
+	stop();
+}
+
+/* 12. */
+Test(protocol, lifetime_and_eviction)
+{
+	call a, b;
+
+	start("lifetime = 1s\nmax-entries = 2");
+	a = one("/testkit/echo", "life", NULL);
+	b = one("/testkit/echo", "life", NULL);
+	cr_expect_str_eq(b.replayed, "true");
+	msleep(1200);
+	b = one("/testkit/echo", "life", NULL);
+	cr_expect_str_eq(b.replayed, "");
+	cr_expect_str_neq(b.exec, a.exec);
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "life"), 2);
+	/* two more keys push the oldest committed one out */
+	one("/testkit/echo", "e1", NULL);
+	one("/testkit/echo", "e2", NULL);
+	b = one("/testkit/echo", "life", NULL);
+	cr_expect_str_eq(b.replayed, "", "the oldest record was not evicted");
+	b = one("/testkit/echo", "e2", NULL);
+	cr_expect_str_eq(b.replayed, "true");
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "life"), 3);
+	stop();
+}
+
+/* inflight-wait: a duplicate waits for the first and gets its answer. */
+Test(protocol, inflight_wait_replays)
+{
+	call first = mk("/testkit/sleep/1000", "wait", NULL), second;
+	pthread_t t;
+
+	start("inflight-wait = 5s");
+	pthread_create(&t, NULL, call_thread, &first);
+	msleep(300);
+	second = one("/testkit/sleep/1000", "wait", NULL);
+	pthread_join(t, NULL);
+	cr_expect_eq(second.status, 201);
+	cr_expect_str_eq(second.replayed, "true");
+	cr_expect_str_eq(second.exec, first.exec);
+	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/1000", "wait"), 1);
+	stop();
+}
+
+/* A crash releases nothing, but with the memory store the process and its
+ * reservations go together: after a restart the key runs again. */
+Test(protocol, crash_once_then_retry)
+{
+	call c;
+
+	start("");
+	c = one("/testkit/crash-once", "boom", NULL);
+	cr_expect_eq(c.status, -1, "the connection should have died");
+	cr_expect_eq(harness_count_key(&h, "/testkit/crash-once", "boom"), 0);
+	stop();
+}
