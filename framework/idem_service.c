@@ -28,9 +28,11 @@ open_middleware(idem_service *svc)
 	case IDEM_STORE_MEMORY:
 		err = idem_store_memory_new(svc->cfg->max_entries, &store);
 		break;
+	case IDEM_STORE_MYSQL:
+		err = idem_store_mysql_new(svc->cfg, svc->cfg->mysql_pool_size,
+		    &store);
+		break;
 	default:
-		idem_log(NULL, IDEM_LOG_ERROR, "%s: [idempotency] store = mysql "
-		    "is not available in this build", svc->cfg->path);
 		return IDEM_ERR_CONFIG;
 	}
 	if (err != IDEM_OK)

@@ -154,4 +154,16 @@ idem_err idem_stored_response_copy(idem_stored_response *dst,
  */
 idem_err idem_store_memory_new(uint64_t max_entries, idem_store **out);
 
+struct idem_config;
+
+/*
+ * The MySQL store over the database of cfg's [mysql] section (borrowed for
+ * the call), with pool_size connections.  Connects once to check that the
+ * schema (schema/mysql/) is there and of the version this build needs.
+ * Returns IDEM_OK with *out, IDEM_ERR_CONFIG (password file) or
+ * IDEM_ERR_STORE (unreachable, or a missing or old schema), logged.
+ */
+idem_err idem_store_mysql_new(const struct idem_config *cfg,
+    unsigned pool_size, idem_store **out);
+
 #endif

@@ -338,24 +338,6 @@ Test(shutdown, sighup_is_harmless, .init = start_default,
 
 /* ------------------------------------------------- sockets: TCP, fd 0 */
 
-/* A free loopback port (bound, then released). */
-static int
-free_port(void)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	getsockname(fd, (struct sockaddr *)&sa, &len);
-	port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
-
 Test(sockets, tcp)
 {
 	char conf[256], addr[64], bin[512], *argv[4];
@@ -363,7 +345,7 @@ Test(sockets, tcp)
 	fc_response r;
 	FILE *fp;
 	pid_t pid;
-	int port = free_port(), i, status;
+	int port = harness_free_port(), i, status;
 
 	snprintf(conf, sizeof(conf), "/tmp/idemfcgi-tcp-%d.conf", (int)getpid());
 	fp = fopen(conf, "w");

@@ -18,6 +18,9 @@ typedef struct harness {
 	pid_t pid;
 } harness;
 
+/* A free loopback TCP port (bound, then released). */
+int harness_free_port(void);
+
 /* $IDEM_BUILDDIR, where the binary and plugins were built. */
 const char *harness_builddir(void);
 

@@ -1,0 +1,288 @@
+/*
+ * idem_mysql.c - the connection pool.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <errmsg.h>
+#include <mysql.h>
+
+#include "idem_log.h"
+#include "idem_mysql.h"
+
+struct idem_mysql_pool {
+	char *host, *socket, *user, *password, *database;
+	unsigned port;
+	unsigned connect_timeout, read_timeout, write_timeout; /* seconds */
+	uint64_t wait_ms;
+	const char *const *sql;
+	size_t nsql;
+	pthread_mutex_t lock;
+	pthread_cond_t freed;
+	idem_mysql_conn *conns;     /* size of them */
+	idem_mysql_conn **idle;     /* a stack of free ones */
+	unsigned size, nidle;
+	atomic_llong last_log;      /* ms of the last error logged */
+};
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Whether an error may be logged now (one every 5 s per pool). */
+static int
+may_log(idem_mysql_pool *p)
+{
+	long long now = (long long)mono_ms(), last = atomic_load(&p->last_log);
+
+	return now - last >= 5000 &&
+	    atomic_compare_exchange_strong(&p->last_log, &last, now);
+}
+
+int
+idem_mysql_conn_error(unsigned err)
+{
+	return err == CR_SERVER_GONE_ERROR || err == CR_SERVER_LOST ||
+	    err == CR_CONNECTION_ERROR || err == CR_CONN_HOST_ERROR ||
+	    err == CR_SERVER_LOST_EXTENDED || err == CR_COMMANDS_OUT_OF_SYNC ||
+	    err == CR_UNKNOWN_ERROR || err == 1927 /* ER_CONNECTION_KILLED */ ||
+	    err == 1053 /* ER_SERVER_SHUTDOWN */ || err == 4031;
+}
+
+void
+idem_mysql_check(idem_mysql_conn *c, unsigned err)
+{
+	if (idem_mysql_conn_error(err))
+		c->broken = 1;
+}
+
+void
+idem_mysql_log_error(idem_mysql_pool *p, const char *what, MYSQL_STMT *st)
+{
+	if (may_log(p))
+		idem_log(NULL, IDEM_LOG_ERROR, "mysql %s: %s (error %u)", what,
+		    mysql_stmt_error(st), mysql_stmt_errno(st));
+}
+
+/* Reads the password: the first line of file, or the environment. */
+static idem_err
+read_password(const idem_config *cfg, char **out)
+{
+	const char *env = getenv("IDEMFCGI_MYSQL_PASSWORD");
+	char line[1024];
+	FILE *fp;
+
+	*out = NULL;
+	if (cfg->mysql_password_file == NULL) {
+		if (env != NULL && (*out = strdup(env)) == NULL)
+			return IDEM_ERR_NOMEM;
+		return IDEM_OK;
+	}
+	if ((fp = fopen(cfg->mysql_password_file, "r")) == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: [mysql] password-file %s: %s",
+		    cfg->path, cfg->mysql_password_file, strerror(errno));
+		return IDEM_ERR_CONFIG;
+	}
+	if (fgets(line, sizeof(line), fp) == NULL)
+		line[0] = '\0';
+	fclose(fp);
+	line[strcspn(line, "\r\n")] = '\0';
+	*out = strdup(line);
+	explicit_bzero(line, sizeof(line));
+	return *out != NULL ? IDEM_OK : IDEM_ERR_NOMEM;
+}
+
+static char *
+dup_or_null(const char *s)
+{
+	return s != NULL ? strdup(s) : NULL;
+}
+
+/* Milliseconds to whole seconds for the C API, at least 1. */
+static unsigned
+secs(uint64_t ms)
+{
+	return ms < 1000 ? 1 : (unsigned)((ms + 999) / 1000);
+}
+
+idem_err
+idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
+    size_t nsql, unsigned size, idem_mysql_pool **out)
+{
+	idem_mysql_pool *p = calloc(1, sizeof(*p));
+	idem_err err;
+	unsigned i;
+
+	if (p == NULL)
+		return IDEM_ERR_NOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->freed, NULL);
+	p->size = size;
+	p->sql = sql;
+	p->nsql = nsql;
+	p->port = cfg->mysql_port;
+	p->connect_timeout = secs(cfg->mysql_connect_timeout);
+	p->read_timeout = secs(cfg->mysql_read_timeout);
+	p->write_timeout = secs(cfg->mysql_write_timeout);
+	p->wait_ms = cfg->mysql_connect_timeout + cfg->mysql_read_timeout;
+	p->host = dup_or_null(cfg->mysql_host);
+	p->socket = dup_or_null(cfg->mysql_socket);
+	p->user = dup_or_null(cfg->mysql_user);
+	p->database = dup_or_null(cfg->mysql_database);
+	p->conns = calloc(size, sizeof(*p->conns));
+	p->idle = calloc(size, sizeof(*p->idle));
+	if (p->conns == NULL || p->idle == NULL) {
+		idem_mysql_pool_free(p);
+		return IDEM_ERR_NOMEM;
+	}
+	for (i = 0; i < size; i++) {
+		p->conns[i].stmts = calloc(nsql, sizeof(MYSQL_STMT *));
+		if (p->conns[i].stmts == NULL) {
+			idem_mysql_pool_free(p);
+			return IDEM_ERR_NOMEM;
+		}
+		p->idle[p->nidle++] = &p->conns[i];
+	}
+	if ((err = read_password(cfg, &p->password)) != IDEM_OK) {
+		idem_mysql_pool_free(p);
+		return err;
+	}
+	*out = p;
+	return IDEM_OK;
+}
+
+/* Closes c's statements and connection. */
+static void
+disconnect(idem_mysql_pool *p, idem_mysql_conn *c)
+{
+	size_t i;
+
+	for (i = 0; i < p->nsql; i++)
+		if (c->stmts[i] != NULL) {
+			mysql_stmt_close(c->stmts[i]);
+			c->stmts[i] = NULL;
+		}
+	if (c->m != NULL)
+		mysql_close(c->m);
+	c->m = NULL;
+	c->broken = 0;
+}
+
+/* Connects c and prepares the statements.  Returns 0 or -1 (logged). */
+static int
+connect_one(idem_mysql_pool *p, idem_mysql_conn *c)
+{
+	size_t i;
+	my_bool off = 0;
+
+	if ((c->m = mysql_init(NULL)) == NULL)
+		return -1;
+	mysql_options(c->m, MYSQL_OPT_CONNECT_TIMEOUT, &p->connect_timeout);
+	mysql_options(c->m, MYSQL_OPT_READ_TIMEOUT, &p->read_timeout);
+	mysql_options(c->m, MYSQL_OPT_WRITE_TIMEOUT, &p->write_timeout);
+	mysql_options(c->m, MYSQL_OPT_RECONNECT, &off);
+	mysql_options(c->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+	/* CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, so an
+	 * owner check never depends on whether a value changed */
+	if (mysql_real_connect(c->m, p->socket != NULL ? NULL : p->host,
+	    p->user, p->password, p->database, p->socket != NULL ? 0 : p->port,
+	    p->socket, CLIENT_FOUND_ROWS) == NULL) {
+		if (may_log(p))
+			idem_log(NULL, IDEM_LOG_ERROR, "mysql: cannot connect to "
+			    "%s%s%u as %s: %s", p->socket != NULL ? p->socket :
+			    p->host, p->socket != NULL ? "" : ":", p->socket !=
+			    NULL ? 0 : p->port, p->user, mysql_error(c->m));
+		disconnect(p, c);
+		return -1;
+	}
+	for (i = 0; i < p->nsql; i++) {
+		c->stmts[i] = mysql_stmt_init(c->m);
+		if (c->stmts[i] == NULL || mysql_stmt_prepare(c->stmts[i],
+		    p->sql[i], strlen(p->sql[i])) != 0) {
+			if (may_log(p))
+				idem_log(NULL, IDEM_LOG_ERROR, "mysql: cannot prepare "
+				    "statement %zu: %s", i, c->stmts[i] != NULL ?
+				    mysql_stmt_error(c->stmts[i]) : "out of memory");
+			disconnect(p, c);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+idem_mysql_conn *
+idem_mysql_get(idem_mysql_pool *p)
+{
+	idem_mysql_conn *c = NULL;
+	struct timespec deadline;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += (time_t)(p->wait_ms / 1000) + 1;
+	pthread_mutex_lock(&p->lock);
+	while (p->nidle == 0)
+		if (pthread_cond_timedwait(&p->freed, &p->lock, &deadline) != 0)
+			break;
+	if (p->nidle > 0)
+		c = p->idle[--p->nidle];
+	pthread_mutex_unlock(&p->lock);
+	if (c == NULL) {
+		if (may_log(p))
+			idem_log(NULL, IDEM_LOG_ERROR, "mysql: no free connection "
+			    "(pool-size %u)", p->size);
+		return NULL;
+	}
+	if (c->m == NULL && connect_one(p, c) < 0) {
+		idem_mysql_put(p, c);
+		return NULL;
+	}
+	return c;
+}
+
+void
+idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c)
+{
+	if (c->broken)
+		disconnect(p, c);
+	pthread_mutex_lock(&p->lock);
+	p->idle[p->nidle++] = c;
+	pthread_cond_signal(&p->freed);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void
+idem_mysql_pool_free(idem_mysql_pool *p)
+{
+	unsigned i;
+
+	if (p == NULL)
+		return;
+	for (i = 0; p->conns != NULL && i < p->size; i++) {
+		if (p->conns[i].stmts != NULL)
+			disconnect(p, &p->conns[i]);
+		free(p->conns[i].stmts);
+	}
+	free(p->conns);
+	free(p->idle);
+	free(p->host);
+	free(p->socket);
+	free(p->user);
+	if (p->password != NULL)
+		explicit_bzero(p->password, strlen(p->password));
+	free(p->password);
+	free(p->database);
+	pthread_cond_destroy(&p->freed);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}

@@ -1,0 +1,61 @@
+/*
+ * idem_mysql.h - a small pool of MySQL/MariaDB connections, each with its
+ * prepared statements, for the MySQL store (and plugins that keep data in
+ * the same database).
+ *
+ * A thread takes a connection for one operation and gives it back.  A
+ * connection that failed with a connection error is closed when given back
+ * and reopened by the next taker, so a database that went away and came
+ * back is used again without a restart.  Connect, read and write timeouts
+ * come from [mysql]: a hung database costs a request at most those, never
+ * a hung worker.
+ */
+#ifndef IDEM_MYSQL_H
+#define IDEM_MYSQL_H
+
+#include <mysql.h>
+
+#include "idem_config.h"
+
+typedef struct idem_mysql_pool idem_mysql_pool;
+
+typedef struct idem_mysql_conn {
+	MYSQL *m;                /* NULL until connected */
+	MYSQL_STMT **stmts;      /* prepared, in the order given to the pool */
+	int broken;              /* close when given back */
+} idem_mysql_conn;
+
+/*
+ * A pool of size connections to the database of cfg's [mysql] section;
+ * each prepares the nsql statements of sql (borrowed: static storage).
+ * The password comes from password-file, else the environment variable
+ * IDEMFCGI_MYSQL_PASSWORD; it is never logged.  Connects nothing yet.
+ * Returns IDEM_OK with *out (free with idem_mysql_pool_free) or
+ * IDEM_ERR_CONFIG after logging (an unreadable password file).
+ */
+idem_err idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
+    size_t nsql, unsigned size, idem_mysql_pool **out);
+
+void idem_mysql_pool_free(idem_mysql_pool *p);
+
+/*
+ * Takes a connected connection, waiting for a free one up to the connect
+ * timeout.  Returns NULL (and logs, at most once every few seconds) when
+ * none can be had.
+ */
+idem_mysql_conn *idem_mysql_get(idem_mysql_pool *p);
+
+/* Gives c back; closes it first if it is marked broken. */
+void idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c);
+
+/* Marks c broken when err (a mysql_errno) means the connection is lost. */
+void idem_mysql_check(idem_mysql_conn *c, unsigned err);
+
+/* Whether err (a mysql_errno) means the connection is gone. */
+int idem_mysql_conn_error(unsigned err);
+
+/* Logs a statement error (with the statement's index), rate-limited. */
+void idem_mysql_log_error(idem_mysql_pool *p, const char *what,
+    MYSQL_STMT *st);
+
+#endif

@@ -1,0 +1,571 @@
+/*
+ * idem_store_mysql.c - the MySQL/MariaDB store: one row per (scope, key) in
+ * idempotency_keys (schema/mysql/), every operation a prepared statement,
+ * every time from the database clock (UTC_TIMESTAMP(6)), so nodes whose
+ * clocks disagree still agree on leases and expiry.
+ *
+ * Statements per operation:
+ *   reserve  INSERT IGNORE; only when the key exists, a SELECT; only for a
+ *            stale or expired row, one conditional UPDATE naming the old
+ *            owner (takeover) or the expiry (reuse).
+ *   commit   UPDATE ... WHERE owner = ?      release  DELETE ... WHERE owner = ?
+ *   renew    UPDATE ... WHERE owner = ?      purge    DELETE ... LIMIT ?
+ *
+ * A statement that fails because the connection was lost (the database
+ * restarted) is retried once on a fresh connection; the owner checks make
+ * that retry safe.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mysql.h>
+
+#include "idem_log.h"
+#include "idem_mysql.h"
+#include "idem_store.h"
+
+#define SCHEMA_VERSION 1
+#define SCHEMA_FILE "schema/mysql/001_idempotency_keys.sql"
+#define NOW "UTC_TIMESTAMP(6)"
+#define PK "scope_hash = ? AND idem_key = ?"
+
+enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
+    S_RENEW, S_PURGE, S_STATS, S_VERSION, NSTMT };
+
+static const char *const sql[NSTMT] = {
+	[S_INSERT] = "INSERT IGNORE INTO idempotency_keys (scope_hash, "
+	    "idem_key, fingerprint, state, owner, request_id, reserved_at, "
+	    "lease_at, expires_at) VALUES (?, ?, ?, 'in_flight', ?, ?, " NOW
+	    ", " NOW ", " NOW " + INTERVAL ? MICROSECOND)",
+	[S_SELECT] = "SELECT state, fingerprint, owner, request_id, "
+	    "TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), expires_at <= " NOW
+	    ", status, headers, body FROM idempotency_keys WHERE " PK,
+	[S_TAKEOVER] = "UPDATE idempotency_keys SET owner = ?, request_id = ?, "
+	    "lease_at = " NOW ", expires_at = " NOW " + INTERVAL ? MICROSECOND "
+	    "WHERE " PK " AND state = 'in_flight' AND owner = ? AND "
+	    "fingerprint = ? AND lease_at < " NOW " - INTERVAL ? MICROSECOND",
+	[S_REUSE] = "UPDATE idempotency_keys SET state = 'in_flight', "
+	    "fingerprint = ?, owner = ?, request_id = ?, reserved_at = " NOW
+	    ", lease_at = " NOW ", expires_at = " NOW " + INTERVAL ? "
+	    "MICROSECOND, status = NULL, headers = NULL, body = NULL WHERE " PK
+	    " AND state = 'committed' AND expires_at <= " NOW,
+	[S_COMMIT] = "UPDATE idempotency_keys SET state = 'committed', "
+	    "status = ?, headers = ?, body = ?, expires_at = " NOW " + INTERVAL "
+	    "? MICROSECOND WHERE " PK " AND state = 'in_flight' AND owner = ?",
+	[S_RELEASE] = "DELETE FROM idempotency_keys WHERE " PK " AND "
+	    "state = 'in_flight' AND owner = ?",
+	[S_RENEW] = "UPDATE idempotency_keys SET lease_at = " NOW " WHERE " PK
+	    " AND state = 'in_flight' AND owner = ?",
+	[S_PURGE] = "DELETE FROM idempotency_keys WHERE expires_at < " NOW
+	    " LIMIT ?",
+	[S_STATS] = "SELECT COUNT(*), COALESCE(SUM(state = 'in_flight'), 0) "
+	    "FROM idempotency_keys",
+	[S_VERSION] = "SELECT MAX(version) FROM idemfcgi_schema",
+};
+
+typedef struct mysql_store {
+	idem_store base;
+	idem_mysql_pool *pool;
+} mysql_store;
+
+/* ------------------------------------------------------ binding helpers */
+
+typedef struct params {
+	MYSQL_BIND b[10];
+	unsigned long len[10];
+	unsigned n;
+} params;
+
+static void
+p_init(params *p)
+{
+	memset(p, 0, sizeof(*p));
+}
+
+static void
+p_blob(params *p, const void *data, size_t len)
+{
+	MYSQL_BIND *b = &p->b[p->n];
+
+	b->buffer_type = MYSQL_TYPE_BLOB;
+	b->buffer = (void *)data;
+	p->len[p->n] = (unsigned long)len;
+	b->buffer_length = (unsigned long)len;
+	b->length = &p->len[p->n];
+	p->n++;
+}
+
+static void
+p_str(params *p, const char *s)
+{
+	p_blob(p, s, strlen(s));
+	p->b[p->n - 1].buffer_type = MYSQL_TYPE_STRING;
+}
+
+static void
+p_ll(params *p, const long long *v)
+{
+	MYSQL_BIND *b = &p->b[p->n++];
+
+	b->buffer_type = MYSQL_TYPE_LONGLONG;
+	b->buffer = (void *)v;
+}
+
+static void
+p_key(params *p, const idem_store_key *k)
+{
+	p_blob(p, k->scope, 32);
+	p_blob(p, k->key, k->key_len);
+}
+
+/*
+ * Runs statement i with p on a pooled connection, retrying once on a fresh
+ * connection when the old one turned out to be dead.  With keep set, the
+ * connection is returned in *held for the caller to read results and give
+ * back; else *affected gets the affected rows.  Returns IDEM_OK,
+ * IDEM_ERR_STORE (logged).
+ */
+static idem_err
+run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
+    unsigned long long *affected, int *retried)
+{
+	int attempt;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		idem_mysql_conn *c = idem_mysql_get(ms->pool);
+		MYSQL_STMT *st;
+
+		if (c == NULL)
+			return IDEM_ERR_STORE;
+		st = c->stmts[i];
+		if (mysql_stmt_bind_param(st, p->b) == 0 &&
+		    mysql_stmt_execute(st) == 0) {
+			if (retried != NULL)
+				*retried = attempt > 0;
+			if (held != NULL) {
+				*held = c;
+				return IDEM_OK;
+			}
+			if (affected != NULL)
+				*affected = mysql_stmt_affected_rows(st);
+			idem_mysql_put(ms->pool, c);
+			return IDEM_OK;
+		}
+		idem_mysql_check(c, mysql_stmt_errno(st));
+		if (!c->broken || attempt == 1)
+			idem_mysql_log_error(ms->pool, "statement", st);
+		attempt += !c->broken; /* only a lost connection is retried */
+		idem_mysql_put(ms->pool, c);
+	}
+	return IDEM_ERR_STORE;
+}
+
+/* Like run, for statements whose only result is the affected row count. */
+static idem_err
+exec_count(mysql_store *ms, int i, params *p, unsigned long long *affected,
+    int *retried)
+{
+	return run(ms, i, p, NULL, affected, retried);
+}
+
+/* --------------------------------------------------------- the reading */
+
+/* One row of S_SELECT. */
+typedef struct row {
+	int found;
+	int committed;
+	int expired;
+	unsigned char fp[32];
+	char owner[IDEM_OWNER_MAX + 1];
+	char request_id[IDEM_RID_MAX + 1];
+	long long lease_age_us;
+	int status;
+	idem_stored_response resp;   /* committed: owned by the row */
+} row;
+
+/* Fetches a variable-length column into a new buffer (NUL-terminated). */
+static int
+fetch_var(MYSQL_STMT *st, MYSQL_BIND *b, unsigned col, unsigned long len,
+    char **out, size_t *outlen)
+{
+	MYSQL_BIND one;
+
+	*out = malloc(len + 1);
+	if (*out == NULL)
+		return -1;
+	memset(&one, 0, sizeof(one));
+	one.buffer_type = b->buffer_type;
+	one.buffer = *out;
+	one.buffer_length = len;
+	if (len > 0 && mysql_stmt_fetch_column(st, &one, col, 0) != 0)
+		return -1;
+	(*out)[len] = '\0';
+	*outlen = len;
+	return 0;
+}
+
+/* Reads the row of k.  Returns IDEM_OK (r->found tells) or IDEM_ERR_STORE. */
+static idem_err
+read_row(mysql_store *ms, const idem_store_key *k, row *r)
+{
+	params p;
+	idem_mysql_conn *c;
+	MYSQL_STMT *st;
+	MYSQL_BIND b[9];
+	unsigned long len[9];
+	my_bool null[9];
+	char state[16];
+	long long expired = 0, status = 0;
+	int rc;
+	idem_err err = IDEM_OK;
+
+	memset(r, 0, sizeof(*r));
+	p_init(&p);
+	p_key(&p, k);
+	if ((err = run(ms, S_SELECT, &p, &c, NULL, NULL)) != IDEM_OK)
+		return err;
+	st = c->stmts[S_SELECT];
+	memset(b, 0, sizeof(b));
+	memset(len, 0, sizeof(len));
+	memset(null, 0, sizeof(null));
+	b[0].buffer_type = MYSQL_TYPE_STRING;
+	b[0].buffer = state;
+	b[0].buffer_length = sizeof(state) - 1;
+	b[1].buffer_type = MYSQL_TYPE_BLOB;
+	b[1].buffer = r->fp;
+	b[1].buffer_length = 32;
+	b[2].buffer_type = MYSQL_TYPE_STRING;
+	b[2].buffer = r->owner;
+	b[2].buffer_length = IDEM_OWNER_MAX;
+	b[3].buffer_type = MYSQL_TYPE_STRING;
+	b[3].buffer = r->request_id;
+	b[3].buffer_length = IDEM_RID_MAX;
+	b[4].buffer_type = MYSQL_TYPE_LONGLONG;
+	b[4].buffer = &r->lease_age_us;
+	b[5].buffer_type = MYSQL_TYPE_LONGLONG;
+	b[5].buffer = &expired;
+	b[6].buffer_type = MYSQL_TYPE_LONGLONG;
+	b[6].buffer = &status;
+	b[7].buffer_type = MYSQL_TYPE_BLOB;   /* headers: length only */
+	b[8].buffer_type = MYSQL_TYPE_BLOB;   /* body: length only */
+	for (rc = 0; rc < 9; rc++) {
+		b[rc].length = &len[rc];
+		b[rc].is_null = &null[rc];
+	}
+	if (mysql_stmt_bind_result(st, b) != 0) {
+		err = IDEM_ERR_STORE;
+		goto out;
+	}
+	rc = mysql_stmt_fetch(st);
+	if (rc == MYSQL_NO_DATA)
+		goto out;
+	if (rc == 1) {
+		idem_mysql_check(c, mysql_stmt_errno(st));
+		idem_mysql_log_error(ms->pool, "fetch", st);
+		err = IDEM_ERR_STORE;
+		goto out;
+	}
+	/* MYSQL_DATA_TRUNCATED is expected: headers and body come next */
+	r->found = 1;
+	state[len[0] < sizeof(state) ? len[0] : sizeof(state) - 1] = '\0';
+	r->owner[len[2] < IDEM_OWNER_MAX ? len[2] : IDEM_OWNER_MAX] = '\0';
+	r->request_id[len[3] < IDEM_RID_MAX ? len[3] : IDEM_RID_MAX] = '\0';
+	r->committed = strcmp(state, "committed") == 0;
+	r->expired = expired != 0;
+	r->status = null[6] ? 0 : (int)status;
+	if (r->committed) {
+		r->resp.status = r->status;
+		if (fetch_var(st, &b[7], 7, null[7] ? 0 : len[7], &r->resp.headers,
+		    &r->resp.headers_len) < 0 ||
+		    fetch_var(st, &b[8], 8, null[8] ? 0 : len[8], &r->resp.body,
+		    &r->resp.body_len) < 0) {
+			idem_stored_response_clear(&r->resp);
+			err = IDEM_ERR_STORE;
+		}
+	}
+	/* drain, so the statement can run again */
+	while (mysql_stmt_fetch(st) == 0)
+		;
+out:
+	mysql_stmt_free_result(st);
+	idem_mysql_put(ms->pool, c);
+	return err;
+}
+
+/* ----------------------------------------------------------- operations */
+
+static idem_err
+my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
+    const char *owner, const char *request_id, uint64_t inflight_ttl_ms,
+    uint64_t lifetime_ms, idem_reserve_result *out)
+{
+	mysql_store *ms = (mysql_store *)s;
+	long long life_us = (long long)lifetime_ms * 1000;
+	long long ttl_us = (long long)inflight_ttl_ms * 1000;
+	unsigned long long n;
+	int attempt, retried = 0;
+	params p;
+	row r;
+	idem_err err;
+
+	/* a row that disappears or changes between statements sends us
+	 * round again; three rounds settle any realistic race */
+	for (attempt = 0; attempt < 3; attempt++) {
+		p_init(&p);
+		p_key(&p, k);
+		p_blob(&p, fp, 32);
+		p_str(&p, owner);
+		p_str(&p, request_id);
+		p_ll(&p, &life_us);
+		if ((err = exec_count(ms, S_INSERT, &p, &n, &retried)) != IDEM_OK)
+			return err;
+		if (n == 1) {
+			out->outcome = IDEM_RESERVE_ACQUIRED;
+			return IDEM_OK;
+		}
+		if ((err = read_row(ms, k, &r)) != IDEM_OK)
+			return err;
+		if (!r.found)
+			continue;
+		if (!r.committed && strcmp(r.owner, owner) == 0) {
+			/* our own INSERT, applied before a lost connection */
+			out->outcome = IDEM_RESERVE_ACQUIRED;
+			return IDEM_OK;
+		}
+		if (r.committed && r.expired) {
+			p_init(&p);
+			p_blob(&p, fp, 32);
+			p_str(&p, owner);
+			p_str(&p, request_id);
+			p_ll(&p, &life_us);
+			p_key(&p, k);
+			idem_stored_response_clear(&r.resp);
+			if ((err = exec_count(ms, S_REUSE, &p, &n, NULL)) != IDEM_OK)
+				return err;
+			if (n == 1) {
+				out->outcome = IDEM_RESERVE_ACQUIRED;
+				return IDEM_OK;
+			}
+			continue;
+		}
+		memcpy(out->fingerprint, r.fp, 32);
+		if (r.committed) {
+			out->outcome = IDEM_RESERVE_COMMITTED;
+			out->response = r.resp;
+			return IDEM_OK;
+		}
+		snprintf(out->owner, sizeof(out->owner), "%s", r.owner);
+		snprintf(out->request_id, sizeof(out->request_id), "%s",
+		    r.request_id);
+		out->lease_age_ms = r.lease_age_us > 0 ?
+		    (uint64_t)r.lease_age_us / 1000 : 0;
+		out->outcome = IDEM_RESERVE_IN_FLIGHT;
+		if (memcmp(r.fp, fp, 32) == 0 && r.lease_age_us > ttl_us) {
+			p_init(&p);
+			p_str(&p, owner);
+			p_str(&p, request_id);
+			p_ll(&p, &life_us);
+			p_key(&p, k);
+			p_str(&p, r.owner);
+			p_blob(&p, fp, 32);
+			p_ll(&p, &ttl_us);
+			if ((err = exec_count(ms, S_TAKEOVER, &p, &n, NULL))
+			    != IDEM_OK)
+				return err;
+			if (n == 1)
+				out->outcome = IDEM_RESERVE_TAKEN_OVER;
+		}
+		return IDEM_OK;
+	}
+	out->outcome = IDEM_RESERVE_IN_FLIGHT;
+	return IDEM_OK;
+}
+
+/* The owner-checked statements: commit, release, renew. */
+static idem_err
+owned(mysql_store *ms, int i, params *p, const idem_store_key *k,
+    const char *owner)
+{
+	unsigned long long n;
+	int retried = 0;
+	idem_err err;
+	row r;
+
+	p_key(p, k);
+	p_str(p, owner);
+	if ((err = exec_count(ms, i, p, &n, &retried)) != IDEM_OK)
+		return err;
+	if (n == 1)
+		return IDEM_OK;
+	if (retried && i == S_COMMIT) {
+		/* did the first attempt commit before the connection died? */
+		if ((err = read_row(ms, k, &r)) != IDEM_OK)
+			return err;
+		idem_stored_response_clear(&r.resp);
+		if (r.found && r.committed && strcmp(r.owner, owner) == 0)
+			return IDEM_OK;
+	}
+	if (retried && i == S_RELEASE) {
+		if ((err = read_row(ms, k, &r)) != IDEM_OK)
+			return err;
+		idem_stored_response_clear(&r.resp);
+		if (!r.found || strcmp(r.owner, owner) != 0)
+			return IDEM_OK;
+	}
+	return IDEM_ERR_NOT_FOUND;
+}
+
+static idem_err
+my_commit(idem_store *s, const idem_store_key *k, const char *owner,
+    const idem_stored_response *resp, uint64_t lifetime_ms)
+{
+	long long status = resp->status, life_us = (long long)lifetime_ms * 1000;
+	params p;
+
+	p_init(&p);
+	p_ll(&p, &status);
+	p_blob(&p, resp->headers != NULL ? resp->headers : "",
+	    resp->headers_len);
+	p_blob(&p, resp->body != NULL ? resp->body : "", resp->body_len);
+	p_ll(&p, &life_us);
+	return owned((mysql_store *)s, S_COMMIT, &p, k, owner);
+}
+
+static idem_err
+my_release(idem_store *s, const idem_store_key *k, const char *owner)
+{
+	params p;
+
+	p_init(&p);
+	return owned((mysql_store *)s, S_RELEASE, &p, k, owner);
+}
+
+static idem_err
+my_renew(idem_store *s, const idem_store_key *k, const char *owner)
+{
+	params p;
+
+	p_init(&p);
+	return owned((mysql_store *)s, S_RENEW, &p, k, owner);
+}
+
+static idem_err
+my_purge(idem_store *s, unsigned max, unsigned *purged)
+{
+	long long lim = max;
+	unsigned long long n = 0;
+	params p;
+	idem_err err;
+
+	p_init(&p);
+	p_ll(&p, &lim);
+	err = exec_count((mysql_store *)s, S_PURGE, &p, &n, NULL);
+	*purged = (unsigned)n;
+	return err;
+}
+
+/* Runs a parameterless SELECT of up to two integers. */
+static idem_err
+select_ints(mysql_store *ms, int i, long long *a, long long *b2)
+{
+	idem_mysql_conn *c;
+	MYSQL_STMT *st;
+	MYSQL_BIND b[2];
+	my_bool null[2] = { 0, 0 };
+	params p;
+	idem_err err;
+	int rc;
+
+	p_init(&p);
+	if ((err = run(ms, i, &p, &c, NULL, NULL)) != IDEM_OK)
+		return err;
+	st = c->stmts[i];
+	memset(b, 0, sizeof(b));
+	b[0].buffer_type = MYSQL_TYPE_LONGLONG;
+	b[0].buffer = a;
+	b[0].is_null = &null[0];
+	b[1].buffer_type = MYSQL_TYPE_LONGLONG;
+	b[1].buffer = b2;
+	b[1].is_null = &null[1];
+	*a = 0;
+	if (mysql_stmt_field_count(st) < 2)
+		b[1].buffer_type = MYSQL_TYPE_NULL;
+	rc = mysql_stmt_bind_result(st, b) == 0 ? mysql_stmt_fetch(st) : 1;
+	if (rc == 1) {
+		idem_mysql_check(c, mysql_stmt_errno(st));
+		idem_mysql_log_error(ms->pool, "fetch", st);
+		err = IDEM_ERR_STORE;
+	}
+	if (null[0])
+		*a = 0;
+	while (rc == 0 && mysql_stmt_fetch(st) == 0)
+		;
+	mysql_stmt_free_result(st);
+	idem_mysql_put(ms->pool, c);
+	return err;
+}
+
+static void
+my_stats(idem_store *s, idem_store_stats *st)
+{
+	long long all = 0, in_flight = 0;
+
+	if (select_ints((mysql_store *)s, S_STATS, &all, &in_flight) == IDEM_OK) {
+		st->entries = (uint64_t)all;
+		st->in_flight = (uint64_t)in_flight;
+	}
+}
+
+static void
+my_close(idem_store *s)
+{
+	mysql_store *ms = (mysql_store *)s;
+
+	idem_mysql_pool_free(ms->pool);
+	free(ms);
+}
+
+static const idem_store_ops mysql_ops = {
+	"mysql", my_reserve, my_commit, my_release, my_renew, my_purge,
+	my_stats, my_close
+};
+
+idem_err
+idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
+    idem_store **out)
+{
+	mysql_store *ms;
+	long long version = 0, unused = 0;
+	idem_err err;
+
+	if (mysql_library_init(0, NULL, NULL) != 0)
+		return IDEM_ERR_STORE;
+	if ((ms = calloc(1, sizeof(*ms))) == NULL)
+		return IDEM_ERR_NOMEM;
+	ms->base.ops = &mysql_ops;
+	err = idem_mysql_pool_new(cfg, sql, NSTMT, pool_size, &ms->pool);
+	if (err != IDEM_OK) {
+		free(ms);
+		return err;
+	}
+	/* the schema must be there, and of this version */
+	if (select_ints(ms, S_VERSION, &version, &unused) != IDEM_OK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "mysql store: cannot use database "
+		    "%s (see the error above); if the tables are missing, apply "
+		    SCHEMA_FILE, cfg->mysql_database);
+		my_close(&ms->base);
+		return IDEM_ERR_STORE;
+	}
+	if (version != SCHEMA_VERSION) {
+		idem_log(NULL, IDEM_LOG_ERROR, "mysql store: database %s has "
+		    "schema version %lld, this idemfcgi needs %d: apply "
+		    SCHEMA_FILE, cfg->mysql_database, version, SCHEMA_VERSION);
+		my_close(&ms->base);
+		return IDEM_ERR_STORE;
+	}
+	*out = &ms->base;
+	return IDEM_OK;
+}

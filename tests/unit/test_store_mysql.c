@@ -1,0 +1,112 @@
+/*
+ * test_store_mysql.c - the store suite on the MySQL store, against a
+ * private MariaDB this program starts (and stops) around its tests.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+
+#include "idem_config.h"
+#include "idem_log.h"
+#include "mariadb.h"
+#include "store_suite.h"
+
+static mariadb db;
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+	if (mariadb_start(&db) != 0) {
+		fprintf(stderr, "cannot start MariaDB\n");
+		exit(1);
+	}
+	mariadb_to_env(&db);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+	mariadb_destroy(&db);
+}
+
+/* The config of the shared server, with pool size. */
+static idem_config *
+config(unsigned pool)
+{
+	char text[1024], section[600];
+	idem_config *cfg;
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	mariadb_conf(&m, section, sizeof(section));
+	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n%s"
+	    "pool-size = %u\n", section, pool);
+	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
+	return cfg;
+}
+
+idem_store *
+suite_open(void)
+{
+	idem_config *cfg = config(64);
+	idem_store *s = NULL;
+
+	cr_assert_eq(idem_store_mysql_new(cfg, 64, &s), IDEM_OK);
+	idem_config_free(cfg);
+	return s;
+}
+
+Test(mysql, refuses_missing_schema)
+{
+	idem_config *cfg = config(1);
+	idem_store *s = NULL;
+	mariadb m;
+	char *out;
+
+	mariadb_from_env(&m);
+	out = mariadb_sql(&m, "CREATE DATABASE empty_db; GRANT SELECT ON "
+	    "empty_db.* TO 'idem'@'127.0.0.1'");
+	free(out);
+	free(cfg->mysql_database);
+	cfg->mysql_database = strdup("empty_db");
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	cr_expect_null(s);
+	idem_config_free(cfg);
+}
+
+Test(mysql, refuses_old_schema)
+{
+	idem_config *cfg = config(1);
+	idem_store *s = NULL;
+	mariadb m;
+	char *out;
+
+	mariadb_from_env(&m);
+	out = mariadb_sql(&m, "CREATE DATABASE old_db; CREATE TABLE "
+	    "old_db.idemfcgi_schema (version INT); INSERT INTO "
+	    "old_db.idemfcgi_schema VALUES (0); GRANT SELECT ON old_db.* TO "
+	    "'idem'@'127.0.0.1'");
+	free(out);
+	free(cfg->mysql_database);
+	cfg->mysql_database = strdup("old_db");
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	idem_config_free(cfg);
+}
+
+Test(mysql, wrong_password)
+{
+	idem_config *cfg = config(1);
+	idem_store *s = NULL;
+	FILE *fp = fopen("/tmp/idemfcgi-wrong-pw", "w");
+
+	fputs("not-the-password\n", fp);
+	fclose(fp);
+	free(cfg->mysql_password_file);
+	cfg->mysql_password_file = strdup("/tmp/idemfcgi-wrong-pw");
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	free(cfg->mysql_password_file);
+	cfg->mysql_password_file = strdup("/nonexistent/pw");
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_CONFIG);
+	idem_config_free(cfg);
+}
