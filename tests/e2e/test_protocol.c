@@ -11,9 +11,8 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
-#include <jansson.h>
 
-#include "fcgi_client.h"
+#include "calls.h"
 #include "harness.h"
 
 static harness h;
@@ -39,108 +38,24 @@ stop(void)
 	harness_stop(&h);
 }
 
-static void
-msleep(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
-typedef struct call {
-	const char *path;
-	char key_header[300];
-	char extra[128];          /* another "Name: value" header, or "" */
-	const char *body;
-	long delay_ms;            /* before sending */
-	/* results */
-	int status;
-	char replayed[8];
-	char code[64];            /* the problem code, if any */
-	char exec[40];            /* testkit's exec id, if any */
-	char body_out[512];
-} call;
-
-/* Sends c and fills its results. */
-static void
-send_call(call *c)
-{
-	const char *hdr[4] = { NULL, NULL, NULL, NULL };
-	fc_response r;
-	json_error_t e;
-	json_t *j;
-	int n = 0;
-	const char *v;
-
-	if (c->delay_ms > 0)
-		msleep(c->delay_ms);
-	if (c->key_header[0] != '\0')
-		hdr[n++] = c->key_header;
-	if (c->extra[0] != '\0')
-		hdr[n++] = c->extra;
-	hdr[n++] = "Content-Type: application/json";
-	c->status = -1;
-	if (fc_http(h.addr, "POST", c->path, hdr, c->body, &r) != 0)
-		return;
-	c->status = r.status;
-	v = fc_header(&r, "Idempotent-Replayed");
-	snprintf(c->replayed, sizeof(c->replayed), "%s", v != NULL ? v : "");
-	snprintf(c->body_out, sizeof(c->body_out), "%s", r.body);
-	if ((j = json_loads(r.body, 0, &e)) != NULL) {
-		json_t *x = json_object_get(j, "exec");
-		json_t *code = json_object_get(j, "code");
-		if (json_is_string(x))
-			snprintf(c->exec, sizeof(c->exec), "%s",
-			    json_string_value(x));
-		if (json_is_string(code))
-			snprintf(c->code, sizeof(c->code), "%s",
-			    json_string_value(code));
-		json_decref(j);
-	}
-	fc_response_free(&r);
-}
-
+/* Shorthands over calls.h for this file's one instance. */
 static call
 mk(const char *path, const char *key, const char *body)
 {
-	call c;
-
-	memset(&c, 0, sizeof(c));
-	c.path = path;
-	if (key != NULL)
-		snprintf(c.key_header, sizeof(c.key_header),
-		    "Idempotency-Key: %s", key);
-	c.body = body != NULL ? body : "{}";
-	return c;
+	return call_make(h.addr, path, key, body);
 }
 
 static call
 one(const char *path, const char *key, const char *body)
 {
-	call c = mk(path, key, body);
-
-	send_call(&c);
-	return c;
+	return call_one(h.addr, path, key, body);
 }
 
 static void *
 call_thread(void *arg)
 {
-	send_call(arg);
+	call_send(arg);
 	return NULL;
-}
-
-/* Sends the n calls at once and waits for all. */
-static void
-all_at_once(call *calls, int n)
-{
-	pthread_t t[64];
-	int i;
-
-	for (i = 0; i < n; i++)
-		pthread_create(&t[i], NULL, call_thread, &calls[i]);
-	for (i = 0; i < n; i++)
-		pthread_join(t[i], NULL);
 }
 
 /* 1. */
@@ -152,7 +67,7 @@ Test(protocol, concurrent_duplicates_run_once, .init = start_default,
 
 	for (i = 0; i < 32; i++)
 		c[i] = mk("/testkit/sleep/300", "dup-1", "{\"a\":1}");
-	all_at_once(c, 32);
+	call_all(c, 32);
 	for (i = 0; i < 32; i++) {
 		if (c[i].status == 201 && c[i].replayed[0] == '\0')
 			ran++;
@@ -234,7 +149,7 @@ Test(protocol, stale_reservation_taken_over)
 
 	start("inflight-ttl = 500ms");
 	pthread_create(&t, NULL, call_thread, &first);
-	msleep(800);
+	call_sleep(800);
 	second = one("/testkit/sleep/1500", "t-stale", NULL);
 	pthread_join(t, NULL);
 	cr_expect_eq(second.status, 201);
@@ -258,7 +173,7 @@ Test(protocol, store_failure_503)
 
 	start("max-entries = 1");
 	pthread_create(&t, NULL, call_thread, &hold);
-	msleep(200);
+	call_sleep(200);
 	refused = one("/testkit/echo", "other", NULL);
 	pthread_join(t, NULL);
 	cr_expect_eq(refused.status, 503);
@@ -282,7 +197,7 @@ Test(protocol, committed_then_concurrent_replays, .init = start_default,
 	cr_expect_eq(first.status, 201);
 	for (i = 0; i < 16; i++)
 		c[i] = mk("/testkit/echo", "t-8", "{\"v\":8}");
-	all_at_once(c, 16);
+	call_all(c, 16);
 	for (i = 0; i < 16; i++) {
 		cr_expect_eq(c[i].status, 201);
 		cr_expect_str_eq(c[i].replayed, "true");
@@ -294,7 +209,7 @@ Test(protocol, committed_then_concurrent_replays, .init = start_default,
 	first = one("/testkit/status/200", "t-8b", NULL);
 	for (i = 0; i < 16; i++)
 		c[i] = mk("/testkit/status/200", "t-8b", NULL);
-	all_at_once(c, 16);
+	call_all(c, 16);
 	for (i = 0; i < 16; i++)
 		cr_expect_str_eq(c[i].exec, first.exec);
 	cr_expect_eq(harness_count_key(&h, "/testkit/status/200", "t-8b"), 1);
@@ -354,14 +269,14 @@ Test(protocol, scopes_never_cross)
 	start("scope = header:X-Api-Key");
 	c = mk("/testkit/echo", "same-key", NULL);
 	strcpy(c.extra, "X-Api-Key: alice-secret");
-	send_call(&c);
+	call_send(&c);
 	cr_expect_eq(c.status, 201);
 	strcpy(c.extra, "X-Api-Key: bob-secret");
-	send_call(&c);
+	call_send(&c);
 	cr_expect_eq(c.status, 201);
 	cr_expect_str_eq(c.replayed, "", "bob got alice's answer");
 	strcpy(c.extra, "X-Api-Key: bob-secret");
-	send_call(&c);
+	call_send(&c);
 	cr_expect_str_eq(c.replayed, "true");
 	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "same-key"), 2);
 	stop();
@@ -376,7 +291,7 @@ Test(protocol, lifetime_and_eviction)
 	a = one("/testkit/echo", "life", NULL);
 	b = one("/testkit/echo", "life", NULL);
 	cr_expect_str_eq(b.replayed, "true");
-	msleep(1200);
+	call_sleep(1200);
 	b = one("/testkit/echo", "life", NULL);
 	cr_expect_str_eq(b.replayed, "");
 	cr_expect_str_neq(b.exec, a.exec);
@@ -400,7 +315,7 @@ Test(protocol, inflight_wait_replays)
 
 	start("inflight-wait = 5s");
 	pthread_create(&t, NULL, call_thread, &first);
-	msleep(300);
+	call_sleep(300);
 	second = one("/testkit/sleep/1000", "wait", NULL);
 	pthread_join(t, NULL);
 	cr_expect_eq(second.status, 201);

@@ -118,6 +118,13 @@ spawn(char *const argv[], const char *out_path)
 int
 harness_start(harness *h, const char *server_extra, const char *rest)
 {
+	return harness_start_log(h, server_extra, rest, NULL);
+}
+
+int
+harness_start_log(harness *h, const char *server_extra, const char *rest,
+    const char *log_path)
+{
 	char bin[512], *argv[4];
 	const char *b = harness_builddir();
 	FILE *fp;
@@ -129,8 +136,11 @@ harness_start(harness *h, const char *server_extra, const char *rest)
 		return -1;
 	snprintf(h->addr, sizeof(h->addr), "unix:%s/fcgi.sock", h->dir);
 	snprintf(h->conf, sizeof(h->conf), "%s/idemfcgi.conf", h->dir);
-	snprintf(h->testkit_log, sizeof(h->testkit_log), "%s/testkit.log",
-	    h->dir);
+	if (log_path != NULL)
+		snprintf(h->testkit_log, sizeof(h->testkit_log), "%s", log_path);
+	else
+		snprintf(h->testkit_log, sizeof(h->testkit_log), "%s/testkit.log",
+		    h->dir);
 	snprintf(h->stderr_log, sizeof(h->stderr_log), "%s/stderr.log",
 	    h->dir);
 	if ((fp = fopen(h->conf, "w")) == NULL)

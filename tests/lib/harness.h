@@ -32,6 +32,11 @@ const char *harness_builddir(void);
  */
 int harness_start(harness *h, const char *server_extra, const char *rest);
 
+/* harness_start with the testkit log at log_path (shared by several
+ * instances, so executions are counted across them); NULL: private. */
+int harness_start_log(harness *h, const char *server_extra, const char *rest,
+    const char *log_path);
+
 /* SIGTERM, then waits up to 20 s.  Returns the exit status (or 128+signal,
  * or -1 on timeout, after SIGKILL), and removes the directory. */
 int harness_stop(harness *h);

@@ -1,0 +1,254 @@
+/*
+ * test_mysql.c - idemfcgi with the MySQL store, end to end: one private
+ * MariaDB for the program, one or two real idemfcgi instances sharing it,
+ * executions counted in one shared testkit log.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+
+#include "calls.h"
+#include "harness.h"
+#include "mariadb.h"
+
+static mariadb db;
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+	if (mariadb_start(&db) != 0) {
+		fprintf(stderr, "cannot start MariaDB\n");
+		exit(1);
+	}
+	mariadb_to_env(&db);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+	mariadb_destroy(&db);
+}
+
+/* Starts an instance on the shared MariaDB with server_extra under
+ * [server], idem under [idempotency]; log NULL: its own testkit log.  The
+ * [mysql] pool-size follows the threads of server_extra. */
+static void
+start_node(harness *h, const char *server, const char *idem, const char *log)
+{
+	char rest[1500], my[600];
+	const char *threads = server != NULL ? strstr(server, "threads = ") :
+	    NULL;
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	mariadb_conf(&m, my, sizeof(my));
+	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n%s\n%s"
+	    "pool-size = %d\n", idem != NULL ? idem : "", my,
+	    threads != NULL ? atoi(threads + 10) : 8);
+	cr_assert_eq(harness_start_log(h, server, rest, log), 0);
+}
+
+/* A unique key prefix per test run (the database outlives one test). */
+static const char *
+run_id(void)
+{
+	static char id[32];
+
+	if (id[0] == '\0')
+		snprintf(id, sizeof(id), "%lx", (unsigned long)getpid());
+	return id;
+}
+
+Test(mysql_e2e, replay_and_conflict)
+{
+	harness h;
+	call a, b;
+	char key[64];
+
+	start_node(&h, NULL, NULL, NULL);
+	snprintf(key, sizeof(key), "rc-%s", run_id());
+	a = call_one(h.addr, "/testkit/echo", key, "{\"a\": 1, \"b\": 2}");
+	cr_expect_eq(a.status, 201);
+	b = call_one(h.addr, "/testkit/echo", key, "{\"b\":2,\"a\":1}");
+	cr_expect_eq(b.status, 201);
+	cr_expect_str_eq(b.replayed, "true");
+	cr_expect_str_eq(b.exec, a.exec);
+	cr_expect_str_eq(b.body_out, a.body_out);
+	b = call_one(h.addr, "/testkit/echo", key, "{\"a\": 2}");
+	cr_expect_eq(b.status, 409);
+	cr_expect_str_eq(b.code, "IDEMPOTENCY_CONFLICT");
+	b = call_one(h.addr, "/testkit/status/503", key, NULL);
+	cr_expect_eq(b.status, 409, "another route with the key: %s",
+	    b.body_out);
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", key), 1);
+	/* released answers run again */
+	snprintf(key, sizeof(key), "rel-%s", run_id());
+	call_one(h.addr, "/testkit/status/502", key, NULL);
+	call_one(h.addr, "/testkit/status/502", key, NULL);
+	cr_expect_eq(harness_count_key(&h, "/testkit/status/502", key), 2);
+	harness_stop(&h);
+}
+
+/* Two instances, 200 concurrent requests over 50 keys spread across both:
+ * exactly one execution per key. */
+Test(mysql_e2e, two_nodes_one_execution_per_key)
+{
+	harness n1, n2;
+	call c[200];
+	char keys[50][48], log[128];
+	int i, k, final;
+
+	snprintf(log, sizeof(log), "/tmp/idemfcgi-shared-%d.log", (int)getpid());
+	unlink(log);
+	start_node(&n1, "threads = 24", NULL, log);
+	start_node(&n2, "threads = 24", NULL, log);
+	for (k = 0; k < 50; k++)
+		snprintf(keys[k], sizeof(keys[k]), "two-%s-%d", run_id(), k);
+	for (i = 0; i < 200; i++) {
+		k = i % 50;
+		c[i] = call_make(i % 2 ? n1.addr : n2.addr, "/testkit/sleep/50",
+		    keys[k], NULL);
+	}
+	call_all(c, 200);
+	for (i = 0; i < 200; i++)
+		cr_expect(c[i].status == 201 || (c[i].status == 409 &&
+		    strcmp(c[i].code, "IDEMPOTENCY_IN_FLIGHT") == 0),
+		    "request %d: %d %s", i, c[i].status, c[i].body_out);
+	/* retry whatever was in flight until every key has its answer */
+	for (final = 0; final < 50; final++)
+		for (i = 0; i < 200; i++)
+			if (c[i].status == 409) {
+				call_sleep(20);
+				call_send(&c[i]);
+			}
+	for (k = 0; k < 50; k++) {
+		const char *exec = NULL;
+		cr_expect_eq(harness_count_key(&n1, "/testkit/sleep/50", keys[k]),
+		    1, "key %d ran %zu times", k,
+		    harness_count_key(&n1, "/testkit/sleep/50", keys[k]));
+		for (i = k; i < 200; i += 50) {
+			cr_expect_eq(c[i].status, 201);
+			if (exec == NULL)
+				exec = c[i].exec;
+			cr_expect_str_eq(c[i].exec, exec, "key %d: two answers", k);
+		}
+	}
+	harness_stop(&n1);
+	harness_stop(&n2);
+	unlink(log);
+}
+
+/* A node dies holding a reservation; after inflight-ttl two live nodes race
+ * for it: exactly one takes it over and runs the handler. */
+Test(mysql_e2e, dead_node_reservation_taken_over_once)
+{
+	harness dead, n1, n2;
+	call crash, c[20];
+	char key[64], log[128];
+	int i, ok = 0;
+	char *crashed;
+
+	snprintf(log, sizeof(log), "/tmp/idemfcgi-race-%d.log", (int)getpid());
+	unlink(log);
+	snprintf(key, sizeof(key), "dead-%s", run_id());
+	start_node(&dead, NULL, "inflight-ttl = 1s", log);
+	crash = call_one(dead.addr, "/testkit/crash-once", key, NULL);
+	cr_expect_eq(crash.status, -1, "the node should have died");
+	harness_stop(&dead);
+	start_node(&n1, NULL, "inflight-ttl = 1s", log);
+	start_node(&n2, NULL, "inflight-ttl = 1s", log);
+	/* still held by the dead node */
+	c[0] = call_one(n1.addr, "/testkit/crash-once", key, NULL);
+	cr_expect_eq(c[0].status, 409);
+	cr_expect_str_eq(c[0].code, "IDEMPOTENCY_IN_FLIGHT");
+	call_sleep(1300);
+	for (i = 0; i < 20; i++)
+		c[i] = call_make(i % 2 ? n1.addr : n2.addr, "/testkit/crash-once",
+		    key, NULL);
+	call_all(c, 20);
+	for (i = 0; i < 20; i++)
+		if (c[i].status == 201)
+			ok++;
+	cr_expect_geq(ok, 1);
+	cr_expect_eq(harness_count_key(&n1, "/testkit/crash-once", key), 1);
+	cr_expect_eq(harness_logged(&n1, "took over the reservation") +
+	    harness_logged(&n2, "took over the reservation"), 1);
+	harness_stop(&n1);
+	harness_stop(&n2);
+	crashed = malloc(strlen(log) + 16);
+	sprintf(crashed, "%s.crashed", log);
+	unlink(crashed);
+	free(crashed);
+	unlink(log);
+}
+
+/* A first execution costs 2 statements (reserve, commit), a replay 2
+ * (reserve, read), counted by the server. */
+Test(mysql_e2e, statements_per_request)
+{
+	harness h;
+	mariadb m;
+	char key[64];
+	long long e0, e1, e2, p0, p2;
+	call c;
+
+	mariadb_from_env(&m);
+	start_node(&h, "threads = 1", NULL, NULL);
+	/* the first request connects and prepares */
+	snprintf(key, sizeof(key), "warm-%s", run_id());
+	call_one(h.addr, "/testkit/echo", key, NULL);
+	snprintf(key, sizeof(key), "rt-%s", run_id());
+	p0 = mariadb_status(&m, "Com_stmt_prepare");
+	e0 = mariadb_status(&m, "Com_stmt_execute");
+	c = call_one(h.addr, "/testkit/echo", key, NULL);
+	cr_expect_eq(c.status, 201);
+	e1 = mariadb_status(&m, "Com_stmt_execute");
+	c = call_one(h.addr, "/testkit/echo", key, NULL);
+	cr_expect_str_eq(c.replayed, "true");
+	e2 = mariadb_status(&m, "Com_stmt_execute");
+	p2 = mariadb_status(&m, "Com_stmt_prepare");
+	cr_expect_eq(e1 - e0, 2, "a first execution took %lld statements",
+	    e1 - e0);
+	cr_expect_eq(e2 - e1, 2, "a replay took %lld statements", e2 - e1);
+	cr_expect_eq(p2 - p0, 0, "statements were prepared again");
+	harness_stop(&h);
+}
+
+/* Expired rows go in batches from the purge thread; live rows stay. */
+Test(mysql_e2e, purge_thread)
+{
+	harness h;
+	mariadb m;
+	char sql[1024], *out;
+	int i;
+
+	mariadb_from_env(&m);
+	snprintf(sql, sizeof(sql), "INSERT INTO idempotency_keys SELECT "
+	    "UNHEX(SHA2('purge-%s', 256)), CONCAT('old-', seq), "
+	    "UNHEX(SHA2('x', 256)), 'committed', 'o', 'r', UTC_TIMESTAMP(6), "
+	    "UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, 200, '', "
+	    "'' FROM seq_1_to_2500", run_id());
+	free(mariadb_sql(&m, sql));
+	snprintf(sql, sizeof(sql), "INSERT INTO idempotency_keys SELECT "
+	    "UNHEX(SHA2('purge-%s', 256)), CONCAT('live-', seq), "
+	    "UNHEX(SHA2('x', 256)), 'committed', 'o', 'r', UTC_TIMESTAMP(6), "
+	    "UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, 200, '', "
+	    "'' FROM seq_1_to_30", run_id());
+	free(mariadb_sql(&m, sql));
+	start_node(&h, NULL, "cleanup-interval = 1s", NULL);
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM idempotency_keys "
+	    "WHERE scope_hash = UNHEX(SHA2('purge-%s', 256))", run_id());
+	for (i = 0; i < 50; i++) {
+		out = mariadb_sql(&m, sql);
+		if (out != NULL && atoi(out) == 30) {
+			free(out);
+			break;
+		}
+		free(out);
+		call_sleep(100);
+	}
+	cr_expect_lt(i, 50, "expired rows were not purged");
+	harness_stop(&h);
+}
