@@ -127,6 +127,11 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 
 	if (p == NULL)
 		return IDEM_ERR_NOMEM;
+	/* not thread-safe: done at start-up, before any worker exists */
+	if (mysql_library_init(0, NULL, NULL) != 0) {
+		free(p);
+		return IDEM_ERR_STORE;
+	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->freed, NULL);
 	p->size = size;
@@ -148,7 +153,7 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 		return IDEM_ERR_NOMEM;
 	}
 	for (i = 0; i < size; i++) {
-		p->conns[i].stmts = calloc(nsql, sizeof(MYSQL_STMT *));
+		p->conns[i].stmts = calloc(nsql + 1, sizeof(MYSQL_STMT *));
 		if (p->conns[i].stmts == NULL) {
 			idem_mysql_pool_free(p);
 			return IDEM_ERR_NOMEM;
@@ -259,6 +264,34 @@ idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c)
 	p->idle[p->nidle++] = c;
 	pthread_cond_signal(&p->freed);
 	pthread_mutex_unlock(&p->lock);
+}
+
+void *
+idem_mysql_stmt(idem_mysql_conn *c, size_t i)
+{
+	return c->stmts[i];
+}
+
+idem_err
+idem_mysql_exec(idem_mysql_pool *p, const char *sql)
+{
+	idem_mysql_conn *c = idem_mysql_get(p);
+	idem_err err = IDEM_OK;
+
+	if (c == NULL)
+		return IDEM_ERR_STORE;
+	if (mysql_query(c->m, sql) != 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "mysql: %s (error %u)",
+		    mysql_error(c->m), mysql_errno(c->m));
+		idem_mysql_check(c, mysql_errno(c->m));
+		err = IDEM_ERR_STORE;
+	} else {
+		MYSQL_RES *r = mysql_store_result(c->m);
+		if (r != NULL)
+			mysql_free_result(r);
+	}
+	idem_mysql_put(p, c);
+	return err;
 }
 
 void

@@ -15,15 +15,14 @@
 
 #include <mysql.h>
 
+#include "idemfcgi.h"
 #include "idem_config.h"
 
-typedef struct idem_mysql_pool idem_mysql_pool;
-
-typedef struct idem_mysql_conn {
+struct idem_mysql_conn {
 	MYSQL *m;                /* NULL until connected */
 	MYSQL_STMT **stmts;      /* prepared, in the order given to the pool */
 	int broken;              /* close when given back */
-} idem_mysql_conn;
+};
 
 /*
  * A pool of size connections to the database of cfg's [mysql] section;
@@ -38,18 +37,14 @@ idem_err idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 
 void idem_mysql_pool_free(idem_mysql_pool *p);
 
-/*
- * Takes a connected connection, waiting for a free one up to the connect
- * timeout.  Returns NULL (and logs, at most once every few seconds) when
- * none can be had.
- */
-idem_mysql_conn *idem_mysql_get(idem_mysql_pool *p);
+/* idem_mysql_get, idem_mysql_put, idem_mysql_stmt and idem_mysql_check
+ * are in idemfcgi.h: plugins use them too.  idem_mysql_get waits for a
+ * free connection up to the connect plus read timeout and logs failures at
+ * most once every few seconds. */
 
-/* Gives c back; closes it first if it is marked broken. */
-void idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c);
-
-/* Marks c broken when err (a mysql_errno) means the connection is lost. */
-void idem_mysql_check(idem_mysql_conn *c, unsigned err);
+/* Runs one plain statement on a connection of p.  IDEM_OK or
+ * IDEM_ERR_STORE (logged). */
+idem_err idem_mysql_exec(idem_mysql_pool *p, const char *sql);
 
 /* Whether err (a mysql_errno) means the connection is gone. */
 int idem_mysql_conn_error(unsigned err);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "idem_log.h"
+#include "idem_mysql.h"
 #include "idem_plugin.h"
 
 /* A plugin name is a config section name: [a-z0-9_-], 1..32 bytes. */
@@ -160,6 +161,7 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 		app.router = router;
 		app.name = lp->desc.name;
 		app.path = lp->path;
+		app.self = lp;
 		if ((err = lp->desc.setup(&app, &lp->data)) != IDEM_OK) {
 			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: setup failed: %s",
 			    lp->path, idem_strerror(err));
@@ -191,6 +193,7 @@ idem_plugins_free(idem_plugins *ps)
 		idem_loaded_plugin *lp = &ps->items[i];
 		if (lp->set_up && lp->desc.teardown != NULL)
 			lp->desc.teardown(lp->data);
+		idem_mysql_pool_free(lp->pool);
 		/* keep the code mapped: a route may still point into it */
 		free(lp->path);
 	}
@@ -295,4 +298,43 @@ idem_config_duration(idem_app *app, const char *key, uint64_t def,
 		return IDEM_ERR_CONFIG;
 	}
 	return IDEM_OK;
+}
+
+int
+idem_app_uses_mysql(const idem_app *app)
+{
+	return app->cfg->idem_enabled && app->cfg->store == IDEM_STORE_MYSQL;
+}
+
+idem_err
+idem_app_mysql_exec(idem_app *app, const char *sql)
+{
+	idem_mysql_pool *p;
+	idem_err err;
+
+	if ((err = idem_mysql_pool_new(app->cfg, NULL, 0, 1, &p)) != IDEM_OK)
+		return err;
+	err = idem_mysql_exec(p, sql);
+	idem_mysql_pool_free(p);
+	if (err != IDEM_OK)
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: a statement of its "
+		    "setup failed", app->path);
+	return err;
+}
+
+idem_mysql_pool *
+idem_app_mysql_pool(idem_app *app, const char *const *sql, size_t nsql)
+{
+	idem_mysql_pool *p;
+
+	if (app->self->pool != NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: one MySQL pool per "
+		    "plugin", app->path);
+		return NULL;
+	}
+	if (idem_mysql_pool_new(app->cfg, sql, nsql, app->cfg->mysql_pool_size,
+	    &p) != IDEM_OK)
+		return NULL;
+	app->self->pool = p;
+	return p;
 }

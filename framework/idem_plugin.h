@@ -19,6 +19,7 @@ typedef struct idem_loaded_plugin {
 	idem_plugin desc;    /* what idem_plugin_init filled */
 	void *data;          /* from setup, for teardown */
 	int set_up;          /* setup succeeded */
+	idem_mysql_pool *pool; /* from idem_app_mysql_pool, or NULL */
 } idem_loaded_plugin;
 
 typedef struct idem_plugins {
@@ -33,6 +34,7 @@ struct idem_app {
 	idem_router *router;         /* borrowed */
 	const char *name;            /* borrowed: the plugin's section */
 	const char *path;            /* borrowed: the plugin's file */
+	idem_loaded_plugin *self;    /* borrowed: where its pool is kept */
 };
 
 /*

@@ -541,8 +541,6 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	long long version = 0, unused = 0;
 	idem_err err;
 
-	if (mysql_library_init(0, NULL, NULL) != 0)
-		return IDEM_ERR_STORE;
 	if ((ms = calloc(1, sizeof(*ms))) == NULL)
 		return IDEM_ERR_NOMEM;
 	ms->base.ops = &mysql_ops;

@@ -177,6 +177,49 @@ idem_err idem_config_size(idem_app *app, const char *key, uint64_t def,
 idem_err idem_config_duration(idem_app *app, const char *key, uint64_t def,
     uint64_t *out);
 
+/* --------------------------------------------------------- database */
+
+/*
+ * Plugins that keep their own data in the database of the MySQL store
+ * ([idempotency] store = mysql) use the server's [mysql] settings through
+ * these.  A pool hands out connections whose statements are prepared once;
+ * statement handles are MYSQL_STMT * from <mysql.h>.
+ */
+typedef struct idem_mysql_pool idem_mysql_pool;
+typedef struct idem_mysql_conn idem_mysql_conn;
+
+/* Whether idempotency records live in MySQL (enabled, store = mysql). */
+int idem_app_uses_mysql(const idem_app *app);
+
+/*
+ * Runs one statement (DDL such as CREATE TABLE IF NOT EXISTS) on the
+ * [mysql] database during setup.  Returns IDEM_OK or IDEM_ERR_STORE
+ * (logged).
+ */
+idem_err idem_app_mysql_exec(idem_app *app, const char *sql);
+
+/*
+ * A pool of [mysql] pool-size connections, each preparing the nsql
+ * statements of sql (borrowed: static storage) when it connects.  The
+ * server owns the pool and frees it after the plugin's teardown.  Returns
+ * NULL (logged) when it cannot be made.
+ */
+idem_mysql_pool *idem_app_mysql_pool(idem_app *app, const char *const *sql,
+    size_t nsql);
+
+/*
+ * Takes a connected connection (NULL when the database cannot be reached
+ * within the timeouts: answer 503).  Give it back with idem_mysql_put.
+ */
+idem_mysql_conn *idem_mysql_get(idem_mysql_pool *p);
+/* Gives c back; closes it when idem_mysql_check saw it was lost. */
+void idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c);
+/* Statement i of c (a MYSQL_STMT *), borrowed until idem_mysql_put. */
+void *idem_mysql_stmt(idem_mysql_conn *c, size_t i);
+/* After a failed call, with its mysql_stmt_errno: marks c lost if the
+ * error means the connection is gone, so the next taker reconnects. */
+void idem_mysql_check(idem_mysql_conn *c, unsigned err);
+
 /* What a plugin's idem_plugin_init fills in. */
 typedef struct idem_plugin {
 	/* Must be first, and set to IDEM_ABI_VERSION. */

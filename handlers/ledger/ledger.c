@@ -7,14 +7,18 @@
  *   GET  /accounts/{id}                          -> 200, or 404
  *
  * n is a positive integer up to max-amount; malformed JSON is a 400, a bad
- * amount a 422.  Balances live in memory (one table per process, guarded by
- * a mutex); [ledger] max-accounts bounds the table.
+ * amount a 422.  Balances live in memory (one table per process, under a
+ * mutex, bounded by max-accounts) or, when the idempotency store is MySQL,
+ * in the table ledger_accounts of the same database, each operation one
+ * atomic statement.
  */
 #include <ctype.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <mysql.h>
 #include <uthash.h>
 
 #include "idemfcgi.h"
@@ -27,14 +31,198 @@ typedef struct account {
 	UT_hash_handle hh;
 } account;
 
+typedef enum outcome {
+	DONE,            /* *balance is the new balance */
+	NO_ACCOUNT,
+	INSUFFICIENT,    /* *balance is the current balance */
+	OVERFLOW,
+	FULL,
+	UNAVAILABLE      /* the database could not be reached */
+} outcome;
+
 typedef struct ledger {
+	long long max_accounts;
+	long long max_amount;
+	/* in memory */
 	pthread_mutex_t lock;
 	account *accounts;          /* uthash head */
 	unsigned long long count;
-	long long max_accounts;
-	long long max_amount;
-	long long max_balance;
+	/* in MySQL */
+	idem_mysql_pool *pool;      /* owned by the server */
 } ledger;
+
+/* ------------------------------------------------------------- memory */
+
+static outcome
+mem_move(ledger *lg, const char *id, long long amount, long long *balance)
+{
+	account *acc;
+	outcome o = DONE;
+
+	pthread_mutex_lock(&lg->lock);
+	HASH_FIND_STR(lg->accounts, id, acc);
+	if (acc == NULL && amount < 0) {
+		o = NO_ACCOUNT;
+	} else if (acc == NULL && lg->count >= (unsigned long long)lg->max_accounts) {
+		o = FULL;
+	} else if (acc == NULL && (acc = calloc(1, sizeof(*acc))) == NULL) {
+		o = UNAVAILABLE;
+	} else {
+		if (acc->id[0] == '\0') {
+			strcpy(acc->id, id);
+			HASH_ADD_STR(lg->accounts, id, acc);
+			lg->count++;
+		}
+		if (amount < 0 && acc->balance < -amount) {
+			o = INSUFFICIENT;
+		} else if (amount > 0 && acc->balance > INT64_MAX - amount) {
+			o = OVERFLOW;
+		} else {
+			acc->balance += amount;
+		}
+		*balance = acc->balance;
+	}
+	pthread_mutex_unlock(&lg->lock);
+	return o;
+}
+
+static outcome
+mem_balance(ledger *lg, const char *id, long long *balance)
+{
+	account *acc;
+
+	pthread_mutex_lock(&lg->lock);
+	HASH_FIND_STR(lg->accounts, id, acc);
+	if (acc != NULL)
+		*balance = acc->balance;
+	pthread_mutex_unlock(&lg->lock);
+	return acc != NULL ? DONE : NO_ACCOUNT;
+}
+
+/* -------------------------------------------------------------- MySQL */
+
+enum { Q_DEPOSIT, Q_WITHDRAW, Q_BALANCE, NQ };
+
+/* LAST_INSERT_ID(expr) hands the new balance back with the statement's
+ * result, so each change is one atomic round trip. */
+static const char *const queries[NQ] = {
+	[Q_DEPOSIT] = "INSERT INTO ledger_accounts (id, balance) VALUES "
+	    "(?, LAST_INSERT_ID(?)) ON DUPLICATE KEY UPDATE balance = "
+	    "LAST_INSERT_ID(balance + VALUES(balance))",
+	[Q_WITHDRAW] = "UPDATE ledger_accounts SET balance = "
+	    "LAST_INSERT_ID(balance - ?) WHERE id = ? AND balance >= ?",
+	[Q_BALANCE] = "SELECT balance FROM ledger_accounts WHERE id = ?",
+};
+
+static const char create_table[] = "CREATE TABLE IF NOT EXISTS "
+    "ledger_accounts (id VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin "
+    "NOT NULL PRIMARY KEY, balance BIGINT NOT NULL) ENGINE = InnoDB";
+
+static void
+bind_str(MYSQL_BIND *b, const char *s, unsigned long *len)
+{
+	memset(b, 0, sizeof(*b));
+	*len = strlen(s);
+	b->buffer_type = MYSQL_TYPE_STRING;
+	b->buffer = (void *)s;
+	b->buffer_length = *len;
+	b->length = len;
+}
+
+static void
+bind_ll(MYSQL_BIND *b, long long *v)
+{
+	memset(b, 0, sizeof(*b));
+	b->buffer_type = MYSQL_TYPE_LONGLONG;
+	b->buffer = v;
+}
+
+/* Reads the balance of id on c.  DONE, NO_ACCOUNT or UNAVAILABLE. */
+static outcome
+db_balance_on(idem_mysql_conn *c, const char *id, long long *balance)
+{
+	MYSQL_STMT *st = idem_mysql_stmt(c, Q_BALANCE);
+	MYSQL_BIND in, out;
+	unsigned long len;
+	outcome o = UNAVAILABLE;
+	int rc;
+
+	bind_str(&in, id, &len);
+	bind_ll(&out, balance);
+	if (mysql_stmt_bind_param(st, &in) == 0 &&
+	    mysql_stmt_execute(st) == 0 &&
+	    mysql_stmt_bind_result(st, &out) == 0) {
+		rc = mysql_stmt_fetch(st);
+		o = rc == 0 ? DONE : rc == MYSQL_NO_DATA ? NO_ACCOUNT : UNAVAILABLE;
+		while (rc == 0 && mysql_stmt_fetch(st) == 0)
+			;
+	}
+	if (o == UNAVAILABLE) {
+		idem_log(NULL, IDEM_LOG_ERROR, "ledger: %s", mysql_stmt_error(st));
+		idem_mysql_check(c, mysql_stmt_errno(st));
+	}
+	mysql_stmt_free_result(st);
+	return o;
+}
+
+static outcome
+db_move(ledger *lg, const char *id, long long amount, long long *balance)
+{
+	idem_mysql_conn *c = idem_mysql_get(lg->pool);
+	MYSQL_STMT *st;
+	MYSQL_BIND b[3];
+	unsigned long len;
+	long long abs = amount < 0 ? -amount : amount;
+	outcome o = DONE;
+
+	if (c == NULL)
+		return UNAVAILABLE;
+	if (amount > 0) {
+		st = idem_mysql_stmt(c, Q_DEPOSIT);
+		bind_str(&b[0], id, &len);
+		bind_ll(&b[1], &abs);
+	} else {
+		st = idem_mysql_stmt(c, Q_WITHDRAW);
+		bind_ll(&b[0], &abs);
+		bind_str(&b[1], id, &len);
+		bind_ll(&b[2], &abs);
+	}
+	if (mysql_stmt_bind_param(st, b) != 0 || mysql_stmt_execute(st) != 0) {
+		unsigned err = mysql_stmt_errno(st);
+		if (err == 1690) { /* ER_DATA_OUT_OF_RANGE: BIGINT overflow */
+			o = OVERFLOW;
+		} else {
+			idem_log(NULL, IDEM_LOG_ERROR, "ledger: %s",
+			    mysql_stmt_error(st));
+			idem_mysql_check(c, err);
+			o = UNAVAILABLE;
+		}
+	} else if (mysql_stmt_affected_rows(st) == 0) {
+		/* a withdrawal that matched no row: unknown, or too poor */
+		o = db_balance_on(c, id, balance);
+		if (o == DONE)
+			o = INSUFFICIENT;
+	} else {
+		*balance = (long long)mysql_stmt_insert_id(st);
+	}
+	idem_mysql_put(lg->pool, c);
+	return o;
+}
+
+static outcome
+db_balance(ledger *lg, const char *id, long long *balance)
+{
+	idem_mysql_conn *c = idem_mysql_get(lg->pool);
+	outcome o;
+
+	if (c == NULL)
+		return UNAVAILABLE;
+	o = db_balance_on(c, id, balance);
+	idem_mysql_put(lg->pool, c);
+	return o;
+}
+
+/* ----------------------------------------------------------- handlers */
 
 /* Account ids: 1..64 of [A-Za-z0-9_.-]. */
 static int
@@ -47,46 +235,6 @@ id_ok(const char *id)
 		    strchr("_.-", id[n]) == NULL))
 			return 0;
 	return n > 0;
-}
-
-/* Answers {"account": id, "balance": balance} with status. */
-static idem_err
-balance_reply(idem_response *res, int status, const char *id,
-    long long balance)
-{
-	return idem_response_json(res, status, json_pack("{s:s, s:I}",
-	    "account", id, "balance", (json_int_t)balance));
-}
-
-/*
- * Reads {"amount": n} from the body into *amount.  Returns 0, or the status
- * of the problem it already put in res.
- */
-static int
-read_amount(const ledger *lg, const idem_request *req, idem_response *res,
-    long long *amount)
-{
-	json_error_t jerr;
-	json_t *body = idem_request_json(req, &jerr), *a;
-	char detail[200];
-
-	if (body == NULL) {
-		snprintf(detail, sizeof(detail), "malformed JSON: %s", jerr.text);
-		idem_response_problem(res, 400, "MALFORMED_JSON", detail);
-		return 400;
-	}
-	a = json_is_object(body) ? json_object_get(body, "amount") : NULL;
-	if (a == NULL || !json_is_integer(a) || json_integer_value(a) <= 0 ||
-	    json_integer_value(a) > lg->max_amount) {
-		snprintf(detail, sizeof(detail), "expected {\"amount\": n} with "
-		    "n a whole number from 1 to %lld", lg->max_amount);
-		json_decref(body);
-		idem_response_problem(res, 422, "INVALID_AMOUNT", detail);
-		return 422;
-	}
-	*amount = (long long)json_integer_value(a);
-	json_decref(body);
-	return 0;
 }
 
 /* The {id} of the path, or NULL after a 400 in res. */
@@ -103,55 +251,81 @@ account_id(const idem_request *req, idem_response *res)
 	return id;
 }
 
+/*
+ * Reads {"amount": n} from the body into *amount.  Returns 0, or -1 after
+ * putting the problem in res.
+ */
+static int
+read_amount(const ledger *lg, const idem_request *req, idem_response *res,
+    long long *amount)
+{
+	json_error_t jerr;
+	json_t *body = idem_request_json(req, &jerr), *a;
+	char detail[200];
+
+	if (body == NULL) {
+		snprintf(detail, sizeof(detail), "malformed JSON: %s", jerr.text);
+		idem_response_problem(res, 400, "MALFORMED_JSON", detail);
+		return -1;
+	}
+	a = json_is_object(body) ? json_object_get(body, "amount") : NULL;
+	if (a == NULL || !json_is_integer(a) || json_integer_value(a) <= 0 ||
+	    json_integer_value(a) > lg->max_amount) {
+		snprintf(detail, sizeof(detail), "expected {\"amount\": n} with "
+		    "n a whole number from 1 to %lld", lg->max_amount);
+		json_decref(body);
+		idem_response_problem(res, 422, "INVALID_AMOUNT", detail);
+		return -1;
+	}
+	*amount = (long long)json_integer_value(a);
+	json_decref(body);
+	return 0;
+}
+
+/* Answers an outcome that is not DONE. */
+static idem_err
+refuse(idem_response *res, outcome o, long long balance, long long amount)
+{
+	char detail[200];
+
+	switch (o) {
+	case NO_ACCOUNT:
+		return idem_response_problem(res, 404, "ACCOUNT_NOT_FOUND",
+		    "no such account");
+	case INSUFFICIENT:
+		snprintf(detail, sizeof(detail), "the balance is %lld, the "
+		    "withdrawal %lld", balance, amount);
+		return idem_response_problem(res, 409, "INSUFFICIENT_FUNDS",
+		    detail);
+	case OVERFLOW:
+		return idem_response_problem(res, 422, "BALANCE_LIMIT",
+		    "the deposit would take the balance over its limit");
+	case FULL:
+		return idem_response_problem(res, 422, "LEDGER_FULL",
+		    "the ledger holds max-accounts accounts");
+	default:
+		idem_response_problem(res, 503, "LEDGER_UNAVAILABLE",
+		    "the ledger database is unavailable; retry later");
+		return idem_response_header(res, "Retry-After", "1");
+	}
+}
+
 /* POST /accounts/{id}/deposit and /withdraw; sign is +1 or -1. */
 static idem_err
 move(const idem_request *req, idem_response *res, ledger *lg, int sign)
 {
 	const char *id = account_id(req, res);
-	long long amount, balance;
-	account *acc;
-	char detail[200];
+	long long amount, balance = 0;
+	outcome o;
 
 	if (id == NULL || read_amount(lg, req, res, &amount) != 0)
 		return IDEM_OK;
-	pthread_mutex_lock(&lg->lock);
-	HASH_FIND_STR(lg->accounts, id, acc);
-	if (acc == NULL && sign < 0) {
-		pthread_mutex_unlock(&lg->lock);
-		return idem_response_problem(res, 404, "ACCOUNT_NOT_FOUND",
-		    "no such account");
-	}
-	if (acc == NULL) {
-		if (lg->count >= (unsigned long long)lg->max_accounts) {
-			pthread_mutex_unlock(&lg->lock);
-			return idem_response_problem(res, 422, "LEDGER_FULL",
-			    "the ledger holds max-accounts accounts");
-		}
-		if ((acc = calloc(1, sizeof(*acc))) == NULL) {
-			pthread_mutex_unlock(&lg->lock);
-			return IDEM_ERR_NOMEM;
-		}
-		strcpy(acc->id, id);
-		HASH_ADD_STR(lg->accounts, id, acc);
-		lg->count++;
-	}
-	if (sign < 0 && acc->balance < amount) {
-		balance = acc->balance;
-		pthread_mutex_unlock(&lg->lock);
-		snprintf(detail, sizeof(detail), "the balance is %lld, the "
-		    "withdrawal %lld", balance, amount);
-		return idem_response_problem(res, 409, "INSUFFICIENT_FUNDS",
-		    detail);
-	}
-	if (sign > 0 && acc->balance > lg->max_balance - amount) {
-		pthread_mutex_unlock(&lg->lock);
-		return idem_response_problem(res, 422, "BALANCE_LIMIT",
-		    "the deposit would take the balance over its limit");
-	}
-	acc->balance += sign * amount;
-	balance = acc->balance;
-	pthread_mutex_unlock(&lg->lock);
-	return balance_reply(res, 201, id, balance);
+	o = lg->pool != NULL ? db_move(lg, id, sign * amount, &balance) :
+	    mem_move(lg, id, sign * amount, &balance);
+	if (o != DONE)
+		return refuse(res, o, balance, amount);
+	return idem_response_json(res, 201, json_pack("{s:s, s:I}", "account",
+	    id, "balance", (json_int_t)balance));
 }
 
 static idem_err
@@ -172,19 +346,17 @@ show(const idem_request *req, idem_response *res, void *data)
 {
 	ledger *lg = data;
 	const char *id = account_id(req, res);
-	account *acc;
-	long long balance;
+	long long balance = 0;
+	outcome o;
 
 	if (id == NULL)
 		return IDEM_OK;
-	pthread_mutex_lock(&lg->lock);
-	HASH_FIND_STR(lg->accounts, id, acc);
-	balance = acc != NULL ? acc->balance : 0;
-	pthread_mutex_unlock(&lg->lock);
-	if (acc == NULL)
-		return idem_response_problem(res, 404, "ACCOUNT_NOT_FOUND",
-		    "no such account");
-	return balance_reply(res, 200, id, balance);
+	o = lg->pool != NULL ? db_balance(lg, id, &balance) :
+	    mem_balance(lg, id, &balance);
+	if (o != DONE)
+		return refuse(res, o, balance, 0);
+	return idem_response_json(res, 200, json_pack("{s:s, s:I}", "account",
+	    id, "balance", (json_int_t)balance));
 }
 
 static void
@@ -212,22 +384,31 @@ setup(idem_app *app, void **data)
 	if (lg == NULL)
 		return IDEM_ERR_NOMEM;
 	pthread_mutex_init(&lg->lock, NULL);
-	lg->max_balance = 1000000000000000000LL;
 	if ((err = idem_config_int(app, "max-accounts", 100000, 1, 100000000,
 	    &lg->max_accounts)) != IDEM_OK ||
 	    (err = idem_config_int(app, "max-amount", 1000000000000LL, 1,
-	    1000000000000000LL, &lg->max_amount)) != IDEM_OK ||
-	    (err = idem_route_add(app, "POST", "/accounts/{id}/deposit",
+	    1000000000000000LL, &lg->max_amount)) != IDEM_OK)
+		goto fail;
+	if (idem_app_uses_mysql(app)) {
+		if ((err = idem_app_mysql_exec(app, create_table)) != IDEM_OK)
+			goto fail;
+		if ((lg->pool = idem_app_mysql_pool(app, queries, NQ)) == NULL) {
+			err = IDEM_ERR_STORE;
+			goto fail;
+		}
+	}
+	if ((err = idem_route_add(app, "POST", "/accounts/{id}/deposit",
 	    IDEM_POLICY_DEFAULT, deposit, lg)) != IDEM_OK ||
 	    (err = idem_route_add(app, "POST", "/accounts/{id}/withdraw",
 	    IDEM_POLICY_DEFAULT, withdraw, lg)) != IDEM_OK ||
 	    (err = idem_route_add(app, "GET", "/accounts/{id}",
-	    IDEM_POLICY_OFF, show, lg)) != IDEM_OK) {
-		teardown(lg);
-		return err;
-	}
+	    IDEM_POLICY_OFF, show, lg)) != IDEM_OK)
+		goto fail;
 	*data = lg;
 	return IDEM_OK;
+fail:
+	teardown(lg);
+	return err;
 }
 
 int

@@ -184,38 +184,6 @@ Test(mysql_e2e, dead_node_reservation_taken_over_once)
 	unlink(log);
 }
 
-/* A first execution costs 2 statements (reserve, commit), a replay 2
- * (reserve, read), counted by the server. */
-Test(mysql_e2e, statements_per_request)
-{
-	harness h;
-	mariadb m;
-	char key[64];
-	long long e0, e1, e2, p0, p2;
-	call c;
-
-	mariadb_from_env(&m);
-	start_node(&h, "threads = 1", NULL, NULL);
-	/* the first request connects and prepares */
-	snprintf(key, sizeof(key), "warm-%s", run_id());
-	call_one(h.addr, "/testkit/echo", key, NULL);
-	snprintf(key, sizeof(key), "rt-%s", run_id());
-	p0 = mariadb_status(&m, "Com_stmt_prepare");
-	e0 = mariadb_status(&m, "Com_stmt_execute");
-	c = call_one(h.addr, "/testkit/echo", key, NULL);
-	cr_expect_eq(c.status, 201);
-	e1 = mariadb_status(&m, "Com_stmt_execute");
-	c = call_one(h.addr, "/testkit/echo", key, NULL);
-	cr_expect_str_eq(c.replayed, "true");
-	e2 = mariadb_status(&m, "Com_stmt_execute");
-	p2 = mariadb_status(&m, "Com_stmt_prepare");
-	cr_expect_eq(e1 - e0, 2, "a first execution took %lld statements",
-	    e1 - e0);
-	cr_expect_eq(e2 - e1, 2, "a replay took %lld statements", e2 - e1);
-	cr_expect_eq(p2 - p0, 0, "statements were prepared again");
-	harness_stop(&h);
-}
-
 /* Expired rows go in batches from the purge thread; live rows stay. */
 Test(mysql_e2e, purge_thread)
 {
@@ -251,4 +219,56 @@ Test(mysql_e2e, purge_thread)
 	}
 	cr_expect_lt(i, 50, "expired rows were not purged");
 	harness_stop(&h);
+}
+
+/* The ledger keeps its accounts in MySQL when the store is MySQL: money
+ * moves once per key, across two nodes. */
+Test(mysql_e2e, ledger_in_mysql)
+{
+	harness n1, n2;
+	call c[40];
+	char path[96], acct[64], keys[40][48];
+	mariadb m;
+	char sql[256], *out;
+	int i;
+
+	mariadb_from_env(&m);
+	start_node(&n1, "threads = 16", NULL, NULL);
+	start_node(&n2, "threads = 16", NULL, NULL);
+	snprintf(acct, sizeof(acct), "acct-%s", run_id());
+	snprintf(path, sizeof(path), "/accounts/%s/deposit", acct);
+	/* 40 deposits of 5 under 10 keys, each key 4 times on both nodes */
+	for (i = 0; i < 40; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "dep-%s-%d", run_id(), i % 10);
+		c[i] = call_make(i % 2 ? n1.addr : n2.addr, path, keys[i],
+		    "{\"amount\": 5}");
+	}
+	call_all(c, 40);
+	for (i = 0; i < 40; i++)
+		while (c[i].status == 409) {
+			call_sleep(20);
+			call_send(&c[i]);
+		}
+	for (i = 0; i < 40; i++)
+		cr_expect_eq(c[i].status, 201, "%d: %s", i, c[i].body_out);
+	snprintf(sql, sizeof(sql), "SELECT balance FROM ledger_accounts WHERE "
+	    "id = '%s'", acct);
+	out = mariadb_sql(&m, sql);
+	cr_expect_eq(out != NULL ? atoi(out) : -1, 50, "10 keys x 5 = 50, got %s",
+	    out);
+	free(out);
+
+	snprintf(path, sizeof(path), "/accounts/%s/withdraw", acct);
+	c[0] = call_one(n1.addr, path, "w1", "{\"amount\": 20}");
+	cr_expect_eq(c[0].status, 201);
+	cr_expect(strstr(c[0].body_out, "\"balance\":30") != NULL, "%s",
+	    c[0].body_out);
+	c[0] = call_one(n2.addr, path, "w2", "{\"amount\": 31}");
+	cr_expect_eq(c[0].status, 409);
+	cr_expect_str_eq(c[0].code, "INSUFFICIENT_FUNDS");
+	c[0] = call_one(n2.addr, "/accounts/nobody-here/withdraw", "w3",
+	    "{\"amount\": 1}");
+	cr_expect_eq(c[0].status, 404);
+	harness_stop(&n1);
+	harness_stop(&n2);
 }

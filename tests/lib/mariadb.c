@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,8 +32,13 @@ mariadb_start(mariadb *m)
 {
 	char args[512];
 
+	char tmp[200];
+
 	memset(m, 0, sizeof(*m));
-	snprintf(m->dir, sizeof(m->dir), "/tmp/idemfcgi-mariadb.XXXXXX");
+	/* under the build tree, so CI can find and stop what a crash left */
+	snprintf(tmp, sizeof(tmp), "%s/tmp", harness_builddir());
+	mkdir(tmp, 0755);
+	snprintf(m->dir, sizeof(m->dir), "%s/mariadb.XXXXXX", tmp);
 	if (mkdtemp(m->dir) == NULL)
 		return -1;
 	m->port = harness_free_port();

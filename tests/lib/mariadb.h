@@ -1,7 +1,7 @@
 /*
  * mariadb.h - a private MariaDB per test program (tests/lib/mariadb-ctl):
- * its own data directory under /tmp, a free loopback port, database and
- * user "idem", the schema applied.
+ * its own data directory under $IDEM_BUILDDIR/tmp, a free loopback port,
+ * database and user "idem", the schema applied.
  */
 #ifndef MARIADB_H
 #define MARIADB_H
