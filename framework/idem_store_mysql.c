@@ -12,8 +12,8 @@
  *   renew    UPDATE ... WHERE owner = ?      purge    DELETE ... LIMIT ?
  *
  * A statement that fails because the connection was lost (the database
- * restarted) is retried once on a fresh connection; the owner checks make
- * that retry safe.
+ * restarted), or on a deadlock or lock wait timeout, is retried once; the
+ * owner checks make that retry safe.
  */
 #include "config.h"
 
@@ -137,6 +137,8 @@ run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 	for (attempt = 0; attempt < 2; attempt++) {
 		idem_mysql_conn *c = idem_mysql_get(ms->pool);
 		MYSQL_STMT *st;
+		unsigned err;
+		int again;
 
 		if (c == NULL)
 			return IDEM_ERR_STORE;
@@ -154,11 +156,16 @@ run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 			idem_mysql_put(ms->pool, c);
 			return IDEM_OK;
 		}
-		idem_mysql_check(c, mysql_stmt_errno(st));
-		if (!c->broken || attempt == 1)
+		err = mysql_stmt_errno(st);
+		idem_mysql_check(c, err);
+		/* a lost connection, a deadlock or a lock wait timeout is
+		 * worth one more try; anything else is not */
+		again = attempt == 0 && (c->broken || err == 1213 || err == 1205);
+		if (!again)
 			idem_mysql_log_error(ms->pool, "statement", st);
-		attempt += !c->broken; /* only a lost connection is retried */
 		idem_mysql_put(ms->pool, c);
+		if (!again)
+			break;
 	}
 	return IDEM_ERR_STORE;
 }
