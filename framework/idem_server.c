@@ -149,6 +149,51 @@ listen_tcp(const char *spec)
 	return fd;
 }
 
+/* The command name of our parent process ("apache2"), or "". */
+static void
+parent_name(char *buf, size_t size)
+{
+	char path[64];
+	FILE *fp;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%ld/comm", (long)getppid());
+	if ((fp = fopen(path, "r")) == NULL)
+		return;
+	if (fgets(buf, (int)size, fp) == NULL)
+		buf[0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	fclose(fp);
+}
+
+/*
+ * Spawned by a web server on fd 0 with the memory store: mod_fcgid (and
+ * lighttpd with max-procs > 1) run several idemfcgi processes, each with
+ * its own memory store, so a retry that reaches another process runs
+ * again.  Say so.
+ */
+static void
+warn_private_store(const idem_config *cfg)
+{
+	char parent[64];
+
+	if (!cfg->idem_enabled || cfg->store != IDEM_STORE_MEMORY)
+		return;
+	parent_name(parent, sizeof(parent));
+	if (strcmp(parent, "apache2") == 0 || strcmp(parent, "httpd") == 0)
+		idem_log(NULL, IDEM_LOG_WARN, "started by %s (mod_fcgid) with "
+		    "store = memory: mod_fcgid sends one request at a time to "
+		    "each process and starts several, and each process has its "
+		    "own memory store, so a retry that reaches another process "
+		    "runs again; use store = mysql, or FcgidMaxProcessesPerClass 1",
+		    parent);
+	else
+		idem_log(NULL, IDEM_LOG_INFO, "started on fd 0 with store = "
+		    "memory: records are per process; if the web server starts "
+		    "several processes (lighttpd max-procs > 1), use store = "
+		    "mysql");
+}
+
 int
 idem_server_listen(const idem_config *cfg)
 {
@@ -171,6 +216,7 @@ idem_server_listen(const idem_config *cfg)
 		}
 		idem_log(NULL, IDEM_LOG_INFO, "listening on the socket passed "
 		    "on fd 0");
+		warn_private_store(cfg);
 	}
 	if (fd >= 0 && set_flags(fd) < 0) {
 		idem_log(NULL, IDEM_LOG_ERROR, "listening socket: %s",

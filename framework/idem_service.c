@@ -132,6 +132,15 @@ run_handler(idem_request *req, idem_response *res)
 	return err;
 }
 
+/* A param for a log line, "-" when absent. */
+static const char *
+env_or_dash(const idem_request *req, const char *name)
+{
+	const char *v = idem_request_env(req, name);
+
+	return v != NULL ? v : "-";
+}
+
 void
 idem_service_handle(idem_service *svc, char *const *envp, idem_read_fn rd,
     void *rdctx, idem_request *req, idem_response *res)
@@ -141,6 +150,11 @@ idem_service_handle(idem_service *svc, char *const *envp, idem_read_fn rd,
 	idem_err err;
 
 	err = idem_request_parse(req, envp, svc->cfg->mount, &pb);
+	if (svc->cfg->log_level == IDEM_LOG_DEBUG)
+		idem_log(req, IDEM_LOG_DEBUG, "SCRIPT_NAME=%s PATH_INFO=%s "
+		    "REQUEST_URI=%s -> path %s", env_or_dash(req, "SCRIPT_NAME"),
+		    env_or_dash(req, "PATH_INFO"), env_or_dash(req, "REQUEST_URI"),
+		    req->path != NULL ? req->path : "-");
 	if (err != IDEM_OK) {
 		idem_log(req, IDEM_LOG_WARN, "refused: %s", pb.detail);
 		problem(res, &pb);

@@ -31,7 +31,8 @@ usage(FILE *fp)
 	    "A FastCGI application server that makes mutation handlers safe\n"
 	    "to retry with Idempotency-Key.\n"
 	    "\n"
-	    "  -c, --config FILE  the configuration file (default %s)\n"
+	    "  -c, --config FILE  the configuration file (default: $IDEMFCGI_CONFIG,\n"
+	    "                     else %s)\n"
 	    "  -t, --check        check the configuration and plugins, then exit:\n"
 	    "                     0 when good, 1 with every problem on stderr\n"
 	    "  -h, --help         this text\n"
@@ -52,7 +53,7 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *path = DEFAULT_CONFIG;
+	const char *path = getenv("IDEMFCGI_CONFIG");
 	idem_config *cfg;
 	idem_service *svc;
 	int c, check = 0, fd, rc;
@@ -77,6 +78,8 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (path == NULL || *path == '\0')
+		path = DEFAULT_CONFIG;
 	if (optind < argc) {
 		fprintf(stderr, "idemfcgi: unexpected argument \"%s\"\n",
 		    argv[optind]);

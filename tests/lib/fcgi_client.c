@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fcgi_client.h"
+#include "harness.h"
 
 enum { BEGIN_REQUEST = 1, END_REQUEST = 3, PARAMS = 4, STDIN = 5,
     STDOUT = 6, STDERR = 7 };
@@ -346,25 +347,7 @@ fc_hangup(const char *addr, const char *method, const char *uri)
 const char *
 fc_header(const fc_response *r, const char *name)
 {
-	static __thread char value[1024];
-	size_t nlen = strlen(name);
-	const char *p = r->head;
-
-	while (p != NULL && *p != '\0') {
-		const char *eol = strstr(p, "\r\n");
-		size_t llen = eol != NULL ? (size_t)(eol - p) : strlen(p);
-		if (llen > nlen && strncasecmp(p, name, nlen) == 0 &&
-		    p[nlen] == ':') {
-			const char *v = p + nlen + 1;
-			while (*v == ' ')
-				v++;
-			snprintf(value, sizeof(value), "%.*s",
-			    (int)(llen - (size_t)(v - p)), v);
-			return value;
-		}
-		p = eol != NULL ? eol + 2 : NULL;
-	}
-	return NULL;
+	return harness_head_find(r->head, name);
 }
 
 void

@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -81,22 +83,6 @@ sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-/* Whether the unix socket at path accepts connections. */
-static int
-can_connect(const char *path)
-{
-	struct sockaddr_un sa;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
 /* Starts the binary with args, stdout/stderr to out_path.  Returns the pid. */
 static pid_t
 spawn(char *const argv[], const char *out_path)
@@ -125,6 +111,43 @@ int
 harness_start_log(harness *h, const char *server_extra, const char *rest,
     const char *log_path)
 {
+	return harness_start_at(h, server_extra, rest, log_path, NULL);
+}
+
+/* Whether addr ("unix:/path" or "HOST:PORT") accepts connections. */
+static int
+can_connect(const char *addr)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd, ok;
+
+	memset(&ss, 0, sizeof(ss));
+	if (strncmp(addr, "unix:", 5) == 0) {
+		struct sockaddr_un *sa = (struct sockaddr_un *)&ss;
+		sa->sun_family = AF_UNIX;
+		snprintf(sa->sun_path, sizeof(sa->sun_path), "%s", addr + 5);
+		len = sizeof(*sa);
+	} else {
+		struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
+		const char *colon = strrchr(addr, ':');
+		sa->sin_family = AF_INET;
+		sa->sin_port = htons((uint16_t)atoi(colon != NULL ? colon + 1 :
+		    "0"));
+		sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof(*sa);
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&ss, len) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+int
+harness_start_at(harness *h, const char *server_extra, const char *rest,
+    const char *log_path, const char *listen)
+{
 	char bin[512], *argv[4];
 	const char *b = harness_builddir();
 	FILE *fp;
@@ -134,7 +157,12 @@ harness_start_log(harness *h, const char *server_extra, const char *rest,
 	snprintf(h->dir, sizeof(h->dir), "/tmp/idemfcgi-test.XXXXXX");
 	if (mkdtemp(h->dir) == NULL)
 		return -1;
-	snprintf(h->addr, sizeof(h->addr), "unix:%s/fcgi.sock", h->dir);
+	/* web servers' workers (www-data) reach the socket through it */
+	chmod(h->dir, 0755);
+	if (listen != NULL)
+		snprintf(h->addr, sizeof(h->addr), "%s", listen);
+	else
+		snprintf(h->addr, sizeof(h->addr), "unix:%s/fcgi.sock", h->dir);
 	snprintf(h->conf, sizeof(h->conf), "%s/idemfcgi.conf", h->dir);
 	if (log_path != NULL)
 		snprintf(h->testkit_log, sizeof(h->testkit_log), "%s", log_path);
@@ -145,7 +173,8 @@ harness_start_log(harness *h, const char *server_extra, const char *rest,
 	    h->dir);
 	if ((fp = fopen(h->conf, "w")) == NULL)
 		return -1;
-	fprintf(fp, "[server]\nlisten = %s\nshutdown-grace = 10s\n"
+	fprintf(fp, "[server]\nlisten = %s\nsocket-mode = 0666\n"
+	    "shutdown-grace = 10s\n"
 	    "plugins = %s/tests/testkit/.libs/testkit.so\n"
 	    "    %s/.libs/ledger.so\n%s\n%s\n[testkit]\nlog = %s\n",
 	    h->addr, b, b, server_extra != NULL ? server_extra : "",
@@ -159,7 +188,7 @@ harness_start_log(harness *h, const char *server_extra, const char *rest,
 	h->pid = spawn(argv, h->stderr_log);
 	for (i = 0; i < 200; i++) {
 		int status;
-		if (can_connect(h->addr + 5))
+		if (can_connect(h->addr))
 			return 0;
 		if (waitpid(h->pid, &status, WNOHANG) == h->pid) {
 			h->pid = 0;
@@ -307,4 +336,28 @@ harness_run(const char *args, const char *conf_text, char **output)
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+const char *
+harness_head_find(const char *head, const char *name)
+{
+	static __thread char value[1024];
+	size_t nlen = strlen(name);
+	const char *p = head;
+
+	while (p != NULL && *p != '\0') {
+		const char *eol = strstr(p, "\r\n");
+		size_t llen = eol != NULL ? (size_t)(eol - p) : strlen(p);
+		if (llen > nlen && strncasecmp(p, name, nlen) == 0 &&
+		    p[nlen] == ':') {
+			const char *v = p + nlen + 1;
+			while (*v == ' ')
+				v++;
+			snprintf(value, sizeof(value), "%.*s",
+			    (int)(llen - (size_t)(v - p)), v);
+			return value;
+		}
+		p = eol != NULL ? eol + 2 : NULL;
+	}
+	return NULL;
 }

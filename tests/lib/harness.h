@@ -11,7 +11,7 @@
 
 typedef struct harness {
 	char dir[256];          /* private temporary directory */
-	char addr[320];         /* "unix:<dir>/fcgi.sock" */
+	char addr[320];         /* "unix:<dir>/fcgi.sock" or "HOST:PORT" */
 	char conf[320];         /* the config file */
 	char testkit_log[320];  /* [testkit] log */
 	char stderr_log[320];   /* idemfcgi's stderr */
@@ -36,6 +36,15 @@ int harness_start(harness *h, const char *server_extra, const char *rest);
  * instances, so executions are counted across them); NULL: private. */
 int harness_start_log(harness *h, const char *server_extra, const char *rest,
     const char *log_path);
+
+/* harness_start_log listening on listen ("127.0.0.1:PORT"); NULL: the unix
+ * socket in the directory. */
+int harness_start_at(harness *h, const char *server_extra, const char *rest,
+    const char *log_path, const char *listen);
+
+/* Reads a response-head header (lines "Name: value\r\n"),
+ * case-insensitive; a thread-local copy, or NULL. */
+const char *harness_head_find(const char *head, const char *name);
 
 /* SIGTERM, then waits up to 20 s.  Returns the exit status (or 128+signal,
  * or -1 on timeout, after SIGKILL), and removes the directory. */

@@ -41,6 +41,9 @@ mariadb_start(mariadb *m)
 	snprintf(m->dir, sizeof(m->dir), "%s/mariadb.XXXXXX", tmp);
 	if (mkdtemp(m->dir) == NULL)
 		return -1;
+	/* an idemfcgi spawned as www-data reads the password file here */
+	chmod(tmp, 0755);
+	chmod(m->dir, 0755);
 	m->port = harness_free_port();
 	snprintf(args, sizeof(args), "start '%s' %d", m->dir, m->port);
 	return ctl(args) == 0 ? 0 : -1;

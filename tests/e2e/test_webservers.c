@@ -1,0 +1,315 @@
+/*
+ * test_webservers.c - the protocol through a real lighttpd and a real
+ * Apache (mod_proxy_fcgi over TCP and a unix socket, mod_fcgid, lighttpd
+ * with an external socket and with bin-path), driven by a real HTTP client
+ * (curl), with the memory store and with MySQL.  The web servers use the
+ * config files of conf/ as shipped.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+#include <criterion/parameterized.h>
+#include <jansson.h>
+
+#include "http.h"
+#include "mariadb.h"
+#include "websrv.h"
+
+static mariadb db;
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+	if (mariadb_start(&db) != 0) {
+		fprintf(stderr, "cannot start MariaDB\n");
+		exit(1);
+	}
+	mariadb_to_env(&db);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+	mariadb_destroy(&db);
+}
+
+typedef struct setup {
+	websrv_kind kind;
+	int mysql;
+} setup;
+
+static struct criterion_test_params
+setups(void)
+{
+	static setup s[10];
+	int i;
+
+	for (i = 0; i < 10; i++) {
+		s[i].kind = (websrv_kind)(i / 2);
+		s[i].mysql = i % 2;
+	}
+	return cr_make_param_array(setup, s, 10);
+}
+
+static websrv w;
+
+/* Starts the web server of s with idem under [idempotency]. */
+static void
+start(const setup *s, const char *idem)
+{
+	char conf[1500], my[600];
+	mariadb m;
+
+	my[0] = '\0';
+	if (s->mysql) {
+		cr_assert_eq(mariadb_from_env(&m), 0);
+		mariadb_conf(&m, my, sizeof(my));
+	}
+	snprintf(conf, sizeof(conf), "[idempotency]\nstore = %s\n%s\n%s",
+	    s->mysql ? "mysql" : "memory", idem, my);
+	cr_assert_eq(websrv_start(&w, s->kind, conf), 0, "%s did not start",
+	    websrv_name(s->kind));
+}
+
+/* A key unique to this process (the MySQL database outlives tests). */
+static const char *
+key(const char *name)
+{
+	static __thread char buf[8][96];
+	static __thread int next;
+	char *k = buf[next++ % 8];
+
+	snprintf(k, 96, "%s-%d-%ld", name, (int)w.kind, (long)getpid());
+	return k;
+}
+
+typedef struct req {
+	const char *path;
+	char keyhdr[160];
+	char extra[160];
+	const char *body;
+	size_t len;
+	http_response r;
+	char exec[40];
+	char code[64];
+} req;
+
+static void
+send_req(req *q)
+{
+	char url[512];
+	const char *h[4] = { "Content-Type: application/json", NULL, NULL,
+	    NULL };
+	int n = 1;
+	json_t *j;
+
+	if (q->keyhdr[0] != '\0')
+		h[n++] = q->keyhdr;
+	if (q->extra[0] != '\0')
+		h[n++] = q->extra;
+	snprintf(url, sizeof(url), "%s%s", w.base, q->path);
+	q->exec[0] = q->code[0] = '\0';
+	if (http_request("POST", url, h, q->body != NULL ? q->body : "{}",
+	    q->body != NULL ? (q->len ? q->len : strlen(q->body)) : 2, &q->r)
+	    != 0)
+		q->r.status = -1;
+	if (q->r.body != NULL && (j = json_loads(q->r.body, 0, NULL)) != NULL) {
+		if (json_is_string(json_object_get(j, "exec")))
+			snprintf(q->exec, sizeof(q->exec), "%s",
+			    json_string_value(json_object_get(j, "exec")));
+		if (json_is_string(json_object_get(j, "code")))
+			snprintf(q->code, sizeof(q->code), "%s",
+			    json_string_value(json_object_get(j, "code")));
+		json_decref(j);
+	}
+}
+
+static req
+mk(const char *path, const char *k, const char *body)
+{
+	req q;
+
+	memset(&q, 0, sizeof(q));
+	q.path = path;
+	if (k != NULL)
+		snprintf(q.keyhdr, sizeof(q.keyhdr), "Idempotency-Key: %s", k);
+	q.body = body;
+	return q;
+}
+
+static req
+one(const char *path, const char *k, const char *body)
+{
+	req q = mk(path, k, body);
+
+	send_req(&q);
+	return q;
+}
+
+static void
+done(req *q)
+{
+	http_response_free(&q->r);
+}
+
+static void *
+req_thread(void *arg)
+{
+	send_req(arg);
+	return NULL;
+}
+
+ParameterizedTestParameters(web, protocol)
+{
+	return setups();
+}
+
+/* The scenarios of the protocol through one web server and store. */
+ParameterizedTest(setup *s, web, protocol, .timeout = 120)
+{
+	req c[16], a, b;
+	pthread_t t[16];
+	char big[100 * 1024];
+	const char *k;
+	int i, ran = 0;
+
+	start(s, "");
+	cr_log_info("protocol through %s, %s store", websrv_name(s->kind),
+	    s->mysql ? "mysql" : "memory");
+
+	/* concurrent duplicates: one execution */
+	k = key("dup");
+	for (i = 0; i < 16; i++) {
+		c[i] = mk("/testkit/sleep/300", k, "{\"n\": 1}");
+		pthread_create(&t[i], NULL, req_thread, &c[i]);
+	}
+	for (i = 0; i < 16; i++)
+		pthread_join(t[i], NULL);
+	for (i = 0; i < 16; i++) {
+		const char *rep = http_header(&c[i].r, "Idempotent-Replayed");
+		if (c[i].r.status == 201 && rep == NULL)
+			ran++;
+		else
+			cr_expect(c[i].r.status == 201 ||
+			    strcmp(c[i].code, "IDEMPOTENCY_IN_FLIGHT") == 0,
+			    "%s: %d %s", websrv_name(s->kind), c[i].r.status,
+			    c[i].r.body);
+		done(&c[i]);
+	}
+	cr_expect_eq(ran, 1, "%s: %d ran", websrv_name(s->kind), ran);
+	cr_expect_eq(websrv_count(&w, "/testkit/sleep/300", k), 1);
+
+	/* replay, byte for byte, with Idempotent-Replayed */
+	k = key("replay");
+	a = one("/testkit/echo", k, "{\"x\": [1, 2]}");
+	b = one("/testkit/echo", k, "{\"x\":[1,2]}");
+	cr_expect_eq(a.r.status, 201);
+	cr_expect_eq(b.r.status, 201);
+	cr_expect_str_eq(http_header(&b.r, "Idempotent-Replayed"), "true");
+	cr_expect_str_eq(b.r.body, a.r.body);
+	done(&b);
+	/* conflict */
+	b = one("/testkit/echo", k, "{\"x\": [2, 1]}");
+	cr_expect_eq(b.r.status, 409);
+	cr_expect_str_eq(b.code, "IDEMPOTENCY_CONFLICT");
+	cr_expect_str_eq(http_header(&b.r, "Content-Type"),
+	    "application/problem+json");
+	done(&a);
+	done(&b);
+	cr_expect_eq(websrv_count(&w, "/testkit/echo", k), 1);
+
+	/* invalid key */
+	a = one("/testkit/echo", "not valid", NULL);
+	cr_expect_eq(a.r.status, 400);
+	cr_expect_str_eq(a.code, "IDEMPOTENCY_KEY_INVALID");
+	done(&a);
+
+	/* a 5xx is released: the retry runs again */
+	k = key("five");
+	a = one("/testkit/status/502", k, NULL);
+	b = one("/testkit/status/502", k, NULL);
+	cr_expect_eq(a.r.status, 502);
+	cr_expect_eq(b.r.status, 502);
+	cr_expect_null(http_header(&b.r, "Idempotent-Replayed"));
+	done(&a);
+	done(&b);
+	cr_expect_eq(websrv_count(&w, "/testkit/status/502", k), 2);
+
+	/* a body over max-body (64k) is refused and nothing runs */
+	memset(big, 'x', sizeof(big));
+	cr_log_info("413");
+	a = mk("/testkit/echo", key("big"), big);
+	a.len = sizeof(big);
+	send_req(&a);
+	cr_expect_eq(a.r.status, 413, "%s: %d %s", websrv_name(s->kind),
+	    a.r.status, a.r.body);
+	done(&a);
+	cr_expect_eq(websrv_count(&w, "/testkit/echo", key("big")), 0);
+
+	cr_log_info("escapes");
+	/* escaped characters in the path */
+	a = one("/accounts/a%2Db/deposit", key("esc"), "{\"amount\": 3}");
+	cr_expect_eq(a.r.status, 201, "%s: %s", websrv_name(s->kind),
+	    a.r.body);
+	cr_expect(strstr(a.r.body, "\"account\":\"a-b\"") != NULL, "%s",
+	    a.r.body);
+	done(&a);
+	a = one("/testkit/status/%32%30%31", key("esc2"), NULL);
+	cr_expect_eq(a.r.status, 201);
+	done(&a);
+	a = one("/accounts/a%20b/deposit", key("esc3"), "{\"amount\": 3}");
+	cr_expect_eq(a.r.status, 400, "routed, refused by the ledger: %s",
+	    a.r.body);
+	cr_expect_str_eq(a.code, "INVALID_ACCOUNT_ID");
+	done(&a);
+	/* mod_fcgid with the memory store is a trap idemfcgi names */
+	if (s->kind == WS_APACHE_FCGID)
+		cr_expect_eq(websrv_logged(&w, "started by apache2 (mod_fcgid) "
+		    "with store = memory"), !s->mysql);
+	websrv_stop(&w);
+}
+
+ParameterizedTestParameters(web, authorization_scope)
+{
+	return setups();
+}
+
+/* scope = header:Authorization: the same key from two users is two
+ * operations; the header reaches idemfcgi through every server. */
+ParameterizedTest(setup *s, web, authorization_scope, .timeout = 60)
+{
+	req a, b;
+	const char *k;
+
+	start(s, "scope = header:Authorization");
+	k = key("auth");
+	a = mk("/testkit/echo", k, NULL);
+	strcpy(a.extra, "Authorization: Basic YWxpY2U6c2VjcmV0");
+	send_req(&a);
+	b = mk("/testkit/echo", k, NULL);
+	strcpy(b.extra, "Authorization: Basic Ym9iOnNlY3JldA==");
+	send_req(&b);
+	cr_expect_eq(a.r.status, 201);
+	cr_expect_eq(b.r.status, 201);
+	cr_expect_null(http_header(&b.r, "Idempotent-Replayed"),
+	    "%s: bob got alice's answer", websrv_name(s->kind));
+	done(&b);
+	b = mk("/testkit/echo", k, NULL);
+	strcpy(b.extra, "Authorization: Basic YWxpY2U6c2VjcmV0");
+	send_req(&b);
+	cr_expect_str_eq(http_header(&b.r, "Idempotent-Replayed"), "true");
+	cr_expect_str_eq(b.exec, a.exec);
+	done(&a);
+	done(&b);
+	/* no Authorization at all: refused, never shared */
+	a = one("/testkit/echo", k, NULL);
+	cr_expect_eq(a.r.status, 400, "%s: %s", websrv_name(s->kind),
+	    a.r.body);
+	cr_expect_str_eq(a.code, "IDEMPOTENCY_SCOPE_MISSING");
+	done(&a);
+	cr_expect_eq(websrv_count(&w, "/testkit/echo", k), 2);
+	websrv_stop(&w);
+}

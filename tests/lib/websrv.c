@@ -1,0 +1,335 @@
+/*
+ * websrv.c - private lighttpd and Apache instances for the tests.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "websrv.h"
+
+#define MODS "/usr/lib/apache2/modules"
+
+static const char *const names[] = { "lighttpd", "lighttpd-spawn",
+    "apache-proxy-tcp", "apache-proxy-unix", "apache-fcgid" };
+
+const char *
+websrv_name(websrv_kind kind)
+{
+	return names[kind];
+}
+
+static const char *
+srcdir(void)
+{
+	const char *s = getenv("IDEM_SRCDIR");
+
+	return s != NULL ? s : ".";
+}
+
+static void
+nap(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Writes text to dir/name; returns 0 or -1. */
+static int
+write_file(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((fp = fopen(path, "w")) == NULL)
+		return -1;
+	fputs(text, fp);
+	fclose(fp);
+	chmod(path, 0644);
+	return 0;
+}
+
+/* The idemfcgi config for a web server that starts idemfcgi itself. */
+static int
+write_spawn_conf(websrv *w, const char *idem_conf)
+{
+	char text[4096];
+	const char *b = harness_builddir();
+
+	snprintf(text, sizeof(text), "[server]\nthreads = 8\nmax-body = 64k\n"
+	    "plugins = %s/tests/testkit/.libs/testkit.so %s/.libs/ledger.so\n"
+	    "%s\n[testkit]\nlog = %s\n", b, b, idem_conf, w->testkit_log);
+	return write_file(w->dir, "idemfcgi.conf", text);
+}
+
+static int
+write_lighttpd(websrv *w, const char *socket)
+{
+	char text[4096];
+	const char *b = harness_builddir();
+
+	snprintf(text, sizeof(text),
+	    "server.document-root = \"%s\"\n"
+	    "server.bind = \"127.0.0.1\"\n"
+	    "server.port = %d\n"
+	    "server.pid-file = \"%s/lighttpd.pid\"\n"
+	    "server.errorlog = \"%s/error.log\"\n"
+	    "var.idem_mount = \"/api\"\n"
+	    "var.idem_socket = \"%s\"\n"
+	    "var.idem_bin = \"%s/idemfcgi\"\n"
+	    "var.idem_conf = \"%s/idemfcgi.conf\"\n"
+	    "include \"%s/conf/%s\"\n",
+	    w->dir, w->port, w->dir, w->dir, socket, b, w->dir, srcdir(),
+	    w->kind == WS_LIGHTTPD ? "lighttpd.conf" : "lighttpd-spawn.conf");
+	return write_file(w->dir, "lighttpd.conf", text);
+}
+
+static int
+write_apache(websrv *w, const char *backend, const char *idem_conf)
+{
+	char text[4096];
+	int fcgid = w->kind == WS_APACHE_FCGID;
+	int memory = strstr(idem_conf, "store = mysql") == NULL;
+
+	snprintf(text, sizeof(text),
+	    "ServerRoot /etc/apache2\n"
+	    "DefaultRuntimeDir %s\n"
+	    "PidFile %s/httpd.pid\n"
+	    "ServerName 127.0.0.1\n"
+	    "Listen 127.0.0.1:%d\n"
+	    "User www-data\nGroup www-data\n"
+	    "ErrorLog %s/error.log\nLogLevel warn\n"
+	    "LoadModule mpm_event_module " MODS "/mod_mpm_event.so\n"
+	    "LoadModule authz_core_module " MODS "/mod_authz_core.so\n"
+	    "LoadModule setenvif_module " MODS "/mod_setenvif.so\n"
+	    "%s"
+	    "Define IDEM_MOUNT /api\n"
+	    "Define IDEM_BACKEND %s\n"
+	    "Define IDEM_BIN %s/idemfcgi\n"
+	    "Define IDEM_CONF %s/idemfcgi.conf\n"
+	    "Define IDEM_MAX_REQUEST 131072\n"
+	    "Include %s/conf/%s\n",
+	    w->dir, w->dir, w->port, w->dir,
+	    fcgid ? (memory ?
+	    "LoadModule alias_module " MODS "/mod_alias.so\n"
+	    "LoadModule fcgid_module " MODS "/mod_fcgid.so\n"
+	    "FcgidIPCDir ${IDEM_DIR}/fcgid\n"
+	    "FcgidProcessTableFile ${IDEM_DIR}/fcgid/shm\n"
+	    "FcgidMaxProcessesPerClass 1\n" :
+	    "LoadModule alias_module " MODS "/mod_alias.so\n"
+	    "LoadModule fcgid_module " MODS "/mod_fcgid.so\n"
+	    "FcgidIPCDir ${IDEM_DIR}/fcgid\n"
+	    "FcgidProcessTableFile ${IDEM_DIR}/fcgid/shm\n"
+	    "FcgidMaxProcessesPerClass 8\n") :
+	    "LoadModule proxy_module " MODS "/mod_proxy.so\n"
+	    "LoadModule proxy_fcgi_module " MODS "/mod_proxy_fcgi.so\n",
+	    backend, harness_builddir(), w->dir, srcdir(),
+	    fcgid ? "apache-fcgid.conf" : "apache-proxy-fcgi.conf");
+	return write_file(w->dir, "httpd.conf", text);
+}
+
+/* Whether something answers HTTP on the port. */
+static int
+answers(const websrv *w)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "curl -s -o /dev/null --max-time 2 "
+	    "http://127.0.0.1:%d/ 2>/dev/null", w->port);
+	return system(cmd) == 0;
+}
+
+int
+websrv_start(websrv *w, websrv_kind kind, const char *idem_conf)
+{
+	char sock[400], backend[450], listen[64], path[400];
+	struct passwd *pw = getpwnam("www-data");
+	char *const *argv;
+	char *lighttpd_argv[] = { "lighttpd", "-D", "-f", path, NULL };
+	char *apache_argv[] = { "apache2", "-f", path, "-DFOREGROUND", NULL };
+	int i, rc = 0;
+
+	memset(w, 0, sizeof(*w));
+	w->kind = kind;
+	w->port = harness_free_port();
+	snprintf(w->base, sizeof(w->base), "http://127.0.0.1:%d/api", w->port);
+	snprintf(w->dir, sizeof(w->dir), "/tmp/idemfcgi-web.XXXXXX");
+	if (mkdtemp(w->dir) == NULL)
+		return -1;
+	/* idemfcgi may run as www-data (mod_fcgid): it writes here */
+	chmod(w->dir, 01777);
+	snprintf(path, sizeof(path), "%s/fcgid", w->dir);
+	mkdir(path, 0755);
+	if (pw != NULL && chown(path, pw->pw_uid, pw->pw_gid) != 0)
+		return -1; /* mod_fcgid's sockets, made as www-data */
+	snprintf(w->testkit_log, sizeof(w->testkit_log), "%s/testkit.log",
+	    w->dir);
+	close(open(w->testkit_log, O_WRONLY | O_CREAT, 0666));
+	chmod(w->testkit_log, 0666);
+
+	switch (kind) {
+	case WS_LIGHTTPD:
+	case WS_APACHE_UNIX:
+		rc = harness_start_at(&w->idem, "threads = 16\nmax-body = 64k",
+		    idem_conf, w->testkit_log, NULL);
+		snprintf(sock, sizeof(sock), "%s", w->idem.addr + 5);
+		break;
+	case WS_APACHE_TCP:
+		snprintf(listen, sizeof(listen), "127.0.0.1:%d",
+		    harness_free_port());
+		rc = harness_start_at(&w->idem, "threads = 16\nmax-body = 64k",
+		    idem_conf, w->testkit_log, listen);
+		break;
+	default:
+		snprintf(sock, sizeof(sock), "%s/spawned.sock", w->dir);
+		rc = write_spawn_conf(w, idem_conf);
+		break;
+	}
+	if (rc != 0)
+		return -1;
+	switch (kind) {
+	case WS_LIGHTTPD:
+	case WS_LIGHTTPD_SPAWN:
+		rc = write_lighttpd(w, sock);
+		snprintf(path, sizeof(path), "%s/lighttpd.conf", w->dir);
+		argv = lighttpd_argv;
+		break;
+	default:
+		if (kind == WS_APACHE_TCP)
+			snprintf(backend, sizeof(backend), "fcgi://%s",
+			    w->idem.addr);
+		else
+			snprintf(backend, sizeof(backend), "unix:%s|fcgi://localhost",
+			    sock);
+		rc = write_apache(w, backend, idem_conf);
+		snprintf(path, sizeof(path), "%s/httpd.conf", w->dir);
+		argv = apache_argv;
+		break;
+	}
+	if (rc != 0)
+		return -1;
+	if ((w->pid = fork()) == 0) {
+		int fd = open("/dev/null", O_RDWR);
+		char out[400];
+		snprintf(out, sizeof(out), "%s/server.out", w->dir);
+		dup2(fd, 0);
+		fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("IDEM_DIR", w->dir, 1);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	for (i = 0; i < 200; i++) {
+		int status;
+		if (answers(w))
+			return 0;
+		if (waitpid(w->pid, &status, WNOHANG) == w->pid) {
+			w->pid = 0;
+			break;
+		}
+		nap(50);
+	}
+	{
+		char cmd[600];
+		fprintf(stderr, "%s did not start; its output:\n", names[kind]);
+		snprintf(cmd, sizeof(cmd), "cat '%s/server.out' '%s/error.log' >&2",
+		    w->dir, w->dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "(none)\n");
+	}
+	return -1;
+}
+
+/* Kills what the web server spawned and left behind: the processes whose
+ * environment names this directory's config. */
+static void
+kill_spawned(const websrv *w)
+{
+	char want[400], path[300], env[8192];
+	struct dirent *d;
+	DIR *proc = opendir("/proc");
+
+	snprintf(want, sizeof(want), "IDEMFCGI_CONFIG=%s/idemfcgi.conf", w->dir);
+	while (proc != NULL && (d = readdir(proc)) != NULL) {
+		ssize_t n;
+		int fd;
+		if (d->d_name[0] < '1' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/environ", d->d_name);
+		if ((fd = open(path, O_RDONLY)) < 0)
+			continue;
+		n = read(fd, env, sizeof(env) - 1);
+		close(fd);
+		if (n > 0 && memmem(env, (size_t)n, want, strlen(want)) != NULL)
+			kill((pid_t)atol(d->d_name), SIGKILL);
+	}
+	if (proc != NULL)
+		closedir(proc);
+}
+
+void
+websrv_stop(websrv *w)
+{
+	char cmd[400];
+	int status, i;
+
+	if (w->pid > 0) {
+		kill(w->pid, SIGTERM);
+		for (i = 0; i < 400 && waitpid(w->pid, &status, WNOHANG) != w->pid;
+		    i++)
+			nap(25);
+		if (i == 400) {
+			kill(w->pid, SIGKILL);
+			waitpid(w->pid, &status, 0);
+		}
+		w->pid = 0;
+	}
+	if (w->idem.pid > 0)
+		harness_stop(&w->idem);
+	kill_spawned(w);
+	if (getenv("IDEM_KEEP") == NULL) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", w->dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", w->dir);
+	}
+}
+
+size_t
+websrv_count(const websrv *w, const char *path, const char *key)
+{
+	harness h;
+
+	memset(&h, 0, sizeof(h));
+	snprintf(h.testkit_log, sizeof(h.testkit_log), "%s", w->testkit_log);
+	return harness_count_key(&h, path, key);
+}
+
+int
+websrv_logged(const websrv *w, const char *text)
+{
+	static const char *const files[] = { "error.log", "server.out" };
+	char path[400], *all;
+	int found = 0;
+	size_t i;
+
+	for (i = 0; i < 2 && !found; i++) {
+		snprintf(path, sizeof(path), "%s/%s", w->dir, files[i]);
+		all = harness_slurp(path);
+		found = all != NULL && strstr(all, text) != NULL;
+		free(all);
+	}
+	return found;
+}
