@@ -509,3 +509,43 @@ Test(cli, help_and_version)
 	cr_expect_eq(rc, 2);
 	free(out);
 }
+
+/* The spawn-fcgi command line of docs/deploy.md: spawn-fcgi makes the
+ * socket and execs idemfcgi with it on fd 0. */
+Test(sockets, spawn_fcgi)
+{
+	char dir[] = "/tmp/idemfcgi-spawn.XXXXXX", conf[128], sock[128],
+	    addr[160], bin[512];
+	const char *b = harness_builddir();
+	fc_response r;
+	FILE *fp;
+	pid_t pid;
+	int status, i;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(conf, sizeof(conf), "%s/c.conf", dir);
+	snprintf(sock, sizeof(sock), "%s/s.sock", dir);
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	snprintf(bin, sizeof(bin), "%s/idemfcgi", b);
+	fp = fopen(conf, "w");
+	fprintf(fp, "[server]\nplugins = %s/.libs/ledger.so\n", b);
+	fclose(fp);
+	if ((pid = fork()) == 0) {
+		execlp("spawn-fcgi", "spawn-fcgi", "-n", "-s", sock, "-M", "0660",
+		    "--", bin, "-c", conf, (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 200 && access(sock, F_OK) != 0; i++)
+		msleep(25);
+	cr_assert_eq(fc_http(addr, "POST", "/accounts/s/deposit",
+	    (const char *[]){ "Idempotency-Key: sf-1", NULL }, "{\"amount\":2}",
+	    &r), 0);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	fc_response_free(&r);
+	kill(pid, SIGTERM);
+	waitpid(pid, &status, 0);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	unlink(sock);
+	unlink(conf);
+	rmdir(dir);
+}
