@@ -152,3 +152,24 @@ idem_fingerprint(const idem_request *req, unsigned char out[32])
 	free(canon);
 	return ok ? IDEM_OK : IDEM_ERR_NOMEM;
 }
+
+void
+idem_key_hash(const unsigned char scope[32], const char *key, size_t len,
+    char out[17])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char buf[32 + 256], d[32];
+	int i;
+
+	if (len > 255)
+		len = 255;
+	memcpy(buf, scope, 32);
+	memcpy(buf + 32, key, len);
+	if (idem_sha256(buf, 32 + len, d) != IDEM_OK)
+		memset(d, 0, sizeof(d));
+	for (i = 0; i < 8; i++) {
+		out[2 * i] = hex[d[i] >> 4];
+		out[2 * i + 1] = hex[d[i] & 15];
+	}
+	out[16] = '\0';
+}

@@ -41,4 +41,9 @@ char *idem_json_canonical(const char *text, size_t len);
  * Returns a string the caller frees, or NULL when out of memory. */
 char *idem_query_canonical(const char *query);
 
+/* The first 16 hex digits of SHA-256(scope || key): how logs name a key
+ * without showing it.  out gets 17 bytes. */
+void idem_key_hash(const unsigned char scope[32], const char *key,
+    size_t len, char out[17]);
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <utlist.h>
 #include <uuid.h>
 
 #include "idem_key.h"
@@ -16,11 +17,90 @@
 #include "idem_middleware.h"
 #include "idem_router.h"
 
+/* Adds ms to a CLOCK_MONOTONIC time. */
+static void
+add_ms(struct timespec *ts, uint64_t ms)
+{
+	ts->tv_sec += (time_t)(ms / 1000);
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+/*
+ * The renewal thread: every inflight-ttl/3, renews the lease of every
+ * reservation a handler of this process holds.  A renewal the store refuses
+ * means the reservation was taken over (this process stalled for longer
+ * than inflight-ttl): the lease is marked lost, and the handler's commit
+ * will be refused (fencing).
+ */
+static void *
+renewer(void *arg)
+{
+	idem_middleware *mw = arg;
+	uint64_t period = mw->cfg->inflight_ttl / 3;
+	struct timespec next;
+
+	if (period < 10)
+		period = 10;
+	pthread_mutex_lock(&mw->lock);
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	while (!mw->stopping) {
+		idem_lease *l, *copy = NULL;
+		size_t n = 0, i;
+
+		add_ms(&next, period);
+		while (!mw->stopping &&
+		    pthread_cond_timedwait(&mw->wake, &mw->lock, &next) == 0)
+			;
+		if (mw->stopping)
+			break;
+		DL_COUNT(mw->leases, l, n);
+		if (n == 0 || (copy = calloc(n, sizeof(*copy))) == NULL)
+			continue;
+		i = 0;
+		DL_FOREACH(mw->leases, l)
+			copy[i++] = *l;
+		pthread_mutex_unlock(&mw->lock);
+		for (i = 0; i < n; i++) {
+			idem_err err = idem_store_renew(mw->store, &copy[i].key,
+			    copy[i].owner);
+			if (err == IDEM_ERR_NOT_FOUND)
+				copy[i].lost = 1;
+			else if (err != IDEM_OK)
+				idem_log(NULL, IDEM_LOG_WARN, "lease renewal of key "
+				    "%s: %s", copy[i].keyhash, idem_strerror(err));
+		}
+		pthread_mutex_lock(&mw->lock);
+		for (i = 0; i < n; i++) {
+			if (!copy[i].lost)
+				continue;
+			DL_FOREACH(mw->leases, l)
+				if (strcmp(l->owner, copy[i].owner) == 0 && !l->lost) {
+					l->lost = 1;
+					idem_log(NULL, IDEM_LOG_WARN, "lease of key %s "
+					    "(owner %s) was lost: the reservation was "
+					    "taken over; this handler's answer will not "
+					    "be stored", l->keyhash, l->owner);
+				}
+		}
+		free(copy);
+	}
+	pthread_mutex_unlock(&mw->lock);
+	return NULL;
+}
+
 idem_err
 idem_middleware_new(const idem_config *cfg, idem_store *store,
     idem_middleware **out)
 {
 	idem_middleware *mw = calloc(1, sizeof(*mw));
+	pthread_condattr_t ca;
+	unsigned char r[8];
+	uuid_t u;
+	int i;
 
 	if (mw == NULL) {
 		idem_store_close(store);
@@ -28,17 +108,86 @@ idem_middleware_new(const idem_config *cfg, idem_store *store,
 	}
 	mw->cfg = cfg;
 	mw->store = store;
+	uuid_generate_random(u);
+	memcpy(r, u, sizeof(r));
+	for (i = 0; i < 8; i++)
+		snprintf(mw->instance + 2 * i, 3, "%02x", r[i]);
+	pthread_mutex_init(&mw->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&mw->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	mw->renewing = pthread_create(&mw->renewer, NULL, renewer, mw) == 0;
+	if (!mw->renewing)
+		idem_log(NULL, IDEM_LOG_WARN, "no lease renewal thread: slow "
+		    "handlers may be taken over after inflight-ttl");
 	*out = mw;
 	return IDEM_OK;
 }
 
 void
+idem_middleware_set_instance(idem_middleware *mw, const char *id)
+{
+	snprintf(mw->instance, sizeof(mw->instance), "%s", id);
+}
+
+void
 idem_middleware_free(idem_middleware *mw)
 {
+	idem_lease *l, *tmp;
+
 	if (mw == NULL)
 		return;
+	if (mw->renewing) {
+		pthread_mutex_lock(&mw->lock);
+		mw->stopping = 1;
+		pthread_cond_signal(&mw->wake);
+		pthread_mutex_unlock(&mw->lock);
+		pthread_join(mw->renewer, NULL);
+	}
+	DL_FOREACH_SAFE(mw->leases, l, tmp) {
+		DL_DELETE(mw->leases, l);
+		free(l);
+	}
+	pthread_cond_destroy(&mw->wake);
+	pthread_mutex_destroy(&mw->lock);
 	idem_store_close(mw->store);
 	free(mw);
+}
+
+/* Registers a reservation for renewal; NULL when out of memory (then it is
+ * simply not renewed). */
+static idem_lease *
+lease_add(idem_middleware *mw, const idem_store_key *sk, const char *owner,
+    const char *keyhash)
+{
+	idem_lease *l = calloc(1, sizeof(*l));
+
+	if (l == NULL)
+		return NULL;
+	l->key = *sk;
+	snprintf(l->owner, sizeof(l->owner), "%s", owner);
+	memcpy(l->keyhash, keyhash, sizeof(l->keyhash));
+	pthread_mutex_lock(&mw->lock);
+	DL_APPEND(mw->leases, l);
+	pthread_mutex_unlock(&mw->lock);
+	return l;
+}
+
+/* Unregisters l; returns whether its lease was lost. */
+static int
+lease_remove(idem_middleware *mw, idem_lease *l)
+{
+	int lost;
+
+	if (l == NULL)
+		return 0;
+	pthread_mutex_lock(&mw->lock);
+	DL_DELETE(mw->leases, l);
+	lost = l->lost;
+	pthread_mutex_unlock(&mw->lock);
+	free(l);
+	return lost;
 }
 
 idem_policy
@@ -197,7 +346,8 @@ mono_ms(void)
 /* After the handler: commit the answer or release the reservation. */
 static void
 finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
-    const char *owner, idem_response *res, idem_err herr)
+    const char *owner, const char *keyhash, idem_response *res,
+    idem_err herr)
 {
 	const idem_config *cfg = mw->cfg;
 	idem_stored_response sr;
@@ -218,22 +368,23 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 		    == NULL) {
 			why = "out of memory";
 		} else if (sr.headers_len + sr.body_len > cfg->max_response) {
-			idem_log(req, IDEM_LOG_WARN, "answer of %zu bytes is over "
-			    "max-response (%llu): not stored; a retry runs again",
-			    sr.headers_len + sr.body_len,
+			idem_log(req, IDEM_LOG_WARN, "key %s: answer of %zu bytes "
+			    "is over max-response (%llu): not stored; a retry "
+			    "runs again", keyhash, sr.headers_len + sr.body_len,
 			    (unsigned long long)cfg->max_response);
 			why = "it is over max-response";
 		} else {
 			err = idem_store_commit(mw->store, sk, owner, &sr,
 			    cfg->lifetime);
 			if (err == IDEM_ERR_NOT_FOUND)
-				idem_log(req, IDEM_LOG_WARN, "commit refused: this "
-				    "request (owner %s) no longer holds its "
+				idem_log(req, IDEM_LOG_WARN, "key %s: commit refused: "
+				    "this request (owner %s) no longer holds its "
 				    "reservation (taken over or released); its "
-				    "answer was not stored", owner);
+				    "answer was not stored", keyhash, owner);
 			else if (err != IDEM_OK)
-				idem_log(req, IDEM_LOG_ERROR, "commit failed: %s; "
-				    "a retry may run again", idem_strerror(err));
+				idem_log(req, IDEM_LOG_ERROR, "key %s: commit failed: "
+				    "%s; a retry may run again", keyhash,
+				    idem_strerror(err));
 		}
 		free(sr.headers);
 		if (why == NULL)
@@ -241,14 +392,17 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 	}
 	err = idem_store_release(mw->store, sk, owner);
 	if (err == IDEM_ERR_NOT_FOUND)
-		idem_log(req, IDEM_LOG_WARN, "release refused: this request "
-		    "(owner %s) no longer holds its reservation", owner);
+		idem_log(req, IDEM_LOG_WARN, "key %s: release refused: this "
+		    "request (owner %s) no longer holds its reservation", keyhash,
+		    owner);
 	else if (err != IDEM_OK)
-		idem_log(req, IDEM_LOG_ERROR, "release failed: %s; retries get "
-		    "409 until inflight-ttl passes", idem_strerror(err));
+		idem_log(req, IDEM_LOG_ERROR, "key %s: release failed: %s; "
+		    "retries get 409 until inflight-ttl passes", keyhash,
+		    idem_strerror(err));
 	else
 		idem_log(req, herr != IDEM_OK ? IDEM_LOG_INFO : IDEM_LOG_DEBUG,
-		    "released (status %d: %s)", res->status, why);
+		    "key %s: released (status %d: %s)", keyhash, res->status,
+		    why);
 }
 
 void
@@ -261,7 +415,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	    "characters", "a UUID in its 36-character form", "a UUIDv7 "
 	    "(RFC 9562) in its 36-character form" };
 	unsigned char fp[32];
-	char owner[37], detail[200];
+	char owner[IDEM_OWNER_MAX + 1], detail[200], keyhash[17], rnd[37];
+	idem_lease *lease;
 	idem_store_key sk;
 	idem_reserve_result rr;
 	uint64_t deadline = 0;
@@ -289,8 +444,13 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
 		return;
 	}
+	idem_key_hash(sk.scope, sk.key, sk.key_len, keyhash);
+	/* "<instance>.<random>": the master releases a dead worker's
+	 * reservations by the prefix */
 	uuid_generate_random(u);
-	uuid_unparse_lower(u, owner);
+	uuid_unparse_lower(u, rnd);
+	snprintf(owner, sizeof(owner), "%s.%.8s%.4s%.4s%.4s%.12s", mw->instance,
+	    rnd, rnd + 9, rnd + 14, rnd + 19, rnd + 24);
 
 	for (;;) {
 		err = idem_store_reserve(mw->store, &sk, fp, owner,
@@ -337,12 +497,14 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			pause *= 2;
 	}
 	if (rr.outcome == IDEM_RESERVE_TAKEN_OVER)
-		idem_log(req, IDEM_LOG_WARN, "took over the reservation of "
-		    "request %s (owner %s), idle for %llu ms (inflight-ttl "
-		    "%llu ms); running the handler", rr.request_id, rr.owner,
-		    (unsigned long long)rr.lease_age_ms,
+		idem_log(req, IDEM_LOG_WARN, "key %s: took over the reservation "
+		    "of request %s (owner %s), idle for %llu ms (inflight-ttl "
+		    "%llu ms); running the handler", keyhash, rr.request_id,
+		    rr.owner, (unsigned long long)rr.lease_age_ms,
 		    (unsigned long long)cfg->inflight_ttl);
 	idem_reserve_result_clear(&rr);
+	lease = lease_add(mw, &sk, owner, keyhash);
 	err = next(req, res);
-	finish(mw, req, &sk, owner, res, err);
+	lease_remove(mw, lease);
+	finish(mw, req, &sk, owner, keyhash, res, err);
 }

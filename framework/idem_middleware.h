@@ -12,13 +12,33 @@
 #ifndef IDEM_MIDDLEWARE_H
 #define IDEM_MIDDLEWARE_H
 
+#include <pthread.h>
+
 #include "idem_config.h"
 #include "idem_request.h"
 #include "idem_store.h"
 
+/* A reservation a handler of this process is running under. */
+typedef struct idem_lease {
+	idem_store_key key;
+	char owner[IDEM_OWNER_MAX + 1];
+	char keyhash[17];
+	int lost;                 /* renewal found it taken over */
+	struct idem_lease *prev, *next;
+} idem_lease;
+
 typedef struct idem_middleware {
 	const idem_config *cfg;   /* borrowed */
 	idem_store *store;        /* owned */
+	char instance[17];        /* owner tokens start with it and '.' */
+	/* lease renewal: every inflight-ttl/3 a thread renews the lease of
+	 * every reservation in leases, so a live handler is never taken over */
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	pthread_t renewer;
+	int renewing;             /* the thread runs */
+	int stopping;
+	idem_lease *leases;       /* utlist */
 } idem_middleware;
 
 /* Runs the route's handler on req into res; returns its result. */
@@ -31,6 +51,10 @@ typedef idem_err (*idem_next_fn)(idem_request *req, idem_response *res);
  */
 idem_err idem_middleware_new(const idem_config *cfg, idem_store *store,
     idem_middleware **out);
+
+/* Sets the instance id (up to 16 of [0-9a-f]) owner tokens begin with, so
+ * the master can release a dead worker's reservations by prefix. */
+void idem_middleware_set_instance(idem_middleware *mw, const char *id);
 
 /* Closes the store and frees mw.  NULL is fine. */
 void idem_middleware_free(idem_middleware *mw);

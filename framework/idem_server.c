@@ -411,6 +411,29 @@ drain(server *srv, uint64_t grace_ms)
 	return rc;
 }
 
+/* The signals sigwait takes. */
+static void
+signal_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGUSR1);
+}
+
+void
+idem_server_block_signals(void)
+{
+	sigset_t set;
+
+	/* a client that hangs up gives EPIPE, never SIGPIPE */
+	signal(SIGPIPE, SIG_IGN);
+	signal_set(&set);
+	sigaddset(&set, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
 int
 idem_server_run(idem_service *svc, int listen_fd)
 {
@@ -435,14 +458,8 @@ idem_server_run(idem_service *svc, int listen_fd)
 	pthread_cond_init(&srv.wake_purger, &ca);
 	pthread_condattr_destroy(&ca);
 
-	/* a client that hangs up gives EPIPE, never SIGPIPE */
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	idem_server_block_signals();
+	signal_set(&set);
 	if (FCGX_Init() != 0) {
 		idem_log(NULL, IDEM_LOG_ERROR, "FCGX_Init failed");
 		return 1;

@@ -16,6 +16,13 @@
 #include "idem_service.h"
 
 /*
+ * Ignores SIGPIPE and blocks SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGCHLD
+ * in the calling thread (and the threads it starts later): call it first
+ * thing in main, so only sigwait ever takes them.
+ */
+void idem_server_block_signals(void);
+
+/*
  * Opens the socket named by svc->cfg->listen (or checks fd 0 when it is
  * NULL).  Returns the descriptor or -1 after logging why.
  */

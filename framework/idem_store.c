@@ -44,6 +44,17 @@ idem_store_purge(idem_store *s, unsigned max, unsigned *purged)
 	return s->ops->purge(s, max, purged);
 }
 
+idem_err
+idem_store_release_prefix(idem_store *s, const char *prefix,
+    idem_store_key **keys, size_t *n)
+{
+	*keys = NULL;
+	*n = 0;
+	if (s->ops->release_prefix == NULL)
+		return IDEM_OK;
+	return s->ops->release_prefix(s, prefix, keys, n);
+}
+
 void
 idem_store_stats_get(idem_store *s, idem_store_stats *st)
 {

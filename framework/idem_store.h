@@ -114,6 +114,14 @@ typedef struct idem_store_ops {
 	void (*stats)(idem_store *s, idem_store_stats *st);
 	/* Frees the store. */
 	void (*close)(idem_store *s);
+	/*
+	 * Crash recovery: deletes every in_flight record whose owner token
+	 * starts with prefix (a dead worker's instance id), so retries run at
+	 * once instead of after inflight-ttl.  *keys (caller frees) and *n
+	 * say which.  May be NULL for a store that cannot outlive its worker.
+	 */
+	idem_err (*release_prefix)(idem_store *s, const char *prefix,
+	    idem_store_key **keys, size_t *n);
 } idem_store_ops;
 
 /* Every store begins with this. */
@@ -134,6 +142,8 @@ idem_err idem_store_renew(idem_store *s, const idem_store_key *k,
     const char *owner);
 idem_err idem_store_purge(idem_store *s, unsigned max, unsigned *purged);
 void idem_store_stats_get(idem_store *s, idem_store_stats *st);
+idem_err idem_store_release_prefix(idem_store *s, const char *prefix,
+    idem_store_key **keys, size_t *n);
 /* Closes s; NULL is fine. */
 void idem_store_close(idem_store *s);
 

@@ -285,6 +285,40 @@ mem_purge(idem_store *s, unsigned max, unsigned *purged)
 	return IDEM_OK;
 }
 
+static idem_err
+mem_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
+    size_t *n)
+{
+	memory_store *ms = (memory_store *)s;
+	size_t plen = strlen(prefix), cap = 0;
+	record *r, *tmp;
+	idem_err err = IDEM_OK;
+
+	pthread_mutex_lock(&ms->lock);
+	HASH_ITER(hh, ms->table, r, tmp) {
+		idem_store_key *k;
+		if (r->committed || strncmp(r->owner, prefix, plen) != 0)
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 8;
+			k = realloc(*keys, cap * sizeof(*k));
+			if (k == NULL) {
+				err = IDEM_ERR_NOMEM;
+				break;
+			}
+			*keys = k;
+		}
+		k = &(*keys)[(*n)++];
+		memset(k, 0, sizeof(*k));
+		memcpy(k->scope, r->k.scope, 32);
+		k->key_len = strlen(r->k.key);
+		memcpy(k->key, r->k.key, k->key_len);
+		drop(ms, r);
+	}
+	pthread_mutex_unlock(&ms->lock);
+	return err;
+}
+
 static void
 mem_stats(idem_store *s, idem_store_stats *st)
 {
@@ -314,7 +348,7 @@ mem_close(idem_store *s)
 
 static const idem_store_ops memory_ops = {
 	"memory", mem_reserve, mem_commit, mem_release, mem_renew, mem_purge,
-	mem_stats, mem_close
+	mem_stats, mem_close, mem_release_prefix
 };
 
 idem_err

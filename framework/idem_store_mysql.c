@@ -33,7 +33,7 @@
 #define PK "scope_hash = ? AND idem_key = ?"
 
 enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
-    S_RENEW, S_PURGE, S_STATS, S_VERSION, NSTMT };
+    S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY, NSTMT };
 
 static const char *const sql[NSTMT] = {
 	[S_INSERT] = "INSERT IGNORE INTO idempotency_keys (scope_hash, "
@@ -64,6 +64,10 @@ static const char *const sql[NSTMT] = {
 	[S_STATS] = "SELECT COUNT(*), COALESCE(SUM(state = 'in_flight'), 0) "
 	    "FROM idempotency_keys",
 	[S_VERSION] = "SELECT MAX(version) FROM idemfcgi_schema",
+	[S_OWNED_BY] = "SELECT scope_hash, idem_key FROM idempotency_keys WHERE "
+	    "state = 'in_flight' AND owner LIKE ?",
+	[S_RELEASE_BY] = "DELETE FROM idempotency_keys WHERE state = "
+	    "'in_flight' AND owner LIKE ?",
 };
 
 typedef struct mysql_store {
@@ -515,6 +519,75 @@ select_ints(mysql_store *ms, int i, long long *a, long long *b2)
 	return err;
 }
 
+static idem_err
+my_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
+    size_t *n)
+{
+	mysql_store *ms = (mysql_store *)s;
+	char like[IDEM_OWNER_MAX + 2];
+	idem_mysql_conn *c;
+	MYSQL_STMT *st;
+	MYSQL_BIND b[2];
+	unsigned long len[2];
+	unsigned char scope[32];
+	char key[IDEM_KEY_MAX + 1];
+	unsigned long long gone;
+	size_t cap = 0;
+	params p;
+	idem_err err;
+	int rc;
+
+	/* prefixes are hex and '.', never LIKE's % or _ */
+	if (strlen(prefix) > IDEM_OWNER_MAX || strpbrk(prefix, "%_\\") != NULL)
+		return IDEM_ERR_INVALID;
+	snprintf(like, sizeof(like), "%s%%", prefix);
+	p_init(&p);
+	p_str(&p, like);
+	if ((err = run(ms, S_OWNED_BY, &p, &c, NULL, NULL)) != IDEM_OK)
+		return err;
+	st = c->stmts[S_OWNED_BY];
+	memset(b, 0, sizeof(b));
+	b[0].buffer_type = MYSQL_TYPE_BLOB;
+	b[0].buffer = scope;
+	b[0].buffer_length = 32;
+	b[0].length = &len[0];
+	b[1].buffer_type = MYSQL_TYPE_BLOB;
+	b[1].buffer = key;
+	b[1].buffer_length = IDEM_KEY_MAX;
+	b[1].length = &len[1];
+	rc = mysql_stmt_bind_result(st, b) == 0 ? 0 : 1;
+	while (rc == 0 && (rc = mysql_stmt_fetch(st)) == 0) {
+		idem_store_key *k;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 8;
+			if ((k = realloc(*keys, cap * sizeof(*k))) == NULL) {
+				err = IDEM_ERR_NOMEM;
+				break;
+			}
+			*keys = k;
+		}
+		k = &(*keys)[(*n)++];
+		memset(k, 0, sizeof(*k));
+		memcpy(k->scope, scope, 32);
+		k->key_len = len[1] < IDEM_KEY_MAX ? len[1] : IDEM_KEY_MAX;
+		memcpy(k->key, key, k->key_len);
+	}
+	if (rc == 1) {
+		idem_mysql_check(c, mysql_stmt_errno(st));
+		idem_mysql_log_error(ms->pool, "fetch", st);
+		err = IDEM_ERR_STORE;
+	}
+	while (rc == 0 && mysql_stmt_fetch(st) == 0)
+		;
+	mysql_stmt_free_result(st);
+	idem_mysql_put(ms->pool, c);
+	if (err != IDEM_OK)
+		return err;
+	p_init(&p);
+	p_str(&p, like);
+	return exec_count(ms, S_RELEASE_BY, &p, &gone, NULL);
+}
+
 static void
 my_stats(idem_store *s, idem_store_stats *st)
 {
@@ -537,7 +610,7 @@ my_close(idem_store *s)
 
 static const idem_store_ops mysql_ops = {
 	"mysql", my_reserve, my_commit, my_release, my_renew, my_purge,
-	my_stats, my_close
+	my_stats, my_close, my_release_prefix
 };
 
 idem_err

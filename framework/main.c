@@ -86,6 +86,9 @@ main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* before any thread exists (plugins and stores start some): the
+	 * signals are taken by sigwait, never delivered to a worker */
+	idem_server_block_signals();
 	if (idem_config_load(path, &cfg) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
 		return 1;

@@ -23,7 +23,9 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
   headers      BLOB            NULL,
   body         MEDIUMBLOB      NULL,
   PRIMARY KEY (scope_hash, idem_key),
-  KEY idempotency_keys_expires (expires_at)
+  KEY idempotency_keys_expires (expires_at),
+  -- crash recovery releases a dead worker's records by owner prefix
+  KEY idempotency_keys_owner (owner)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 CREATE TABLE IF NOT EXISTS idemfcgi_schema (

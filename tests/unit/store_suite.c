@@ -353,3 +353,41 @@ Test(store, racing_takeover_one_winner, .init = open_store,
 	msleep(250);
 	cr_expect_eq(run_race(&k, 16, 100, IDEM_RESERVE_TAKEN_OVER), 1);
 }
+
+Test(store, release_prefix_frees_a_dead_workers_keys, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key a = key("dead-a", 3), b = key("dead-b", 3),
+	    c = key("alive", 3);
+	idem_stored_response ans = answer(201, "done");
+	idem_reserve_result rr;
+	idem_store_key *gone = NULL;
+	char dead[40], dead_a[48], dead_b[48], alive[48];
+	size_t n = 0;
+
+	snprintf(dead, sizeof(dead), "%08lx.", (unsigned long)getpid() ^ 0xdead);
+	snprintf(dead_a, sizeof(dead_a), "%sa", dead);
+	snprintf(dead_b, sizeof(dead_b), "%sb", dead);
+	snprintf(alive, sizeof(alive), "%08lx.c", (unsigned long)getpid());
+	cr_assert_eq(reserve(&a, FP1, dead_a, 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(reserve(&b, FP1, dead_b, 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_commit(st, &b, dead_b, &ans, 60000), IDEM_OK);
+	cr_assert_eq(reserve(&c, FP1, alive, 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_release_prefix(st, dead, &gone, &n), IDEM_OK);
+	cr_assert_eq(n, 1);
+	cr_expect_eq(gone[0].key_len, a.key_len);
+	cr_expect_eq(memcmp(gone[0].key, a.key, a.key_len), 0);
+	free(gone);
+	/* the dead worker's in-flight key runs again at once; its committed
+	 * answer and the live worker's reservation stay */
+	cr_expect_eq(reserve(&a, FP1, "retry", 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(reserve(&b, FP1, "retry", 30000, &rr),
+	    IDEM_RESERVE_COMMITTED);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(reserve(&c, FP1, "retry", 30000, &rr),
+	    IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_eq(idem_store_release_prefix(st, "50%_", &gone, &n),
+	    st->ops->release_prefix == NULL ? IDEM_OK : strcmp(st->ops->name,
+	    "mysql") == 0 ? IDEM_ERR_INVALID : IDEM_OK);
+	free(gone);
+}
