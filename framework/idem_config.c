@@ -771,10 +771,12 @@ check_whole(parse_state *st)
 {
 	idem_config *cfg = st->cfg;
 
-	if (cfg->workers != 1)
+	if (cfg->workers > 1 && cfg->idem_enabled &&
+	    cfg->store == IDEM_STORE_MEMORY)
 		idem_config_error(cfg, seen_line(st, "server", "workers"),
-		    "server", "workers", "only workers = 1 is supported by "
-		    "this version; raise threads instead");
+		    "server", "workers", "workers > 1 needs store = mysql: a "
+		    "memory store is per process, and a retry that reaches "
+		    "another worker would run again");
 	if (cfg->store == IDEM_STORE_MYSQL && cfg->idem_enabled) {
 		unsigned line = seen_line(st, "idempotency", "store");
 		if (cfg->mysql_user == NULL)

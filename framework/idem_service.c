@@ -89,6 +89,20 @@ idem_service_purge(idem_service *svc)
 	return total;
 }
 
+idem_config *
+idem_service_release_config(idem_service *svc)
+{
+	idem_config *cfg = svc->cfg;
+
+	/* the middleware and plugins borrow it: stop them first */
+	idem_middleware_free(svc->mw);
+	svc->mw = NULL;
+	idem_plugins_free(svc->plugins);
+	svc->plugins = NULL;
+	svc->cfg = NULL;
+	return cfg;
+}
+
 void
 idem_service_free(idem_service *svc)
 {

@@ -37,6 +37,11 @@ idem_err idem_service_new(idem_config *cfg, const char *plugin_dir,
  */
 unsigned long idem_service_purge(idem_service *svc);
 
+/* Takes the config back out of svc (caller frees it; svc must then only be
+ * freed).  The master checks a config by building a service, then keeps
+ * the config for its workers. */
+idem_config *idem_service_release_config(idem_service *svc);
+
 /* Tears the plugins down and frees everything.  NULL is fine. */
 void idem_service_free(idem_service *svc);
 

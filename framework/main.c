@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "idem_log.h"
+#include "idem_master.h"
 #include "idem_server.h"
 #include "idem_service.h"
 
@@ -56,6 +57,7 @@ main(int argc, char **argv)
 	const char *path = getenv("IDEMFCGI_CONFIG");
 	idem_config *cfg;
 	idem_service *svc;
+	char sock[128] = "";
 	int c, check = 0, fd, rc;
 
 	while ((c = getopt_long(argc, argv, "c:thV", opts, NULL)) != -1) {
@@ -108,12 +110,16 @@ main(int argc, char **argv)
 		idem_service_free(svc);
 		return 1;
 	}
-	rc = idem_server_run(svc, fd);
-	if (rc != 0)
-		_exit(rc); /* threads may still run: no teardown under them */
-	close(fd);
-	if (svc->cfg->listen != NULL && strncmp(svc->cfg->listen, "unix:", 5) == 0)
-		unlink(svc->cfg->listen + 5);
+	if (svc->cfg->listen != NULL && strncmp(svc->cfg->listen, "unix:", 5)
+	    == 0)
+		snprintf(sock, sizeof(sock), "%s", svc->cfg->listen + 5);
+	/* the check is done: the master keeps only the config, with no
+	 * thread and no connection left to fork */
+	cfg = idem_service_release_config(svc);
 	idem_service_free(svc);
-	return 0;
+	rc = idem_master_run(path, cfg, fd, IDEM_PLUGINDIR);
+	close(fd);
+	if (sock[0] != '\0')
+		unlink(sock);
+	return rc;
 }

@@ -3,6 +3,7 @@
  * MariaDB for the program, one or two real idemfcgi instances sharing it,
  * executions counted in one shared testkit log.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,13 @@ start_node(harness *h, const char *server, const char *idem, const char *log)
 	    "pool-size = %d\n", idem != NULL ? idem : "", my,
 	    threads != NULL ? atoi(threads + 10) : 8);
 	cr_assert_eq(harness_start_log(h, server, rest, log), 0);
+}
+
+static void *
+send_thread(void *arg)
+{
+	call_send(arg);
+	return NULL;
 }
 
 /* A unique key prefix per test run (the database outlives one test). */
@@ -140,47 +148,48 @@ Test(mysql_e2e, two_nodes_one_execution_per_key)
 	unlink(log);
 }
 
-/* A node dies holding a reservation; after inflight-ttl two live nodes race
- * for it: exactly one takes it over and runs the handler. */
+/* A whole node dies (master and workers) holding a reservation: nobody is
+ * left to release it.  After inflight-ttl two live nodes race for it:
+ * exactly one takes it over and runs the handler. */
 Test(mysql_e2e, dead_node_reservation_taken_over_once)
 {
 	harness dead, n1, n2;
-	call crash, c[20];
+	call doomed, c[20];
 	char key[64], log[128];
 	int i, ok = 0;
-	char *crashed;
+	pthread_t t;
 
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-race-%d.log", (int)getpid());
 	unlink(log);
 	snprintf(key, sizeof(key), "dead-%s", run_id());
 	start_node(&dead, NULL, "inflight-ttl = 1s", log);
-	crash = call_one(dead.addr, "/testkit/crash-once", key, NULL);
-	cr_expect_eq(crash.status, -1, "the node should have died");
-	harness_stop(&dead);
 	start_node(&n1, NULL, "inflight-ttl = 1s", log);
 	start_node(&n2, NULL, "inflight-ttl = 1s", log);
+	doomed = call_make(dead.addr, "/testkit/sleep/1500", key, NULL);
+	pthread_create(&t, NULL, send_thread, &doomed);
+	call_sleep(300);
+	harness_kill(&dead);
+	pthread_join(t, NULL);
+	cr_expect_eq(doomed.status, -1, "the node should have died");
 	/* still held by the dead node */
-	c[0] = call_one(n1.addr, "/testkit/crash-once", key, NULL);
+	c[0] = call_one(n1.addr, "/testkit/sleep/1500", key, NULL);
 	cr_expect_eq(c[0].status, 409);
 	cr_expect_str_eq(c[0].code, "IDEMPOTENCY_IN_FLIGHT");
-	call_sleep(1300);
+	call_sleep(1200);
 	for (i = 0; i < 20; i++)
-		c[i] = call_make(i % 2 ? n1.addr : n2.addr, "/testkit/crash-once",
+		c[i] = call_make(i % 2 ? n1.addr : n2.addr, "/testkit/sleep/1500",
 		    key, NULL);
 	call_all(c, 20);
 	for (i = 0; i < 20; i++)
 		if (c[i].status == 201)
 			ok++;
 	cr_expect_geq(ok, 1);
-	cr_expect_eq(harness_count_key(&n1, "/testkit/crash-once", key), 1);
+	cr_expect_eq(harness_count_key(&n1, "/testkit/sleep/1500", key), 1);
 	cr_expect_eq(harness_logged(&n1, "took over the reservation") +
 	    harness_logged(&n2, "took over the reservation"), 1);
+	harness_stop(&dead);
 	harness_stop(&n1);
 	harness_stop(&n2);
-	crashed = malloc(strlen(log) + 16);
-	sprintf(crashed, "%s.crashed", log);
-	unlink(crashed);
-	free(crashed);
 	unlink(log);
 }
 

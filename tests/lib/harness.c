@@ -90,6 +90,8 @@ spawn(char *const argv[], const char *out_path)
 	pid_t pid = fork();
 
 	if (pid == 0) {
+		/* its own process group: harness_kill takes master and workers */
+		setpgid(0, 0);
 		int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		if (fd >= 0) {
 			dup2(fd, 1);
@@ -253,6 +255,18 @@ count_lines(const harness *h, const char *path, const char *key)
 			n++;
 	free(all);
 	return n;
+}
+
+void
+harness_kill(harness *h)
+{
+	int status;
+
+	if (h->pid <= 0)
+		return;
+	kill(-h->pid, SIGKILL);
+	waitpid(h->pid, &status, 0);
+	h->pid = 0;
 }
 
 size_t

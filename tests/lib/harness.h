@@ -50,6 +50,9 @@ const char *harness_head_find(const char *head, const char *name);
  * or -1 on timeout, after SIGKILL), and removes the directory. */
 int harness_stop(harness *h);
 
+/* A whole node dies: SIGKILL to the master and every worker at once. */
+void harness_kill(harness *h);
+
 /* Lines of the testkit log whose path field equals path. */
 size_t harness_count(const harness *h, const char *path);
 

@@ -1,0 +1,355 @@
+/*
+ * idem_master.c - forking, watching and replacing the worker processes.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <uuid.h>
+
+#include "idem_key.h"
+#include "idem_log.h"
+#include "idem_master.h"
+#include "idem_server.h"
+#include "idem_service.h"
+
+#define MAX_WORKERS 512          /* two generations during a reload */
+#define EXIT_STARTUP 3           /* a worker that could not start */
+
+typedef struct worker {
+	pid_t pid;                   /* 0: free slot */
+	char instance[17];           /* owner tokens of its reservations */
+	uint64_t started;            /* ms */
+	int old;                     /* replaced by a reload: draining */
+} worker;
+
+typedef struct master {
+	const char *path;
+	const char *plugin_dir;
+	idem_config *cfg;            /* the current generation's */
+	int fd;
+	worker w[MAX_WORKERS];
+	unsigned failures;           /* workers that died young in a row */
+	unsigned pending;            /* restarts waiting for their time */
+	uint64_t restart_at;         /* ms */
+	int stopping;
+	int status;                  /* exit status so far */
+} master;
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The body of a worker process.  Returns its exit status. */
+static int
+worker_main(master *m, const char *instance)
+{
+	idem_service *svc;
+	sigset_t chld;
+	int rc;
+
+	/* a worker outlives no master */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_UNBLOCK, &chld, NULL);
+	if (idem_service_new(m->cfg, m->plugin_dir, &svc) != IDEM_OK)
+		return EXIT_STARTUP;
+	if (svc->mw != NULL)
+		idem_middleware_set_instance(svc->mw, instance);
+	rc = idem_server_run(svc, m->fd);
+	if (rc == 0)
+		idem_service_free(svc);
+	return rc;
+}
+
+/* Forks one worker into a free slot.  Returns 0 or -1. */
+static int
+spawn(master *m)
+{
+	unsigned char r[8];
+	char instance[17];
+	uuid_t u;
+	pid_t pid;
+	int i, j;
+
+	for (i = 0; i < MAX_WORKERS && m->w[i].pid != 0; i++)
+		;
+	if (i == MAX_WORKERS)
+		return -1;
+	uuid_generate_random(u);
+	memcpy(r, u, sizeof(r));
+	for (j = 0; j < 8; j++)
+		snprintf(instance + 2 * j, 3, "%02x", r[j]);
+	if ((pid = fork()) < 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0)
+		_exit(worker_main(m, instance));
+	m->w[i].pid = pid;
+	m->w[i].old = 0;
+	m->w[i].started = now_ms();
+	memcpy(m->w[i].instance, instance, sizeof(instance));
+	idem_log(NULL, IDEM_LOG_INFO, "worker %ld started (instance %s)",
+	    (long)pid, instance);
+	return 0;
+}
+
+/*
+ * A worker died without draining: delete the reservations it held, so the
+ * clients' retries run now rather than after inflight-ttl.  With the
+ * memory store they died with it.
+ */
+static void
+release_dead(master *m, const worker *w)
+{
+	idem_store *s = NULL;
+	idem_store_key *keys = NULL;
+	char prefix[20], list[1024];
+	size_t n = 0, i, used = 0;
+
+	if (!m->cfg->idem_enabled || m->cfg->store != IDEM_STORE_MYSQL)
+		return;
+	snprintf(prefix, sizeof(prefix), "%s.", w->instance);
+	if (idem_store_mysql_new(m->cfg, 1, &s) != IDEM_OK ||
+	    idem_store_release_prefix(s, prefix, &keys, &n) != IDEM_OK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "could not release the "
+		    "reservations of dead worker %ld (instance %s): they are "
+		    "taken over after inflight-ttl", (long)w->pid, w->instance);
+		idem_store_close(s);
+		free(keys);
+		return;
+	}
+	list[0] = '\0';
+	for (i = 0; i < n && used + 20 < sizeof(list); i++) {
+		char hash[17];
+		idem_key_hash(keys[i].scope, keys[i].key, keys[i].key_len, hash);
+		used += (size_t)snprintf(list + used, sizeof(list) - used, " %s",
+		    hash);
+	}
+	idem_log(NULL, n > 0 ? IDEM_LOG_WARN : IDEM_LOG_INFO, "released %zu "
+	    "reservation(s) of dead worker %ld (instance %s); their retries "
+	    "run again:%s", n, (long)w->pid, w->instance, n > 0 ? list :
+	    " none");
+	free(keys);
+	idem_store_close(s);
+}
+
+/* Describes a wait status into buf. */
+static const char *
+describe(int status, char *buf, size_t size)
+{
+	if (WIFSIGNALED(status))
+		snprintf(buf, size, "killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(buf, size, "exit status %d", WEXITSTATUS(status));
+	return buf;
+}
+
+/* Reaps every worker that exited, and plans restarts. */
+static void
+reap(master *m)
+{
+	char how[64];
+	pid_t pid;
+	int status, i;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		worker w;
+		int clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+
+		for (i = 0; i < MAX_WORKERS && m->w[i].pid != pid; i++)
+			;
+		if (i == MAX_WORKERS)
+			continue;
+		w = m->w[i];
+		m->w[i].pid = 0;
+		describe(status, how, sizeof(how));
+		if (!clean)
+			m->status = 1;
+		if (w.old || m->stopping) {
+			idem_log(NULL, clean ? IDEM_LOG_INFO : IDEM_LOG_WARN,
+			    "worker %ld stopped (%s)", (long)pid, how);
+			if (!clean)
+				release_dead(m, &w);
+			continue;
+		}
+		/* died while it should be serving */
+		if (now_ms() - w.started < 5000)
+			m->failures++;
+		else
+			m->failures = 0;
+		release_dead(m, &w);
+		m->pending++;
+		if (m->failures == 0) {
+			m->restart_at = now_ms();
+		} else {
+			uint64_t delay = 100ULL << (m->failures > 7 ? 7 :
+			    m->failures - 1);
+			if (delay > 10000)
+				delay = 10000;
+			m->restart_at = now_ms() + delay;
+		}
+		idem_log(NULL, IDEM_LOG_ERROR, "worker %ld died (%s)%s; "
+		    "restarting it in %llu ms", (long)pid, how,
+		    WIFEXITED(status) && WEXITSTATUS(status) == EXIT_STARTUP ?
+		    " at start-up" : "",
+		    (unsigned long long)(m->restart_at - now_ms()));
+	}
+}
+
+/* Workers still running. */
+static unsigned
+alive(const master *m)
+{
+	unsigned n = 0;
+	int i;
+
+	for (i = 0; i < MAX_WORKERS; i++)
+		if (m->w[i].pid != 0)
+			n++;
+	return n;
+}
+
+/* SIGHUP: a new config, new workers, the old ones drained. */
+static void
+reload(master *m)
+{
+	idem_config *cfg;
+	idem_service *svc;
+	unsigned i, started = 0;
+
+	idem_log(NULL, IDEM_LOG_INFO, "SIGHUP: reading %s", m->path);
+	if (idem_config_load(m->path, &cfg) != IDEM_OK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: not reloaded; the workers "
+		    "keep the old configuration", m->path);
+		return;
+	}
+	/* check everything (plugins, store) before replacing anything */
+	if (idem_service_new(cfg, m->plugin_dir, &svc) != IDEM_OK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: not reloaded; the workers "
+		    "keep the old configuration", m->path);
+		return;
+	}
+	if ((svc->cfg->listen == NULL) != (m->cfg->listen == NULL) ||
+	    (svc->cfg->listen != NULL &&
+	    strcmp(svc->cfg->listen, m->cfg->listen) != 0))
+		idem_log(NULL, IDEM_LOG_WARN, "listen changed: the socket stays "
+		    "as it is until a restart");
+	cfg = idem_service_release_config(svc);
+	idem_service_free(svc);
+	for (i = 0; i < MAX_WORKERS; i++)
+		if (m->w[i].pid != 0)
+			m->w[i].old = 1;
+	idem_config_free(m->cfg);
+	m->cfg = cfg;
+	idem_log_set_level(cfg->log_level);
+	m->pending = 0;
+	m->failures = 0;
+	for (i = 0; i < cfg->workers; i++)
+		started += spawn(m) == 0;
+	/* the new workers accept now; the old ones stop accepting and finish
+	 * what they hold */
+	for (i = 0; i < MAX_WORKERS; i++)
+		if (m->w[i].pid != 0 && m->w[i].old)
+			kill(m->w[i].pid, SIGTERM);
+	idem_log(NULL, IDEM_LOG_INFO, "reloaded: %u new worker(s); the old "
+	    "ones are draining", started);
+}
+
+int
+idem_master_run(const char *path, idem_config *cfg, int listen_fd,
+    const char *plugin_dir)
+{
+	master *m = calloc(1, sizeof(*m));
+	uint64_t deadline = 0;
+	sigset_t set;
+	unsigned i;
+	int rc;
+
+	if (m == NULL) {
+		idem_config_free(cfg);
+		return 1;
+	}
+	m->path = path;
+	m->plugin_dir = plugin_dir;
+	m->cfg = cfg;
+	m->fd = listen_fd;
+	idem_server_block_signals();
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
+	for (i = 0; i < cfg->workers; i++)
+		if (spawn(m) != 0) {
+			m->pending++;
+			m->restart_at = now_ms() + 1000;
+		}
+	idem_log(NULL, IDEM_LOG_INFO, "master %ld: %u worker(s) x %u "
+	    "thread(s)", (long)getpid(), cfg->workers, cfg->threads);
+	for (;;) {
+		struct timespec wait = { 0, 0 };
+		uint64_t now = now_ms(), until = 1000;
+		int sig;
+
+		reap(m);
+		if (m->stopping && alive(m) == 0)
+			break;
+		if (!m->stopping && m->pending > 0 && now >= m->restart_at) {
+			while (m->pending > 0 && spawn(m) == 0)
+				m->pending--;
+		}
+		if (m->stopping && now >= deadline) {
+			idem_log(NULL, IDEM_LOG_ERROR, "workers still running "
+			    "after shutdown-grace: killing them");
+			for (i = 0; i < MAX_WORKERS; i++)
+				if (m->w[i].pid != 0)
+					kill(m->w[i].pid, SIGKILL);
+			deadline = now + 60000;
+			m->status = 1;
+		}
+		if (!m->stopping && m->pending > 0)
+			until = m->restart_at > now ? m->restart_at - now : 0;
+		if (m->stopping && deadline > now && deadline - now < until)
+			until = deadline - now;
+		wait.tv_sec = (time_t)(until / 1000);
+		wait.tv_nsec = (long)(until % 1000) * 1000000L;
+		sig = sigtimedwait(&set, NULL, &wait);
+		if (sig == SIGTERM || sig == SIGINT) {
+			if (!m->stopping)
+				idem_log(NULL, IDEM_LOG_INFO, "%s: stopping %u "
+				    "worker(s)", sig == SIGTERM ? "SIGTERM" :
+				    "SIGINT", alive(m));
+			m->stopping = 1;
+			deadline = now_ms() + m->cfg->shutdown_grace + 5000;
+			for (i = 0; i < MAX_WORKERS; i++)
+				if (m->w[i].pid != 0)
+					kill(m->w[i].pid, SIGTERM);
+		} else if (sig == SIGHUP && !m->stopping) {
+			reload(m);
+		} else if (sig == SIGUSR1) {
+			idem_log(NULL, IDEM_LOG_INFO, "SIGUSR1 ignored");
+		}
+	}
+	rc = m->status;
+	idem_log(NULL, IDEM_LOG_INFO, "master stopped");
+	idem_config_free(m->cfg);
+	free(m);
+	return rc;
+}
