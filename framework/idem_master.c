@@ -179,7 +179,8 @@ reap(master *m)
 		w = m->w[i];
 		m->w[i].pid = 0;
 		describe(status, how, sizeof(how));
-		if (!clean)
+		/* the exit status tells whether the final drain was clean */
+		if (!clean && m->stopping)
 			m->status = 1;
 		if (w.old || m->stopping) {
 			idem_log(NULL, clean ? IDEM_LOG_INFO : IDEM_LOG_WARN,

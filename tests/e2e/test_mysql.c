@@ -51,13 +51,6 @@ start_node(harness *h, const char *server, const char *idem, const char *log)
 	cr_assert_eq(harness_start_log(h, server, rest, log), 0);
 }
 
-static void *
-send_thread(void *arg)
-{
-	call_send(arg);
-	return NULL;
-}
-
 /* A unique key prefix per test run (the database outlives one test). */
 static const char *
 run_id(void)
@@ -166,7 +159,7 @@ Test(mysql_e2e, dead_node_reservation_taken_over_once)
 	start_node(&n1, NULL, "inflight-ttl = 1s", log);
 	start_node(&n2, NULL, "inflight-ttl = 1s", log);
 	doomed = call_make(dead.addr, "/testkit/sleep/1500", key, NULL);
-	pthread_create(&t, NULL, send_thread, &doomed);
+	pthread_create(&t, NULL, call_thread, &doomed);
 	call_sleep(300);
 	harness_kill(&dead);
 	pthread_join(t, NULL);

@@ -51,13 +51,6 @@ one(const char *path, const char *key, const char *body)
 	return call_one(h.addr, path, key, body);
 }
 
-static void *
-call_thread(void *arg)
-{
-	call_send(arg);
-	return NULL;
-}
-
 /* 1. */
 Test(protocol, concurrent_duplicates_run_once, .init = start_default,
     .fini = stop)

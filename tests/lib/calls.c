@@ -88,7 +88,7 @@ call_one(const char *addr, const char *path, const char *key,
 	return c;
 }
 
-static void *
+void *
 call_thread(void *arg)
 {
 	call_send(arg);

@@ -25,6 +25,8 @@ call call_make(const char *addr, const char *path, const char *key,
     const char *body);
 /* Sends c and fills its results. */
 void call_send(call *c);
+/* call_send for pthread_create: arg is a call *. */
+void *call_thread(void *arg);
 /* call_make and call_send. */
 call call_one(const char *addr, const char *path, const char *key,
     const char *body);

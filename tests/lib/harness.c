@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -254,6 +255,34 @@ count_lines(const harness *h, const char *path, const char *key)
 		    line[plen + 1 + klen] == ' ')))
 			n++;
 	free(all);
+	return n;
+}
+
+int
+harness_workers(const harness *h, int *pids, int max)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *d;
+	int n = 0;
+
+	while (proc != NULL && n < max && (d = readdir(proc)) != NULL) {
+		char path[300], buf[512], *p;
+		FILE *fp;
+		long ppid;
+
+		if (d->d_name[0] < '1' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", d->d_name);
+		if ((fp = fopen(path, "r")) == NULL)
+			continue;
+		if (fgets(buf, sizeof(buf), fp) != NULL &&
+		    (p = strrchr(buf, ')')) != NULL &&
+		    sscanf(p + 2, "%*c %ld", &ppid) == 1 && ppid == h->pid)
+			pids[n++] = atoi(d->d_name);
+		fclose(fp);
+	}
+	if (proc != NULL)
+		closedir(proc);
 	return n;
 }
 

@@ -50,6 +50,10 @@ const char *harness_head_find(const char *head, const char *name);
  * or -1 on timeout, after SIGKILL), and removes the directory. */
 int harness_stop(harness *h);
 
+/* The worker processes of h's master (up to max) into pids; returns how
+ * many. */
+int harness_workers(const harness *h, int *pids, int max);
+
 /* A whole node dies: SIGKILL to the master and every worker at once. */
 void harness_kill(harness *h);
 

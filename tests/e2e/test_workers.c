@@ -1,0 +1,275 @@
+/*
+ * test_workers.c - the process model: worker crashes, restarts, reloads,
+ * lease renewal through the database.  A private MariaDB for the program.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+
+#include "calls.h"
+#include "harness.h"
+#include "mariadb.h"
+
+static mariadb db;
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+	if (mariadb_start(&db) != 0) {
+		fprintf(stderr, "cannot start MariaDB\n");
+		exit(1);
+	}
+	mariadb_to_env(&db);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+	mariadb_destroy(&db);
+}
+
+/* Starts an instance; mysql selects the store. */
+static void
+start(harness *h, int mysql, const char *server, const char *idem)
+{
+	char rest[1500], my[600] = "";
+	mariadb m;
+
+	if (mysql) {
+		cr_assert_eq(mariadb_from_env(&m), 0);
+		mariadb_conf(&m, my, sizeof(my));
+	}
+	snprintf(rest, sizeof(rest), "[idempotency]\nstore = %s\n%s\n%s",
+	    mysql ? "mysql" : "memory", idem != NULL ? idem : "", my);
+	cr_assert_eq(harness_start(h, server, rest), 0);
+}
+
+static const char *
+k(const char *name)
+{
+	static char buf[4][64];
+	static int i;
+	char *out = buf[i++ % 4];
+
+	snprintf(out, 64, "%s-%ld", name, (long)getpid());
+	return out;
+}
+
+/* Retries c until it is not a 409 in flight, a 503 or a failed
+ * connection, for up to 300 tries 20 ms apart. */
+static void
+until_final(call *c)
+{
+	int i;
+
+	for (i = 0; i < 300; i++) {
+		call_send(c);
+		if (c->status != -1 && c->status != 503 && !(c->status == 409 &&
+		    strcmp(c->code, "IDEMPOTENCY_IN_FLIGHT") == 0))
+			return;
+		call_sleep(20);
+	}
+}
+
+/* A handler crashes its worker; the retry runs again, long before
+ * inflight-ttl (60 s here) could free the key. */
+static void
+crash_then_retry(int mysql)
+{
+	harness h;
+	call c;
+	const char *key = k(mysql ? "crash-my" : "crash-mem");
+
+	start(&h, mysql, mysql ? "workers = 2" : NULL, "inflight-ttl = 60s");
+	c = call_one(h.addr, "/testkit/crash-once", key, NULL);
+	cr_expect_eq(c.status, -1, "the worker should have died");
+	c = call_make(h.addr, "/testkit/crash-once", key, NULL);
+	until_final(&c);
+	cr_expect_eq(c.status, 201, "%d %s", c.status, c.body_out);
+	cr_expect_str_eq(c.replayed, "");
+	cr_expect_eq(harness_count_key(&h, "/testkit/crash-once", key), 1);
+	cr_expect(harness_logged(&h, "died (killed by signal 6)"));
+	if (mysql)
+		cr_expect(harness_logged(&h, "released 1 reservation(s) of dead "
+		    "worker"));
+	/* and the answer now stays */
+	c = call_one(h.addr, "/testkit/crash-once", key, NULL);
+	cr_expect_str_eq(c.replayed, "true");
+	cr_expect_eq(harness_stop(&h), 0);
+}
+
+Test(workers, crash_then_retry_memory)
+{
+	crash_then_retry(0);
+}
+
+Test(workers, crash_then_retry_mysql)
+{
+	crash_then_retry(1);
+}
+
+/* kill -9 of a worker: the master starts another; service goes on. */
+Test(workers, killed_worker_restarted)
+{
+	harness h;
+	int before[8], after[8], nb, na, i, tries;
+	call c;
+
+	start(&h, 1, "workers = 2", NULL);
+	nb = harness_workers(&h, before, 8);
+	cr_assert_eq(nb, 2);
+	kill(before[0], SIGKILL);
+	for (tries = 0; tries < 100; tries++) {
+		na = harness_workers(&h, after, 8);
+		if (na == 2 && after[0] != before[0] && after[1] != before[0])
+			break;
+		call_sleep(50);
+	}
+	cr_expect_lt(tries, 100, "no worker replaced the killed one");
+	for (i = 0; i < 10; i++) {
+		c = call_one(h.addr, "/testkit/echo", k("after-kill") , NULL);
+		cr_expect(c.status == 201, "%d", c.status);
+	}
+	cr_expect(harness_logged(&h, "killed by signal 9"));
+	cr_expect_eq(harness_stop(&h), 0);
+}
+
+typedef struct stream {
+	const char *addr;
+	int id, n, ok, failed;
+} stream;
+
+/* Sends n requests one after another, each with its own key. */
+static void *
+stream_thread(void *arg)
+{
+	stream *s = arg;
+	char key[64];
+	int i;
+
+	for (i = 0; i < s->n; i++) {
+		call c;
+		snprintf(key, sizeof(key), "hup-%ld-%d-%d", (long)getpid(), s->id,
+		    i);
+		c = call_one(s->addr, "/testkit/sleep/10", key, NULL);
+		if (c.status == 201 && c.replayed[0] == '\0')
+			s->ok++;
+		else
+			s->failed++;
+	}
+	return NULL;
+}
+
+/* SIGHUP replaces the workers without dropping a request, in flight or
+ * arriving. */
+static void
+reload_drops_nothing(int mysql)
+{
+	harness h;
+	stream s[3];
+	pthread_t t[3];
+	call slow;
+	pthread_t ts;
+	int i, before[8], after[8], nb, na;
+
+	start(&h, mysql, mysql ? "workers = 2" : NULL, NULL);
+	nb = harness_workers(&h, before, 8);
+	slow = call_make(h.addr, "/testkit/sleep/800", k("hup-slow"), NULL);
+	pthread_create(&ts, NULL, call_thread, &slow);
+	for (i = 0; i < 3; i++) {
+		s[i].addr = h.addr;
+		s[i].id = i;
+		s[i].n = 60;
+		s[i].ok = s[i].failed = 0;
+		pthread_create(&t[i], NULL, stream_thread, &s[i]);
+	}
+	call_sleep(200);
+	kill(h.pid, SIGHUP);
+	call_sleep(300);
+	kill(h.pid, SIGHUP);
+	for (i = 0; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		cr_expect_eq(s[i].ok, 60, "stream %d: %d failed", i, s[i].failed);
+	}
+	pthread_join(ts, NULL);
+	cr_expect_eq(slow.status, 201, "the request in flight: %d", slow.status);
+	/* the old generation exits once it has drained */
+	for (i = 0; i < 100; i++) {
+		na = harness_workers(&h, after, 8);
+		if (na == nb)
+			break;
+		call_sleep(50);
+	}
+	cr_expect_eq(na, nb);
+	for (i = 0; i < na; i++) {
+		int j;
+		for (j = 0; j < nb; j++)
+			cr_expect_neq(after[i], before[j], "worker %d was not "
+			    "replaced", before[j]);
+	}
+	cr_expect(harness_logged(&h, "reloaded"));
+	cr_expect_eq(harness_stop(&h), 0);
+}
+
+Test(workers, reload_drops_nothing_memory, .timeout = 60)
+{
+	reload_drops_nothing(0);
+}
+
+Test(workers, reload_drops_nothing_mysql, .timeout = 60)
+{
+	reload_drops_nothing(1);
+}
+
+/* A bad config on SIGHUP changes nothing. */
+Test(workers, bad_reload_keeps_workers)
+{
+	harness h;
+	int before[8], after[8];
+	FILE *fp;
+	call c;
+
+	start(&h, 0, NULL, NULL);
+	cr_assert_eq(harness_workers(&h, before, 8), 1);
+	fp = fopen(h.conf, "a");
+	fputs("\n[server]\nthreads = many\n", fp);
+	fclose(fp);
+	kill(h.pid, SIGHUP);
+	call_sleep(300);
+	cr_expect(harness_logged(&h, "not reloaded"));
+	cr_assert_eq(harness_workers(&h, after, 8), 1);
+	cr_expect_eq(after[0], before[0]);
+	c = call_one(h.addr, "/testkit/echo", k("after-bad"), NULL);
+	cr_expect_eq(c.status, 201);
+	cr_expect_eq(harness_stop(&h), 0);
+}
+
+/* A live handler that runs 3 x inflight-ttl is not taken over: its lease
+ * is renewed in the database. */
+Test(workers, slow_handler_keeps_its_lease_in_mysql)
+{
+	harness h;
+	call first, dup;
+	pthread_t t;
+	const char *key = k("slow-my");
+
+	start(&h, 1, "workers = 2", "inflight-ttl = 1s");
+	first = call_make(h.addr, "/testkit/sleep/3000", key, NULL);
+	pthread_create(&t, NULL, call_thread, &first);
+	call_sleep(1500);
+	dup = call_one(h.addr, "/testkit/sleep/3000", key, NULL);
+	cr_expect_eq(dup.status, 409);
+	cr_expect_str_eq(dup.code, "IDEMPOTENCY_IN_FLIGHT");
+	call_sleep(1000);
+	dup = call_one(h.addr, "/testkit/sleep/3000", key, NULL);
+	cr_expect_eq(dup.status, 409);
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 201);
+	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/3000", key), 1);
+	cr_expect(!harness_logged(&h, "took over"));
+	cr_expect_eq(harness_stop(&h), 0);
+}
