@@ -29,12 +29,65 @@ add_ms(struct timespec *ts, uint64_t ms)
 	}
 }
 
+/* Most RELEASE and COMMIT jobs kept for a store that is away. */
+#define MAX_BACKLOG 10000
+
+/* Runs one job of l (a copy taken under the lock).  Returns 1 when the job
+ * is finished and l can go, 0 to keep it for the next round. */
+static int
+run_job(idem_middleware *mw, idem_lease *l)
+{
+	idem_err err;
+
+	switch (l->job) {
+	case IDEM_LEASE_RELEASE:
+		err = idem_store_release(mw->store, &l->key, l->owner);
+		if (err == IDEM_OK)
+			idem_log(NULL, IDEM_LOG_INFO, "key %s: released after the "
+			    "store came back", l->keyhash);
+		return err != IDEM_ERR_STORE;
+	case IDEM_LEASE_COMMIT:
+		err = idem_store_commit(mw->store, &l->key, l->owner, &l->answer,
+		    mw->cfg->lifetime);
+		if (err == IDEM_OK)
+			idem_log(NULL, IDEM_LOG_INFO, "key %s: answer stored after "
+			    "the store came back", l->keyhash);
+		else if (err == IDEM_ERR_NOT_FOUND)
+			idem_log(NULL, IDEM_LOG_WARN, "key %s: answer never stored: "
+			    "the reservation was taken over while the store was "
+			    "away; a retry ran again", l->keyhash);
+		if (err != IDEM_ERR_STORE)
+			return 1;
+		break;
+	case IDEM_LEASE_RENEW:
+		break;
+	}
+	err = idem_store_renew(mw->store, &l->key, l->owner);
+	if (err == IDEM_ERR_NOT_FOUND)
+		l->lost = 1;
+	else if (err != IDEM_OK)
+		idem_log(NULL, IDEM_LOG_WARN, "lease renewal of key %s: %s",
+		    l->keyhash, idem_strerror(err));
+	return 0;
+}
+
+/* Frees a lease and what it owns. */
+static void
+lease_free(idem_lease *l)
+{
+	idem_stored_response_clear(&l->answer);
+	free(l);
+}
+
 /*
- * The renewal thread: every inflight-ttl/3, renews the lease of every
- * reservation a handler of this process holds.  A renewal the store refuses
- * means the reservation was taken over (this process stalled for longer
- * than inflight-ttl): the lease is marked lost, and the handler's commit
- * will be refused (fencing).
+ * The lease thread: every inflight-ttl/3, renews the lease of every
+ * reservation a handler of this process holds, so a live handler is never
+ * taken over; and retries the commits and releases that met a store
+ * outage, so the keys they hold come free (or get their answer) soon after
+ * the store is back instead of after inflight-ttl.  A renewal the store
+ * refuses means the reservation was taken over (this process stalled for
+ * longer than inflight-ttl): the lease is marked lost, and the handler's
+ * commit will be refused (fencing).
  */
 static void *
 renewer(void *arg)
@@ -48,7 +101,8 @@ renewer(void *arg)
 	pthread_mutex_lock(&mw->lock);
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	while (!mw->stopping) {
-		idem_lease *l, *copy = NULL;
+		idem_lease *l, *tmp, *copy = NULL;
+		unsigned char *done = NULL;
 		size_t n = 0, i;
 
 		add_ms(&next, period);
@@ -58,35 +112,43 @@ renewer(void *arg)
 		if (mw->stopping)
 			break;
 		DL_COUNT(mw->leases, l, n);
-		if (n == 0 || (copy = calloc(n, sizeof(*copy))) == NULL)
+		if (n == 0 || (copy = calloc(n, sizeof(*copy))) == NULL ||
+		    (done = calloc(n, 1)) == NULL) {
+			free(copy);
 			continue;
+		}
+		/* shallow copies: the answers stay with the list, which only
+		 * this thread shortens for COMMIT and RELEASE jobs */
 		i = 0;
 		DL_FOREACH(mw->leases, l)
 			copy[i++] = *l;
 		pthread_mutex_unlock(&mw->lock);
-		for (i = 0; i < n; i++) {
-			idem_err err = idem_store_renew(mw->store, &copy[i].key,
-			    copy[i].owner);
-			if (err == IDEM_ERR_NOT_FOUND)
-				copy[i].lost = 1;
-			else if (err != IDEM_OK)
-				idem_log(NULL, IDEM_LOG_WARN, "lease renewal of key "
-				    "%s: %s", copy[i].keyhash, idem_strerror(err));
-		}
+		for (i = 0; i < n; i++)
+			done[i] = (unsigned char)run_job(mw, &copy[i]);
 		pthread_mutex_lock(&mw->lock);
-		for (i = 0; i < n; i++) {
-			if (!copy[i].lost)
-				continue;
-			DL_FOREACH(mw->leases, l)
-				if (strcmp(l->owner, copy[i].owner) == 0 && !l->lost) {
+		for (i = 0; i < n; i++)
+			DL_FOREACH_SAFE(mw->leases, l, tmp) {
+				if (strcmp(l->owner, copy[i].owner) != 0)
+					continue;
+				if (copy[i].lost && !l->lost) {
 					l->lost = 1;
 					idem_log(NULL, IDEM_LOG_WARN, "lease of key %s "
 					    "(owner %s) was lost: the reservation was "
 					    "taken over; this handler's answer will not "
 					    "be stored", l->keyhash, l->owner);
 				}
-		}
+				if (done[i] && l->job != IDEM_LEASE_RENEW) {
+					DL_DELETE(mw->leases, l);
+					mw->backlog--;
+					lease_free(l);
+				} else if (copy[i].lost && l->job != IDEM_LEASE_RENEW) {
+					DL_DELETE(mw->leases, l);
+					mw->backlog--;
+					lease_free(l);
+				}
+			}
 		free(copy);
+		free(done);
 	}
 	pthread_mutex_unlock(&mw->lock);
 	return NULL;
@@ -145,9 +207,13 @@ idem_middleware_free(idem_middleware *mw)
 		pthread_mutex_unlock(&mw->lock);
 		pthread_join(mw->renewer, NULL);
 	}
+	if (mw->backlog > 0)
+		idem_log(NULL, IDEM_LOG_WARN, "%u commit(s) or release(s) still "
+		    "waiting for the store are dropped: their keys free after "
+		    "inflight-ttl", mw->backlog);
 	DL_FOREACH_SAFE(mw->leases, l, tmp) {
 		DL_DELETE(mw->leases, l);
-		free(l);
+		lease_free(l);
 	}
 	pthread_cond_destroy(&mw->wake);
 	pthread_mutex_destroy(&mw->lock);
@@ -155,20 +221,35 @@ idem_middleware_free(idem_middleware *mw)
 	free(mw);
 }
 
-/* Registers a reservation for renewal; NULL when out of memory (then it is
- * simply not renewed). */
+/* Registers a reservation with the lease thread: to renew while its
+ * handler runs, or to release or commit (answer copied) once the store is
+ * back.  Returns the lease (NULL when out of memory or, for the store
+ * outage jobs, over MAX_BACKLOG: then the key frees after inflight-ttl). */
 static idem_lease *
-lease_add(idem_middleware *mw, const idem_store_key *sk, const char *owner,
-    const char *keyhash)
+lease_add(idem_middleware *mw, idem_lease_job job, const idem_store_key *sk,
+    const char *owner, const char *keyhash, const idem_stored_response *ans)
 {
 	idem_lease *l = calloc(1, sizeof(*l));
 
 	if (l == NULL)
 		return NULL;
+	l->job = job;
 	l->key = *sk;
 	snprintf(l->owner, sizeof(l->owner), "%s", owner);
 	memcpy(l->keyhash, keyhash, sizeof(l->keyhash));
+	if (ans != NULL && idem_stored_response_copy(&l->answer, ans) != IDEM_OK) {
+		free(l);
+		return NULL;
+	}
 	pthread_mutex_lock(&mw->lock);
+	if (job != IDEM_LEASE_RENEW) {
+		if (mw->backlog >= MAX_BACKLOG) {
+			pthread_mutex_unlock(&mw->lock);
+			lease_free(l);
+			return NULL;
+		}
+		mw->backlog++;
+	}
 	DL_APPEND(mw->leases, l);
 	pthread_mutex_unlock(&mw->lock);
 	return l;
@@ -186,7 +267,7 @@ lease_remove(idem_middleware *mw, idem_lease *l)
 	DL_DELETE(mw->leases, l);
 	lost = l->lost;
 	pthread_mutex_unlock(&mw->lock);
-	free(l);
+	lease_free(l);
 	return lost;
 }
 
@@ -381,10 +462,15 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 				    "this request (owner %s) no longer holds its "
 				    "reservation (taken over or released); its "
 				    "answer was not stored", keyhash, owner);
+			else if (err != IDEM_OK && lease_add(mw, IDEM_LEASE_COMMIT,
+			    sk, owner, keyhash, &sr) != NULL)
+				idem_log(req, IDEM_LOG_ERROR, "key %s: commit failed: "
+				    "%s; it is retried in the background while the "
+				    "reservation is held", keyhash, idem_strerror(err));
 			else if (err != IDEM_OK)
 				idem_log(req, IDEM_LOG_ERROR, "key %s: commit failed: "
-				    "%s; a retry may run again", keyhash,
-				    idem_strerror(err));
+				    "%s; a retry after inflight-ttl runs again",
+				    keyhash, idem_strerror(err));
 		}
 		free(sr.headers);
 		if (why == NULL)
@@ -395,6 +481,10 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 		idem_log(req, IDEM_LOG_WARN, "key %s: release refused: this "
 		    "request (owner %s) no longer holds its reservation", keyhash,
 		    owner);
+	else if (err != IDEM_OK && lease_add(mw, IDEM_LEASE_RELEASE, sk, owner,
+	    keyhash, NULL) != NULL)
+		idem_log(req, IDEM_LOG_ERROR, "key %s: release failed: %s; it is "
+		    "retried in the background", keyhash, idem_strerror(err));
 	else if (err != IDEM_OK)
 		idem_log(req, IDEM_LOG_ERROR, "key %s: release failed: %s; "
 		    "retries get 409 until inflight-ttl passes", keyhash,
@@ -456,10 +546,13 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		err = idem_store_reserve(mw->store, &sk, fp, owner,
 		    req->request_id, cfg->inflight_ttl, cfg->lifetime, &rr);
 		if (err != IDEM_OK) {
-			idem_log(req, IDEM_LOG_ERROR, "idempotency store: %s; "
-			    "answered 503, the handler did not run",
+			idem_log(req, IDEM_LOG_ERROR, "key %s: idempotency store: "
+			    "%s; answered 503, the handler did not run", keyhash,
 			    idem_strerror(err));
 			idem_reserve_result_clear(&rr);
+			/* a reservation that reached the store unanswered must
+			 * not hold the key until inflight-ttl */
+			lease_add(mw, IDEM_LEASE_RELEASE, &sk, owner, keyhash, NULL);
 			refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the "
 			    "idempotency store is unavailable; retry later", 1);
 			return;
@@ -503,7 +596,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		    rr.owner, (unsigned long long)rr.lease_age_ms,
 		    (unsigned long long)cfg->inflight_ttl);
 	idem_reserve_result_clear(&rr);
-	lease = lease_add(mw, &sk, owner, keyhash);
+	lease = lease_add(mw, IDEM_LEASE_RENEW, &sk, owner, keyhash, NULL);
 	err = next(req, res);
 	lease_remove(mw, lease);
 	finish(mw, req, &sk, owner, keyhash, res, err);

@@ -18,12 +18,22 @@
 #include "idem_request.h"
 #include "idem_store.h"
 
-/* A reservation a handler of this process is running under. */
+/* What the background thread does for a reservation of this process. */
+typedef enum idem_lease_job {
+	IDEM_LEASE_RENEW = 0,     /* a handler runs under it: keep it alive */
+	IDEM_LEASE_RELEASE,       /* a release (or an unanswered reserve) met a
+	                           * store outage: release it when possible */
+	IDEM_LEASE_COMMIT         /* a commit met a store outage: commit the
+	                           * answer when possible, renewing meanwhile */
+} idem_lease_job;
+
 typedef struct idem_lease {
+	idem_lease_job job;
 	idem_store_key key;
 	char owner[IDEM_OWNER_MAX + 1];
 	char keyhash[17];
 	int lost;                 /* renewal found it taken over */
+	idem_stored_response answer;  /* IDEM_LEASE_COMMIT: owned */
 	struct idem_lease *prev, *next;
 } idem_lease;
 
@@ -39,6 +49,7 @@ typedef struct idem_middleware {
 	int renewing;             /* the thread runs */
 	int stopping;
 	idem_lease *leases;       /* utlist */
+	unsigned backlog;         /* RELEASE and COMMIT jobs queued */
 } idem_middleware;
 
 /* Runs the route's handler on req into res; returns its result. */

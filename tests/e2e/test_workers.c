@@ -48,6 +48,21 @@ start(harness *h, int mysql, const char *server, const char *idem)
 	cr_assert_eq(harness_start(h, server, rest), 0);
 }
 
+/* The workers of h once there are n of them (the master forks them after
+ * its socket is up); returns how many there are after up to 5 s. */
+static int
+workers(harness *h, int *pids, int n)
+{
+	int i, got = 0;
+
+	for (i = 0; i < 100; i++) {
+		if ((got = harness_workers(h, pids, 8)) == n)
+			break;
+		call_sleep(50);
+	}
+	return got;
+}
+
 static const char *
 k(const char *name)
 {
@@ -120,7 +135,7 @@ Test(workers, killed_worker_restarted)
 	call c;
 
 	start(&h, 1, "workers = 2", NULL);
-	nb = harness_workers(&h, before, 8);
+	nb = workers(&h, before, 2);
 	cr_assert_eq(nb, 2);
 	kill(before[0], SIGKILL);
 	for (tries = 0; tries < 100; tries++) {
@@ -177,7 +192,8 @@ reload_drops_nothing(int mysql)
 	int i, before[8], after[8], nb, na;
 
 	start(&h, mysql, mysql ? "workers = 2" : NULL, NULL);
-	nb = harness_workers(&h, before, 8);
+	nb = workers(&h, before, mysql ? 2 : 1);
+	cr_assert_eq(nb, mysql ? 2 : 1);
 	slow = call_make(h.addr, "/testkit/sleep/800", k("hup-slow"), NULL);
 	pthread_create(&ts, NULL, call_thread, &slow);
 	for (i = 0; i < 3; i++) {
@@ -198,12 +214,7 @@ reload_drops_nothing(int mysql)
 	pthread_join(ts, NULL);
 	cr_expect_eq(slow.status, 201, "the request in flight: %d", slow.status);
 	/* the old generation exits once it has drained */
-	for (i = 0; i < 100; i++) {
-		na = harness_workers(&h, after, 8);
-		if (na == nb)
-			break;
-		call_sleep(50);
-	}
+	na = workers(&h, after, nb);
 	cr_expect_eq(na, nb);
 	for (i = 0; i < na; i++) {
 		int j;
@@ -234,7 +245,7 @@ Test(workers, bad_reload_keeps_workers)
 	call c;
 
 	start(&h, 0, NULL, NULL);
-	cr_assert_eq(harness_workers(&h, before, 8), 1);
+	cr_assert_eq(workers(&h, before, 1), 1);
 	fp = fopen(h.conf, "a");
 	fputs("\n[server]\nthreads = many\n", fp);
 	fclose(fp);
