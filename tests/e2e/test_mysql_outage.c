@@ -1,20 +1,39 @@
 /*
  * test_mysql_outage.c - the database goes away under a running idemfcgi and
  * comes back: 503 and no execution while it is away, normal service after,
- * without restarting idemfcgi.  Its own MariaDB, since it stops it.
+ * without restarting idemfcgi.  Each test has a MariaDB of its own, since
+ * it stops, kills or freezes it, and they take turns (one at a time).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "calls.h"
 #include "harness.h"
+#include "idem_key.h"
 #include "mariadb.h"
 
-Test(mysql_outage, stopped_then_started)
+/* One outage at a time: the lock goes with the test's process. */
+static void
+take_turn(void)
+{
+	char path[300];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/outage.lock", harness_builddir());
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0 && flock(fd, LOCK_EX) == 0);
+}
+
+Test(mysql_outage, stopped_then_started, .init = take_turn)
 {
 	mariadb db;
 	harness h;
@@ -56,5 +75,150 @@ Test(mysql_outage, stopped_then_started)
 	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "killed"), 1);
 	cr_expect_eq(kill(h.pid, 0), 0, "idemfcgi died");
 	harness_stop(&h);
+	mariadb_destroy(&db);
+}
+
+typedef struct load {
+	const char *addr;
+	int id;
+	call c[40];
+} load;
+
+/* 40 requests one after another, each with its own key. */
+static void *
+load_thread(void *arg)
+{
+	load *l = arg;
+	char key[64];
+	int i;
+
+	for (i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "load-%d-%d", l->id, i);
+		l->c[i] = call_make(l->addr, "/testkit/sleep/10", strdup(key),
+		    NULL);
+		snprintf(l->c[i].key_header, sizeof(l->c[i].key_header),
+		    "Idempotency-Key: %s", key);
+		call_send(&l->c[i]);
+		call_sleep(5);
+	}
+	return NULL;
+}
+
+/* MariaDB is killed and restarted while requests flow: requests meanwhile
+ * get 503; afterwards every key gets its final answer, and a key runs
+ * twice only when its commit met the outage. */
+Test(mysql_outage, killed_under_load, .init = take_turn, .timeout = 120)
+{
+	mariadb db;
+	harness h;
+	char rest[1000], my[600], key[64], hash[17];
+	unsigned char zero[32] = { 0 };
+	load l[4];
+	pthread_t t[4];
+	char *log;
+	int i, j, tries;
+
+	cr_assert_eq(mariadb_start(&db), 0);
+	mariadb_conf(&db, my, sizeof(my));
+	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
+	    "inflight-ttl = 3s\n%spool-size = 8\n", my);
+	cr_assert_eq(harness_start(&h, "workers = 2\nthreads = 8", rest), 0);
+	for (i = 0; i < 4; i++) {
+		l[i].addr = h.addr;
+		l[i].id = i;
+		pthread_create(&t[i], NULL, load_thread, &l[i]);
+	}
+	call_sleep(150);
+	mariadb_kill(&db);
+	call_sleep(400);
+	cr_assert_eq(mariadb_restart(&db), 0);
+	for (i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	for (i = 0; i < 4; i++)
+		for (j = 0; j < 40; j++) {
+			call *c = &l[i].c[j];
+			cr_expect(c->status == 201 || c->status == 503 ||
+			    c->status == 409, "%d %s", c->status, c->body_out);
+			for (tries = 0; tries < 400 && c->status != 201; tries++) {
+				call_sleep(25);
+				call_send(c);
+			}
+			cr_expect_eq(c->status, 201, "never answered: %d %s",
+			    c->status, c->body_out);
+		}
+	log = harness_slurp(h.stderr_log);
+	for (i = 0; i < 4; i++)
+		for (j = 0; j < 40; j++) {
+			size_t runs;
+			snprintf(key, sizeof(key), "load-%d-%d", i, j);
+			runs = harness_count_key(&h, "/testkit/sleep/10", key);
+			idem_key_hash(zero, key, strlen(key), hash);
+			cr_expect_geq(runs, 1);
+			if (runs > 1)
+				cr_expect(log != NULL && strstr(log, hash) != NULL,
+				    "key %s ran %zu times with nothing logged", key,
+				    runs);
+		}
+	free(log);
+	cr_expect_eq(kill(h.pid, 0), 0, "idemfcgi died");
+	cr_expect_eq(harness_stop(&h), 0);
+	mariadb_destroy(&db);
+}
+
+/* MariaDB frozen (SIGSTOP): a request gets 503 once the timeouts run out,
+ * never hangs; after SIGCONT the same idemfcgi serves again, and the key
+ * whose reserve went unanswered comes free. */
+Test(mysql_outage, frozen_database, .init = take_turn, .timeout = 120)
+{
+	mariadb db;
+	harness h;
+	char rest[1000], my[600], pidfile[300], *pidtext;
+	struct timespec t0, t1;
+	double took;
+	call c;
+	pid_t dbpid;
+	int tries;
+
+	cr_assert_eq(mariadb_start(&db), 0);
+	mariadb_conf(&db, my, sizeof(my));
+	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
+	    "inflight-ttl = 3s\n%s", my);
+	cr_assert_eq(harness_start(&h, "threads = 4", rest), 0);
+	c = call_one(h.addr, "/testkit/echo", "warm", NULL);
+	cr_assert_eq(c.status, 201);
+	snprintf(pidfile, sizeof(pidfile), "%s/pid", db.dir);
+	pidtext = harness_slurp(pidfile);
+	cr_assert_not_null(pidtext);
+	dbpid = (pid_t)atol(pidtext);
+	free(pidtext);
+
+	kill(dbpid, SIGSTOP);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	c = call_one(h.addr, "/testkit/echo", "frozen", NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	took = (double)(t1.tv_sec - t0.tv_sec) +
+	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_log_info("503 after %.1f s (read-timeout 2s, connect-timeout 2s)",
+	    took);
+	cr_expect_eq(c.status, 503, "%d %s", c.status, c.body_out);
+	cr_expect_str_eq(c.code, "IDEMPOTENCY_STORE_UNAVAILABLE");
+	/* bounded by the timeouts (a read, a reconnect), not hung */
+	cr_expect_lt(took, 20.0);
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "frozen"), 0);
+	kill(dbpid, SIGCONT);
+
+	c = call_make(h.addr, "/testkit/echo", "frozen", NULL);
+	for (tries = 0; tries < 400; tries++) {
+		call_send(&c);
+		if (c.status == 201)
+			break;
+		call_sleep(25);
+	}
+	cr_expect_eq(c.status, 201, "after SIGCONT: %d %s", c.status,
+	    c.body_out);
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "frozen"), 1);
+	c = call_one(h.addr, "/testkit/echo", "after", NULL);
+	cr_expect_eq(c.status, 201);
+	cr_expect_eq(harness_stop(&h), 0);
 	mariadb_destroy(&db);
 }

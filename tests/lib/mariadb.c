@@ -31,6 +31,7 @@ int
 mariadb_start(mariadb *m)
 {
 	char args[512];
+	int tries;
 
 	char tmp[200];
 
@@ -44,9 +45,15 @@ mariadb_start(mariadb *m)
 	/* an idemfcgi spawned as www-data reads the password file here */
 	chmod(tmp, 0755);
 	chmod(m->dir, 0755);
-	m->port = harness_free_port();
-	snprintf(args, sizeof(args), "start '%s' %d", m->dir, m->port);
-	return ctl(args) == 0 ? 0 : -1;
+	/* a free port can be taken by another test before MariaDB binds it:
+	 * then try another */
+	for (tries = 0; tries < 3; tries++) {
+		m->port = harness_free_port();
+		snprintf(args, sizeof(args), "start '%s' %d", m->dir, m->port);
+		if (ctl(args) == 0)
+			return 0;
+	}
+	return -1;
 }
 
 int
