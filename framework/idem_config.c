@@ -254,6 +254,11 @@ static const key_def keys[] = {
 	{ "server", "workers", K_UINT, OFF(workers), 1, 256 },
 	{ "server", "threads", K_UINT, OFF(threads), 1, 1024 },
 	{ "server", "max-body", K_SIZE, OFF(max_body), 0, 1ULL << 31 },
+	{ "server", "max-headers", K_UINT, OFF(max_headers), 1, 10000 },
+	{ "server", "max-header-size", K_SIZE, OFF(max_header_size), 64,
+	    1ULL << 20 },
+	{ "server", "max-params-size", K_SIZE, OFF(max_params_size), 1024,
+	    16ULL << 20 },
 	{ "server", "mount", K_SPECIAL, OFF(mount), 0, 0 },
 	{ "server", "plugins", K_SPECIAL, OFF(plugins), 0, 0 },
 	{ "server", "shutdown-grace", K_DURATION, OFF(shutdown_grace), 0,
@@ -799,6 +804,9 @@ idem_config_defaults(idem_config **out)
 	cfg->workers = 1;
 	cfg->threads = 8;
 	cfg->max_body = 1024 * 1024;
+	cfg->max_headers = 100;
+	cfg->max_header_size = 8192;
+	cfg->max_params_size = 65536;
 	cfg->shutdown_grace = 30000;
 	cfg->log_level = IDEM_LOG_INFO;
 	cfg->idem_enabled = 1;

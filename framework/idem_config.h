@@ -49,6 +49,9 @@ typedef struct idem_config {
 	unsigned workers;
 	unsigned threads;
 	uint64_t max_body;             /* bytes */
+	unsigned max_headers;          /* HTTP_* params */
+	uint64_t max_header_size;      /* bytes of one header value */
+	uint64_t max_params_size;      /* bytes of all params */
 	char *mount;                   /* "" or "/prefix" without trailing '/' */
 	char **plugins;                /* NULL-terminated list of paths */
 	size_t nplugins;

@@ -140,11 +140,49 @@ split_path(idem_request *req, const char *path, size_t len, int decode,
 	return IDEM_OK;
 }
 
-idem_err
-idem_request_parse(idem_request *req, char *const *envp, const char *mount,
+/* Checks the params against lim.  Returns 0, or -1 with a 431 in *pb. */
+static int
+check_params(char *const *envp, const idem_request_limits *lim,
     idem_problem *pb)
 {
-	const char *id, *cl, *pi, *uri;
+	uint64_t total = 0;
+	unsigned headers = 0;
+	char *const *p;
+
+	for (p = envp; p != NULL && *p != NULL; p++) {
+		size_t len = strlen(*p);
+		total += len;
+		if (strncmp(*p, "HTTP_", 5) == 0) {
+			const char *eq = strchr(*p, '=');
+			headers++;
+			if (eq != NULL && len - (size_t)(eq + 1 - *p) >
+			    lim->max_header_size) {
+				idem_problem_set(pb, 431, "HEADERS_TOO_LARGE",
+				    "a header is longer than %llu bytes",
+				    (unsigned long long)lim->max_header_size);
+				return -1;
+			}
+		}
+	}
+	if (headers > lim->max_headers) {
+		idem_problem_set(pb, 431, "HEADERS_TOO_LARGE", "more than %u "
+		    "headers", lim->max_headers);
+		return -1;
+	}
+	if (total > lim->max_params_size) {
+		idem_problem_set(pb, 431, "HEADERS_TOO_LARGE", "the request "
+		    "head is larger than %llu bytes",
+		    (unsigned long long)lim->max_params_size);
+		return -1;
+	}
+	return 0;
+}
+
+idem_err
+idem_request_parse(idem_request *req, char *const *envp,
+    const idem_request_limits *lim, idem_problem *pb)
+{
+	const char *id, *cl, *pi, *uri, *mount = lim->mount;
 	size_t mlen = mount != NULL ? strlen(mount) : 0;
 	uint64_t n = 0;
 	size_t len, i;
@@ -160,6 +198,8 @@ idem_request_parse(idem_request *req, char *const *envp, const char *mount,
 		uuid_generate_random(u);
 		uuid_unparse_lower(u, req->request_id);
 	}
+	if (check_params(envp, lim, pb) < 0)
+		return IDEM_ERR_PROTOCOL;
 
 	req->method = idem_request_env(req, "REQUEST_METHOD");
 	if (req->method == NULL || *req->method == '\0') {

@@ -58,14 +58,21 @@ typedef struct idem_problem {
  * error.  Wraps FCGX_GetStr in the server, a buffer in the tests. */
 typedef ssize_t (*idem_read_fn)(void *ctx, char *buf, size_t len);
 
+/* Bounds on what the web server passes, besides the body. */
+typedef struct idem_request_limits {
+	const char *mount;          /* prefix stripped from REQUEST_URI */
+	unsigned max_headers;       /* HTTP_* params */
+	uint64_t max_header_size;   /* bytes of one HTTP_* value */
+	uint64_t max_params_size;   /* bytes of all names and values */
+} idem_request_limits;
+
 /*
- * Fills req from envp (borrowed until idem_request_clear) and mount (the
- * prefix stripped from REQUEST_URI).  Returns IDEM_OK, or IDEM_ERR_PROTOCOL
- * with *pb describing a 400, 414 or 404.  The request id is set even on
- * error.
+ * Fills req from envp (borrowed until idem_request_clear) within lim.
+ * Returns IDEM_OK, or IDEM_ERR_PROTOCOL with *pb describing a 400, 404,
+ * 414 or 431.  The request id is set even on error.
  */
 idem_err idem_request_parse(idem_request *req, char *const *envp,
-    const char *mount, idem_problem *pb);
+    const idem_request_limits *lim, idem_problem *pb);
 
 /*
  * Reads exactly Content-Length bytes with rd.  Returns IDEM_OK;

@@ -163,7 +163,10 @@ idem_service_handle(idem_service *svc, char *const *envp, idem_read_fn rd,
 	char allow[256];
 	idem_err err;
 
-	err = idem_request_parse(req, envp, svc->cfg->mount, &pb);
+	idem_request_limits lim = { svc->cfg->mount, svc->cfg->max_headers,
+	    svc->cfg->max_header_size, svc->cfg->max_params_size };
+
+	err = idem_request_parse(req, envp, &lim, &pb);
 	if (svc->cfg->log_level == IDEM_LOG_DEBUG)
 		idem_log(req, IDEM_LOG_DEBUG, "SCRIPT_NAME=%s PATH_INFO=%s "
 		    "REQUEST_URI=%s -> path %s", env_or_dash(req, "SCRIPT_NAME"),

@@ -16,6 +16,8 @@
 #include "idem_log.h"
 #include "idem_service.h"
 
+static const idem_request_limits test_limits = { "", 100, 8192, 65536 };
+
 /* ------------------------------------------------- the counting handler */
 
 static atomic_int calls;
@@ -495,7 +497,7 @@ Test(mw, in_flight_duplicate)
 
 	setup_with("");
 	/* hold the key as another request with the same fingerprint would */
-	cr_assert_eq(idem_request_parse(&req, env, "", &pb), IDEM_OK);
+	cr_assert_eq(idem_request_parse(&req, env, &test_limits, &pb), IDEM_OK);
 	req.body = strdup("{}");
 	req.body_len = 2;
 	cr_assert_eq(idem_router_match(svc->router, &req, pb.detail,

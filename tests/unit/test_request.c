@@ -36,8 +36,10 @@ static idem_err
 parse(idem_request *req, char *const *env, const char *mount,
     idem_problem *pb)
 {
+	idem_request_limits lim = { mount, 5, 100, 8192 };
+
 	memset(pb, 0, sizeof(*pb));
-	return idem_request_parse(req, env, mount, pb);
+	return idem_request_parse(req, env, &lim, pb);
 }
 
 Test(request, basics)
@@ -355,4 +357,32 @@ Test(response, problem)
 	    "d \"q\"");
 	json_decref(j);
 	idem_response_clear(&res);
+}
+
+Test(request, header_limits)
+{
+	char big[200], huge[9300];
+	char *many[] = { "REQUEST_METHOD=GET", "REQUEST_URI=/", "HTTP_A=1",
+	    "HTTP_B=1", "HTTP_C=1", "HTTP_D=1", "HTTP_E=1", "HTTP_F=1", NULL };
+	char *five[] = { "REQUEST_METHOD=GET", "REQUEST_URI=/", "HTTP_A=1",
+	    "HTTP_B=1", "HTTP_C=1", "HTTP_D=1", "HTTP_E=1", NULL };
+	char *one_big[] = { "REQUEST_METHOD=GET", "REQUEST_URI=/", big, NULL };
+	char *all_big[] = { "REQUEST_METHOD=GET", "REQUEST_URI=/", huge, NULL };
+	idem_request req;
+	idem_problem pb;
+
+	snprintf(big, sizeof(big), "HTTP_X_BIG=%0150d", 1);
+	snprintf(huge, sizeof(huge), "SERVER_THING=%09000d", 1);
+	cr_expect_eq(parse(&req, many, "", &pb), IDEM_ERR_PROTOCOL);
+	cr_expect_eq(pb.status, 431);
+	cr_expect_str_eq(pb.code, "HEADERS_TOO_LARGE");
+	idem_request_clear(&req);
+	cr_expect_eq(parse(&req, five, "", &pb), IDEM_OK);
+	idem_request_clear(&req);
+	cr_expect_eq(parse(&req, one_big, "", &pb), IDEM_ERR_PROTOCOL);
+	cr_expect_eq(pb.status, 431);
+	idem_request_clear(&req);
+	cr_expect_eq(parse(&req, all_big, "", &pb), IDEM_ERR_PROTOCOL);
+	cr_expect_eq(pb.status, 431);
+	idem_request_clear(&req);
 }

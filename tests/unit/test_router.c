@@ -8,6 +8,8 @@
 
 #include "idem_router.h"
 
+static const idem_request_limits test_limits = { "", 100, 8192, 65536 };
+
 static idem_err
 h1(const idem_request *req, idem_response *res, void *data)
 {
@@ -26,7 +28,7 @@ make_request(idem_request *req, char **env, const char *method,
 	env[1] = malloc(strlen(uri) + 16);
 	sprintf(env[1], "REQUEST_URI=%s", uri);
 	env[2] = NULL;
-	cr_assert_eq(idem_request_parse(req, env, "", &pb), IDEM_OK, "%s",
+	cr_assert_eq(idem_request_parse(req, env, &test_limits, &pb), IDEM_OK, "%s",
 	    pb.detail);
 }
 
