@@ -89,6 +89,8 @@ split_path(idem_request *req, const char *path, size_t len, int decode,
 		idem_problem_set(pb, 500, "OUT_OF_MEMORY", "out of memory");
 		return IDEM_ERR_NOMEM;
 	}
+	/* a refused path is logged as given so far, never unterminated */
+	req->path[0] = '\0';
 	out = req->segbuf;
 	req->nsegs = 0;
 	i = 1; /* skip the leading '/' */

@@ -386,3 +386,16 @@ Test(request, header_limits)
 	cr_expect_eq(pb.status, 431);
 	idem_request_clear(&req);
 }
+
+/* A path refused halfway is still a string (the access log prints it). */
+Test(request, refused_path_is_terminated)
+{
+	char *env[] = { "REQUEST_METHOD=GET", "REQUEST_URI=/abc/de%00f", NULL };
+	idem_request req;
+	idem_problem pb;
+
+	cr_expect_eq(parse(&req, env, "", &pb), IDEM_ERR_PROTOCOL);
+	cr_assert_not_null(req.path);
+	cr_expect_lt(strlen(req.path), 20);
+	idem_request_clear(&req);
+}
