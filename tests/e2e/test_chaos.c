@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
-#include <criterion/hooks.h>
 
 #include "calls.h"
 #include "harness.h"
@@ -28,24 +27,9 @@
 #define ROUND_KEYS 20
 #define MAX_KILLS 8
 
-static mariadb db;
 static harness node[2];
 static volatile int running;
 static int kills;
-
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-	if (mariadb_start(&db) != 0) {
-		fprintf(stderr, "cannot start MariaDB\n");
-		exit(1);
-	}
-	mariadb_to_env(&db);
-}
-
-ReportHook(POST_ALL)(struct criterion_global_stats *stats)
-{
-	mariadb_destroy(&db);
-}
 
 /* Kills a random worker of a random node every 120 ms. */
 static void *

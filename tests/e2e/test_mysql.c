@@ -10,27 +10,10 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
-#include <criterion/hooks.h>
 
 #include "calls.h"
 #include "harness.h"
 #include "mariadb.h"
-
-static mariadb db;
-
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-	if (mariadb_start(&db) != 0) {
-		fprintf(stderr, "cannot start MariaDB\n");
-		exit(1);
-	}
-	mariadb_to_env(&db);
-}
-
-ReportHook(POST_ALL)(struct criterion_global_stats *stats)
-{
-	mariadb_destroy(&db);
-}
 
 /* Starts an instance on the shared MariaDB with server_extra under
  * [server], idem under [idempotency]; log NULL: its own testkit log.  The

@@ -12,29 +12,12 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
-#include <criterion/hooks.h>
 #include <criterion/parameterized.h>
 #include <jansson.h>
 
 #include "http.h"
 #include "mariadb.h"
 #include "websrv.h"
-
-static mariadb db;
-
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-	if (mariadb_start(&db) != 0) {
-		fprintf(stderr, "cannot start MariaDB\n");
-		exit(1);
-	}
-	mariadb_to_env(&db);
-}
-
-ReportHook(POST_ALL)(struct criterion_global_stats *stats)
-{
-	mariadb_destroy(&db);
-}
 
 typedef struct setup {
 	websrv_kind kind;

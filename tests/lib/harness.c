@@ -22,6 +22,22 @@
 
 #include "harness.h"
 
+ssize_t
+harness_read_body(void *ctx, char *buf, size_t len)
+{
+	harness_body *b = ctx;
+	size_t n = b->len - b->pos;
+
+	b->calls++;
+	if (n > len)
+		n = len;
+	if (b->chunk > 0 && n > b->chunk)
+		n = b->chunk;
+	memcpy(buf, b->data + b->pos, n);
+	b->pos += n;
+	return (ssize_t)n;
+}
+
 int
 harness_free_port(void)
 {

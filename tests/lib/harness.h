@@ -18,6 +18,15 @@ typedef struct harness {
 	pid_t pid;
 } harness;
 
+/* A body in memory for idem_request_read_body (an idem_read_fn): reads at
+ * most chunk bytes a call (0: no limit) and counts the calls. */
+typedef struct harness_body {
+	const char *data;
+	size_t len, pos, chunk;
+	int calls;
+} harness_body;
+ssize_t harness_read_body(void *ctx, char *buf, size_t len);
+
 /* A free loopback TCP port (bound, then released). */
 int harness_free_port(void);
 

@@ -169,22 +169,6 @@ typedef struct reply {
 	char retry_after[16];
 } reply;
 
-typedef struct body_reader {
-	const char *data;
-	size_t len, pos;
-} body_reader;
-
-static ssize_t
-read_body(void *ctx, char *buf, size_t len)
-{
-	body_reader *r = ctx;
-	size_t n = r->len - r->pos < len ? r->len - r->pos : len;
-
-	memcpy(buf, r->data + r->pos, n);
-	r->pos += n;
-	return (ssize_t)n;
-}
-
 static void
 header_copy(char *dst, size_t size, const idem_response *res,
     const char *name)
@@ -202,7 +186,7 @@ post(const char *uri, const char *body, const char *p1, const char *p2)
 	const char *qs = strchr(uri, '?');
 	char *env[] = { "REQUEST_METHOD=POST", u, q, cl, (char *)p1,
 	    (char *)p2, NULL };
-	body_reader r = { body, strlen(body), 0 };
+	harness_body r = { body, strlen(body), 0, 0, 0 };
 	idem_request req;
 	idem_response res;
 	reply out;
@@ -213,7 +197,7 @@ post(const char *uri, const char *body, const char *p1, const char *p2)
 	if (p1 == NULL)
 		env[4] = NULL;
 	idem_response_init(&res);
-	idem_service_handle(svc, env, read_body, &r, &req, &res);
+	idem_service_handle(svc, env, harness_read_body, &r, &req, &res);
 	memset(&out, 0, sizeof(out));
 	out.status = res.status;
 	snprintf(out.body, sizeof(out.body), "%.*s", (int)res.len,

@@ -115,22 +115,6 @@ Test(plugin, its_config_section)
 
 /* ------------------------------------------------ the middleware chain */
 
-typedef struct body_reader {
-	const char *data;
-	size_t len, pos;
-} body_reader;
-
-static ssize_t
-read_body(void *ctx, char *buf, size_t len)
-{
-	body_reader *r = ctx;
-	size_t n = r->len - r->pos < len ? r->len - r->pos : len;
-
-	memcpy(buf, r->data + r->pos, n);
-	r->pos += n;
-	return (ssize_t)n;
-}
-
 static idem_service *svc;
 static char logpath[] = "/tmp/idemfcgi-unit-XXXXXX";
 
@@ -164,7 +148,7 @@ call(const char *method, const char *uri, const char *body,
 {
 	char m[64], u[512], cl[64];
 	char *env[] = { m, u, cl, NULL };
-	body_reader r = { body, body != NULL ? strlen(body) : 0, 0 };
+	harness_body r = { body, body != NULL ? strlen(body) : 0, 0, 0, 0 };
 	idem_request req;
 	idem_response res;
 	const char *t;
@@ -174,7 +158,7 @@ call(const char *method, const char *uri, const char *body,
 	snprintf(u, sizeof(u), "REQUEST_URI=%s", uri);
 	snprintf(cl, sizeof(cl), "CONTENT_LENGTH=%zu", r.len);
 	idem_response_init(&res);
-	idem_service_handle(svc, env, read_body, &r, &req, &res);
+	idem_service_handle(svc, env, harness_read_body, &r, &req, &res);
 	status = res.status;
 	*out = strndup(res.body != NULL ? res.body : "", res.len);
 	t = idem_response_get_header(&res, "Content-Type");

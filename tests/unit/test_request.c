@@ -6,31 +6,11 @@
 
 #include <criterion/criterion.h>
 
+#include "harness.h"
 #include "idem_request.h"
 
-typedef struct reader {
-	const char *data;
-	size_t len;
-	size_t pos;
-	int calls;
-} reader;
-
-/* idem_read_fn over a string, a few bytes at a time. */
-static ssize_t
-read_str(void *ctx, char *buf, size_t len)
-{
-	reader *r = ctx;
-	size_t n = r->len - r->pos;
-
-	r->calls++;
-	if (n > len)
-		n = len;
-	if (n > 7)
-		n = 7; /* short reads must be handled */
-	memcpy(buf, r->data + r->pos, n);
-	r->pos += n;
-	return (ssize_t)n;
-}
+/* Bodies come 7 bytes a read: short reads must be handled. */
+#define read_str harness_read_body
 
 static idem_err
 parse(idem_request *req, char *const *env, const char *mount,
@@ -211,7 +191,7 @@ Test(body, exact_length)
 {
 	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/",
 	    "CONTENT_LENGTH=20", NULL };
-	reader r = { "0123456789abcdefghijEXTRA", 25, 0, 0 };
+	harness_body r = { "0123456789abcdefghijEXTRA", 25, 0, 7, 0 };
 	idem_request req;
 	idem_problem pb;
 	size_t len;
@@ -229,7 +209,7 @@ Test(body, content_length_lies)
 {
 	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/",
 	    "CONTENT_LENGTH=100", NULL };
-	reader r = { "short", 5, 0, 0 };
+	harness_body r = { "short", 5, 0, 7, 0 };
 	idem_request req;
 	idem_problem pb;
 
@@ -245,7 +225,7 @@ Test(body, too_large_is_not_read)
 {
 	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/",
 	    "CONTENT_LENGTH=1025", NULL };
-	reader r = { "x", 1, 0, 0 };
+	harness_body r = { "x", 1, 0, 7, 0 };
 	idem_request req;
 	idem_problem pb;
 
@@ -262,7 +242,7 @@ Test(body, too_large_is_not_read)
 Test(body, none)
 {
 	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/", NULL };
-	reader r = { "", 0, 0, 0 };
+	harness_body r = { "", 0, 0, 7, 0 };
 	idem_request req;
 	idem_problem pb;
 	size_t len = 9;

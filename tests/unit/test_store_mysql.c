@@ -7,28 +7,11 @@
 #include <string.h>
 
 #include <criterion/criterion.h>
-#include <criterion/hooks.h>
 
 #include "idem_config.h"
 #include "idem_log.h"
 #include "mariadb.h"
 #include "store_suite.h"
-
-static mariadb db;
-
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-	if (mariadb_start(&db) != 0) {
-		fprintf(stderr, "cannot start MariaDB\n");
-		exit(1);
-	}
-	mariadb_to_env(&db);
-}
-
-ReportHook(POST_ALL)(struct criterion_global_stats *stats)
-{
-	mariadb_destroy(&db);
-}
 
 /* The config of the shared server, with pool size. */
 static idem_config *
