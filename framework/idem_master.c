@@ -13,13 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <uuid.h>
-
 #include "idem_key.h"
 #include "idem_log.h"
 #include "idem_master.h"
 #include "idem_server.h"
 #include "idem_service.h"
+#include "idem_time.h"
 
 #define MAX_WORKERS 512          /* two generations during a reload */
 #define EXIT_STARTUP 3           /* a worker that could not start */
@@ -43,15 +42,6 @@ typedef struct master {
 	int stopping;
 	int status;                  /* exit status so far */
 } master;
-
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* The body of a worker process.  Returns its exit status. */
 static int
@@ -80,20 +70,15 @@ worker_main(master *m, const char *instance)
 static int
 spawn(master *m)
 {
-	unsigned char r[8];
 	char instance[17];
-	uuid_t u;
 	pid_t pid;
-	int i, j;
+	int i;
 
 	for (i = 0; i < MAX_WORKERS && m->w[i].pid != 0; i++)
 		;
 	if (i == MAX_WORKERS)
 		return -1;
-	uuid_generate_random(u);
-	memcpy(r, u, sizeof(r));
-	for (j = 0; j < 8; j++)
-		snprintf(instance + 2 * j, 3, "%02x", r[j]);
+	idem_random_id(instance);
 	if ((pid = fork()) < 0) {
 		idem_log(NULL, IDEM_LOG_ERROR, "fork: %s", strerror(errno));
 		return -1;
@@ -102,7 +87,7 @@ spawn(master *m)
 		_exit(worker_main(m, instance));
 	m->w[i].pid = pid;
 	m->w[i].old = 0;
-	m->w[i].started = now_ms();
+	m->w[i].started = idem_now_ms();
 	memcpy(m->w[i].instance, instance, sizeof(instance));
 	idem_log(NULL, IDEM_LOG_INFO, "worker %ld started (instance %s)",
 	    (long)pid, instance);
@@ -190,26 +175,26 @@ reap(master *m)
 			continue;
 		}
 		/* died while it should be serving */
-		if (now_ms() - w.started < 5000)
+		if (idem_now_ms() - w.started < 5000)
 			m->failures++;
 		else
 			m->failures = 0;
 		release_dead(m, &w);
 		m->pending++;
 		if (m->failures == 0) {
-			m->restart_at = now_ms();
+			m->restart_at = idem_now_ms();
 		} else {
 			uint64_t delay = 100ULL << (m->failures > 7 ? 7 :
 			    m->failures - 1);
 			if (delay > 10000)
 				delay = 10000;
-			m->restart_at = now_ms() + delay;
+			m->restart_at = idem_now_ms() + delay;
 		}
 		idem_log(NULL, IDEM_LOG_ERROR, "worker %ld died (%s)%s; "
 		    "restarting it in %llu ms", (long)pid, how,
 		    WIFEXITED(status) && WEXITSTATUS(status) == EXIT_STARTUP ?
 		    " at start-up" : "",
-		    (unsigned long long)(m->restart_at - now_ms()));
+		    (unsigned long long)(m->restart_at - idem_now_ms()));
 	}
 }
 
@@ -300,13 +285,13 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 	for (i = 0; i < cfg->workers; i++)
 		if (spawn(m) != 0) {
 			m->pending++;
-			m->restart_at = now_ms() + 1000;
+			m->restart_at = idem_now_ms() + 1000;
 		}
 	idem_log(NULL, IDEM_LOG_INFO, "master %ld: %u worker(s) x %u "
 	    "thread(s)", (long)getpid(), cfg->workers, cfg->threads);
 	for (;;) {
 		struct timespec wait = { 0, 0 };
-		uint64_t now = now_ms(), until = 1000;
+		uint64_t now = idem_now_ms(), until = 1000;
 		int sig;
 
 		reap(m);
@@ -338,7 +323,7 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 				    "worker(s)", sig == SIGTERM ? "SIGTERM" :
 				    "SIGINT", alive(m));
 			m->stopping = 1;
-			deadline = now_ms() + m->cfg->shutdown_grace + 5000;
+			deadline = idem_now_ms() + m->cfg->shutdown_grace + 5000;
 			for (i = 0; i < MAX_WORKERS; i++)
 				if (m->w[i].pid != 0)
 					kill(m->w[i].pid, SIGTERM);

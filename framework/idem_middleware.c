@@ -16,18 +16,7 @@
 #include "idem_log.h"
 #include "idem_middleware.h"
 #include "idem_router.h"
-
-/* Adds ms to a CLOCK_MONOTONIC time. */
-static void
-add_ms(struct timespec *ts, uint64_t ms)
-{
-	ts->tv_sec += (time_t)(ms / 1000);
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
+#include "idem_time.h"
 
 /* Most RELEASE and COMMIT jobs kept for a store that is away. */
 #define MAX_BACKLOG 10000
@@ -105,7 +94,7 @@ renewer(void *arg)
 		unsigned char *done = NULL;
 		size_t n = 0, i;
 
-		add_ms(&next, period);
+		idem_timespec_add(&next, period);
 		while (!mw->stopping &&
 		    pthread_cond_timedwait(&mw->wake, &mw->lock, &next) == 0)
 			;
@@ -160,9 +149,6 @@ idem_middleware_new(const idem_config *cfg, idem_store *store,
 {
 	idem_middleware *mw = calloc(1, sizeof(*mw));
 	pthread_condattr_t ca;
-	unsigned char r[8];
-	uuid_t u;
-	int i;
 
 	if (mw == NULL) {
 		idem_store_close(store);
@@ -170,10 +156,7 @@ idem_middleware_new(const idem_config *cfg, idem_store *store,
 	}
 	mw->cfg = cfg;
 	mw->store = store;
-	uuid_generate_random(u);
-	memcpy(r, u, sizeof(r));
-	for (i = 0; i < 8; i++)
-		snprintf(mw->instance + 2 * i, 3, "%02x", r[i]);
+	idem_random_id(mw->instance);
 	pthread_mutex_init(&mw->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -415,15 +398,6 @@ nap(long ms)
 		;
 }
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* After the handler: commit the answer or release the reservation. */
 static void
 finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
@@ -577,9 +551,9 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		}
 		/* in flight, same request: wait for it, or say so */
 		if (deadline == 0)
-			deadline = mono_ms() + cfg->inflight_wait;
+			deadline = idem_now_ms() + cfg->inflight_wait;
 		idem_reserve_result_clear(&rr);
-		if (mono_ms() >= deadline) {
+		if (idem_now_ms() >= deadline) {
 			refuse(res, 409, "IDEMPOTENCY_IN_FLIGHT", "a request with "
 			    "this Idempotency-Key is being processed; retry "
 			    "later", 1);

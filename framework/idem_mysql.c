@@ -16,6 +16,7 @@
 
 #include "idem_log.h"
 #include "idem_mysql.h"
+#include "idem_time.h"
 
 struct idem_mysql_pool {
 	char *host, *socket, *user, *password, *database;
@@ -32,20 +33,11 @@ struct idem_mysql_pool {
 	atomic_llong last_log;      /* ms of the last error logged */
 };
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Whether an error may be logged now (one every 5 s per pool). */
 static int
 may_log(idem_mysql_pool *p)
 {
-	long long now = (long long)mono_ms(), last = atomic_load(&p->last_log);
+	long long now = (long long)idem_now_ms(), last = atomic_load(&p->last_log);
 
 	return now - last >= 5000 &&
 	    atomic_compare_exchange_strong(&p->last_log, &last, now);

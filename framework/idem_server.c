@@ -25,6 +25,7 @@
 
 #include "idem_log.h"
 #include "idem_server.h"
+#include "idem_time.h"
 
 #define BACKLOG 1024
 
@@ -357,19 +358,6 @@ out:
 	return NULL;
 }
 
-/* Adds ms to *ts (CLOCK_MONOTONIC). */
-static void
-deadline_in(struct timespec *ts, uint64_t ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += (time_t)(ms / 1000);
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 /* The purge thread: every cleanup-interval, deletes expired records. */
 static void *
 purger(void *arg)
@@ -379,7 +367,7 @@ purger(void *arg)
 
 	pthread_mutex_lock(&srv->lock);
 	while (!atomic_load(&srv->stopping)) {
-		deadline_in(&next, srv->svc->cfg->cleanup_interval);
+		idem_deadline(&next, srv->svc->cfg->cleanup_interval);
 		while (!atomic_load(&srv->stopping) &&
 		    pthread_cond_timedwait(&srv->wake_purger, &srv->lock, &next)
 		    == 0)
@@ -402,7 +390,7 @@ drain(server *srv, uint64_t grace_ms)
 	struct timespec deadline;
 	int rc = 0;
 
-	deadline_in(&deadline, grace_ms);
+	idem_deadline(&deadline, grace_ms);
 	pthread_mutex_lock(&srv->lock);
 	while (srv->live > 0 && rc == 0)
 		rc = pthread_cond_timedwait(&srv->done, &srv->lock, &deadline);

@@ -14,6 +14,7 @@
 #include <utlist.h>
 
 #include "idem_log.h"
+#include "idem_time.h"
 #include "idem_store.h"
 
 /* The hashed key: fixed size, zero-padded. */
@@ -48,15 +49,6 @@ typedef struct memory_store {
 	uint64_t last_warning;          /* ms */
 	uint64_t evictions_at_warning;
 } memory_store;
-
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void
 make_key(mkey *mk, const idem_store_key *k)
@@ -149,7 +141,7 @@ mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 	idem_err err = IDEM_OK;
 
 	pthread_mutex_lock(&ms->lock);
-	now = now_ms();
+	now = idem_now_ms();
 	r = find(ms, k);
 	if (r != NULL && r->committed && r->expires_at <= now) {
 		drop(ms, r);
@@ -235,7 +227,7 @@ mem_commit(idem_store *s, const idem_store_key *k, const char *owner,
 	}
 	r->resp = copy;
 	r->committed = 1;
-	r->expires_at = now_ms() + lifetime_ms;
+	r->expires_at = idem_now_ms() + lifetime_ms;
 	ms->in_flight--;
 	link_committed(ms, r);
 	pthread_mutex_unlock(&ms->lock);
@@ -263,7 +255,7 @@ mem_renew(idem_store *s, const idem_store_key *k, const char *owner)
 
 	pthread_mutex_lock(&ms->lock);
 	if ((r = find_owned(ms, k, owner)) != NULL)
-		r->lease_at = now_ms();
+		r->lease_at = idem_now_ms();
 	pthread_mutex_unlock(&ms->lock);
 	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
 }
@@ -275,7 +267,7 @@ mem_purge(idem_store *s, unsigned max, unsigned *purged)
 	uint64_t now;
 
 	pthread_mutex_lock(&ms->lock);
-	now = now_ms();
+	now = idem_now_ms();
 	while (*purged < max && ms->committed != NULL &&
 	    ms->committed->expires_at <= now) {
 		drop(ms, ms->committed);

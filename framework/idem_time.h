@@ -1,0 +1,24 @@
+/*
+ * idem_time.h - the monotonic clock every timeout, lease and back-off of a
+ * process is measured with (never the wall clock; stores use their own).
+ */
+#ifndef IDEM_TIME_H
+#define IDEM_TIME_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* Milliseconds of CLOCK_MONOTONIC. */
+uint64_t idem_now_ms(void);
+
+/* *ts = CLOCK_MONOTONIC now + ms (for pthread_cond_timedwait on a
+ * condition variable set to CLOCK_MONOTONIC). */
+void idem_deadline(struct timespec *ts, uint64_t ms);
+
+/* Adds ms to *ts. */
+void idem_timespec_add(struct timespec *ts, uint64_t ms);
+
+/* 16 random hex digits and a NUL: instance ids. */
+void idem_random_id(char out[17]);
+
+#endif
