@@ -45,13 +45,18 @@ run_id(void)
 	return id;
 }
 
+/* Over TCP (the others use the unix socket). */
 Test(mysql_e2e, replay_and_conflict)
 {
 	harness h;
 	call a, b;
-	char key[64];
+	char key[64], rest[1500], my[600];
+	mariadb m;
 
-	start_node(&h, NULL, NULL, NULL);
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	mariadb_conf_tcp(&m, my, sizeof(my));
+	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n%s", my);
+	cr_assert_eq(harness_start(&h, NULL, rest), 0);
 	snprintf(key, sizeof(key), "rc-%s", run_id());
 	a = call_one(h.addr, "/testkit/echo", key, "{\"a\": 1, \"b\": 2}");
 	cr_expect_eq(a.status, 201);

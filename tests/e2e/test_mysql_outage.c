@@ -192,7 +192,15 @@ Test(mysql_outage, frozen_database, .init = take_turn, .timeout = 120)
 	dbpid = (pid_t)atol(pidtext);
 	free(pidtext);
 
-	kill(dbpid, SIGSTOP);
+	cr_assert_gt(dbpid, 0);
+	cr_assert_eq(kill(dbpid, SIGSTOP), 0);
+	{
+		char cmd[128];
+		snprintf(cmd, sizeof(cmd), "ps -o pid,stat,args -p %ld >&2",
+		    (long)dbpid);
+		if (system(cmd) != 0)
+			cr_log_warn("ps failed");
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	c = call_one(h.addr, "/testkit/echo", "frozen", NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t1);

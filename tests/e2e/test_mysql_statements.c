@@ -25,7 +25,7 @@ Test(mysql_statements, per_request)
 
 	/* global counters: this server must serve this test alone */
 	cr_assert_eq(mariadb_start(&m), 0);
-	mariadb_conf(&m, my, sizeof(my));
+	mariadb_conf_tcp(&m, my, sizeof(my));
 	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n%s"
 	    "pool-size = 1\n", my);
 	cr_assert_eq(harness_start(&h, "threads = 1", rest), 0);

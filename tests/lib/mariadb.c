@@ -136,12 +136,24 @@ mariadb_status(const mariadb *m, const char *name)
 }
 
 void
-mariadb_conf(const mariadb *m, char *buf, size_t size)
+mariadb_conf_tcp(const mariadb *m, char *buf, size_t size)
 {
 	snprintf(buf, size, "[mysql]\nhost = 127.0.0.1\nport = %d\nuser = idem\n"
 	    "password-file = %s/password\ndatabase = idem\n"
 	    "connect-timeout = 2s\nread-timeout = 2s\nwrite-timeout = 2s\n",
 	    m->port, m->dir);
+}
+
+void
+mariadb_conf(const mariadb *m, char *buf, size_t size)
+{
+	const char *base = strrchr(m->dir, '/');
+
+	/* the unix socket: no other test's server can ever answer on it */
+	snprintf(buf, size, "[mysql]\nsocket = /tmp/idemfcgi-mdb-%s.sock\n"
+	    "user = idem\npassword-file = %s/password\ndatabase = idem\n"
+	    "connect-timeout = 2s\nread-timeout = 2s\nwrite-timeout = 2s\n",
+	    base != NULL ? base + 1 : m->dir, m->dir);
 }
 
 int

@@ -27,8 +27,10 @@ void mariadb_destroy(mariadb *m);
 char *mariadb_sql(const mariadb *m, const char *sql);
 /* A global status counter ("Questions"), or -1. */
 long long mariadb_status(const mariadb *m, const char *name);
-/* Writes the [mysql] section for this server into buf. */
+/* Writes the [mysql] section for this server into buf: over its unix
+ * socket, or over TCP (127.0.0.1 and its port). */
 void mariadb_conf(const mariadb *m, char *buf, size_t size);
+void mariadb_conf_tcp(const mariadb *m, char *buf, size_t size);
 
 /* For test programs that share one server: the one their runner started
  * (environment IDEM_TEST_MARIADB_DIR and _PORT), or -1. */

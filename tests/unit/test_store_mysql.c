@@ -49,7 +49,7 @@ Test(mysql, refuses_missing_schema)
 
 	mariadb_from_env(&m);
 	out = mariadb_sql(&m, "CREATE DATABASE empty_db; GRANT SELECT ON "
-	    "empty_db.* TO 'idem'@'127.0.0.1'");
+	    "empty_db.* TO 'idem'@'localhost'");
 	free(out);
 	free(cfg->mysql_database);
 	cfg->mysql_database = strdup("empty_db");
@@ -69,7 +69,7 @@ Test(mysql, refuses_old_schema)
 	out = mariadb_sql(&m, "CREATE DATABASE old_db; CREATE TABLE "
 	    "old_db.idemfcgi_schema (version INT); INSERT INTO "
 	    "old_db.idemfcgi_schema VALUES (0); GRANT SELECT ON old_db.* TO "
-	    "'idem'@'127.0.0.1'");
+	    "'idem'@'localhost'");
 	free(out);
 	free(cfg->mysql_database);
 	cfg->mysql_database = strdup("old_db");
