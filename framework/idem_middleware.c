@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include <utlist.h>
-#include <uuid.h>
 
 #include "idem_key.h"
 #include "idem_log.h"
@@ -479,14 +478,13 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	    "characters", "a UUID in its 36-character form", "a UUIDv7 "
 	    "(RFC 9562) in its 36-character form" };
 	unsigned char fp[32];
-	char owner[IDEM_OWNER_MAX + 1], detail[200], keyhash[17], rnd[37];
+	char owner[IDEM_OWNER_MAX + 1], detail[200], keyhash[17], rnd[33];
 	idem_lease *lease;
 	idem_store_key sk;
 	idem_reserve_result rr;
 	uint64_t deadline = 0;
 	long pause = 5;
 	idem_err err;
-	uuid_t u;
 
 	if (key == NULL) {
 		if (idem_middleware_policy(mw, req) == IDEM_POLICY_REQUIRED)
@@ -511,10 +509,9 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	idem_key_hash(sk.scope, sk.key, sk.key_len, keyhash);
 	/* "<instance>.<random>": the master releases a dead worker's
 	 * reservations by the prefix */
-	uuid_generate_random(u);
-	uuid_unparse_lower(u, rnd);
-	snprintf(owner, sizeof(owner), "%s.%.8s%.4s%.4s%.4s%.12s", mw->instance,
-	    rnd, rnd + 9, rnd + 14, rnd + 19, rnd + 24);
+	idem_random_id(rnd);
+	idem_random_id(rnd + 16);
+	snprintf(owner, sizeof(owner), "%s.%s", mw->instance, rnd);
 
 	for (;;) {
 		err = idem_store_reserve(mw->store, &sk, fp, owner,

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <uuid.h>
 
 #include "idem_request.h"
 #include "idem_router.h"
+#include "idem_time.h"
 
 void
 idem_problem_set(idem_problem *pb, int status, const char *code,
@@ -196,9 +196,7 @@ idem_request_parse(idem_request *req, char *const *envp,
 	if (id != NULL && sane_request_id(id)) {
 		strcpy(req->request_id, id);
 	} else {
-		uuid_t u;
-		uuid_generate_random(u);
-		uuid_unparse_lower(u, req->request_id);
+		idem_uuid4(req->request_id);
 	}
 	if (check_params(envp, lim, pb) < 0)
 		return IDEM_ERR_PROTOCOL;

@@ -3,8 +3,8 @@
  */
 #include "config.h"
 
-#include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <uuid.h>
 
@@ -37,13 +37,65 @@ idem_deadline(struct timespec *ts, uint64_t ms)
 	idem_timespec_add(ts, ms);
 }
 
+/* Fills buf with n random bytes (getrandom, or libuuid when it fails). */
+static void
+random_bytes(unsigned char *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = getrandom(buf + got, n - got, 0);
+		if (r <= 0) {
+			uuid_t u;
+			uuid_generate_random(u);
+			memcpy(buf + got, u, n - got < 16 ? n - got : 16);
+			got += n - got < 16 ? n - got : 16;
+			continue;
+		}
+		got += (size_t)r;
+	}
+}
+
+/* Writes n bytes as 2n hex digits. */
+static char *
+hex(char *out, const unsigned char *b, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		*out++ = digits[b[i] >> 4];
+		*out++ = digits[b[i] & 15];
+	}
+	return out;
+}
+
 void
 idem_random_id(char out[17])
 {
-	uuid_t u;
-	int i;
+	unsigned char b[8];
 
-	uuid_generate_random(u);
-	for (i = 0; i < 8; i++)
-		snprintf(out + 2 * i, 3, "%02x", u[i]);
+	random_bytes(b, sizeof(b));
+	*hex(out, b, sizeof(b)) = '\0';
+}
+
+void
+idem_uuid4(char out[37])
+{
+	unsigned char b[16];
+	char *p = out;
+
+	random_bytes(b, sizeof(b));
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);   /* version 4 */
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);   /* variant 10 */
+	p = hex(p, b, 4);
+	*p++ = '-';
+	p = hex(p, b + 4, 2);
+	*p++ = '-';
+	p = hex(p, b + 6, 2);
+	*p++ = '-';
+	p = hex(p, b + 8, 2);
+	*p++ = '-';
+	p = hex(p, b + 10, 6);
+	*p = '\0';
 }

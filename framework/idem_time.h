@@ -21,4 +21,9 @@ void idem_timespec_add(struct timespec *ts, uint64_t ms);
 /* 16 random hex digits and a NUL: instance ids. */
 void idem_random_id(char out[17]);
 
+/* A random (version 4) UUID in its 36-character form and a NUL.  From
+ * getrandom(2): libuuid's generator reseeds random(3) on every call, a
+ * sixth of a request's instructions. */
+void idem_uuid4(char out[37]);
+
 #endif

@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -107,8 +108,11 @@ spawn(char *const argv[], const char *out_path)
 	pid_t pid = fork();
 
 	if (pid == 0) {
-		/* its own process group: harness_kill takes master and workers */
+		/* its own process group: harness_kill takes master and workers;
+		 * and it goes when the test does, even one that failed an
+		 * assertion before harness_stop */
 		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		if (fd >= 0) {
 			dup2(fd, 1);
