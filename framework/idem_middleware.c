@@ -20,6 +20,16 @@
 /* Most RELEASE and COMMIT jobs kept for a store that is away. */
 #define MAX_BACKLOG 10000
 
+/* The key's hash for a log line (never the key itself), computed into buf
+ * the first time a line needs it. */
+static const char *
+key_hash(const idem_store_key *sk, char buf[17])
+{
+	if (buf[0] == '\0')
+		idem_key_hash(sk->scope, sk->key, sk->key_len, buf);
+	return buf;
+}
+
 /* Runs one job of l (a copy taken under the lock).  Returns 1 when the job
  * is finished and l can go, 0 to keep it for the next round. */
 static int
@@ -32,18 +42,21 @@ run_job(idem_middleware *mw, idem_lease *l)
 		err = idem_store_release(mw->store, &l->key, l->owner);
 		if (err == IDEM_OK)
 			idem_log(NULL, IDEM_LOG_INFO, "key %s: released after the "
-			    "store came back", l->keyhash);
+			    "store came back", key_hash(&l->key,
+			    l->keyhash));
 		return err != IDEM_ERR_STORE;
 	case IDEM_LEASE_COMMIT:
 		err = idem_store_commit(mw->store, &l->key, l->owner, &l->answer,
 		    mw->cfg->lifetime);
 		if (err == IDEM_OK)
 			idem_log(NULL, IDEM_LOG_INFO, "key %s: answer stored after "
-			    "the store came back", l->keyhash);
+			    "the store came back", key_hash(&l->key,
+			    l->keyhash));
 		else if (err == IDEM_ERR_NOT_FOUND)
 			idem_log(NULL, IDEM_LOG_WARN, "key %s: answer never stored: "
 			    "the reservation was taken over while the store was "
-			    "away; a retry ran again", l->keyhash);
+			    "away; a retry ran again", key_hash(&l->key,
+			    l->keyhash));
 		if (err != IDEM_ERR_STORE)
 			return 1;
 		break;
@@ -55,7 +68,7 @@ run_job(idem_middleware *mw, idem_lease *l)
 		l->lost = 1;
 	else if (err != IDEM_OK)
 		idem_log(NULL, IDEM_LOG_WARN, "lease renewal of key %s: %s",
-		    l->keyhash, idem_strerror(err));
+		    key_hash(&l->key, l->keyhash), idem_strerror(err));
 	return 0;
 }
 
@@ -123,7 +136,8 @@ renewer(void *arg)
 					idem_log(NULL, IDEM_LOG_WARN, "lease of key %s "
 					    "(owner %s) was lost: the reservation was "
 					    "taken over; this handler's answer will not "
-					    "be stored", l->keyhash, l->owner);
+					    "be stored", key_hash(&l->key,
+					    l->keyhash), l->owner);
 				}
 				if (done[i] && l->job != IDEM_LEASE_RENEW) {
 					DL_DELETE(mw->leases, l);
@@ -400,8 +414,7 @@ nap(long ms)
 /* After the handler: commit the answer or release the reservation. */
 static void
 finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
-    const char *owner, const char *keyhash, idem_response *res,
-    idem_err herr)
+    const char *owner, char *keyhash, idem_response *res, idem_err herr)
 {
 	const idem_config *cfg = mw->cfg;
 	idem_stored_response sr;
@@ -424,7 +437,8 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 		} else if (sr.headers_len + sr.body_len > cfg->max_response) {
 			idem_log(req, IDEM_LOG_WARN, "key %s: answer of %zu bytes "
 			    "is over max-response (%llu): not stored; a retry "
-			    "runs again", keyhash, sr.headers_len + sr.body_len,
+			    "runs again", key_hash(sk, keyhash),
+			    sr.headers_len + sr.body_len,
 			    (unsigned long long)cfg->max_response);
 			why = "it is over max-response";
 		} else {
@@ -434,16 +448,18 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 				idem_log(req, IDEM_LOG_WARN, "key %s: commit refused: "
 				    "this request (owner %s) no longer holds its "
 				    "reservation (taken over or released); its "
-				    "answer was not stored", keyhash, owner);
+				    "answer was not stored", key_hash(sk, keyhash),
+				    owner);
 			else if (err != IDEM_OK && lease_add(mw, IDEM_LEASE_COMMIT,
 			    sk, owner, keyhash, &sr) != NULL)
 				idem_log(req, IDEM_LOG_ERROR, "key %s: commit failed: "
 				    "%s; it is retried in the background while the "
-				    "reservation is held", keyhash, idem_strerror(err));
+				    "reservation is held", key_hash(sk, keyhash),
+				    idem_strerror(err));
 			else if (err != IDEM_OK)
 				idem_log(req, IDEM_LOG_ERROR, "key %s: commit failed: "
 				    "%s; a retry after inflight-ttl runs again",
-				    keyhash, idem_strerror(err));
+				    key_hash(sk, keyhash), idem_strerror(err));
 		}
 		free(sr.headers);
 		if (why == NULL)
@@ -452,20 +468,23 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 	err = idem_store_release(mw->store, sk, owner);
 	if (err == IDEM_ERR_NOT_FOUND)
 		idem_log(req, IDEM_LOG_WARN, "key %s: release refused: this "
-		    "request (owner %s) no longer holds its reservation", keyhash,
+		    "request (owner %s) no longer holds its reservation",
+		    key_hash(sk, keyhash),
 		    owner);
 	else if (err != IDEM_OK && lease_add(mw, IDEM_LEASE_RELEASE, sk, owner,
 	    keyhash, NULL) != NULL)
 		idem_log(req, IDEM_LOG_ERROR, "key %s: release failed: %s; it is "
-		    "retried in the background", keyhash, idem_strerror(err));
+		    "retried in the background", key_hash(sk, keyhash),
+		    idem_strerror(err));
 	else if (err != IDEM_OK)
 		idem_log(req, IDEM_LOG_ERROR, "key %s: release failed: %s; "
-		    "retries get 409 until inflight-ttl passes", keyhash,
+		    "retries get 409 until inflight-ttl passes",
+		    key_hash(sk, keyhash),
 		    idem_strerror(err));
-	else
+	else if (herr != IDEM_OK || mw->cfg->log_level == IDEM_LOG_DEBUG)
 		idem_log(req, herr != IDEM_OK ? IDEM_LOG_INFO : IDEM_LOG_DEBUG,
-		    "key %s: released (status %d: %s)", keyhash, res->status,
-		    why);
+		    "key %s: released (status %d: %s)", key_hash(sk, keyhash),
+		    res->status, why);
 }
 
 void
@@ -506,7 +525,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
 		return;
 	}
-	idem_key_hash(sk.scope, sk.key, sk.key_len, keyhash);
+	keyhash[0] = '\0';
 	/* "<instance>.<random>": the master releases a dead worker's
 	 * reservations by the prefix */
 	idem_random_id(rnd);
@@ -518,7 +537,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		    req->request_id, cfg->inflight_ttl, cfg->lifetime, &rr);
 		if (err != IDEM_OK) {
 			idem_log(req, IDEM_LOG_ERROR, "key %s: idempotency store: "
-			    "%s; answered 503, the handler did not run", keyhash,
+			    "%s; answered 503, the handler did not run",
+			    key_hash(&sk, keyhash),
 			    idem_strerror(err));
 			idem_reserve_result_clear(&rr);
 			/* a reservation that reached the store unanswered must
@@ -563,7 +583,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	if (rr.outcome == IDEM_RESERVE_TAKEN_OVER)
 		idem_log(req, IDEM_LOG_WARN, "key %s: took over the reservation "
 		    "of request %s (owner %s), idle for %llu ms (inflight-ttl "
-		    "%llu ms); running the handler", keyhash, rr.request_id,
+		    "%llu ms); running the handler", key_hash(&sk, keyhash),
+		    rr.request_id,
 		    rr.owner, (unsigned long long)rr.lease_age_ms,
 		    (unsigned long long)cfg->inflight_ttl);
 	idem_reserve_result_clear(&rr);

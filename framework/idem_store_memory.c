@@ -17,10 +17,11 @@
 #include "idem_time.h"
 #include "idem_store.h"
 
-/* The hashed key: fixed size, zero-padded. */
+/* The hashed key: the scope's 32 bytes, then the key's; only 32 + key_len
+ * bytes are hashed and compared. */
 typedef struct mkey {
-	unsigned char scope[32];
-	char key[IDEM_KEY_MAX + 1];
+	unsigned char bytes[32 + IDEM_KEY_MAX];
+	unsigned len;
 } mkey;
 
 typedef struct record {
@@ -53,10 +54,11 @@ typedef struct memory_store {
 static void
 make_key(mkey *mk, const idem_store_key *k)
 {
-	memset(mk, 0, sizeof(*mk));
-	memcpy(mk->scope, k->scope, sizeof(mk->scope));
-	memcpy(mk->key, k->key, k->key_len > IDEM_KEY_MAX ? IDEM_KEY_MAX :
-	    k->key_len);
+	size_t len = k->key_len > IDEM_KEY_MAX ? IDEM_KEY_MAX : k->key_len;
+
+	memcpy(mk->bytes, k->scope, 32);
+	memcpy(mk->bytes + 32, k->key, len);
+	mk->len = (unsigned)(32 + len);
 }
 
 static record *
@@ -66,7 +68,7 @@ find(memory_store *ms, const idem_store_key *k)
 	mkey mk;
 
 	make_key(&mk, k);
-	HASH_FIND(hh, ms->table, &mk, sizeof(mk), r);
+	HASH_FIND(hh, ms->table, mk.bytes, mk.len, r);
 	return r;
 }
 
@@ -165,7 +167,7 @@ mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 		snprintf(r->request_id, sizeof(r->request_id), "%s", request_id);
 		r->lease_at = now;
 		r->expires_at = now + lifetime_ms;
-		HASH_ADD(hh, ms->table, k, sizeof(mkey), r);
+		HASH_ADD_KEYPTR(hh, ms->table, r->k.bytes, r->k.len, r);
 		ms->count++;
 		ms->in_flight++;
 		out->outcome = IDEM_RESERVE_ACQUIRED;
@@ -302,9 +304,9 @@ mem_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 		}
 		k = &(*keys)[(*n)++];
 		memset(k, 0, sizeof(*k));
-		memcpy(k->scope, r->k.scope, 32);
-		k->key_len = strlen(r->k.key);
-		memcpy(k->key, r->k.key, k->key_len);
+		memcpy(k->scope, r->k.bytes, 32);
+		k->key_len = r->k.len - 32;
+		memcpy(k->key, r->k.bytes + 32, k->key_len);
 		drop(ms, r);
 	}
 	pthread_mutex_unlock(&ms->lock);
