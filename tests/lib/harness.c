@@ -331,6 +331,19 @@ harness_count_key(const harness *h, const char *path, const char *key)
 }
 
 int
+harness_await_log(const harness *h, const char *text)
+{
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		if (harness_logged(h, text))
+			return 1;
+		sleep_ms(50);
+	}
+	return 0;
+}
+
+int
 harness_logged(const harness *h, const char *text)
 {
 	char *all = harness_slurp(h->stderr_log);

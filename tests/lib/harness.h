@@ -74,6 +74,8 @@ size_t harness_count_key(const harness *h, const char *path, const char *key);
 
 /* Whether idemfcgi's stderr so far contains text. */
 int harness_logged(const harness *h, const char *text);
+/* harness_logged, waiting up to 5 s for the line to be written. */
+int harness_await_log(const harness *h, const char *text);
 
 /* Reads a whole file (caller frees); NULL if it cannot. */
 char *harness_slurp(const char *path);
