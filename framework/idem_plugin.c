@@ -6,7 +6,6 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <libgen.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
