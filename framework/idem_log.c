@@ -57,8 +57,9 @@ escape(char *dst, size_t size, const char *src)
 	return n;
 }
 
-void
-idem_logv_id(const char *request_id, idem_log_level level, const char *fmt,
+/* Formats and writes one line; request_id may be NULL. */
+static void
+logv_id(const char *request_id, idem_log_level level, const char *fmt,
     va_list ap)
 {
 	char msg[2048], line[4096];
@@ -95,6 +96,6 @@ idem_log(const idem_request *req, idem_log_level level, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	idem_logv_id(req != NULL ? req->request_id : NULL, level, fmt, ap);
+	logv_id(req != NULL ? req->request_id : NULL, level, fmt, ap);
 	va_end(ap);
 }

@@ -9,15 +9,11 @@
 #ifndef IDEM_LOG_H
 #define IDEM_LOG_H
 
-#include <stdarg.h>
 #include "idemfcgi.h"
 
 /* Lines below level are dropped.  The default is IDEM_LOG_INFO. */
 void idem_log_set_level(idem_log_level level);
 /* Sends lines to fd instead of 2 (tests).  Returns the previous fd. */
 int idem_log_set_fd(int fd);
-/* idem_log with a request id given directly (NULL for none). */
-void idem_logv_id(const char *request_id, idem_log_level level,
-    const char *fmt, va_list ap);
 
 #endif

@@ -102,7 +102,7 @@ renewer(void *arg)
 	pthread_mutex_lock(&mw->lock);
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	while (!mw->stopping) {
-		idem_lease *l, *tmp, *copy = NULL;
+		idem_lease *l, *copy = NULL, **orig = NULL;
 		unsigned char *done = NULL;
 		size_t n = 0, i;
 
@@ -114,42 +114,55 @@ renewer(void *arg)
 			break;
 		DL_COUNT(mw->leases, l, n);
 		if (n == 0 || (copy = calloc(n, sizeof(*copy))) == NULL ||
+		    (orig = calloc(n, sizeof(*orig))) == NULL ||
 		    (done = calloc(n, 1)) == NULL) {
 			free(copy);
+			free(orig);
 			continue;
 		}
 		/* shallow copies: the answers stay with the list, which only
 		 * this thread shortens for COMMIT and RELEASE jobs */
 		i = 0;
-		DL_FOREACH(mw->leases, l)
+		DL_FOREACH(mw->leases, l) {
+			orig[i] = l;
 			copy[i++] = *l;
+		}
 		pthread_mutex_unlock(&mw->lock);
 		for (i = 0; i < n; i++)
 			done[i] = (unsigned char)run_job(mw, &copy[i]);
 		pthread_mutex_lock(&mw->lock);
-		for (i = 0; i < n; i++)
-			DL_FOREACH_SAFE(mw->leases, l, tmp) {
-				if (strcmp(l->owner, copy[i].owner) != 0)
-					continue;
-				if (copy[i].lost && !l->lost) {
+		for (i = 0; i < n; i++) {
+			if (copy[i].job != IDEM_LEASE_RENEW &&
+			    (done[i] || copy[i].lost)) {
+				/* only this thread removes these: orig[i] is live */
+				if (!done[i])
+					idem_log(NULL, IDEM_LOG_WARN, "key %s: the "
+					    "reservation was taken over while the "
+					    "store was away; its answer is not stored",
+					    key_hash(&copy[i].key, copy[i].keyhash));
+				DL_DELETE(mw->leases, orig[i]);
+				mw->backlog--;
+				lease_free(orig[i]);
+				continue;
+			}
+			if (!copy[i].lost)
+				continue;
+			/* a handler may have removed its lease meanwhile (and
+			 * its memory be reused): match pointer and owner */
+			DL_FOREACH(mw->leases, l)
+				if (l == orig[i] && !l->lost &&
+				    strcmp(l->owner, copy[i].owner) == 0) {
 					l->lost = 1;
 					idem_log(NULL, IDEM_LOG_WARN, "lease of key %s "
 					    "(owner %s) was lost: the reservation was "
 					    "taken over; this handler's answer will not "
 					    "be stored", key_hash(&l->key,
 					    l->keyhash), l->owner);
+					break;
 				}
-				if (done[i] && l->job != IDEM_LEASE_RENEW) {
-					DL_DELETE(mw->leases, l);
-					mw->backlog--;
-					lease_free(l);
-				} else if (copy[i].lost && l->job != IDEM_LEASE_RENEW) {
-					DL_DELETE(mw->leases, l);
-					mw->backlog--;
-					lease_free(l);
-				}
-			}
+		}
 		free(copy);
+		free(orig);
 		free(done);
 	}
 	pthread_mutex_unlock(&mw->lock);

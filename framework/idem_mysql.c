@@ -43,8 +43,9 @@ may_log(idem_mysql_pool *p)
 	    atomic_compare_exchange_strong(&p->last_log, &last, now);
 }
 
-int
-idem_mysql_conn_error(unsigned err)
+/* Whether err (a mysql_errno) means the connection is gone. */
+static int
+conn_error(unsigned err)
 {
 	return err == CR_SERVER_GONE_ERROR || err == CR_SERVER_LOST ||
 	    err == CR_CONNECTION_ERROR || err == CR_CONN_HOST_ERROR ||
@@ -56,7 +57,7 @@ idem_mysql_conn_error(unsigned err)
 void
 idem_mysql_check(idem_mysql_conn *c, unsigned err)
 {
-	if (idem_mysql_conn_error(err))
+	if (conn_error(err))
 		c->broken = 1;
 }
 

@@ -46,9 +46,6 @@ void idem_mysql_pool_free(idem_mysql_pool *p);
  * IDEM_ERR_STORE (logged). */
 idem_err idem_mysql_exec(idem_mysql_pool *p, const char *sql);
 
-/* Whether err (a mysql_errno) means the connection is gone. */
-int idem_mysql_conn_error(unsigned err);
-
 /* Logs a statement error (with the statement's index), rate-limited. */
 void idem_mysql_log_error(idem_mysql_pool *p, const char *what,
     MYSQL_STMT *st);
