@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
 #include <ini.h>
 
 #include "idem_config.h"
@@ -130,6 +131,30 @@ parse_iso_duration(const char *s, uint64_t *out)
 		return IDEM_ERR_INVALID;
 	*out = total;
 	return IDEM_OK;
+}
+
+char *
+idem_format_iso_duration(uint64_t ms, char *buf, size_t size)
+{
+	uint64_t h = ms / 3600000, m = ms / 60000 % 60, sec = ms / 1000 % 60;
+	size_t n = (size_t)snprintf(buf, size, "PT");
+
+	if (h > 0 && n < size)
+		n += (size_t)snprintf(buf + n, size - n, "%lluH",
+		    (unsigned long long)h);
+	if (m > 0 && n < size)
+		n += (size_t)snprintf(buf + n, size - n, "%lluM",
+		    (unsigned long long)m);
+	if ((sec > 0 || ms % 1000 > 0 || ms == 0) && n < size) {
+		if (ms % 1000 > 0)
+			snprintf(buf + n, size - n, "%llu.%03lluS",
+			    (unsigned long long)sec,
+			    (unsigned long long)(ms % 1000));
+		else
+			snprintf(buf + n, size - n, "%lluS",
+			    (unsigned long long)sec);
+	}
+	return buf;
 }
 
 idem_err
@@ -263,6 +288,8 @@ static const key_def keys[] = {
 	{ "server", "shutdown-grace", K_DURATION, OFF(shutdown_grace), 0,
 	    3600000 },
 	{ "server", "log-level", K_SPECIAL, OFF(log_level), 0, 0 },
+	{ "server", "log-format", K_SPECIAL, OFF(log_json), 0, 0 },
+	{ "server", "policy-path", K_SPECIAL, OFF(policy_path), 0, 0 },
 
 	{ "idempotency", "enabled", K_BOOL, OFF(idem_enabled), 0, 1 },
 	{ "idempotency", "store", K_SPECIAL, OFF(store), 0, 0 },
@@ -286,6 +313,10 @@ static const key_def keys[] = {
 	{ "idempotency", "cleanup-interval", K_DURATION,
 	    OFF(cleanup_interval), 1000, DAY_MS },
 
+	{ "metrics", "enabled", K_BOOL, OFF(metrics_enabled), 0, 1 },
+	{ "metrics", "path", K_SPECIAL, OFF(metrics_path), 0, 0 },
+	{ "metrics", "allow", K_SPECIAL, OFF(metrics_allow), 0, 0 },
+
 	{ "mysql", "host", K_STRING, OFF(mysql_host), 0, 0 },
 	{ "mysql", "port", K_UINT, OFF(mysql_port), 1, 65535 },
 	{ "mysql", "socket", K_STRING, OFF(mysql_socket), 0, 0 },
@@ -306,7 +337,8 @@ static int
 is_core_section(const char *section)
 {
 	return strcmp(section, "server") == 0 ||
-	    strcmp(section, "idempotency") == 0 || strcmp(section, "mysql") == 0;
+	    strcmp(section, "idempotency") == 0 ||
+	    strcmp(section, "metrics") == 0 || strcmp(section, "mysql") == 0;
 }
 
 /* Splits a list value on white space and commas into a new NULL-terminated
@@ -412,6 +444,134 @@ is_token(const char *s)
 	return 1;
 }
 
+/* Parses "ADDR" or "ADDR/BITS" (IPv4 or IPv6) into *c.  Returns 0 or -1. */
+static int
+parse_cidr(const char *v, idem_cidr *c)
+{
+	char addr[INET6_ADDRSTRLEN + 1];
+	const char *slash = strchr(v, '/');
+	size_t len = slash != NULL ? (size_t)(slash - v) : strlen(v);
+	long long bits;
+	unsigned max;
+
+	if (len == 0 || len >= sizeof(addr))
+		return -1;
+	memcpy(addr, v, len);
+	addr[len] = '\0';
+	memset(c, 0, sizeof(*c));
+	if (inet_pton(AF_INET, addr, c->addr) == 1) {
+		c->family = AF_INET;
+		max = 32;
+	} else if (inet_pton(AF_INET6, addr, c->addr) == 1) {
+		c->family = AF_INET6;
+		max = 128;
+	} else {
+		return -1;
+	}
+	c->bits = max;
+	if (slash != NULL) {
+		if (idem_parse_int(slash + 1, 0, max, &bits) != IDEM_OK)
+			return -1;
+		c->bits = (unsigned)bits;
+	}
+	return 0;
+}
+
+/* Parses [metrics] allow: address blocks, or "any". */
+static const char *
+parse_allow(idem_config *cfg, const char *v, int continued)
+{
+	char **words = NULL;
+	size_t n = 0, i;
+	const char *why = NULL;
+
+	if (!continued) {
+		free(cfg->metrics_allow);
+		cfg->metrics_allow = NULL;
+		cfg->nmetrics_allow = 0;
+	}
+	if (append_words(&words, &n, v) != IDEM_OK)
+		why = "out of memory";
+	for (i = 0; why == NULL && i < n; i++) {
+		idem_cidr *grown = realloc(cfg->metrics_allow,
+		    (cfg->nmetrics_allow + 2) * sizeof(*grown));
+		if (grown == NULL) {
+			why = "out of memory";
+			break;
+		}
+		cfg->metrics_allow = grown;
+		if (strcmp(words[i], "any") == 0) {
+			parse_cidr("0.0.0.0/0", &grown[cfg->nmetrics_allow++]);
+			parse_cidr("::/0", &grown[cfg->nmetrics_allow++]);
+		} else if (parse_cidr(words[i], &grown[cfg->nmetrics_allow])
+		    == 0) {
+			cfg->nmetrics_allow++;
+		} else {
+			why = "expected addresses or blocks such as 127.0.0.1 "
+			    "10.0.0.0/8 ::1, or any";
+		}
+	}
+	for (i = 0; i < n; i++)
+		free(words[i]);
+	free(words);
+	if (why == NULL && cfg->nmetrics_allow == 0)
+		why = "at least one address is needed";
+	return why;
+}
+
+int
+idem_cidr_match(const idem_cidr *list, size_t n, const char *addr)
+{
+	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	    0xff, 0xff };
+	unsigned char a[16];
+	int family;
+	size_t i;
+
+	if (addr == NULL)
+		return 0;
+	if (inet_pton(AF_INET, addr, a) == 1) {
+		family = AF_INET;
+	} else if (inet_pton(AF_INET6, addr, a) == 1) {
+		family = AF_INET6;
+		/* ::ffff:10.1.2.3 is an IPv4 client */
+		if (memcmp(a, mapped, 12) == 0) {
+			memmove(a, a + 12, 4);
+			family = AF_INET;
+		}
+	} else {
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		unsigned full = list[i].bits / 8, rest = list[i].bits % 8;
+		if (list[i].family != family ||
+		    memcmp(list[i].addr, a, full) != 0)
+			continue;
+		if (rest == 0 || ((list[i].addr[full] ^ a[full]) &
+		    (0xff << (8 - rest)) & 0xff) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* A built-in route's path: absolute, no white space or '?'.  Returns NULL
+ * or why not. */
+static const char *
+check_route_path(const char *v)
+{
+	const char *p;
+
+	if (v[0] != '/')
+		return "a path such as /metrics (it is under mount)";
+	if (strlen(v) > 255)
+		return "longer than 255 bytes";
+	for (p = v; *p != '\0'; p++)
+		if ((unsigned char)*p <= ' ' || *p == '?' || *p == '#' ||
+		    *p == '{' || *p == '}' || (unsigned char)*p >= 0x7f)
+			return "a path of visible ASCII, without ?, #, { or }";
+	return NULL;
+}
+
 /* Replaces the string at *slot with a copy of v. */
 static idem_err
 set_string(char **slot, const char *v)
@@ -482,6 +642,31 @@ special(idem_config *cfg, const key_def *d, const char *v, int continued)
 			}
 		return "expected debug, info, warn or error";
 	}
+	if (strcmp(d->key, "log-format") == 0) {
+		if (strcmp(v, "text") == 0)
+			cfg->log_json = 0;
+		else if (strcmp(v, "json") == 0)
+			cfg->log_json = 1;
+		else
+			return "expected text or json";
+		return NULL;
+	}
+	if (strcmp(d->key, "policy-path") == 0 ||
+	    strcmp(d->key, "path") == 0) {
+		char **slot = (char **)((char *)cfg + d->offset);
+		const char *why;
+		if (slot == &cfg->policy_path && (strcmp(v, "off") == 0 ||
+		    *v == '\0')) {
+			free(cfg->policy_path);
+			cfg->policy_path = NULL;
+			return NULL;
+		}
+		if ((why = check_route_path(v)) != NULL)
+			return why;
+		return set_string(slot, v) == IDEM_OK ? NULL : "out of memory";
+	}
+	if (strcmp(d->key, "allow") == 0)
+		return parse_allow(cfg, v, continued);
 	if (strcmp(d->key, "store") == 0) {
 		if (strcmp(v, "memory") == 0)
 			cfg->store = IDEM_STORE_MEMORY;
@@ -717,7 +902,7 @@ handler(void *user, const char *section, const char *name, const char *value)
 	if (*section == '\0') {
 		idem_config_error(cfg, st->line, NULL, name,
 		    "key outside a section (put it under [server], "
-		    "[idempotency], [mysql] or a plugin's section)");
+		    "[idempotency], [metrics], [mysql] or a plugin's section)");
 		return 1;
 	}
 	if (!is_core_section(section)) {
@@ -740,7 +925,8 @@ handler(void *user, const char *section, const char *name, const char *value)
 		    strcmp(keys[i].key, name) != 0)
 			continue;
 		if (st->seen[i] != 0 && !(continued &&
-		    strcmp(name, "plugins") == 0)) {
+		    (strcmp(name, "plugins") == 0 ||
+		    strcmp(name, "allow") == 0))) {
 			idem_config_error(cfg, st->line, section, name,
 			    "given twice (first on line %u)", st->seen[i]);
 			return 1;
@@ -781,6 +967,10 @@ check_whole(parse_state *st)
 		    "server", "workers", "workers > 1 needs store = mysql: a "
 		    "memory store is per process, and a retry that reaches "
 		    "another worker would run again");
+	if (cfg->metrics_enabled && cfg->policy_path != NULL &&
+	    strcmp(cfg->metrics_path, cfg->policy_path) == 0)
+		idem_config_error(cfg, seen_line(st, "metrics", "path"),
+		    "metrics", "path", "the same path as [server] policy-path");
 	if (cfg->store == IDEM_STORE_MYSQL && cfg->idem_enabled) {
 		unsigned line = seen_line(st, "idempotency", "store");
 		if (cfg->mysql_user == NULL)
@@ -827,6 +1017,9 @@ idem_config_defaults(idem_config **out)
 	cfg->mysql_read_timeout = 5000;
 	cfg->mysql_write_timeout = 5000;
 	if ((cfg->path = strdup("(defaults)")) == NULL ||
+	    (cfg->policy_path = strdup("/idempotency")) == NULL ||
+	    (cfg->metrics_path = strdup("/metrics")) == NULL ||
+	    parse_allow(cfg, "127.0.0.1 ::1", 0) != NULL ||
 	    (cfg->mount = strdup("")) == NULL ||
 	    (cfg->mysql_host = strdup("127.0.0.1")) == NULL) {
 		idem_config_free(cfg);
@@ -951,6 +1144,9 @@ idem_config_free(idem_config *cfg)
 		free(cfg->plugins[i]);
 	free(cfg->plugins);
 	free(cfg->scope_header);
+	free(cfg->policy_path);
+	free(cfg->metrics_path);
+	free(cfg->metrics_allow);
 	free(cfg->mysql_host);
 	free(cfg->mysql_socket);
 	free(cfg->mysql_user);

@@ -31,6 +31,14 @@ typedef enum idem_store_kind {
 	IDEM_STORE_MYSQL
 } idem_store_kind;
 
+/* An address block of [metrics] allow: family AF_INET or AF_INET6, the
+ * address in network order, and the prefix length. */
+typedef struct idem_cidr {
+	int family;
+	unsigned char addr[16];
+	unsigned bits;
+} idem_cidr;
+
 /* One key = value of a plugin's section. */
 typedef struct idem_config_entry {
 	char *section;
@@ -57,6 +65,9 @@ typedef struct idem_config {
 	size_t nplugins;
 	uint64_t shutdown_grace;       /* ms */
 	idem_log_level log_level;
+	int log_json;                  /* log-format = json */
+	char *policy_path;             /* GET route of the advertised
+	                                * policy; NULL: none */
 
 	/* [idempotency] */
 	int idem_enabled;
@@ -85,6 +96,12 @@ typedef struct idem_config {
 	uint64_t mysql_connect_timeout; /* ms */
 	uint64_t mysql_read_timeout;    /* ms */
 	uint64_t mysql_write_timeout;   /* ms */
+
+	/* [metrics] */
+	int metrics_enabled;
+	char *metrics_path;
+	idem_cidr *metrics_allow;      /* who may scrape */
+	size_t nmetrics_allow;
 
 	/* the sections of plugins */
 	idem_config_entry *entries;
@@ -127,10 +144,18 @@ void idem_config_error(idem_config *cfg, unsigned line, const char *section,
     const char *key, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* Whether addr (a textual IPv4 or IPv6 address, as in REMOTE_ADDR) is in
+ * one of the n blocks of list.  Returns 1 or 0 (also for a bad addr). */
+int idem_cidr_match(const idem_cidr *list, size_t n, const char *addr);
+
 /* "64k" -> 65536.  Returns IDEM_OK or IDEM_ERR_INVALID. */
 idem_err idem_parse_size(const char *s, uint64_t *out);
 /* "500ms", "30s", "5m", "24h", "2d", "PT1H30M", "P1D", "0" -> ms. */
 idem_err idem_parse_duration(const char *s, uint64_t *out_ms);
+/* ms as an ISO-8601 duration in hours, minutes and seconds, the way
+ * java.time.Duration writes it: 86400000 -> "PT24H", 1500 -> "PT1.500S".
+ * Returns buf. */
+char *idem_format_iso_duration(uint64_t ms, char *buf, size_t size);
 /* "true|yes|on|1" / "false|no|off|0" */
 idem_err idem_parse_bool(const char *s, int *out);
 /* A whole decimal integer in [min, max]. */

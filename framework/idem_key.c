@@ -173,3 +173,25 @@ idem_key_hash(const unsigned char scope[32], const char *key, size_t len,
 	}
 	out[16] = '\0';
 }
+
+idem_err
+idem_scope_hash(const idem_config *cfg, const char *principal,
+    unsigned char out[32])
+{
+	const char *kind = cfg->scope == IDEM_SCOPE_HEADER ? cfg->scope_header :
+	    "remote-user";
+	size_t klen = strlen(kind) + 1, plen = strlen(principal);
+	char *buf;
+	idem_err err;
+
+	memset(out, 0, 32);
+	if (cfg->scope == IDEM_SCOPE_NONE)
+		return IDEM_OK;
+	if ((buf = malloc(klen + plen)) == NULL)
+		return IDEM_ERR_NOMEM;
+	memcpy(buf, kind, klen);
+	memcpy(buf + klen, principal, plen);
+	err = idem_sha256(buf, klen + plen, out);
+	free(buf);
+	return err;
+}

@@ -41,6 +41,16 @@ char *idem_json_canonical(const char *text, size_t len);
  * Returns a string the caller frees, or NULL when out of memory. */
 char *idem_query_canonical(const char *query);
 
+/*
+ * The stored scope of a principal (the REMOTE_USER, or the value of the
+ * scope header) under cfg's scope: SHA-256 of "remote-user" or the header
+ * name as configured, a NUL, and the principal, so a user and a header
+ * value never collide.  All zero for scope = none.  Returns IDEM_OK or
+ * IDEM_ERR_NOMEM.
+ */
+idem_err idem_scope_hash(const idem_config *cfg, const char *principal,
+    unsigned char out[32]);
+
 /* The first 16 hex digits of SHA-256(scope || key): how logs name a key
  * without showing it.  out gets 17 bytes. */
 void idem_key_hash(const unsigned char scope[32], const char *key,

@@ -1,20 +1,26 @@
 /*
- * idem_log.c - log lines on stderr.
+ * idem_log.c - log lines on stderr, as text or JSON.
  */
 #include "config.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "idem_key.h"
 #include "idem_log.h"
 #include "idem_request.h"
+#include "idem_router.h"
 
 static _Atomic int log_level = IDEM_LOG_INFO;
+static _Atomic int log_format = IDEM_LOG_TEXT;
 static _Atomic int log_fd = 2;
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
@@ -26,6 +32,18 @@ idem_log_set_level(idem_log_level level)
 }
 
 int
+idem_log_enabled(idem_log_level level)
+{
+	return (int)level >= log_level;
+}
+
+void
+idem_log_set_format(idem_log_format format)
+{
+	log_format = (int)format;
+}
+
+int
 idem_log_set_fd(int fd)
 {
 	int old = log_fd;
@@ -34,17 +52,18 @@ idem_log_set_fd(int fd)
 	return old;
 }
 
-/* Copies src into dst[0..size) escaping control characters as \xNN;
- * returns the length written (truncated to fit). */
+/* Copies src into dst[0..size) escaping control characters, and with ascii
+ * set every byte over 0x7e, as \xNN; returns the length written (truncated
+ * to fit). */
 static size_t
-escape(char *dst, size_t size, const char *src)
+escape(char *dst, size_t size, const char *src, int ascii)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t n = 0;
 
-	for (; *src != '\0' && n + 4 < size; src++) {
+	for (; *src != '\0' && n + 5 < size; src++) {
 		unsigned char c = (unsigned char)*src;
-		if (c < 0x20 || c == 0x7f) {
+		if (c < 0x20 || c == 0x7f || (ascii && c > 0x7e)) {
 			dst[n++] = '\\';
 			dst[n++] = 'x';
 			dst[n++] = hex[c >> 4];
@@ -57,12 +76,77 @@ escape(char *dst, size_t size, const char *src)
 	return n;
 }
 
-/* Formats and writes one line; request_id may be NULL. */
+/* This machine's name, for JSON lines (read once). */
+static const char *
+host_name(void)
+{
+	static char name[256];
+	static _Atomic int done;
+
+	if (!done) {
+		if (gethostname(name, sizeof(name) - 1) != 0)
+			strcpy(name, "-");
+		name[sizeof(name) - 1] = '\0';
+		done = 1;
+	}
+	return name;
+}
+
+/* Adds key: value to obj when value is not NULL; text that is not UTF-8
+ * goes in escaped.  Returns 0 or -1. */
+static int
+json_put(json_t *obj, const char *key, const char *value)
+{
+	json_t *s;
+
+	if (value == NULL)
+		return 0;
+	if ((s = json_string(value)) == NULL) {
+		char esc[4096];
+		escape(esc, sizeof(esc), value, 1);
+		s = json_string(esc);
+	}
+	return json_object_set_new(obj, key, s);
+}
+
+/* One JSON object line into line; returns its length without the newline,
+ * or 0 when out of memory. */
+static size_t
+json_line(char *line, size_t size, const char *stamp, int lvl,
+    const idem_log_ctx *c, const char *msg)
+{
+	json_t *obj = json_object();
+	char route[IDEM_MAX_PATH + 16];
+	size_t n = 0;
+	int bad;
+
+	if (obj == NULL)
+		return 0;
+	route[0] = '\0';
+	if (c->method != NULL && c->route != NULL)
+		snprintf(route, sizeof(route), "%s %s", c->method, c->route);
+	bad = json_put(obj, "time", stamp) | json_put(obj, "level",
+	    level_names[lvl]) | json_put(obj, "host", host_name()) |
+	    json_object_set_new(obj, "pid", json_integer((json_int_t)getpid())) |
+	    json_put(obj, "request_id", c->request_id) |
+	    json_put(obj, "route", route[0] != '\0' ? route : NULL) |
+	    json_put(obj, "key_hash", c->key_hash) |
+	    json_put(obj, "event", c->event) |
+	    json_put(obj, "owner", c->owner) | json_put(obj, "msg", msg);
+	if (bad == 0)
+		n = json_dumpb(obj, line, size - 1, JSON_COMPACT);
+	json_decref(obj);
+	/* too long for the buffer: json_dumpb says how much it needed */
+	return n < size - 1 ? n : 0;
+}
+
+/* Formats and writes one line. */
 static void
-logv_id(const char *request_id, idem_log_level level, const char *fmt,
+logv_ctx(const idem_log_ctx *c, idem_log_level level, const char *fmt,
     va_list ap)
 {
-	char msg[2048], line[4096];
+	static const idem_log_ctx none;
+	char msg[2048], line[8192], stamp[40];
 	struct timeval tv;
 	struct tm tm;
 	size_t n;
@@ -72,18 +156,50 @@ logv_id(const char *request_id, idem_log_level level, const char *fmt,
 		return;
 	if (lvl < 0 || lvl > IDEM_LOG_ERROR)
 		lvl = IDEM_LOG_ERROR;
+	if (c == NULL)
+		c = &none;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
-	n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
-	n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ idemfcgi[%ld] %s ",
-	    (long)(tv.tv_usec / 1000), (long)getpid(), level_names[lvl]);
-	if (request_id != NULL && n < sizeof(line))
-		n += (size_t)snprintf(line + n, sizeof(line) - n, "req=%s: ",
-		    request_id);
-	if (n >= sizeof(line) - 2)
-		n = sizeof(line) - 2;
-	n += escape(line + n, sizeof(line) - n - 1, msg);
+	n = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(stamp + n, sizeof(stamp) - n, ".%03ldZ",
+	    (long)(tv.tv_usec / 1000));
+	if (log_format == IDEM_LOG_JSON &&
+	    (n = json_line(line, sizeof(line), stamp, lvl, c, msg)) > 0) {
+		line[n++] = '\n';
+		if (write(log_fd, line, n) < 0)
+			return;
+		return;
+	}
+	n = (size_t)snprintf(line, sizeof(line), "%s idemfcgi[%ld] %s ", stamp,
+	    (long)getpid(), level_names[lvl]);
+	if (c->request_id != NULL)
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "req=%s ",
+		    c->request_id);
+	if (c->method != NULL && c->route != NULL && n < sizeof(line) - 8) {
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "route=\"%s ",
+		    c->method);
+		if (n < sizeof(line) - 8)
+			n += escape(line + n, sizeof(line) - n - 4, c->route, 0);
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "\" ");
+	}
+	if (c->key_hash != NULL && n < sizeof(line) - 32)
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "key=%s ",
+		    c->key_hash);
+	if (c->event != NULL && n < sizeof(line) - 64)
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "event=%s ",
+		    c->event);
+	if (c->owner != NULL && n < sizeof(line) - 128)
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "owner=%s ",
+		    c->owner);
+	if (n >= sizeof(line) - 4)
+		n = sizeof(line) - 4;
+	if (c->request_id != NULL || c->route != NULL || c->key_hash != NULL ||
+	    c->event != NULL || c->owner != NULL) {
+		line[n - 1] = ':';
+		line[n++] = ' ';
+	}
+	n += escape(line + n, sizeof(line) - n - 1, msg, 0);
 	line[n++] = '\n';
 	/* one write per line; a short write to a pipe is not retried */
 	if (write(log_fd, line, n) < 0)
@@ -91,11 +207,63 @@ logv_id(const char *request_id, idem_log_level level, const char *fmt,
 }
 
 void
-idem_log(const idem_request *req, idem_log_level level, const char *fmt, ...)
+idem_log_ctx_of(idem_log_ctx *ctx, const idem_request *req, char keyhash[17])
+{
+	memset(ctx, 0, sizeof(*ctx));
+	if (req == NULL)
+		return;
+	ctx->request_id = req->request_id[0] != '\0' ? req->request_id : NULL;
+	if (req->route != NULL) {
+		ctx->method = req->route->method;
+		ctx->route = req->route->tmpl;
+	}
+	if (req->idem_key != NULL) {
+		idem_key_hash(req->idem_scope, req->idem_key, req->idem_key_len,
+		    keyhash);
+		ctx->key_hash = keyhash;
+	}
+}
+
+void
+idem_log_at(const idem_log_ctx *ctx, idem_log_level level, const char *fmt,
+    ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	logv_id(req != NULL ? req->request_id : NULL, level, fmt, ap);
+	logv_ctx(ctx, level, fmt, ap);
+	va_end(ap);
+}
+
+void
+idem_log_event(const idem_request *req, idem_log_level level,
+    const char *event, const char *owner, const char *fmt, ...)
+{
+	idem_log_ctx ctx;
+	char keyhash[17];
+	va_list ap;
+
+	if ((int)level < log_level)
+		return;
+	idem_log_ctx_of(&ctx, req, keyhash);
+	ctx.event = event;
+	ctx.owner = owner;
+	va_start(ap, fmt);
+	logv_ctx(&ctx, level, fmt, ap);
+	va_end(ap);
+}
+
+void
+idem_log(const idem_request *req, idem_log_level level, const char *fmt, ...)
+{
+	idem_log_ctx ctx;
+	char keyhash[17];
+	va_list ap;
+
+	if ((int)level < log_level)
+		return;
+	idem_log_ctx_of(&ctx, req, keyhash);
+	va_start(ap, fmt);
+	logv_ctx(&ctx, level, fmt, ap);
 	va_end(ap);
 }

@@ -1,19 +1,60 @@
 /*
  * idem_log.h - one line per event on stderr (the web server keeps it).
  *
- * Lines look like
- *   2026-11-30T07:25:05.123Z idemfcgi[42] info req=9f1c...: message
- * and are written with a single write(2), so lines of concurrent threads
- * and processes never interleave.
+ * log-format = text gives lines such as
+ *   2026-11-30T07:25:05.123Z idemfcgi[42] info req=9f1c... route="POST
+ *   /accounts/{id}/deposit" key=3fa4...: message
+ * and log-format = json one object per line:
+ *   {"time":"...","level":"info","host":"node1","pid":42,"request_id":"...",
+ *    "route":"POST /accounts/{id}/deposit","key_hash":"3fa4...",
+ *    "msg":"..."}
+ * plus "event" and "owner" on the lines an operator follows a key by
+ * (takeover, fenced, released, store_unavailable, ...).  The key itself is
+ * never logged, only its hash (idem_key_hash), which also covers the scope.
+ * Every line is one write(2), so lines of concurrent threads and processes
+ * never interleave.
  */
 #ifndef IDEM_LOG_H
 #define IDEM_LOG_H
 
 #include "idemfcgi.h"
 
+typedef enum idem_log_format {
+	IDEM_LOG_TEXT = 0,
+	IDEM_LOG_JSON
+} idem_log_format;
+
+/* What a line is about; every field may be NULL.  All borrowed. */
+typedef struct idem_log_ctx {
+	const char *request_id;
+	const char *method;       /* the route's method and template */
+	const char *route;
+	const char *key_hash;     /* 16 hex digits */
+	const char *event;        /* "takeover", "fenced", ... */
+	const char *owner;        /* a reservation's owner token */
+} idem_log_ctx;
+
 /* Lines below level are dropped.  The default is IDEM_LOG_INFO. */
 void idem_log_set_level(idem_log_level level);
+/* Whether a line of this level would be written. */
+int idem_log_enabled(idem_log_level level);
+/* Text (the default) or JSON lines. */
+void idem_log_set_format(idem_log_format format);
 /* Sends lines to fd instead of 2 (tests).  Returns the previous fd. */
 int idem_log_set_fd(int fd);
+
+/* Fills ctx from req (NULL: an empty ctx); keyhash receives the key's
+ * hash when req carries an Idempotency-Key. */
+void idem_log_ctx_of(idem_log_ctx *ctx, const idem_request *req,
+    char keyhash[17]);
+
+/* Writes one line about ctx (NULL: about nothing in particular). */
+void idem_log_at(const idem_log_ctx *ctx, idem_log_level level,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* idem_log with an event name and an owner token (may be NULL). */
+void idem_log_event(const idem_request *req, idem_log_level level,
+    const char *event, const char *owner, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 #endif

@@ -16,6 +16,7 @@
 #include "idem_key.h"
 #include "idem_log.h"
 #include "idem_master.h"
+#include "idem_metrics.h"
 #include "idem_server.h"
 #include "idem_service.h"
 #include "idem_time.h"
@@ -35,6 +36,7 @@ typedef struct master {
 	const char *plugin_dir;
 	idem_config *cfg;            /* the current generation's */
 	int fd;
+	idem_metrics *metrics;       /* shared with the workers; NULL: off */
 	worker w[MAX_WORKERS];
 	unsigned failures;           /* workers that died young in a row */
 	unsigned pending;            /* restarts waiting for their time */
@@ -45,7 +47,7 @@ typedef struct master {
 
 /* The body of a worker process.  Returns its exit status. */
 static int
-worker_main(master *m, const char *instance)
+worker_main(master *m, const char *instance, unsigned slot)
 {
 	idem_service *svc;
 	sigset_t chld;
@@ -60,6 +62,7 @@ worker_main(master *m, const char *instance)
 		return EXIT_STARTUP;
 	if (svc->mw != NULL)
 		idem_middleware_set_instance(svc->mw, instance);
+	idem_service_set_metrics(svc, m->metrics, slot);
 	rc = idem_server_run(svc, m->fd);
 	if (rc == 0)
 		idem_service_free(svc);
@@ -84,7 +87,7 @@ spawn(master *m)
 		return -1;
 	}
 	if (pid == 0)
-		_exit(worker_main(m, instance));
+		_exit(worker_main(m, instance, (unsigned)i));
 	m->w[i].pid = pid;
 	m->w[i].old = 0;
 	m->w[i].started = idem_now_ms();
@@ -126,6 +129,9 @@ release_dead(master *m, const worker *w)
 		used += (size_t)snprintf(list + used, sizeof(list) - used, " %s",
 		    hash);
 	}
+	if (m->metrics != NULL)
+		idem_metrics_outcome(m->metrics,
+		    IDEM_OUTCOME_DEAD_WORKER_RELEASED, n);
 	idem_log(NULL, n > 0 ? IDEM_LOG_WARN : IDEM_LOG_INFO, "released %zu "
 	    "reservation(s) of dead worker %ld (instance %s); their retries "
 	    "run again:%s", n, (long)w->pid, w->instance, n > 0 ? list :
@@ -163,6 +169,8 @@ reap(master *m)
 			continue;
 		w = m->w[i];
 		m->w[i].pid = 0;
+		if (m->metrics != NULL)
+			idem_metrics_slot_reset(m->metrics, (unsigned)i);
 		describe(status, how, sizeof(how));
 		/* the exit status tells whether the final drain was clean */
 		if (!clean && m->stopping)
@@ -181,6 +189,8 @@ reap(master *m)
 			m->failures = 0;
 		release_dead(m, &w);
 		m->pending++;
+		if (m->metrics != NULL)
+			idem_metrics_restart(m->metrics);
 		if (m->failures == 0) {
 			m->restart_at = idem_now_ms();
 		} else {
@@ -209,6 +219,17 @@ alive(const master *m)
 		if (m->w[i].pid != 0)
 			n++;
 	return n;
+}
+
+/* Maps the shared metrics region once [metrics] is enabled; it then stays
+ * for the master's life, so a reload keeps the counters. */
+static void
+open_metrics(master *m)
+{
+	if (m->metrics == NULL && m->cfg->metrics_enabled &&
+	    idem_metrics_new(&m->metrics) != IDEM_OK)
+		idem_log(NULL, IDEM_LOG_ERROR, "no shared metrics region: each "
+		    "worker reports only its own requests");
 }
 
 /* SIGHUP: a new config, new workers, the old ones drained. */
@@ -244,6 +265,8 @@ reload(master *m)
 	idem_config_free(m->cfg);
 	m->cfg = cfg;
 	idem_log_set_level(cfg->log_level);
+	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
+	open_metrics(m);
 	m->pending = 0;
 	m->failures = 0;
 	for (i = 0; i < cfg->workers; i++)
@@ -275,6 +298,7 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 	m->plugin_dir = plugin_dir;
 	m->cfg = cfg;
 	m->fd = listen_fd;
+	open_metrics(m);
 	idem_server_block_signals();
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
@@ -295,6 +319,8 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 		int sig;
 
 		reap(m);
+		if (m->metrics != NULL)
+			idem_metrics_workers(m->metrics, alive(m));
 		if (m->stopping && alive(m) == 0)
 			break;
 		if (!m->stopping && m->pending > 0 && now >= m->restart_at) {
@@ -336,6 +362,7 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 	rc = m->status;
 	idem_log(NULL, IDEM_LOG_INFO, "master stopped");
 	idem_config_free(m->cfg);
+	idem_metrics_free(m->metrics);
 	free(m);
 	return rc;
 }

@@ -13,6 +13,7 @@
 
 #include "idem_key.h"
 #include "idem_log.h"
+#include "idem_metrics.h"
 #include "idem_middleware.h"
 #include "idem_router.h"
 #include "idem_time.h"
@@ -30,33 +31,60 @@ key_hash(const idem_store_key *sk, char buf[17])
 	return buf;
 }
 
+/* Counts an outcome when mw has metrics. */
+static void
+count(const idem_middleware *mw, idem_outcome o)
+{
+	if (mw->metrics != NULL)
+		idem_metrics_outcome(mw->metrics, o, 1);
+}
+
+/* The log context of a lease: its request, route, key hash, owner. */
+static const idem_log_ctx *
+lease_ctx(idem_lease *l, idem_log_ctx *ctx, const char *event)
+{
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->request_id = l->request_id[0] != '\0' ? l->request_id : NULL;
+	ctx->method = l->method;
+	ctx->route = l->route;
+	ctx->key_hash = key_hash(&l->key, l->keyhash);
+	ctx->event = event;
+	ctx->owner = l->owner;
+	return ctx;
+}
+
 /* Runs one job of l (a copy taken under the lock).  Returns 1 when the job
  * is finished and l can go, 0 to keep it for the next round. */
 static int
 run_job(idem_middleware *mw, idem_lease *l)
 {
+	idem_log_ctx ctx;
 	idem_err err;
 
 	switch (l->job) {
 	case IDEM_LEASE_RELEASE:
 		err = idem_store_release(mw->store, &l->key, l->owner);
-		if (err == IDEM_OK)
-			idem_log(NULL, IDEM_LOG_INFO, "key %s: released after the "
-			    "store came back", key_hash(&l->key,
-			    l->keyhash));
+		if (err == IDEM_OK) {
+			count(mw, IDEM_OUTCOME_RELEASED);
+			idem_log_at(lease_ctx(l, &ctx, "released"), IDEM_LOG_INFO,
+			    "released after the store came back");
+		} else if (err == IDEM_ERR_NOT_FOUND) {
+			count(mw, IDEM_OUTCOME_FENCED);
+		}
 		return err != IDEM_ERR_STORE;
 	case IDEM_LEASE_COMMIT:
 		err = idem_store_commit(mw->store, &l->key, l->owner, &l->answer,
 		    mw->cfg->lifetime);
-		if (err == IDEM_OK)
-			idem_log(NULL, IDEM_LOG_INFO, "key %s: answer stored after "
-			    "the store came back", key_hash(&l->key,
-			    l->keyhash));
-		else if (err == IDEM_ERR_NOT_FOUND)
-			idem_log(NULL, IDEM_LOG_WARN, "key %s: answer never stored: "
-			    "the reservation was taken over while the store was "
-			    "away; a retry ran again", key_hash(&l->key,
-			    l->keyhash));
+		if (err == IDEM_OK) {
+			count(mw, IDEM_OUTCOME_COMMITTED);
+			idem_log_at(lease_ctx(l, &ctx, "committed"), IDEM_LOG_INFO,
+			    "answer stored after the store came back");
+		} else if (err == IDEM_ERR_NOT_FOUND) {
+			count(mw, IDEM_OUTCOME_FENCED);
+			idem_log_at(lease_ctx(l, &ctx, "fenced"), IDEM_LOG_WARN,
+			    "answer never stored: the reservation was taken over "
+			    "while the store was away; a retry ran again");
+		}
 		if (err != IDEM_ERR_STORE)
 			return 1;
 		break;
@@ -67,8 +95,8 @@ run_job(idem_middleware *mw, idem_lease *l)
 	if (err == IDEM_ERR_NOT_FOUND)
 		l->lost = 1;
 	else if (err != IDEM_OK)
-		idem_log(NULL, IDEM_LOG_WARN, "lease renewal of key %s: %s",
-		    key_hash(&l->key, l->keyhash), idem_strerror(err));
+		idem_log_at(lease_ctx(l, &ctx, NULL), IDEM_LOG_WARN,
+		    "lease renewal: %s", idem_strerror(err));
 	return 0;
 }
 
@@ -135,11 +163,14 @@ renewer(void *arg)
 			if (copy[i].job != IDEM_LEASE_RENEW &&
 			    (done[i] || copy[i].lost)) {
 				/* only this thread removes these: orig[i] is live */
-				if (!done[i])
-					idem_log(NULL, IDEM_LOG_WARN, "key %s: the "
-					    "reservation was taken over while the "
-					    "store was away; its answer is not stored",
-					    key_hash(&copy[i].key, copy[i].keyhash));
+				if (!done[i]) {
+					idem_log_ctx ctx;
+					count(mw, IDEM_OUTCOME_FENCED);
+					idem_log_at(lease_ctx(&copy[i], &ctx, "fenced"),
+					    IDEM_LOG_WARN, "the reservation was taken "
+					    "over while the store was away; its answer "
+					    "is not stored");
+				}
 				DL_DELETE(mw->leases, orig[i]);
 				mw->backlog--;
 				lease_free(orig[i]);
@@ -152,12 +183,12 @@ renewer(void *arg)
 			DL_FOREACH(mw->leases, l)
 				if (l == orig[i] && !l->lost &&
 				    strcmp(l->owner, copy[i].owner) == 0) {
+					idem_log_ctx ctx;
 					l->lost = 1;
-					idem_log(NULL, IDEM_LOG_WARN, "lease of key %s "
-					    "(owner %s) was lost: the reservation was "
-					    "taken over; this handler's answer will not "
-					    "be stored", key_hash(&l->key,
-					    l->keyhash), l->owner);
+					idem_log_at(lease_ctx(l, &ctx, "lease_lost"),
+					    IDEM_LOG_WARN, "lease lost: the reservation "
+					    "was taken over; this handler's answer will "
+					    "not be stored");
 					break;
 				}
 		}
@@ -235,8 +266,9 @@ idem_middleware_free(idem_middleware *mw)
  * back.  Returns the lease (NULL when out of memory or, for the store
  * outage jobs, over MAX_BACKLOG: then the key frees after inflight-ttl). */
 static idem_lease *
-lease_add(idem_middleware *mw, idem_lease_job job, const idem_store_key *sk,
-    const char *owner, const char *keyhash, const idem_stored_response *ans)
+lease_add(idem_middleware *mw, idem_lease_job job, const idem_request *req,
+    const idem_store_key *sk, const char *owner,
+    const idem_stored_response *ans)
 {
 	idem_lease *l = calloc(1, sizeof(*l));
 
@@ -245,7 +277,11 @@ lease_add(idem_middleware *mw, idem_lease_job job, const idem_store_key *sk,
 	l->job = job;
 	l->key = *sk;
 	snprintf(l->owner, sizeof(l->owner), "%s", owner);
-	memcpy(l->keyhash, keyhash, sizeof(l->keyhash));
+	snprintf(l->request_id, sizeof(l->request_id), "%s", req->request_id);
+	if (req->route != NULL) {
+		l->method = req->route->method;
+		l->route = req->route->tmpl;
+	}
 	if (ans != NULL && idem_stored_response_copy(&l->answer, ans) != IDEM_OK) {
 		free(l);
 		return NULL;
@@ -369,9 +405,7 @@ static int
 store_key(const idem_middleware *mw, const idem_request *req, const char *key,
     idem_store_key *sk, idem_response *res)
 {
-	const char *who = NULL, *kind = NULL;
-	char *buf;
-	size_t len;
+	const char *who = NULL;
 
 	memset(sk, 0, sizeof(*sk));
 	sk->key_len = strlen(key);
@@ -381,11 +415,9 @@ store_key(const idem_middleware *mw, const idem_request *req, const char *key,
 		return 0;
 	case IDEM_SCOPE_REMOTE_USER:
 		who = idem_request_remote_user(req);
-		kind = "remote-user";
 		break;
 	case IDEM_SCOPE_HEADER:
 		who = idem_request_header(req, mw->cfg->scope_header);
-		kind = mw->cfg->scope_header;
 		break;
 	}
 	if (who == NULL || *who == '\0') {
@@ -393,24 +425,15 @@ store_key(const idem_middleware *mw, const idem_request *req, const char *key,
 		snprintf(detail, sizeof(detail), "idempotency keys are scoped by "
 		    "%s%s, and this request has none", mw->cfg->scope ==
 		    IDEM_SCOPE_HEADER ? "the header " : "", mw->cfg->scope ==
-		    IDEM_SCOPE_HEADER ? kind : "the authenticated user");
+		    IDEM_SCOPE_HEADER ? mw->cfg->scope_header :
+		    "the authenticated user");
 		refuse(res, 400, "IDEMPOTENCY_SCOPE_MISSING", detail, 0);
 		return -1;
 	}
-	/* "kind\0principal": a user and a header value never collide */
-	len = strlen(kind) + 1 + strlen(who);
-	if ((buf = malloc(len + 1)) == NULL) {
+	if (idem_scope_hash(mw->cfg, who, sk->scope) != IDEM_OK) {
 		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
 		return -1;
 	}
-	memcpy(buf, kind, strlen(kind) + 1);
-	memcpy(buf + strlen(kind) + 1, who, strlen(who));
-	if (idem_sha256(buf, len, sk->scope) != IDEM_OK) {
-		free(buf);
-		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
-		return -1;
-	}
-	free(buf);
 	return 0;
 }
 
@@ -424,10 +447,47 @@ nap(long ms)
 		;
 }
 
+/* The store failed on a request: logs the start of an outage once, and
+ * counts the refusals it causes. */
+static void
+store_failed(idem_middleware *mw, const idem_request *req, idem_err err)
+{
+	int was_up = 0;
+
+	count(mw, IDEM_OUTCOME_STORE_UNAVAILABLE);
+	atomic_fetch_add(&mw->refused_down, 1);
+	if (atomic_compare_exchange_strong(&mw->store_down, &was_up, 1)) {
+		mw->down_since = idem_now_ms();
+		idem_log_event(req, IDEM_LOG_ERROR, "store_unavailable", NULL,
+		    "idempotency store unavailable (%s): requests get 503 and "
+		    "their handlers do not run until it is back",
+		    idem_strerror(err));
+	} else {
+		idem_log_event(req, IDEM_LOG_DEBUG, "store_unavailable", NULL,
+		    "idempotency store still unavailable: %s; answered 503",
+		    idem_strerror(err));
+	}
+}
+
+/* The store answered: logs the end of an outage once. */
+static void
+store_answered(idem_middleware *mw, const idem_request *req)
+{
+	int was_down = 1;
+
+	if (atomic_load_explicit(&mw->store_down, memory_order_relaxed) &&
+	    atomic_compare_exchange_strong(&mw->store_down, &was_down, 0))
+		idem_log_event(req, IDEM_LOG_WARN, "store_recovered", NULL,
+		    "idempotency store is back after %llu ms; %lu request(s) "
+		    "got 503 meanwhile",
+		    (unsigned long long)(idem_now_ms() - mw->down_since),
+		    atomic_exchange(&mw->refused_down, 0));
+}
+
 /* After the handler: commit the answer or release the reservation. */
 static void
 finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
-    const char *owner, char *keyhash, idem_response *res, idem_err herr)
+    const char *owner, idem_response *res, idem_err herr)
 {
 	const idem_config *cfg = mw->cfg;
 	idem_stored_response sr;
@@ -448,56 +508,57 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 		    == NULL) {
 			why = "out of memory";
 		} else if (sr.headers_len + sr.body_len > cfg->max_response) {
-			idem_log(req, IDEM_LOG_WARN, "key %s: answer of %zu bytes "
-			    "is over max-response (%llu): not stored; a retry "
-			    "runs again", key_hash(sk, keyhash),
+			idem_log(req, IDEM_LOG_WARN, "answer of %zu bytes is over "
+			    "max-response (%llu): not stored; a retry runs again",
 			    sr.headers_len + sr.body_len,
 			    (unsigned long long)cfg->max_response);
 			why = "it is over max-response";
 		} else {
 			err = idem_store_commit(mw->store, sk, owner, &sr,
 			    cfg->lifetime);
-			if (err == IDEM_ERR_NOT_FOUND)
-				idem_log(req, IDEM_LOG_WARN, "key %s: commit refused: "
-				    "this request (owner %s) no longer holds its "
-				    "reservation (taken over or released); its "
-				    "answer was not stored", key_hash(sk, keyhash),
-				    owner);
-			else if (err != IDEM_OK && lease_add(mw, IDEM_LEASE_COMMIT,
-			    sk, owner, keyhash, &sr) != NULL)
-				idem_log(req, IDEM_LOG_ERROR, "key %s: commit failed: "
-				    "%s; it is retried in the background while the "
-				    "reservation is held", key_hash(sk, keyhash),
+			if (err == IDEM_OK) {
+				count(mw, IDEM_OUTCOME_COMMITTED);
+			} else if (err == IDEM_ERR_NOT_FOUND) {
+				count(mw, IDEM_OUTCOME_FENCED);
+				idem_log_event(req, IDEM_LOG_WARN, "fenced", owner,
+				    "commit refused: this request no longer holds "
+				    "its reservation (taken over or released); its "
+				    "answer was not stored");
+			} else if (lease_add(mw, IDEM_LEASE_COMMIT, req, sk, owner,
+			    &sr) != NULL) {
+				idem_log_event(req, IDEM_LOG_ERROR, "commit_deferred",
+				    owner, "commit failed: %s; it is retried in the "
+				    "background while the reservation is held",
 				    idem_strerror(err));
-			else if (err != IDEM_OK)
-				idem_log(req, IDEM_LOG_ERROR, "key %s: commit failed: "
-				    "%s; a retry after inflight-ttl runs again",
-				    key_hash(sk, keyhash), idem_strerror(err));
+			} else {
+				idem_log_event(req, IDEM_LOG_ERROR, "commit_failed",
+				    owner, "commit failed: %s; a retry after "
+				    "inflight-ttl runs again", idem_strerror(err));
+			}
 		}
 		free(sr.headers);
 		if (why == NULL)
 			return;
 	}
 	err = idem_store_release(mw->store, sk, owner);
-	if (err == IDEM_ERR_NOT_FOUND)
-		idem_log(req, IDEM_LOG_WARN, "key %s: release refused: this "
-		    "request (owner %s) no longer holds its reservation",
-		    key_hash(sk, keyhash),
-		    owner);
-	else if (err != IDEM_OK && lease_add(mw, IDEM_LEASE_RELEASE, sk, owner,
-	    keyhash, NULL) != NULL)
-		idem_log(req, IDEM_LOG_ERROR, "key %s: release failed: %s; it is "
-		    "retried in the background", key_hash(sk, keyhash),
+	if (err == IDEM_OK) {
+		count(mw, IDEM_OUTCOME_RELEASED);
+		idem_log_event(req, IDEM_LOG_INFO, "released", owner, "released "
+		    "(status %d: %s); a retry runs again", res->status, why);
+	} else if (err == IDEM_ERR_NOT_FOUND) {
+		count(mw, IDEM_OUTCOME_FENCED);
+		idem_log_event(req, IDEM_LOG_WARN, "fenced", owner, "release "
+		    "refused: this request no longer holds its reservation");
+	} else if (lease_add(mw, IDEM_LEASE_RELEASE, req, sk, owner, NULL)
+	    != NULL) {
+		idem_log_event(req, IDEM_LOG_ERROR, "release_deferred", owner,
+		    "release failed: %s; it is retried in the background",
 		    idem_strerror(err));
-	else if (err != IDEM_OK)
-		idem_log(req, IDEM_LOG_ERROR, "key %s: release failed: %s; "
-		    "retries get 409 until inflight-ttl passes",
-		    key_hash(sk, keyhash),
-		    idem_strerror(err));
-	else if (herr != IDEM_OK || mw->cfg->log_level == IDEM_LOG_DEBUG)
-		idem_log(req, herr != IDEM_OK ? IDEM_LOG_INFO : IDEM_LOG_DEBUG,
-		    "key %s: released (status %d: %s)", key_hash(sk, keyhash),
-		    res->status, why);
+	} else {
+		idem_log_event(req, IDEM_LOG_ERROR, "release_failed", owner,
+		    "release failed: %s; retries get 409 until inflight-ttl "
+		    "passes", idem_strerror(err));
+	}
 }
 
 void
@@ -510,7 +571,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	    "characters", "a UUID in its 36-character form", "a UUIDv7 "
 	    "(RFC 9562) in its 36-character form" };
 	unsigned char fp[32];
-	char owner[IDEM_OWNER_MAX + 1], detail[200], keyhash[17], rnd[33];
+	char owner[IDEM_OWNER_MAX + 1], detail[200], rnd[33];
 	idem_lease *lease;
 	idem_store_key sk;
 	idem_reserve_result rr;
@@ -519,26 +580,34 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	idem_err err;
 
 	if (key == NULL) {
-		if (idem_middleware_policy(mw, req) == IDEM_POLICY_REQUIRED)
+		if (idem_middleware_policy(mw, req) == IDEM_POLICY_REQUIRED) {
+			count(mw, IDEM_OUTCOME_KEY_MISSING);
 			refuse(res, 400, "IDEMPOTENCY_KEY_MISSING", "this route "
 			    "needs an Idempotency-Key header", 0);
-		else
+		} else {
 			next(req, res);
+		}
 		return;
 	}
 	if (!idem_key_valid(cfg->key_format, key, strlen(key))) {
+		count(mw, IDEM_OUTCOME_KEY_INVALID);
 		snprintf(detail, sizeof(detail), "an Idempotency-Key here is %s",
 		    formats[cfg->key_format]);
 		refuse(res, 400, "IDEMPOTENCY_KEY_INVALID", detail, 0);
 		return;
 	}
-	if (store_key(mw, req, key, &sk, res) < 0)
+	if (store_key(mw, req, key, &sk, res) < 0) {
+		count(mw, IDEM_OUTCOME_SCOPE_MISSING);
 		return;
+	}
+	/* from here on, log lines about req carry the key's hash */
+	req->idem_key = key;
+	req->idem_key_len = sk.key_len;
+	memcpy(req->idem_scope, sk.scope, sizeof(sk.scope));
 	if (idem_fingerprint(req, fp) != IDEM_OK) {
 		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
 		return;
 	}
-	keyhash[0] = '\0';
 	/* "<instance>.<random>": the master releases a dead worker's
 	 * reservations by the prefix */
 	idem_random_id(rnd);
@@ -549,23 +618,22 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		err = idem_store_reserve(mw->store, &sk, fp, owner,
 		    req->request_id, cfg->inflight_ttl, cfg->lifetime, &rr);
 		if (err != IDEM_OK) {
-			idem_log(req, IDEM_LOG_ERROR, "key %s: idempotency store: "
-			    "%s; answered 503, the handler did not run",
-			    key_hash(&sk, keyhash),
-			    idem_strerror(err));
+			store_failed(mw, req, err);
 			idem_reserve_result_clear(&rr);
 			/* a reservation that reached the store unanswered must
 			 * not hold the key until inflight-ttl */
-			lease_add(mw, IDEM_LEASE_RELEASE, &sk, owner, keyhash, NULL);
+			lease_add(mw, IDEM_LEASE_RELEASE, req, &sk, owner, NULL);
 			refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the "
 			    "idempotency store is unavailable; retry later", 1);
 			return;
 		}
+		store_answered(mw, req);
 		if (rr.outcome == IDEM_RESERVE_ACQUIRED ||
 		    rr.outcome == IDEM_RESERVE_TAKEN_OVER)
 			break;
 		if (memcmp(rr.fingerprint, fp, 32) != 0) {
 			idem_reserve_result_clear(&rr);
+			count(mw, IDEM_OUTCOME_CONFLICT);
 			refuse(res, (int)cfg->conflict_status,
 			    "IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used "
 			    "for a different request", 0);
@@ -577,6 +645,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			if (err != IDEM_OK)
 				refuse(res, 500, "REPLAY_FAILED", "the stored answer "
 				    "could not be replayed", 0);
+			else
+				count(mw, IDEM_OUTCOME_REPLAYED);
 			return;
 		}
 		/* in flight, same request: wait for it, or say so */
@@ -584,6 +654,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			deadline = idem_now_ms() + cfg->inflight_wait;
 		idem_reserve_result_clear(&rr);
 		if (idem_now_ms() >= deadline) {
+			count(mw, IDEM_OUTCOME_IN_FLIGHT);
 			refuse(res, 409, "IDEMPOTENCY_IN_FLIGHT", "a request with "
 			    "this Idempotency-Key is being processed; retry "
 			    "later", 1);
@@ -593,16 +664,19 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		if (pause < 100)
 			pause *= 2;
 	}
-	if (rr.outcome == IDEM_RESERVE_TAKEN_OVER)
-		idem_log(req, IDEM_LOG_WARN, "key %s: took over the reservation "
-		    "of request %s (owner %s), idle for %llu ms (inflight-ttl "
-		    "%llu ms); running the handler", key_hash(&sk, keyhash),
-		    rr.request_id,
+	if (rr.outcome == IDEM_RESERVE_TAKEN_OVER) {
+		count(mw, IDEM_OUTCOME_TAKEN_OVER);
+		idem_log_event(req, IDEM_LOG_WARN, "takeover", owner, "took over "
+		    "the reservation of request %s (owner %s), idle for %llu ms "
+		    "(inflight-ttl %llu ms); running the handler", rr.request_id,
 		    rr.owner, (unsigned long long)rr.lease_age_ms,
 		    (unsigned long long)cfg->inflight_ttl);
+	} else {
+		count(mw, IDEM_OUTCOME_ACQUIRED);
+	}
 	idem_reserve_result_clear(&rr);
-	lease = lease_add(mw, IDEM_LEASE_RENEW, &sk, owner, keyhash, NULL);
+	lease = lease_add(mw, IDEM_LEASE_RENEW, req, &sk, owner, NULL);
 	err = next(req, res);
 	lease_remove(mw, lease);
-	finish(mw, req, &sk, owner, keyhash, res, err);
+	finish(mw, req, &sk, owner, res, err);
 }

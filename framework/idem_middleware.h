@@ -13,6 +13,7 @@
 #define IDEM_MIDDLEWARE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "idem_config.h"
 #include "idem_request.h"
@@ -32,6 +33,9 @@ typedef struct idem_lease {
 	idem_store_key key;
 	char owner[IDEM_OWNER_MAX + 1];
 	char keyhash[17];
+	/* for the log lines of the lease thread: the request that reserved */
+	char request_id[IDEM_RID_MAX + 1];
+	const char *method, *route;   /* borrowed from the router */
 	int lost;                 /* renewal found it taken over */
 	idem_stored_response answer;  /* IDEM_LEASE_COMMIT: owned */
 	struct idem_lease *prev, *next;
@@ -40,6 +44,7 @@ typedef struct idem_lease {
 typedef struct idem_middleware {
 	const idem_config *cfg;   /* borrowed */
 	idem_store *store;        /* owned */
+	struct idem_metrics *metrics; /* borrowed; NULL: not counted */
 	char instance[17];        /* owner tokens start with it and '.' */
 	/* lease renewal: every inflight-ttl/3 a thread renews the lease of
 	 * every reservation in leases, so a live handler is never taken over */
@@ -50,6 +55,11 @@ typedef struct idem_middleware {
 	int stopping;
 	idem_lease *leases;       /* utlist */
 	unsigned backlog;         /* RELEASE and COMMIT jobs queued */
+	/* a store outage is logged when it begins and when it ends, not on
+	 * every request it refuses */
+	atomic_int store_down;
+	_Atomic uint64_t down_since;   /* ms */
+	atomic_ulong refused_down;     /* 503s since */
 } idem_middleware;
 
 /* Runs the route's handler on req into res; returns its result. */

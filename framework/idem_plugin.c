@@ -214,7 +214,9 @@ idem_route_add(idem_app *app, const char *method, const char *tmpl,
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: route %s %s: %s",
 		    app->path, method != NULL ? method : "(null)",
 		    tmpl != NULL ? tmpl : "(null)",
-		    err == IDEM_ERR_EXISTS ? "already registered" :
+		    err == IDEM_ERR_EXISTS ? "already registered (by a plugin, "
+		    "or by idemfcgi itself: see [server] policy-path and "
+		    "[metrics] path)" :
 		    err == IDEM_ERR_INVALID ? "malformed method or template" :
 		    idem_strerror(err));
 	return err;

@@ -43,6 +43,11 @@ struct idem_request {
 	size_t body_len;
 	char request_id[IDEM_REQUEST_ID_MAX + 1];
 	const struct idem_route *route;  /* set by the router */
+	/* set by the idempotency middleware once the key is valid, for the
+	 * key hash in log lines: the key (borrowed from envp) and scope hash */
+	const char *idem_key;
+	size_t idem_key_len;
+	unsigned char idem_scope[32];
 	idem_param params[IDEM_MAX_SEGMENTS];
 	size_t nparams;
 };

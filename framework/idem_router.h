@@ -24,6 +24,9 @@ typedef struct idem_route {
 	idem_handler_fn handler;
 	void *data;                      /* borrowed from the plugin */
 	const char *owner;               /* borrowed: the plugin's name */
+	struct idem_metrics *metrics;    /* borrowed: where it is counted,
+	                                  * NULL: nowhere */
+	unsigned metrics_row;            /* its row there */
 } idem_route;
 
 typedef struct idem_router {

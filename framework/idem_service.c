@@ -7,7 +7,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "idem_builtin.h"
 #include "idem_log.h"
+#include "idem_metrics.h"
 #include "idem_service.h"
 
 /* The most of an unwanted body that is read and thrown away, so the web
@@ -55,34 +57,61 @@ idem_service_new(idem_config *cfg, const char *plugin_dir, idem_service **out)
 		idem_service_free(svc);
 		return IDEM_ERR_NOMEM;
 	}
-	err = idem_plugins_load(cfg, svc->router, plugin_dir, &svc->plugins);
+	err = idem_builtin_routes(svc);
+	if (err == IDEM_OK && cfg->metrics_enabled) {
+		err = idem_metrics_new(&svc->metrics);
+		svc->own_metrics = 1;
+	}
+	if (err == IDEM_OK)
+		err = idem_plugins_load(cfg, svc->router, plugin_dir,
+		    &svc->plugins);
 	if (err == IDEM_OK && cfg->idem_enabled)
 		err = open_middleware(svc);
 	if (err != IDEM_OK) {
 		idem_service_free(svc);
 		return err;
 	}
+	idem_service_set_metrics(svc, svc->metrics, 0);
 	*out = svc;
 	return IDEM_OK;
+}
+
+void
+idem_service_set_metrics(idem_service *svc, idem_metrics *m, unsigned slot)
+{
+	size_t i;
+
+	if (svc->metrics == NULL || m == NULL)
+		return;
+	if (svc->own_metrics && m != svc->metrics) {
+		idem_metrics_free(svc->metrics);
+		svc->own_metrics = 0;
+	}
+	svc->metrics = m;
+	svc->slot = slot;
+	for (i = 0; i < svc->router->nroutes; i++) {
+		idem_route *rt = &svc->router->routes[i];
+		rt->metrics = m;
+		rt->metrics_row = idem_metrics_route(m, rt->method, rt->tmpl);
+	}
+	if (svc->mw != NULL) {
+		svc->mw->metrics = m;
+		svc->mw->store->metrics = m;
+	}
 }
 
 unsigned long
 idem_service_purge(idem_service *svc)
 {
 	unsigned long total = 0;
-	unsigned n;
+	idem_err err;
 
 	if (svc->mw == NULL)
 		return 0;
-	do {
-		idem_err err = idem_store_purge(svc->mw->store, PURGE_BATCH, &n);
-		if (err != IDEM_OK) {
-			idem_log(NULL, IDEM_LOG_ERROR, "purging expired records: "
-			    "%s", idem_strerror(err));
-			break;
-		}
-		total += n;
-	} while (n == PURGE_BATCH);
+	err = idem_store_purge_all(svc->mw->store, PURGE_BATCH, &total);
+	if (err != IDEM_OK)
+		idem_log(NULL, IDEM_LOG_ERROR, "purging expired records: %s",
+		    idem_strerror(err));
 	if (total > 0)
 		idem_log(NULL, IDEM_LOG_DEBUG, "purged %lu expired record(s)",
 		    total);
@@ -112,6 +141,8 @@ idem_service_free(idem_service *svc)
 	idem_plugins_free(svc->plugins);
 	idem_router_free(svc->router);
 	idem_config_free(svc->cfg);
+	if (svc->own_metrics)
+		idem_metrics_free(svc->metrics);
 	free(svc);
 }
 
@@ -133,8 +164,12 @@ static idem_err
 run_handler(idem_request *req, idem_response *res)
 {
 	const idem_route *rt = req->route;
+	uint64_t t0 = rt->metrics != NULL ? idem_metrics_now_ns() : 0;
 	idem_err err = rt->handler(req, res, rt->data);
 
+	if (rt->metrics != NULL)
+		idem_metrics_handler(rt->metrics, rt->metrics_row,
+		    idem_metrics_now_ns() - t0);
 	if (err != IDEM_OK) {
 		idem_problem pb;
 		idem_log(req, IDEM_LOG_ERROR, "handler %s %s (plugin %s) failed: "
@@ -155,9 +190,10 @@ env_or_dash(const idem_request *req, const char *name)
 	return v != NULL ? v : "-";
 }
 
-void
-idem_service_handle(idem_service *svc, char *const *envp, idem_read_fn rd,
-    void *rdctx, idem_request *req, idem_response *res)
+/* idem_service_handle without the counting. */
+static void
+handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
+    idem_request *req, idem_response *res)
 {
 	idem_problem pb;
 	char allow[256];
@@ -207,4 +243,19 @@ idem_service_handle(idem_service *svc, char *const *envp, idem_read_fn rd,
 drain:
 	if (req->body == NULL)
 		idem_request_drain_body(req, DRAIN_LIMIT, rd, rdctx);
+}
+
+void
+idem_service_handle(idem_service *svc, char *const *envp, idem_read_fn rd,
+    void *rdctx, idem_request *req, idem_response *res)
+{
+	if (svc->metrics == NULL) {
+		handle(svc, envp, rd, rdctx, req, res);
+		return;
+	}
+	idem_metrics_in_flight(svc->metrics, svc->slot, 1);
+	handle(svc, envp, rd, rdctx, req, res);
+	idem_metrics_request(svc->metrics, req->route != NULL ?
+	    req->route->metrics_row : 0, res->status);
+	idem_metrics_in_flight(svc->metrics, svc->slot, -1);
 }

@@ -20,6 +20,11 @@ typedef struct idem_service {
 	idem_router *router;     /* owned */
 	idem_plugins *plugins;   /* owned */
 	idem_middleware *mw;     /* owned; NULL when idempotency is off */
+	struct idem_metrics *metrics; /* NULL when [metrics] is off; shared
+	                          * with the other workers (see
+	                          * idem_service_set_metrics), else owned */
+	int own_metrics;
+	unsigned slot;           /* this worker's in-flight gauge slot */
 } idem_service;
 
 /*
@@ -41,6 +46,14 @@ unsigned long idem_service_purge(idem_service *svc);
  * freed).  The master checks a config by building a service, then keeps
  * the config for its workers. */
 idem_config *idem_service_release_config(idem_service *svc);
+
+/*
+ * Counts into m (borrowed: the master's region, shared by every worker;
+ * must outlive svc) instead of the service's own, as worker slot.  Does
+ * nothing when [metrics] is off.
+ */
+void idem_service_set_metrics(idem_service *svc, struct idem_metrics *m,
+    unsigned slot);
 
 /* Tears the plugins down and frees everything.  NULL is fine. */
 void idem_service_free(idem_service *svc);

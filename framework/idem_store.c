@@ -6,42 +6,72 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idem_metrics.h"
 #include "idem_store.h"
+
+/* Records an operation's latency and result when s has metrics. */
+static idem_err
+timed(idem_store *s, idem_store_op op, uint64_t t0, idem_err err)
+{
+	if (s->metrics != NULL)
+		idem_metrics_store(s->metrics, op, idem_metrics_now_ns() - t0,
+		    err != IDEM_OK && err != IDEM_ERR_NOT_FOUND);
+	return err;
+}
+
+/* The start time of an operation (0 without metrics). */
+static uint64_t
+start(const idem_store *s)
+{
+	return s->metrics != NULL ? idem_metrics_now_ns() : 0;
+}
 
 idem_err
 idem_store_reserve(idem_store *s, const idem_store_key *k,
     const unsigned char fp[32], const char *owner, const char *request_id,
     uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out)
 {
+	uint64_t t0 = start(s);
+
 	memset(out, 0, sizeof(*out));
-	return s->ops->reserve(s, k, fp, owner, request_id, inflight_ttl_ms,
-	    lifetime_ms, out);
+	return timed(s, IDEM_STORE_OP_RESERVE, t0, s->ops->reserve(s, k, fp,
+	    owner, request_id, inflight_ttl_ms, lifetime_ms, out));
 }
 
 idem_err
 idem_store_commit(idem_store *s, const idem_store_key *k, const char *owner,
     const idem_stored_response *resp, uint64_t lifetime_ms)
 {
-	return s->ops->commit(s, k, owner, resp, lifetime_ms);
+	uint64_t t0 = start(s);
+
+	return timed(s, IDEM_STORE_OP_COMMIT, t0, s->ops->commit(s, k, owner,
+	    resp, lifetime_ms));
 }
 
 idem_err
 idem_store_release(idem_store *s, const idem_store_key *k, const char *owner)
 {
-	return s->ops->release(s, k, owner);
+	uint64_t t0 = start(s);
+
+	return timed(s, IDEM_STORE_OP_RELEASE, t0, s->ops->release(s, k,
+	    owner));
 }
 
 idem_err
 idem_store_renew(idem_store *s, const idem_store_key *k, const char *owner)
 {
-	return s->ops->renew(s, k, owner);
+	uint64_t t0 = start(s);
+
+	return timed(s, IDEM_STORE_OP_RENEW, t0, s->ops->renew(s, k, owner));
 }
 
 idem_err
 idem_store_purge(idem_store *s, unsigned max, unsigned *purged)
 {
+	uint64_t t0 = start(s);
+
 	*purged = 0;
-	return s->ops->purge(s, max, purged);
+	return timed(s, IDEM_STORE_OP_PURGE, t0, s->ops->purge(s, max, purged));
 }
 
 idem_err
@@ -53,6 +83,41 @@ idem_store_release_prefix(idem_store *s, const char *prefix,
 	if (s->ops->release_prefix == NULL)
 		return IDEM_OK;
 	return s->ops->release_prefix(s, prefix, keys, n);
+}
+
+idem_err
+idem_store_purge_all(idem_store *s, unsigned batch, unsigned long *total)
+{
+	unsigned n;
+	idem_err err;
+
+	*total = 0;
+	do {
+		if ((err = idem_store_purge(s, batch, &n)) != IDEM_OK)
+			return err;
+		*total += n;
+	} while (n == batch);
+	return IDEM_OK;
+}
+
+idem_err
+idem_store_lookup(idem_store *s, const idem_store_key *k,
+    idem_store_record *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (s->ops->lookup == NULL)
+		return IDEM_ERR_INVALID;
+	return s->ops->lookup(s, k, out);
+}
+
+idem_err
+idem_store_census_get(idem_store *s, uint64_t inflight_ttl_ms,
+    idem_store_census *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (s->ops->census == NULL)
+		return IDEM_ERR_INVALID;
+	return s->ops->census(s, inflight_ttl_ms, out);
 }
 
 void

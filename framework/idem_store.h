@@ -74,6 +74,36 @@ typedef struct idem_store_stats {
 	uint64_t evictions;     /* committed records evicted to make room */
 } idem_store_stats;
 
+/* One record as idemfcgi-admin shows it.  Ages are by the store's clock;
+ * the times are UTC, "2026-11-30T07:25:05.123456Z". */
+typedef struct idem_store_record {
+	int committed;              /* else in flight */
+	unsigned char fingerprint[32];
+	char owner[IDEM_OWNER_MAX + 1];
+	char request_id[IDEM_RID_MAX + 1];
+	char reserved_at[32], lease_at[32], expires_at[32];
+	uint64_t reserved_age_ms;   /* since it was (last) reserved */
+	uint64_t lease_age_ms;      /* since its lease was last renewed */
+	int64_t expires_in_ms;      /* negative: past its expiry */
+	int status;                 /* committed: the stored status */
+	size_t headers_len, body_len;
+} idem_store_record;
+
+/* Records by state, for idemfcgi-admin stats. */
+typedef struct idem_store_census {
+	uint64_t in_flight;         /* in flight */
+	uint64_t stale;             /* of which idle past inflight-ttl: the
+	                             * next retry takes them over */
+	uint64_t committed;         /* committed and live */
+	uint64_t expired;           /* committed, past expiry, not purged */
+	int has_oldest;             /* the oldest in-flight record: */
+	idem_store_key oldest_key;
+	char oldest_owner[IDEM_OWNER_MAX + 1];
+	char oldest_request_id[IDEM_RID_MAX + 1];
+	uint64_t oldest_age_ms;     /* since it was reserved */
+	uint64_t oldest_lease_age_ms;
+} idem_store_census;
+
 typedef struct idem_store_ops {
 	const char *name;
 	/*
@@ -122,11 +152,25 @@ typedef struct idem_store_ops {
 	 */
 	idem_err (*release_prefix)(idem_store *s, const char *prefix,
 	    idem_store_key **keys, size_t *n);
+	/* Administration (idemfcgi-admin), not on the request path. */
+	/* Fills *out with k's record.  Returns IDEM_OK, IDEM_ERR_NOT_FOUND
+	 * or IDEM_ERR_STORE. */
+	idem_err (*lookup)(idem_store *s, const idem_store_key *k,
+	    idem_store_record *out);
+	/* Counts records by state (a full scan in MySQL); in-flight records
+	 * idle past inflight_ttl_ms count as stale.  Returns IDEM_OK or
+	 * IDEM_ERR_STORE. */
+	idem_err (*census)(idem_store *s, uint64_t inflight_ttl_ms,
+	    idem_store_census *out);
 } idem_store_ops;
 
-/* Every store begins with this. */
+struct idem_metrics;
+
+/* Every store begins with this (a store allocates it zeroed). */
 struct idem_store {
 	const idem_store_ops *ops;
+	struct idem_metrics *metrics;  /* borrowed; when set, the wrappers
+	                                * below time every operation */
 };
 
 /* Thin wrappers over s->ops, so callers read like function calls. */
@@ -144,6 +188,15 @@ idem_err idem_store_purge(idem_store *s, unsigned max, unsigned *purged);
 void idem_store_stats_get(idem_store *s, idem_store_stats *st);
 idem_err idem_store_release_prefix(idem_store *s, const char *prefix,
     idem_store_key **keys, size_t *n);
+/* IDEM_ERR_INVALID for a store without the operation. */
+idem_err idem_store_lookup(idem_store *s, const idem_store_key *k,
+    idem_store_record *out);
+idem_err idem_store_census_get(idem_store *s, uint64_t inflight_ttl_ms,
+    idem_store_census *out);
+/* Purges in batches of batch until one comes back short; *total says how
+ * many records went.  Returns IDEM_OK or the first error. */
+idem_err idem_store_purge_all(idem_store *s, unsigned batch,
+    unsigned long *total);
 /* Closes s; NULL is fine. */
 void idem_store_close(idem_store *s);
 

@@ -30,6 +30,7 @@ typedef struct record {
 	unsigned char fp[32];
 	char owner[IDEM_OWNER_MAX + 1];
 	char request_id[IDEM_RID_MAX + 1];
+	uint64_t reserved_at;
 	uint64_t lease_at;
 	uint64_t expires_at;
 	idem_stored_response resp;      /* committed only */
@@ -165,6 +166,7 @@ mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 		memcpy(r->fp, fp, 32);
 		snprintf(r->owner, sizeof(r->owner), "%s", owner);
 		snprintf(r->request_id, sizeof(r->request_id), "%s", request_id);
+		r->reserved_at = now;
 		r->lease_at = now;
 		r->expires_at = now + lifetime_ms;
 		HASH_ADD_KEYPTR(hh, ms->table, r->k.bytes, r->k.len, r);
@@ -325,6 +327,80 @@ mem_stats(idem_store *s, idem_store_stats *st)
 	pthread_mutex_unlock(&ms->lock);
 }
 
+static idem_err
+mem_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
+{
+	memory_store *ms = (memory_store *)s;
+	uint64_t now;
+	record *r;
+
+	pthread_mutex_lock(&ms->lock);
+	now = idem_now_ms();
+	if ((r = find(ms, k)) == NULL) {
+		pthread_mutex_unlock(&ms->lock);
+		return IDEM_ERR_NOT_FOUND;
+	}
+	out->committed = r->committed;
+	memcpy(out->fingerprint, r->fp, 32);
+	snprintf(out->owner, sizeof(out->owner), "%s", r->owner);
+	snprintf(out->request_id, sizeof(out->request_id), "%s", r->request_id);
+	idem_mono_to_utc(r->reserved_at, out->reserved_at,
+	    sizeof(out->reserved_at));
+	idem_mono_to_utc(r->lease_at, out->lease_at, sizeof(out->lease_at));
+	idem_mono_to_utc(r->expires_at, out->expires_at,
+	    sizeof(out->expires_at));
+	out->reserved_age_ms = now - r->reserved_at;
+	out->lease_age_ms = now - r->lease_at;
+	out->expires_in_ms = (int64_t)r->expires_at - (int64_t)now;
+	if (r->committed) {
+		out->status = r->resp.status;
+		out->headers_len = r->resp.headers_len;
+		out->body_len = r->resp.body_len;
+	}
+	pthread_mutex_unlock(&ms->lock);
+	return IDEM_OK;
+}
+
+static idem_err
+mem_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
+{
+	memory_store *ms = (memory_store *)s;
+	record *r, *tmp, *oldest = NULL;
+	uint64_t now;
+
+	pthread_mutex_lock(&ms->lock);
+	now = idem_now_ms();
+	HASH_ITER(hh, ms->table, r, tmp) {
+		if (r->committed) {
+			if (r->expires_at <= now)
+				out->expired++;
+			else
+				out->committed++;
+			continue;
+		}
+		out->in_flight++;
+		if (now - r->lease_at > inflight_ttl_ms)
+			out->stale++;
+		if (oldest == NULL || r->reserved_at < oldest->reserved_at)
+			oldest = r;
+	}
+	if (oldest != NULL) {
+		out->has_oldest = 1;
+		memcpy(out->oldest_key.scope, oldest->k.bytes, 32);
+		out->oldest_key.key_len = oldest->k.len - 32;
+		memcpy(out->oldest_key.key, oldest->k.bytes + 32,
+		    out->oldest_key.key_len);
+		snprintf(out->oldest_owner, sizeof(out->oldest_owner), "%s",
+		    oldest->owner);
+		snprintf(out->oldest_request_id, sizeof(out->oldest_request_id),
+		    "%s", oldest->request_id);
+		out->oldest_age_ms = now - oldest->reserved_at;
+		out->oldest_lease_age_ms = now - oldest->lease_at;
+	}
+	pthread_mutex_unlock(&ms->lock);
+	return IDEM_OK;
+}
+
 static void
 mem_close(idem_store *s)
 {
@@ -342,7 +418,7 @@ mem_close(idem_store *s)
 
 static const idem_store_ops memory_ops = {
 	"memory", mem_reserve, mem_commit, mem_release, mem_renew, mem_purge,
-	mem_stats, mem_close, mem_release_prefix
+	mem_stats, mem_close, mem_release_prefix, mem_lookup, mem_census
 };
 
 idem_err

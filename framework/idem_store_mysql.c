@@ -33,7 +33,11 @@
 #define PK "scope_hash = ? AND idem_key = ?"
 
 enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
-    S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY, NSTMT };
+    S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY,
+    S_LOOKUP, S_CENSUS, S_OLDEST, NSTMT };
+
+#define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
+#define AGE(col) "TIMESTAMPDIFF(MICROSECOND, " col ", " NOW ")"
 
 static const char *const sql[NSTMT] = {
 	[S_INSERT] = "INSERT IGNORE INTO idempotency_keys (scope_hash, "
@@ -68,6 +72,19 @@ static const char *const sql[NSTMT] = {
 	    "state = 'in_flight' AND owner LIKE ?",
 	[S_RELEASE_BY] = "DELETE FROM idempotency_keys WHERE state = "
 	    "'in_flight' AND owner LIKE ?",
+	[S_LOOKUP] = "SELECT state, fingerprint, owner, request_id, "
+	    UTC("reserved_at") ", " UTC("lease_at") ", " UTC("expires_at") ", "
+	    AGE("reserved_at") ", " AGE("lease_at") ", TIMESTAMPDIFF("
+	    "MICROSECOND, " NOW ", expires_at), status, LENGTH(headers), "
+	    "LENGTH(body) FROM idempotency_keys WHERE " PK,
+	[S_CENSUS] = "SELECT COALESCE(SUM(state = 'in_flight'), 0), "
+	    "COALESCE(SUM(state = 'in_flight' AND lease_at < " NOW " - INTERVAL "
+	    "? MICROSECOND), 0), COALESCE(SUM(state = 'committed' AND "
+	    "expires_at > " NOW "), 0), COALESCE(SUM(state = 'committed' AND "
+	    "expires_at <= " NOW "), 0) FROM idempotency_keys",
+	[S_OLDEST] = "SELECT scope_hash, idem_key, owner, request_id, "
+	    AGE("reserved_at") ", " AGE("lease_at") " FROM idempotency_keys "
+	    "WHERE state = 'in_flight' ORDER BY reserved_at LIMIT 1",
 };
 
 typedef struct mysql_store {
@@ -599,6 +616,176 @@ my_stats(idem_store *s, idem_store_stats *st)
 	}
 }
 
+/* ------------------------------------------------------ administration */
+
+/* Result column helpers: a string or blob into buf (size bytes, one kept
+ * for a NUL), and an integer. */
+static void
+r_buf(MYSQL_BIND *b, enum enum_field_types type, void *buf, size_t size,
+    unsigned long *len, my_bool *null)
+{
+	memset(b, 0, sizeof(*b));
+	b->buffer_type = type;
+	b->buffer = buf;
+	b->buffer_length = (unsigned long)(type == MYSQL_TYPE_STRING ? size - 1 :
+	    size);
+	b->length = len;
+	b->is_null = null;
+}
+
+static void
+r_ll(MYSQL_BIND *b, long long *v, my_bool *null)
+{
+	memset(b, 0, sizeof(*b));
+	b->buffer_type = MYSQL_TYPE_LONGLONG;
+	b->buffer = v;
+	b->is_null = null;
+}
+
+/* Runs statement i with p and fetches at most one row into res.  Returns
+ * IDEM_OK with *found, or IDEM_ERR_STORE (logged). */
+static idem_err
+fetch_one(mysql_store *ms, int i, params *p, MYSQL_BIND *res, int *found)
+{
+	idem_mysql_conn *c;
+	MYSQL_STMT *st;
+	idem_err err;
+	int rc;
+
+	*found = 0;
+	if ((err = run(ms, i, p, &c, NULL, NULL)) != IDEM_OK)
+		return err;
+	st = c->stmts[i];
+	rc = mysql_stmt_bind_result(st, res) == 0 ? mysql_stmt_fetch(st) : 1;
+	if (rc == 1) {
+		idem_mysql_check(c, mysql_stmt_errno(st));
+		idem_mysql_log_error(ms->pool, "fetch", st);
+		err = IDEM_ERR_STORE;
+	}
+	*found = rc == 0 || rc == MYSQL_DATA_TRUNCATED;
+	while (rc != 1 && rc != MYSQL_NO_DATA && mysql_stmt_fetch(st) == 0)
+		;
+	mysql_stmt_free_result(st);
+	idem_mysql_put(ms->pool, c);
+	return err;
+}
+
+/* NUL-terminates a fetched string of length len in a buffer of size. */
+static void
+terminate(char *buf, size_t size, unsigned long len, my_bool null)
+{
+	buf[null ? 0 : len < size ? len : size - 1] = '\0';
+}
+
+static idem_err
+my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
+{
+	MYSQL_BIND b[13];
+	unsigned long len[13];
+	my_bool null[13];
+	char state[16];
+	long long age_res = 0, age_lease = 0, exp_in = 0, status = 0, hl = 0,
+	    bl = 0;
+	params p;
+	idem_err err;
+	int found;
+
+	memset(len, 0, sizeof(len));
+	memset(null, 0, sizeof(null));
+	r_buf(&b[0], MYSQL_TYPE_STRING, state, sizeof(state), &len[0], &null[0]);
+	r_buf(&b[1], MYSQL_TYPE_BLOB, out->fingerprint, 32, &len[1], &null[1]);
+	r_buf(&b[2], MYSQL_TYPE_STRING, out->owner, sizeof(out->owner), &len[2],
+	    &null[2]);
+	r_buf(&b[3], MYSQL_TYPE_STRING, out->request_id,
+	    sizeof(out->request_id), &len[3], &null[3]);
+	r_buf(&b[4], MYSQL_TYPE_STRING, out->reserved_at,
+	    sizeof(out->reserved_at), &len[4], &null[4]);
+	r_buf(&b[5], MYSQL_TYPE_STRING, out->lease_at, sizeof(out->lease_at),
+	    &len[5], &null[5]);
+	r_buf(&b[6], MYSQL_TYPE_STRING, out->expires_at,
+	    sizeof(out->expires_at), &len[6], &null[6]);
+	r_ll(&b[7], &age_res, &null[7]);
+	r_ll(&b[8], &age_lease, &null[8]);
+	r_ll(&b[9], &exp_in, &null[9]);
+	r_ll(&b[10], &status, &null[10]);
+	r_ll(&b[11], &hl, &null[11]);
+	r_ll(&b[12], &bl, &null[12]);
+	p_init(&p);
+	p_key(&p, k);
+	if ((err = fetch_one((mysql_store *)s, S_LOOKUP, &p, b, &found))
+	    != IDEM_OK)
+		return err;
+	if (!found)
+		return IDEM_ERR_NOT_FOUND;
+	terminate(state, sizeof(state), len[0], null[0]);
+	terminate(out->owner, sizeof(out->owner), len[2], null[2]);
+	terminate(out->request_id, sizeof(out->request_id), len[3], null[3]);
+	terminate(out->reserved_at, sizeof(out->reserved_at), len[4], null[4]);
+	terminate(out->lease_at, sizeof(out->lease_at), len[5], null[5]);
+	terminate(out->expires_at, sizeof(out->expires_at), len[6], null[6]);
+	out->committed = strcmp(state, "committed") == 0;
+	out->reserved_age_ms = age_res > 0 ? (uint64_t)age_res / 1000 : 0;
+	out->lease_age_ms = age_lease > 0 ? (uint64_t)age_lease / 1000 : 0;
+	out->expires_in_ms = exp_in / 1000;
+	out->status = null[10] ? 0 : (int)status;
+	out->headers_len = null[11] ? 0 : (size_t)hl;
+	out->body_len = null[12] ? 0 : (size_t)bl;
+	return IDEM_OK;
+}
+
+static idem_err
+my_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
+{
+	mysql_store *ms = (mysql_store *)s;
+	long long v[4] = { 0, 0, 0, 0 }, ttl_us = (long long)inflight_ttl_ms *
+	    1000, age = 0, lease = 0;
+	MYSQL_BIND b[6];
+	unsigned long len[6];
+	my_bool null[6];
+	params p;
+	idem_err err;
+	int found, i;
+
+	memset(null, 0, sizeof(null));
+	for (i = 0; i < 4; i++)
+		r_ll(&b[i], &v[i], &null[i]);
+	p_init(&p);
+	p_ll(&p, &ttl_us);
+	if ((err = fetch_one(ms, S_CENSUS, &p, b, &found)) != IDEM_OK)
+		return err;
+	out->in_flight = (uint64_t)v[0];
+	out->stale = (uint64_t)v[1];
+	out->committed = (uint64_t)v[2];
+	out->expired = (uint64_t)v[3];
+	memset(len, 0, sizeof(len));
+	memset(null, 0, sizeof(null));
+	r_buf(&b[0], MYSQL_TYPE_BLOB, out->oldest_key.scope, 32, &len[0],
+	    &null[0]);
+	r_buf(&b[1], MYSQL_TYPE_BLOB, out->oldest_key.key, IDEM_KEY_MAX,
+	    &len[1], &null[1]);
+	r_buf(&b[2], MYSQL_TYPE_STRING, out->oldest_owner,
+	    sizeof(out->oldest_owner), &len[2], &null[2]);
+	r_buf(&b[3], MYSQL_TYPE_STRING, out->oldest_request_id,
+	    sizeof(out->oldest_request_id), &len[3], &null[3]);
+	r_ll(&b[4], &age, &null[4]);
+	r_ll(&b[5], &lease, &null[5]);
+	p_init(&p);
+	if ((err = fetch_one(ms, S_OLDEST, &p, b, &found)) != IDEM_OK)
+		return err;
+	if (found) {
+		out->has_oldest = 1;
+		out->oldest_key.key_len = len[1] < IDEM_KEY_MAX ? len[1] :
+		    IDEM_KEY_MAX;
+		terminate(out->oldest_owner, sizeof(out->oldest_owner), len[2],
+		    null[2]);
+		terminate(out->oldest_request_id,
+		    sizeof(out->oldest_request_id), len[3], null[3]);
+		out->oldest_age_ms = age > 0 ? (uint64_t)age / 1000 : 0;
+		out->oldest_lease_age_ms = lease > 0 ? (uint64_t)lease / 1000 : 0;
+	}
+	return IDEM_OK;
+}
+
 static void
 my_close(idem_store *s)
 {
@@ -610,7 +797,7 @@ my_close(idem_store *s)
 
 static const idem_store_ops mysql_ops = {
 	"mysql", my_reserve, my_commit, my_release, my_renew, my_purge,
-	my_stats, my_close, my_release_prefix
+	my_stats, my_close, my_release_prefix, my_lookup, my_census
 };
 
 idem_err

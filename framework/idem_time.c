@@ -3,6 +3,8 @@
  */
 #include "config.h"
 
+#include <stdio.h>
+
 #include <string.h>
 #include <sys/random.h>
 
@@ -98,4 +100,23 @@ idem_uuid4(char out[37])
 	*p++ = '-';
 	p = hex(p, b + 10, 6);
 	*p = '\0';
+}
+
+char *
+idem_mono_to_utc(uint64_t mono_ms, char *buf, size_t size)
+{
+	struct timespec rt;
+	int64_t wall_ms;
+	time_t sec;
+	struct tm tm;
+	size_t n;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	wall_ms = (int64_t)rt.tv_sec * 1000 + rt.tv_nsec / 1000000 -
+	    ((int64_t)idem_now_ms() - (int64_t)mono_ms);
+	sec = (time_t)(wall_ms / 1000);
+	gmtime_r(&sec, &tm);
+	n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, size - n, ".%03d000Z", (int)(wall_ms % 1000));
+	return buf;
 }

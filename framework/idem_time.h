@@ -5,6 +5,7 @@
 #ifndef IDEM_TIME_H
 #define IDEM_TIME_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -17,6 +18,10 @@ void idem_deadline(struct timespec *ts, uint64_t ms);
 
 /* Adds ms to *ts. */
 void idem_timespec_add(struct timespec *ts, uint64_t ms);
+
+/* The wall-clock time of a CLOCK_MONOTONIC instant mono_ms, as UTC
+ * "2026-11-30T07:25:05.123000Z" in buf (at least 32 bytes).  Returns buf. */
+char *idem_mono_to_utc(uint64_t mono_ms, char *buf, size_t size);
 
 /* 16 random hex digits and a NUL: instance ids. */
 void idem_random_id(char out[17]);

@@ -63,8 +63,10 @@ typedef struct idem_request idem_request;
 typedef struct idem_response idem_response;
 
 /*
- * Writes one line to stderr: time, level, the request id of req (when req is
- * not NULL) and the message.  Control characters in the message are escaped.
+ * Writes one line to stderr: time, level, and when req is not NULL its
+ * request id, route and key hash (never the key), then the message; as text
+ * or as one JSON object ([server] log-format).  Control characters in the
+ * message are escaped.
  */
 void idem_log(const idem_request *req, idem_log_level level,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "idem_builtin.h"
 #include "idem_log.h"
 #include "idem_master.h"
 #include "idem_server.h"
@@ -96,13 +97,19 @@ main(int argc, char **argv)
 		return 1;
 	}
 	idem_log_set_level(cfg->log_level);
+	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
 	if (idem_service_new(cfg, IDEM_PLUGINDIR, &svc) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
 		return 1;
 	}
 	if (check) {
-		printf("%s: configuration OK (%zu route(s))\n", path,
-		    svc->router->nroutes);
+		size_t i, builtin = 0;
+		for (i = 0; i < svc->router->nroutes; i++)
+			builtin += strcmp(svc->router->routes[i].owner,
+			    IDEM_BUILTIN_OWNER) == 0;
+		printf("%s: configuration OK (%zu route(s) of plugins, %zu "
+		    "built in)\n", path, svc->router->nroutes - builtin,
+		    builtin);
 		idem_service_free(svc);
 		return 0;
 	}

@@ -280,6 +280,8 @@ build_params(const char *method, const char *uri, const char *const *headers,
 	p[n++] = "";
 	p[n++] = "SERVER_PROTOCOL";
 	p[n++] = "HTTP/1.1";
+	p[n++] = "REMOTE_ADDR";         /* as every web server sends */
+	p[n++] = "127.0.0.1";
 	p[n++] = "QUERY_STRING";
 	p[n++] = q != NULL ? q + 1 : "";
 	snprintf(cl, sizeof(cl), "%zu", body_len);

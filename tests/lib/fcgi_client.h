@@ -28,7 +28,8 @@ int fc_request_raw(const char *addr, const char *const *params,
 
 /*
  * The usual request: REQUEST_METHOD, REQUEST_URI (and QUERY_STRING from
- * it), CONTENT_LENGTH, SCRIPT_NAME "" and one HTTP_* param per "Name: value"
+ * it), CONTENT_LENGTH, SCRIPT_NAME "", REMOTE_ADDR 127.0.0.1 and one
+ * HTTP_* param per "Name: value"
  * of the NULL-terminated headers (may be NULL).
  */
 int fc_http(const char *addr, const char *method, const char *uri,

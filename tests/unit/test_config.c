@@ -337,3 +337,83 @@ Test(config, plugin_sections)
 	cr_expect(strstr(buf, "max-accounts") == NULL, "%s", buf);
 	idem_config_free(cfg);
 }
+
+/* The operator's keys: log format, the built-in routes, who may scrape. */
+Test(config, operations_keys)
+{
+	idem_config *cfg;
+	idem_err err;
+	char *log;
+
+	cr_assert_eq(idem_config_defaults(&cfg), IDEM_OK);
+	cr_expect_eq(cfg->log_json, 0);
+	cr_expect_str_eq(cfg->policy_path, "/idempotency");
+	cr_expect_eq(cfg->metrics_enabled, 0);
+	cr_expect_str_eq(cfg->metrics_path, "/metrics");
+	cr_expect(idem_cidr_match(cfg->metrics_allow, cfg->nmetrics_allow,
+	    "127.0.0.1"));
+	cr_expect(idem_cidr_match(cfg->metrics_allow, cfg->nmetrics_allow,
+	    "::1"));
+	cr_expect(!idem_cidr_match(cfg->metrics_allow, cfg->nmetrics_allow,
+	    "10.0.0.1"));
+	idem_config_free(cfg);
+
+	log = load_capture("[server]\nlog-format = json\npolicy-path = off\n"
+	    "[metrics]\nenabled = yes\npath = /ops/metrics\n"
+	    "allow = 10.0.0.0/8, 192.168.1.7\n  2001:db8::/32\n", &cfg, &err);
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	free(log);
+	cr_expect_eq(cfg->log_json, 1);
+	cr_expect_null(cfg->policy_path);
+	cr_expect_eq(cfg->metrics_enabled, 1);
+	cr_expect_str_eq(cfg->metrics_path, "/ops/metrics");
+	cr_expect_eq(cfg->nmetrics_allow, 3);
+	cr_expect(idem_cidr_match(cfg->metrics_allow, 3, "10.255.0.1"));
+	cr_expect(idem_cidr_match(cfg->metrics_allow, 3, "::ffff:10.1.2.3"),
+	    "an IPv4 client seen on an IPv6 socket");
+	cr_expect(idem_cidr_match(cfg->metrics_allow, 3, "192.168.1.7"));
+	cr_expect(!idem_cidr_match(cfg->metrics_allow, 3, "192.168.1.8"));
+	cr_expect(idem_cidr_match(cfg->metrics_allow, 3, "2001:db8:1::5"));
+	cr_expect(!idem_cidr_match(cfg->metrics_allow, 3, "2001:db9::5"));
+	cr_expect(!idem_cidr_match(cfg->metrics_allow, 3, "127.0.0.1"));
+	cr_expect(!idem_cidr_match(cfg->metrics_allow, 3, "not-an-address"));
+	cr_expect(!idem_cidr_match(cfg->metrics_allow, 3, NULL));
+	idem_config_free(cfg);
+
+	log = load_capture("[metrics]\nallow = any\n", &cfg, &err);
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	free(log);
+	cr_expect(idem_cidr_match(cfg->metrics_allow, cfg->nmetrics_allow,
+	    "203.0.113.9"));
+	cr_expect(idem_cidr_match(cfg->metrics_allow, cfg->nmetrics_allow,
+	    "2001:db8::1"));
+	idem_config_free(cfg);
+
+	refused("[server]\nlog-format = xml\n", "expected text or json");
+	refused("[server]\npolicy-path = config\n", "a path such as");
+	refused("[server]\npolicy-path = /a b\n", "visible ASCII");
+	refused("[metrics]\npath = /m?x=1\n", "without ?");
+	refused("[metrics]\nallow = 10.0.0.0/33\n", "expected addresses");
+	refused("[metrics]\nallow = 10.0.0.0/8 example.org\n",
+	    "expected addresses");
+	refused("[metrics]\nallow =\n", "at least one address");
+	refused("[metrics]\nbogus = 1\n", "[metrics] bogus: unknown key");
+}
+
+/* Lifetimes as the policy route advertises them. */
+Test(duration, iso_format)
+{
+	char buf[40];
+
+	cr_expect_str_eq(idem_format_iso_duration(86400000, buf, sizeof(buf)),
+	    "PT24H");
+	cr_expect_str_eq(idem_format_iso_duration(1800000, buf, sizeof(buf)),
+	    "PT30M");
+	cr_expect_str_eq(idem_format_iso_duration(5430000, buf, sizeof(buf)),
+	    "PT1H30M30S");
+	cr_expect_str_eq(idem_format_iso_duration(1500, buf, sizeof(buf)),
+	    "PT1.500S");
+	cr_expect_str_eq(idem_format_iso_duration(0, buf, sizeof(buf)), "PT0S");
+	cr_expect_str_eq(idem_format_iso_duration(172800000, buf, sizeof(buf)),
+	    "PT48H");
+}

@@ -112,7 +112,7 @@ f_close(idem_store *s)
 }
 
 static const idem_store_ops faulty_ops = { "faulty", f_reserve, f_commit,
-    f_release, f_renew, f_purge, NULL, f_close, NULL };
+    f_release, f_renew, f_purge, NULL, f_close, NULL, NULL, NULL };
 
 /* ------------------------------------------------------------ fixture */
 

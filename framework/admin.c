@@ -1,0 +1,483 @@
+/*
+ * admin.c - idemfcgi-admin: look at and unstick the idempotency records
+ * of a deployment, with the same configuration file as idemfcgi.
+ *
+ *   stats                      records by state, the oldest in flight
+ *   show KEY [--scope S]       one record
+ *   release KEY [--scope S] --yes [--owner TOKEN] [--force]
+ *                              delete a stuck in-flight reservation
+ *   purge                      delete the expired records now
+ *
+ * Exit status: 0 done; 1 not found or refused (nothing changed); 2 a bad
+ * command line or configuration, or a store it cannot reach by nature
+ * (memory); 3 the store failed.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "idem_config.h"
+#include "idem_key.h"
+#include "idem_log.h"
+#include "idem_store.h"
+
+#ifndef IDEM_SYSCONFDIR
+#define IDEM_SYSCONFDIR "/etc"
+#endif
+#define DEFAULT_CONFIG IDEM_SYSCONFDIR "/idemfcgi/idemfcgi.conf"
+
+enum { EXIT_DONE = 0, EXIT_REFUSED = 1, EXIT_USAGE = 2, EXIT_STORE = 3 };
+
+#define PURGE_BATCH 1000
+
+typedef struct options {
+	const char *config;
+	const char *scope;        /* --scope, or NULL */
+	const char *owner;        /* --owner, or NULL */
+	int yes, force, json;
+} options;
+
+static void
+usage(FILE *fp)
+{
+	fprintf(fp,
+	    "usage: idemfcgi-admin [-c FILE] [--json] COMMAND\n"
+	    "\n"
+	    "Looks at and unsticks the idempotency records of the MySQL store\n"
+	    "that idemfcgi (with the same configuration file) uses.\n"
+	    "\n"
+	    "commands:\n"
+	    "  stats                 records by state, and the oldest in flight\n"
+	    "  show KEY              one record: state, owner, times, status\n"
+	    "  release KEY --yes     delete a stuck in-flight reservation, so\n"
+	    "                        the next retry runs the handler again\n"
+	    "  purge                 delete the expired records now\n"
+	    "\n"
+	    "options:\n"
+	    "  -c, --config FILE     the configuration (default: $IDEMFCGI_CONFIG,\n"
+	    "                        else %s)\n"
+	    "  -s, --scope VALUE     the principal the key belongs to, when\n"
+	    "                        [idempotency] scope is not none: the user\n"
+	    "                        name, or the value of the scope header\n"
+	    "  -y, --yes             release: really do it\n"
+	    "  -o, --owner TOKEN     release: only if this owner still holds it\n"
+	    "  -f, --force           release: even if its lease is live\n"
+	    "  -j, --json            print JSON instead of text\n"
+	    "  -h, --help            this text\n"
+	    "  -V, --version         the version\n"
+	    "\n"
+	    "Exit status: 0 done, 1 not found or refused, 2 usage, 3 store\n"
+	    "error.  See idemfcgi-admin(8).\n", DEFAULT_CONFIG);
+}
+
+/* A duration for people: "850 ms", "12.3 s", "4 min 10 s", "3 h 2 min". */
+static const char *
+human(uint64_t ms, char *buf, size_t size)
+{
+	if (ms < 1000)
+		snprintf(buf, size, "%llu ms", (unsigned long long)ms);
+	else if (ms < 60000)
+		snprintf(buf, size, "%.1f s", (double)ms / 1000);
+	else if (ms < 3600000)
+		snprintf(buf, size, "%llu min %llu s",
+		    (unsigned long long)(ms / 60000),
+		    (unsigned long long)(ms / 1000 % 60));
+	else
+		snprintf(buf, size, "%llu h %llu min",
+		    (unsigned long long)(ms / 3600000),
+		    (unsigned long long)(ms / 60000 % 60));
+	return buf;
+}
+
+/* Hex of n bytes into out (2n + 1 bytes). */
+static char *
+hex(const unsigned char *b, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = digits[b[i] >> 4];
+		out[2 * i + 1] = digits[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+	return out;
+}
+
+/* Prints obj as one line of JSON and frees it. */
+static void
+print_json(json_t *obj)
+{
+	char *text = obj != NULL ? json_dumps(obj, JSON_SORT_KEYS) : NULL;
+
+	if (text != NULL)
+		puts(text);
+	free(text);
+	json_decref(obj);
+}
+
+/* Builds the record key from KEY and --scope.  Returns 0, or EXIT_USAGE
+ * after saying why. */
+static int
+make_key(const idem_config *cfg, const options *o, const char *key,
+    idem_store_key *sk)
+{
+	size_t len = strlen(key);
+
+	memset(sk, 0, sizeof(*sk));
+	if (!idem_key_valid(cfg->key_format, key, len)) {
+		fprintf(stderr, "idemfcgi-admin: \"%s\" is not a valid key under "
+		    "key-format in %s: no request can have it\n", key, cfg->path);
+		return EXIT_USAGE;
+	}
+	if (cfg->scope == IDEM_SCOPE_NONE && o->scope != NULL) {
+		fprintf(stderr, "idemfcgi-admin: %s has scope = none: keys have "
+		    "no scope, leave out --scope\n", cfg->path);
+		return EXIT_USAGE;
+	}
+	if (cfg->scope != IDEM_SCOPE_NONE && (o->scope == NULL ||
+	    *o->scope == '\0')) {
+		fprintf(stderr, "idemfcgi-admin: %s scopes keys by %s%s: give "
+		    "--scope with the %s the client sent\n", cfg->path,
+		    cfg->scope == IDEM_SCOPE_HEADER ? "the header " :
+		    "the authenticated user", cfg->scope == IDEM_SCOPE_HEADER ?
+		    cfg->scope_header : "", cfg->scope == IDEM_SCOPE_HEADER ?
+		    "header value" : "user name");
+		return EXIT_USAGE;
+	}
+	sk->key_len = len;
+	memcpy(sk->key, key, len);
+	if (o->scope != NULL &&
+	    idem_scope_hash(cfg, o->scope, sk->scope) != IDEM_OK)
+		return EXIT_STORE;
+	return 0;
+}
+
+/* Prints one record. */
+static void
+print_record(const options *o, const idem_store_key *sk,
+    const idem_store_record *r)
+{
+	char kh[17], fp[65], scope[65], a[32], b[32], c[32];
+
+	idem_key_hash(sk->scope, sk->key, sk->key_len, kh);
+	hex(r->fingerprint, 32, fp);
+	hex(sk->scope, 32, scope);
+	if (o->json) {
+		json_t *obj = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, "
+		    "s:s, s:s, s:I, s:I, s:I, s:s}",
+		    "key", sk->key, "key_hash", kh, "scope_hash", scope,
+		    "state", r->committed ? "committed" : "in_flight",
+		    "owner", r->owner, "request_id", r->request_id,
+		    "reserved_at", r->reserved_at, "lease_at", r->lease_at,
+		    "expires_at", r->expires_at,
+		    "reserved_age_ms", (json_int_t)r->reserved_age_ms,
+		    "lease_age_ms", (json_int_t)r->lease_age_ms,
+		    "expires_in_ms", (json_int_t)r->expires_in_ms,
+		    "fingerprint", fp);
+		if (obj != NULL && r->committed)
+			json_object_update_new(obj, json_pack("{s:i, s:I, s:I}",
+			    "status", r->status,
+			    "headers_bytes", (json_int_t)r->headers_len,
+			    "body_bytes", (json_int_t)r->body_len));
+		print_json(obj);
+		return;
+	}
+	printf("key:          %s\n", sk->key);
+	printf("key hash:     %s (how the logs name it)\n", kh);
+	printf("state:        %s\n", r->committed ? "committed" : "in_flight");
+	printf("owner:        %s\n", r->owner);
+	printf("request id:   %s\n", r->request_id);
+	printf("reserved at:  %s (%s ago)\n", r->reserved_at,
+	    human(r->reserved_age_ms, a, sizeof(a)));
+	if (!r->committed)
+		printf("lease at:     %s (renewed %s ago)\n", r->lease_at,
+		    human(r->lease_age_ms, b, sizeof(b)));
+	if (r->expires_in_ms >= 0)
+		printf("expires at:   %s (in %s)\n", r->expires_at,
+		    human((uint64_t)r->expires_in_ms, c, sizeof(c)));
+	else
+		printf("expires at:   %s (%s ago: the next purge deletes it)\n",
+		    r->expires_at, human((uint64_t)-r->expires_in_ms, c,
+		    sizeof(c)));
+	if (r->committed)
+		printf("status:       %d (answer of %zu bytes: headers %zu, body "
+		    "%zu)\n", r->status, r->headers_len + r->body_len,
+		    r->headers_len, r->body_len);
+	printf("fingerprint:  %s\n", fp);
+}
+
+static int
+cmd_stats(const idem_config *cfg, const options *o, idem_store *s)
+{
+	idem_store_census c;
+	char kh[17], a[32], b[32], ttl[32];
+
+	if (idem_store_census_get(s, cfg->inflight_ttl, &c) != IDEM_OK)
+		return EXIT_STORE;
+	if (c.has_oldest)
+		idem_key_hash(c.oldest_key.scope, c.oldest_key.key,
+		    c.oldest_key.key_len, kh);
+	if (o->json) {
+		json_t *obj = json_pack("{s:s, s:I, s:I, s:I, s:I}",
+		    "store", s->ops->name,
+		    "in_flight", (json_int_t)c.in_flight,
+		    "stale", (json_int_t)c.stale,
+		    "committed", (json_int_t)c.committed,
+		    "expired", (json_int_t)c.expired);
+		if (obj != NULL && c.has_oldest)
+			json_object_set_new(obj, "oldest_in_flight", json_pack(
+			    "{s:s%, s:s, s:s, s:s, s:I, s:I}",
+			    "key", c.oldest_key.key, c.oldest_key.key_len,
+			    "key_hash", kh, "owner", c.oldest_owner,
+			    "request_id", c.oldest_request_id,
+			    "age_ms", (json_int_t)c.oldest_age_ms,
+			    "lease_age_ms", (json_int_t)c.oldest_lease_age_ms));
+		print_json(obj);
+		return EXIT_DONE;
+	}
+	human(cfg->inflight_ttl, ttl, sizeof(ttl));
+	printf("store:            %s\n", s->ops->name);
+	printf("in flight:        %llu (%llu idle for over inflight-ttl %s: "
+	    "the next retry of each takes it over)\n",
+	    (unsigned long long)c.in_flight, (unsigned long long)c.stale, ttl);
+	printf("committed:        %llu\n", (unsigned long long)c.committed);
+	printf("expired:          %llu (deleted by the next purge)\n",
+	    (unsigned long long)c.expired);
+	if (c.has_oldest)
+		printf("oldest in flight: key %.*s (hash %s), owner %s, request "
+		    "%s, reserved %s ago, lease renewed %s ago\n",
+		    (int)c.oldest_key.key_len, c.oldest_key.key, kh,
+		    c.oldest_owner, c.oldest_request_id,
+		    human(c.oldest_age_ms, a, sizeof(a)),
+		    human(c.oldest_lease_age_ms, b, sizeof(b)));
+	else
+		printf("oldest in flight: none\n");
+	return EXIT_DONE;
+}
+
+static int
+cmd_show(const idem_config *cfg, const options *o, idem_store *s,
+    const char *key)
+{
+	idem_store_record r;
+	idem_store_key sk;
+	idem_err err;
+	int rc;
+
+	if ((rc = make_key(cfg, o, key, &sk)) != 0)
+		return rc;
+	err = idem_store_lookup(s, &sk, &r);
+	if (err == IDEM_ERR_NOT_FOUND) {
+		fprintf(stderr, "idemfcgi-admin: no record for key %s%s (never "
+		    "used, released, or purged)\n", key, o->scope != NULL ?
+		    " in this scope" : "");
+		return EXIT_REFUSED;
+	}
+	if (err != IDEM_OK)
+		return EXIT_STORE;
+	print_record(o, &sk, &r);
+	return EXIT_DONE;
+}
+
+static int
+cmd_release(const idem_config *cfg, const options *o, idem_store *s,
+    const char *key)
+{
+	idem_store_record r;
+	idem_store_key sk;
+	char age[32], ttl[32];
+	idem_err err;
+	int rc;
+
+	if ((rc = make_key(cfg, o, key, &sk)) != 0)
+		return rc;
+	err = idem_store_lookup(s, &sk, &r);
+	if (err == IDEM_ERR_NOT_FOUND) {
+		fprintf(stderr, "idemfcgi-admin: no record for key %s: nothing to "
+		    "release\n", key);
+		return EXIT_REFUSED;
+	}
+	if (err != IDEM_OK)
+		return EXIT_STORE;
+	if (r.committed) {
+		fprintf(stderr, "idemfcgi-admin: key %s is committed (status %d): "
+		    "its answer is replayed to every retry until %s.  release "
+		    "frees only in-flight reservations.\n", key, r.status,
+		    r.expires_at);
+		return EXIT_REFUSED;
+	}
+	if (o->owner != NULL && strcmp(o->owner, r.owner) != 0) {
+		fprintf(stderr, "idemfcgi-admin: key %s is now held by owner %s, "
+		    "not %s: not released\n", key, r.owner, o->owner);
+		return EXIT_REFUSED;
+	}
+	human(r.lease_age_ms, age, sizeof(age));
+	human(cfg->inflight_ttl, ttl, sizeof(ttl));
+	if (r.lease_age_ms <= cfg->inflight_ttl && !o->force) {
+		fprintf(stderr, "idemfcgi-admin: the lease of key %s was renewed "
+		    "%s ago (inflight-ttl %s): a worker is running its handler "
+		    "now.  Releasing it lets a retry run the handler a second "
+		    "time.  Wait for it to finish; if you know its worker is "
+		    "gone, add --force.\n", key, age, ttl);
+		return EXIT_REFUSED;
+	}
+	if (!o->yes) {
+		print_record(o, &sk, &r);
+		fprintf(stderr, "idemfcgi-admin: this would delete the in-flight "
+		    "reservation above, so that the next retry runs the handler "
+		    "again.  Add --yes to do it.\n");
+		return EXIT_REFUSED;
+	}
+	err = idem_store_release(s, &sk, r.owner);
+	if (err == IDEM_ERR_NOT_FOUND) {
+		fprintf(stderr, "idemfcgi-admin: key %s changed meanwhile "
+		    "(committed, released or taken over): not released; run show "
+		    "again\n", key);
+		return EXIT_REFUSED;
+	}
+	if (err != IDEM_OK)
+		return EXIT_STORE;
+	if (o->json)
+		print_json(json_pack("{s:s, s:s, s:s}", "released", key, "owner",
+		    r.owner, "request_id", r.request_id));
+	else
+		printf("released key %s (owner %s, request %s): the next retry "
+		    "runs the handler\n", key, r.owner, r.request_id);
+	return EXIT_DONE;
+}
+
+static int
+cmd_purge(const options *o, idem_store *s)
+{
+	unsigned long n;
+
+	if (idem_store_purge_all(s, PURGE_BATCH, &n) != IDEM_OK)
+		return EXIT_STORE;
+	if (o->json)
+		print_json(json_pack("{s:I}", "purged", (json_int_t)n));
+	else
+		printf("purged %lu expired record(s)\n", n);
+	return EXIT_DONE;
+}
+
+/* Checks the word count of a command: want arguments after it. */
+static int
+arity(const char *cmd, int have, int want)
+{
+	if (have == want)
+		return 0;
+	fprintf(stderr, "idemfcgi-admin: %s takes %s\n", cmd, want == 0 ?
+	    "no argument" : "one KEY");
+	return -1;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "scope", required_argument, NULL, 's' },
+		{ "owner", required_argument, NULL, 'o' },
+		{ "yes", no_argument, NULL, 'y' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	options o = { getenv("IDEMFCGI_CONFIG"), NULL, NULL, 0, 0, 0 };
+	idem_config *cfg;
+	idem_store *s = NULL;
+	const char *cmd;
+	int c, rc, nargs;
+
+	while ((c = getopt_long(argc, argv, "c:s:o:yfjhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': o.config = optarg; break;
+		case 's': o.scope = optarg; break;
+		case 'o': o.owner = optarg; break;
+		case 'y': o.yes = 1; break;
+		case 'f': o.force = 1; break;
+		case 'j': o.json = 1; break;
+		case 'h': usage(stdout); return EXIT_DONE;
+		case 'V':
+			printf("idemfcgi-admin %s\n", PACKAGE_VERSION);
+			return EXIT_DONE;
+		default: usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "idemfcgi-admin: no command\n");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	cmd = argv[optind];
+	nargs = argc - optind - 1;
+	if (strcmp(cmd, "stats") == 0 || strcmp(cmd, "purge") == 0) {
+		if (arity(cmd, nargs, 0) < 0)
+			return EXIT_USAGE;
+	} else if (strcmp(cmd, "show") == 0 || strcmp(cmd, "release") == 0) {
+		if (arity(cmd, nargs, 1) < 0)
+			return EXIT_USAGE;
+	} else {
+		fprintf(stderr, "idemfcgi-admin: unknown command \"%s\" (stats, "
+		    "show, release, purge)\n", cmd);
+		return EXIT_USAGE;
+	}
+	if (strcmp(cmd, "release") != 0 && (o.yes || o.force ||
+	    o.owner != NULL)) {
+		fprintf(stderr, "idemfcgi-admin: --yes, --force and --owner go "
+		    "with release only\n");
+		return EXIT_USAGE;
+	}
+	if (o.config == NULL || *o.config == '\0')
+		o.config = DEFAULT_CONFIG;
+	if (idem_config_load(o.config, &cfg) != IDEM_OK)
+		return EXIT_USAGE;
+	/* the pool's own notices are not this tool's output */
+	idem_log_set_level(cfg->log_level > IDEM_LOG_WARN ? cfg->log_level :
+	    IDEM_LOG_WARN);
+	if (!cfg->idem_enabled) {
+		fprintf(stderr, "idemfcgi-admin: %s has [idempotency] enabled = "
+		    "false: there are no records\n", o.config);
+		idem_config_free(cfg);
+		return EXIT_USAGE;
+	}
+	if (cfg->store == IDEM_STORE_MEMORY) {
+		fprintf(stderr, "idemfcgi-admin: %s uses store = memory: its "
+		    "records live inside the idemfcgi worker process, and no "
+		    "other program can read or change them.  Watch them with "
+		    "the metrics route ([metrics] enabled = true: "
+		    "idemfcgi_memory_store_entries, ..._evictions_total); "
+		    "expired records go every cleanup-interval; restarting "
+		    "idemfcgi empties the store.  Use store = mysql to "
+		    "administer records.\n", o.config);
+		idem_config_free(cfg);
+		return EXIT_USAGE;
+	}
+	if (idem_store_mysql_new(cfg, 1, &s) != IDEM_OK) {
+		fprintf(stderr, "idemfcgi-admin: cannot use the MySQL store of %s "
+		    "(see above)\n", o.config);
+		idem_config_free(cfg);
+		return EXIT_STORE;
+	}
+	if (strcmp(cmd, "stats") == 0)
+		rc = cmd_stats(cfg, &o, s);
+	else if (strcmp(cmd, "show") == 0)
+		rc = cmd_show(cfg, &o, s, argv[optind + 1]);
+	else if (strcmp(cmd, "release") == 0)
+		rc = cmd_release(cfg, &o, s, argv[optind + 1]);
+	else
+		rc = cmd_purge(&o, s);
+	if (rc == EXIT_STORE)
+		fprintf(stderr, "idemfcgi-admin: the store failed (see above)\n");
+	idem_store_close(s);
+	idem_config_free(cfg);
+	return rc;
+}

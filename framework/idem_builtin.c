@@ -1,0 +1,153 @@
+/*
+ * idem_builtin.c - the policy and metrics routes.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "idem_builtin.h"
+#include "idem_log.h"
+#include "idem_metrics.h"
+
+static const char *const policy_names[] = { "default", "off", "optional",
+    "required" };
+
+/* GET policy-path: what a client needs to know to send keys right. */
+static idem_err
+policy_handler(const idem_request *req, idem_response *res, void *data)
+{
+	static const char *const formats[] = { "opaque", "uuid", "uuidv7" };
+	static const char *const scopes[] = { "none", "remote-user", "header" };
+	const idem_service *svc = data;
+	const idem_config *cfg = svc->cfg;
+	json_t *doc, *defaults, *idem, *routes;
+	char lifetime[40];
+	size_t i;
+
+	(void)req;
+	doc = json_object();
+	defaults = json_object();
+	if (doc == NULL || defaults == NULL ||
+	    json_object_set_new(doc, "defaults", defaults) != 0) {
+		json_decref(doc);
+		return IDEM_ERR_NOMEM;
+	}
+	if (svc->mw == NULL)
+		return idem_response_json(res, 200, doc);
+	idem_format_iso_duration(cfg->lifetime, lifetime, sizeof(lifetime));
+	idem = json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:i}",
+	    "header", "Idempotency-Key",
+	    "key-format", formats[cfg->key_format],
+	    "required", cfg->required,
+	    "lifetime", lifetime,
+	    "scope", scopes[cfg->scope],
+	    "replayed-header", "Idempotent-Replayed",
+	    "conflict-status", (int)cfg->conflict_status);
+	routes = json_array();
+	if (idem == NULL || routes == NULL ||
+	    json_object_set_new(defaults, "idempotency-key-lifetime",
+	    json_string(lifetime)) != 0 ||
+	    json_object_set_new(doc, "idempotency", idem) != 0 ||
+	    json_object_set_new(idem, "routes", routes) != 0) {
+		json_decref(idem);
+		json_decref(routes);
+		json_decref(doc);
+		return IDEM_ERR_NOMEM;
+	}
+	if (cfg->scope == IDEM_SCOPE_HEADER &&
+	    json_object_set_new(idem, "scope-header",
+	    json_string(cfg->scope_header)) != 0) {
+		json_decref(doc);
+		return IDEM_ERR_NOMEM;
+	}
+	for (i = 0; i < svc->router->nroutes; i++) {
+		const idem_route *rt = &svc->router->routes[i];
+		idem_policy p = rt->policy;
+		if (strcmp(rt->owner, IDEM_BUILTIN_OWNER) == 0)
+			continue;
+		if (p == IDEM_POLICY_DEFAULT)
+			p = cfg->required ? IDEM_POLICY_REQUIRED :
+			    IDEM_POLICY_OPTIONAL;
+		if (json_array_append_new(routes, json_pack("{s:s, s:s, s:s}",
+		    "method", rt->method, "path", rt->tmpl, "policy",
+		    policy_names[p])) != 0) {
+			json_decref(doc);
+			return IDEM_ERR_NOMEM;
+		}
+	}
+	return idem_response_json(res, 200, doc);
+}
+
+/* GET [metrics] path: the exposition text, for allowed addresses only. */
+static idem_err
+metrics_handler(const idem_request *req, idem_response *res, void *data)
+{
+	const idem_service *svc = data;
+	const char *addr = idem_request_env(req, "REMOTE_ADDR");
+	idem_metrics_store_info info;
+	char *text, detail[160];
+	size_t len;
+	idem_err err;
+
+	if (!idem_cidr_match(svc->cfg->metrics_allow,
+	    svc->cfg->nmetrics_allow, addr)) {
+		snprintf(detail, sizeof(detail), "the client address %.64s is "
+		    "not in [metrics] allow", addr != NULL ? addr : "(none)");
+		idem_log(req, IDEM_LOG_WARN, "metrics refused: %s", detail);
+		return idem_response_problem(res, 403, "METRICS_FORBIDDEN",
+		    detail);
+	}
+	memset(&info, 0, sizeof(info));
+	if (svc->mw != NULL) {
+		info.name = svc->mw->store->ops->name;
+		if (svc->cfg->store == IDEM_STORE_MEMORY) {
+			idem_store_stats st;
+			idem_store_stats_get(svc->mw->store, &st);
+			info.memory = 1;
+			info.entries = st.entries;
+			info.in_flight = st.in_flight;
+			info.evictions = st.evictions;
+		}
+	}
+	if ((text = idem_metrics_render(svc->metrics, &info, &len)) == NULL)
+		return IDEM_ERR_NOMEM;
+	err = idem_response_header(res, "Content-Type",
+	    "text/plain; version=0.0.4; charset=utf-8");
+	if (err == IDEM_OK)
+		err = idem_response_header(res, "Cache-Control", "no-store");
+	if (err == IDEM_OK)
+		err = idem_response_write(res, text, len);
+	free(text);
+	return err;
+}
+
+/* Adds one built-in route, naming the config key when a path is taken. */
+static idem_err
+add(idem_service *svc, const char *path, const char *key,
+    idem_handler_fn fn)
+{
+	idem_err err = idem_router_add(svc->router, "GET", path,
+	    IDEM_POLICY_OFF, fn, svc, IDEM_BUILTIN_OWNER);
+
+	if (err != IDEM_OK)
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: %s = %s: %s", svc->cfg->path,
+		    key, path, idem_strerror(err));
+	return err;
+}
+
+idem_err
+idem_builtin_routes(idem_service *svc)
+{
+	idem_err err = IDEM_OK;
+
+	if (svc->cfg->policy_path != NULL)
+		err = add(svc, svc->cfg->policy_path, "[server] policy-path",
+		    policy_handler);
+	if (err == IDEM_OK && svc->cfg->metrics_enabled)
+		err = add(svc, svc->cfg->metrics_path, "[metrics] path",
+		    metrics_handler);
+	return err;
+}

@@ -1,0 +1,28 @@
+/*
+ * idem_builtin.h - the routes idemfcgi answers itself, under the mount
+ * like any plugin's:
+ *
+ *   GET [server] policy-path (default /idempotency): the advertised
+ *       idempotency policy, for API clients.  Iceberg REST clients find
+ *       "idempotency-key-lifetime" under "defaults", as in GET /v1/config;
+ *       it is absent when idempotency is disabled.
+ *   GET [metrics] path (default /metrics, only with [metrics] enabled):
+ *       the Prometheus text of the whole instance, for the addresses in
+ *       [metrics] allow; anyone else gets 403.
+ *
+ * Both are registered before the plugins, so a plugin that claims the same
+ * path fails at start-up with a message naming it.
+ */
+#ifndef IDEM_BUILTIN_H
+#define IDEM_BUILTIN_H
+
+#include "idem_service.h"
+
+/* The owner name of built-in routes. */
+#define IDEM_BUILTIN_OWNER "idemfcgi"
+
+/* Registers the built-in routes of svc's config in svc->router.  Returns
+ * IDEM_OK or the router's error (logged). */
+idem_err idem_builtin_routes(idem_service *svc);
+
+#endif

@@ -1,0 +1,381 @@
+/*
+ * idem_metrics.c - the shared metrics region and its Prometheus text.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "idem_metrics.h"
+
+/* Histogram bounds in microseconds; the last bucket is +Inf. */
+static const uint64_t bounds_us[] = { 100, 250, 500, 1000, 2500, 5000,
+    10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000,
+    5000000, 10000000 };
+#define NBOUNDS (sizeof(bounds_us) / sizeof(bounds_us[0]))
+
+#define ROUTE_MAX 240            /* bytes of a template kept */
+#define METHOD_MAX 16
+
+typedef struct histogram {
+	_Atomic uint64_t bucket[NBOUNDS + 1];  /* not cumulative */
+	_Atomic uint64_t sum_ns;
+} histogram;
+
+typedef struct row {
+	_Atomic int used;
+	char method[METHOD_MAX];
+	char route[ROUTE_MAX];
+	_Atomic uint64_t status[500];          /* 100 .. 599 */
+	histogram handler;
+} row;
+
+struct idem_metrics {
+	pthread_mutex_t lock;                  /* registering rows */
+	_Atomic uint64_t outcomes[IDEM_OUTCOME_COUNT];
+	histogram store[IDEM_STORE_OP_COUNT];
+	_Atomic uint64_t store_errors[IDEM_STORE_OP_COUNT];
+	_Atomic int64_t in_flight[IDEM_METRICS_SLOTS];
+	_Atomic uint64_t workers;
+	_Atomic uint64_t restarts;
+	row rows[IDEM_METRICS_ROUTES];
+};
+
+static const char *const outcome_names[IDEM_OUTCOME_COUNT] = {
+	"acquired", "taken_over", "replayed", "conflict", "in_flight",
+	"committed", "released", "fenced", "store_unavailable", "key_missing",
+	"key_invalid", "scope_missing", "dead_worker_released"
+};
+
+static const char *const op_names[IDEM_STORE_OP_COUNT] = {
+	"reserve", "commit", "release", "renew", "purge"
+};
+
+#define ADD(p, n) atomic_fetch_add_explicit((p), (n), memory_order_relaxed)
+#define GET(p) atomic_load_explicit((p), memory_order_relaxed)
+
+idem_err
+idem_metrics_new(idem_metrics **out)
+{
+	pthread_mutexattr_t ma;
+	idem_metrics *m;
+
+	m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return IDEM_ERR_NOMEM;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&m->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	m->rows[0].used = 1;
+	*out = m;
+	return IDEM_OK;
+}
+
+void
+idem_metrics_free(idem_metrics *m)
+{
+	if (m != NULL)
+		munmap(m, sizeof(*m));
+}
+
+/* Locks m's mutex, recovering it from a worker that died holding it. */
+static void
+lock(idem_metrics *m)
+{
+	if (pthread_mutex_lock(&m->lock) == EOWNERDEAD)
+		pthread_mutex_consistent(&m->lock);
+}
+
+unsigned
+idem_metrics_route(idem_metrics *m, const char *method, const char *tmpl)
+{
+	unsigned i, found = 0;
+
+	lock(m);
+	for (i = 1; i < IDEM_METRICS_ROUTES && m->rows[i].used; i++)
+		if (strncmp(m->rows[i].method, method, METHOD_MAX - 1) == 0 &&
+		    strncmp(m->rows[i].route, tmpl, ROUTE_MAX - 1) == 0) {
+			found = i;
+			break;
+		}
+	if (found == 0 && i < IDEM_METRICS_ROUTES) {
+		snprintf(m->rows[i].method, METHOD_MAX, "%s", method);
+		snprintf(m->rows[i].route, ROUTE_MAX, "%s", tmpl);
+		atomic_store(&m->rows[i].used, 1);
+		found = i;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return found;
+}
+
+void
+idem_metrics_request(idem_metrics *m, unsigned r, int status)
+{
+	if (r >= IDEM_METRICS_ROUTES)
+		r = 0;
+	if (status < 100 || status > 599)
+		status = 500;
+	ADD(&m->rows[r].status[status - 100], 1);
+}
+
+/* Adds one observation to h. */
+static void
+observe(histogram *h, uint64_t ns)
+{
+	uint64_t us = ns / 1000;
+	size_t i;
+
+	for (i = 0; i < NBOUNDS && us > bounds_us[i]; i++)
+		;
+	ADD(&h->bucket[i], 1);
+	ADD(&h->sum_ns, ns);
+}
+
+void
+idem_metrics_handler(idem_metrics *m, unsigned r, uint64_t ns)
+{
+	if (r >= IDEM_METRICS_ROUTES)
+		r = 0;
+	observe(&m->rows[r].handler, ns);
+}
+
+void
+idem_metrics_outcome(idem_metrics *m, idem_outcome o, uint64_t n)
+{
+	if ((unsigned)o < IDEM_OUTCOME_COUNT)
+		ADD(&m->outcomes[o], n);
+}
+
+void
+idem_metrics_store(idem_metrics *m, idem_store_op op, uint64_t ns, int failed)
+{
+	if ((unsigned)op >= IDEM_STORE_OP_COUNT)
+		return;
+	observe(&m->store[op], ns);
+	if (failed)
+		ADD(&m->store_errors[op], 1);
+}
+
+void
+idem_metrics_in_flight(idem_metrics *m, unsigned slot, int delta)
+{
+	ADD(&m->in_flight[slot % IDEM_METRICS_SLOTS], delta);
+}
+
+void
+idem_metrics_slot_reset(idem_metrics *m, unsigned slot)
+{
+	atomic_store(&m->in_flight[slot % IDEM_METRICS_SLOTS], 0);
+}
+
+void
+idem_metrics_workers(idem_metrics *m, unsigned running)
+{
+	atomic_store(&m->workers, running);
+}
+
+void
+idem_metrics_restart(idem_metrics *m)
+{
+	ADD(&m->restarts, 1);
+}
+
+uint64_t
+idem_metrics_outcome_count(const idem_metrics *m, idem_outcome o)
+{
+	return (unsigned)o < IDEM_OUTCOME_COUNT ? GET(&m->outcomes[o]) : 0;
+}
+
+uint64_t
+idem_metrics_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Writes s as a label value: backslash, quote and newline escaped. */
+static void
+label(FILE *fp, const char *s)
+{
+	for (; *s != '\0'; s++) {
+		if (*s == '\\' || *s == '"')
+			fprintf(fp, "\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", fp);
+		else
+			fputc(*s, fp);
+	}
+}
+
+/* The HELP and TYPE lines of a metric. */
+static void
+head(FILE *fp, const char *name, const char *type, const char *help)
+{
+	fprintf(fp, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Writes the labels of a route row, without braces. */
+static void
+route_labels(FILE *fp, const row *r, int unmatched)
+{
+	fputs("method=\"", fp);
+	label(fp, unmatched ? "" : r->method);
+	fputs("\",route=\"", fp);
+	label(fp, unmatched ? "unmatched" : r->route);
+	fputs("\"", fp);
+}
+
+/* The series of one histogram; labels is written by put_labels. */
+static void
+histogram_series(FILE *fp, const char *name, const histogram *h,
+    void (*put_labels)(FILE *, const void *), const void *arg)
+{
+	uint64_t cum = 0;
+	size_t i;
+
+	for (i = 0; i <= NBOUNDS; i++) {
+		cum += GET(&h->bucket[i]);
+		fprintf(fp, "%s_bucket{", name);
+		put_labels(fp, arg);
+		if (i < NBOUNDS)
+			fprintf(fp, ",le=\"%g\"} %llu\n", (double)bounds_us[i] / 1e6,
+			    (unsigned long long)cum);
+		else
+			fprintf(fp, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+	}
+	fprintf(fp, "%s_sum{", name);
+	put_labels(fp, arg);
+	fprintf(fp, "} %.9f\n%s_count{", (double)GET(&h->sum_ns) / 1e9, name);
+	put_labels(fp, arg);
+	fprintf(fp, "} %llu\n", (unsigned long long)cum);
+}
+
+typedef struct row_arg {
+	const row *r;
+	int unmatched;
+} row_arg;
+
+static void
+put_route(FILE *fp, const void *arg)
+{
+	const row_arg *ra = arg;
+
+	route_labels(fp, ra->r, ra->unmatched);
+}
+
+static void
+put_op(FILE *fp, const void *arg)
+{
+	fprintf(fp, "op=\"%s\"", (const char *)arg);
+}
+
+/* Whether a histogram has seen anything. */
+static int
+histogram_used(const histogram *h)
+{
+	size_t i;
+
+	for (i = 0; i <= NBOUNDS; i++)
+		if (GET(&h->bucket[i]) != 0)
+			return 1;
+	return 0;
+}
+
+char *
+idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
+    size_t *len)
+{
+	char *buf = NULL;
+	size_t size = 0;
+	int64_t in_flight = 0;
+	unsigned i, s;
+	FILE *fp;
+
+	if ((fp = open_memstream(&buf, &size)) == NULL)
+		return NULL;
+	head(fp, "idemfcgi_requests_total", "counter",
+	    "Requests answered, by route and status.");
+	for (i = 0; i < IDEM_METRICS_ROUTES && GET(&m->rows[i].used); i++)
+		for (s = 0; s < 500; s++) {
+			uint64_t n = GET(&m->rows[i].status[s]);
+			if (n == 0)
+				continue;
+			fputs("idemfcgi_requests_total{", fp);
+			route_labels(fp, &m->rows[i], i == 0);
+			fprintf(fp, ",status=\"%u\"} %llu\n", s + 100,
+			    (unsigned long long)n);
+		}
+	head(fp, "idemfcgi_requests_in_flight", "gauge",
+	    "Requests being answered by the workers of this instance.");
+	for (i = 0; i < IDEM_METRICS_SLOTS; i++)
+		in_flight += GET(&m->in_flight[i]);
+	fprintf(fp, "idemfcgi_requests_in_flight %lld\n",
+	    (long long)(in_flight > 0 ? in_flight : 0));
+	head(fp, "idemfcgi_handler_duration_seconds", "histogram",
+	    "Time spent in handlers, by route.");
+	for (i = 1; i < IDEM_METRICS_ROUTES && GET(&m->rows[i].used); i++) {
+		row_arg ra = { &m->rows[i], 0 };
+		if (histogram_used(&m->rows[i].handler))
+			histogram_series(fp, "idemfcgi_handler_duration_seconds",
+			    &m->rows[i].handler, put_route, &ra);
+	}
+	head(fp, "idemfcgi_idempotency_outcomes_total", "counter",
+	    "What the idempotency layer did, by outcome.");
+	for (i = 0; i < IDEM_OUTCOME_COUNT; i++)
+		fprintf(fp, "idemfcgi_idempotency_outcomes_total{outcome=\"%s\"} "
+		    "%llu\n", outcome_names[i],
+		    (unsigned long long)GET(&m->outcomes[i]));
+	head(fp, "idemfcgi_store_duration_seconds", "histogram",
+	    "Latency of idempotency store operations, by operation.");
+	for (i = 0; i < IDEM_STORE_OP_COUNT; i++)
+		histogram_series(fp, "idemfcgi_store_duration_seconds",
+		    &m->store[i], put_op, op_names[i]);
+	head(fp, "idemfcgi_store_errors_total", "counter",
+	    "Idempotency store operations that failed, by operation.");
+	for (i = 0; i < IDEM_STORE_OP_COUNT; i++)
+		fprintf(fp, "idemfcgi_store_errors_total{op=\"%s\"} %llu\n",
+		    op_names[i], (unsigned long long)GET(&m->store_errors[i]));
+	if (store != NULL && store->memory) {
+		head(fp, "idemfcgi_memory_store_entries", "gauge",
+		    "Records in the memory store.");
+		fprintf(fp, "idemfcgi_memory_store_entries %llu\n",
+		    (unsigned long long)store->entries);
+		head(fp, "idemfcgi_memory_store_in_flight", "gauge",
+		    "Records of the memory store that are in flight.");
+		fprintf(fp, "idemfcgi_memory_store_in_flight %llu\n",
+		    (unsigned long long)store->in_flight);
+		head(fp, "idemfcgi_memory_store_evictions_total", "counter",
+		    "Committed records evicted before their lifetime to make "
+		    "room (max-entries); each one can let a retry run again.");
+		fprintf(fp, "idemfcgi_memory_store_evictions_total %llu\n",
+		    (unsigned long long)store->evictions);
+	}
+	head(fp, "idemfcgi_workers", "gauge", "Worker processes running.");
+	fprintf(fp, "idemfcgi_workers %llu\n",
+	    (unsigned long long)GET(&m->workers));
+	head(fp, "idemfcgi_worker_restarts_total", "counter",
+	    "Workers that died and were started again.");
+	fprintf(fp, "idemfcgi_worker_restarts_total %llu\n",
+	    (unsigned long long)GET(&m->restarts));
+	head(fp, "idemfcgi_build_info", "gauge", "The version; always 1.");
+	fprintf(fp, "idemfcgi_build_info{version=\"%s\",store=\"%s\"} 1\n",
+	    PACKAGE_VERSION, store != NULL && store->name != NULL ?
+	    store->name : "none");
+	if (fclose(fp) != 0) {
+		free(buf);
+		return NULL;
+	}
+	*len = size;
+	return buf;
+}

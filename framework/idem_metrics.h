@@ -1,0 +1,105 @@
+/*
+ * idem_metrics.h - counters, gauges and histograms shared by every worker
+ * of one instance, rendered in the Prometheus text format (0.0.4).
+ *
+ * The master maps one shared anonymous region before it forks the
+ * workers, so every worker adds to the same counters (relaxed atomic adds,
+ * no lock on the request path) and whichever worker answers a scrape
+ * reports the whole instance.  Route rows are registered by method and
+ * template when a worker starts, under a robust process-shared mutex; a
+ * reload that keeps a route keeps its counters.  Nothing here allocates
+ * on the request path.
+ */
+#ifndef IDEM_METRICS_H
+#define IDEM_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "idemfcgi.h"
+
+#define IDEM_METRICS_ROUTES 256     /* route rows; row 0 is "unmatched" */
+#define IDEM_METRICS_SLOTS 512      /* worker slots of the in-flight gauge */
+
+/* What the idempotency layer did with a request (or a dead worker's key). */
+typedef enum idem_outcome {
+	IDEM_OUTCOME_ACQUIRED = 0,   /* reserved: the handler ran */
+	IDEM_OUTCOME_TAKEN_OVER,     /* a stale reservation taken over */
+	IDEM_OUTCOME_REPLAYED,       /* the stored answer was replayed */
+	IDEM_OUTCOME_CONFLICT,       /* same key, other request */
+	IDEM_OUTCOME_IN_FLIGHT,      /* 409: the first request still runs */
+	IDEM_OUTCOME_COMMITTED,      /* the answer was stored */
+	IDEM_OUTCOME_RELEASED,       /* released for a retry (5xx, error) */
+	IDEM_OUTCOME_FENCED,         /* a commit or release refused: the
+	                              * reservation was no longer ours */
+	IDEM_OUTCOME_STORE_UNAVAILABLE, /* 503: the store failed */
+	IDEM_OUTCOME_KEY_MISSING,    /* 400 */
+	IDEM_OUTCOME_KEY_INVALID,    /* 400 */
+	IDEM_OUTCOME_SCOPE_MISSING,  /* 400 */
+	IDEM_OUTCOME_DEAD_WORKER_RELEASED, /* released by the master */
+	IDEM_OUTCOME_COUNT
+} idem_outcome;
+
+/* A store operation, for its latency histogram. */
+typedef enum idem_store_op {
+	IDEM_STORE_OP_RESERVE = 0,
+	IDEM_STORE_OP_COMMIT,
+	IDEM_STORE_OP_RELEASE,
+	IDEM_STORE_OP_RENEW,
+	IDEM_STORE_OP_PURGE,
+	IDEM_STORE_OP_COUNT
+} idem_store_op;
+
+typedef struct idem_metrics idem_metrics;
+
+/* What a scrape adds about the store of the answering worker. */
+typedef struct idem_metrics_store_info {
+	const char *name;            /* "memory", "mysql" */
+	int memory;                  /* the numbers below are meaningful */
+	uint64_t entries, in_flight, evictions;
+} idem_metrics_store_info;
+
+/*
+ * A zeroed region shared with the processes forked after this call.
+ * Returns IDEM_OK with *out (free with idem_metrics_free) or IDEM_ERR_NOMEM.
+ */
+idem_err idem_metrics_new(idem_metrics **out);
+/* Unmaps m in this process.  NULL is fine. */
+void idem_metrics_free(idem_metrics *m);
+
+/* The row of a route (registered when new).  Returns the row, or 0
+ * ("unmatched") when every row is taken. */
+unsigned idem_metrics_route(idem_metrics *m, const char *method,
+    const char *tmpl);
+
+/* One answered request of a route row. */
+void idem_metrics_request(idem_metrics *m, unsigned row, int status);
+/* A handler of a route row took ns nanoseconds. */
+void idem_metrics_handler(idem_metrics *m, unsigned row, uint64_t ns);
+/* One idempotency outcome (n times). */
+void idem_metrics_outcome(idem_metrics *m, idem_outcome o, uint64_t n);
+/* A store operation took ns nanoseconds; failed says it failed. */
+void idem_metrics_store(idem_metrics *m, idem_store_op op, uint64_t ns,
+    int failed);
+/* Requests being answered by the worker in slot: +1 or -1. */
+void idem_metrics_in_flight(idem_metrics *m, unsigned slot, int delta);
+/* The worker in slot is gone: its in-flight requests are too. */
+void idem_metrics_slot_reset(idem_metrics *m, unsigned slot);
+/* The master: how many workers run, and one more restart. */
+void idem_metrics_workers(idem_metrics *m, unsigned running);
+void idem_metrics_restart(idem_metrics *m);
+
+/* The value of a counter, for tests: an outcome. */
+uint64_t idem_metrics_outcome_count(const idem_metrics *m, idem_outcome o);
+
+/*
+ * The whole exposition text (caller frees); store may be NULL.  Returns
+ * NULL when out of memory; *len gets the length.
+ */
+char *idem_metrics_render(idem_metrics *m,
+    const idem_metrics_store_info *store, size_t *len);
+
+/* A monotonic clock in nanoseconds, for the durations above. */
+uint64_t idem_metrics_now_ns(void);
+
+#endif
