@@ -3,10 +3,11 @@
  * idem_service_handle (parse, route, fingerprint, memory store, handler,
  * commit) with callgrind's instrumentation on only around them.
  *
- *   valgrind --tool=callgrind --instr-atstart=no mwdriver first|replay|bare COUNT
+ *   valgrind --tool=callgrind --instr-atstart=no mwdriver MODE COUNT
  *
  * first: every request a new key; replay: one key, stored first, then
- * replayed COUNT times; bare: idempotency disabled.
+ * replayed COUNT times; bare: idempotency disabled; metrics: first, with
+ * [metrics] enabled (what counting costs).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,7 @@ int
 main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "first";
+	int metrics = strcmp(mode, "metrics") == 0;
 	long count = argc > 2 ? atol(argv[2]) : 1000, i;
 	idem_config *cfg;
 	idem_service *svc;
@@ -72,16 +74,20 @@ main(int argc, char **argv)
 	idem_log_set_level(IDEM_LOG_ERROR);
 	if (idem_config_load_string(strcmp(mode, "bare") == 0 ?
 	    "[idempotency]\nenabled = false\n" :
-	    "[idempotency]\nmax-entries = 10000000\n", "bench", &cfg) != IDEM_OK ||
+	    metrics ? "[idempotency]\nmax-entries = 10000000\n[metrics]\n"
+	    "enabled = true\n" : "[idempotency]\nmax-entries = 10000000\n",
+	    "bench", &cfg) != IDEM_OK ||
 	    idem_service_new(cfg, "/nowhere", &svc) != IDEM_OK ||
 	    idem_router_add(svc->router, "POST", "/bench/{x}",
 	    IDEM_POLICY_DEFAULT, answer, NULL, "bench") != IDEM_OK)
 		return 1;
+	/* counts the route added after the service was built, too */
+	idem_service_set_metrics(svc, svc->metrics, 0);
 	if (strcmp(mode, "replay") == 0)
 		one(svc, "the-key");
 	CALLGRIND_START_INSTRUMENTATION;
 	for (i = 0; i < count; i++) {
-		if (strcmp(mode, "first") == 0) {
+		if (strcmp(mode, "first") == 0 || metrics) {
 			snprintf(key, sizeof(key), "key-%ld", i);
 			one(svc, key);
 		} else {
