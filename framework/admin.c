@@ -261,26 +261,38 @@ cmd_stats(const idem_config *cfg, const options *o, idem_store *s)
 	return EXIT_DONE;
 }
 
+/* Finds the record of KEY into *sk and *r.  Returns 0, or the exit
+ * status after saying why not; absent says what not finding it means. */
+static int
+find(const idem_config *cfg, const options *o, idem_store *s,
+    const char *key, idem_store_key *sk, idem_store_record *r,
+    const char *absent)
+{
+	idem_err err;
+	int rc;
+
+	if ((rc = make_key(cfg, o, key, sk)) != 0)
+		return rc;
+	err = idem_store_lookup(s, sk, r);
+	if (err == IDEM_ERR_NOT_FOUND) {
+		fprintf(stderr, "idemfcgi-admin: no record for key %s%s: %s\n",
+		    key, o->scope != NULL ? " in this scope" : "", absent);
+		return EXIT_REFUSED;
+	}
+	return err == IDEM_OK ? 0 : EXIT_STORE;
+}
+
 static int
 cmd_show(const idem_config *cfg, const options *o, idem_store *s,
     const char *key)
 {
 	idem_store_record r;
 	idem_store_key sk;
-	idem_err err;
 	int rc;
 
-	if ((rc = make_key(cfg, o, key, &sk)) != 0)
+	if ((rc = find(cfg, o, s, key, &sk, &r, "never used, released, or "
+	    "purged")) != 0)
 		return rc;
-	err = idem_store_lookup(s, &sk, &r);
-	if (err == IDEM_ERR_NOT_FOUND) {
-		fprintf(stderr, "idemfcgi-admin: no record for key %s%s (never "
-		    "used, released, or purged)\n", key, o->scope != NULL ?
-		    " in this scope" : "");
-		return EXIT_REFUSED;
-	}
-	if (err != IDEM_OK)
-		return EXIT_STORE;
 	print_record(o, &sk, &r);
 	return EXIT_DONE;
 }
@@ -295,16 +307,8 @@ cmd_release(const idem_config *cfg, const options *o, idem_store *s,
 	idem_err err;
 	int rc;
 
-	if ((rc = make_key(cfg, o, key, &sk)) != 0)
+	if ((rc = find(cfg, o, s, key, &sk, &r, "nothing to release")) != 0)
 		return rc;
-	err = idem_store_lookup(s, &sk, &r);
-	if (err == IDEM_ERR_NOT_FOUND) {
-		fprintf(stderr, "idemfcgi-admin: no record for key %s: nothing to "
-		    "release\n", key);
-		return EXIT_REFUSED;
-	}
-	if (err != IDEM_OK)
-		return EXIT_STORE;
 	if (r.committed) {
 		fprintf(stderr, "idemfcgi-admin: key %s is committed (status %d): "
 		    "its answer is replayed to every retry until %s.  release "

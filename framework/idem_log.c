@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -76,20 +77,24 @@ escape(char *dst, size_t size, const char *src, int ascii)
 	return n;
 }
 
-/* This machine's name, for JSON lines (read once). */
+static char host[256] = "-";
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+
+/* Reads this machine's name once. */
+static void
+read_host(void)
+{
+	if (gethostname(host, sizeof(host) - 1) != 0)
+		strcpy(host, "-");
+	host[sizeof(host) - 1] = '\0';
+}
+
+/* This machine's name, for JSON lines. */
 static const char *
 host_name(void)
 {
-	static char name[256];
-	static _Atomic int done;
-
-	if (!done) {
-		if (gethostname(name, sizeof(name) - 1) != 0)
-			strcpy(name, "-");
-		name[sizeof(name) - 1] = '\0';
-		done = 1;
-	}
-	return name;
+	pthread_once(&host_once, read_host);
+	return host;
 }
 
 /* Adds key: value to obj when value is not NULL; text that is not UTF-8
@@ -235,35 +240,39 @@ idem_log_at(const idem_log_ctx *ctx, idem_log_level level, const char *fmt,
 	va_end(ap);
 }
 
-void
-idem_log_event(const idem_request *req, idem_log_level level,
-    const char *event, const char *owner, const char *fmt, ...)
+/* A line about req, with an event and an owner (both may be NULL). */
+static void
+logv_req(const idem_request *req, idem_log_level level, const char *event,
+    const char *owner, const char *fmt, va_list ap)
 {
 	idem_log_ctx ctx;
 	char keyhash[17];
-	va_list ap;
 
 	if ((int)level < log_level)
 		return;
 	idem_log_ctx_of(&ctx, req, keyhash);
 	ctx.event = event;
 	ctx.owner = owner;
-	va_start(ap, fmt);
 	logv_ctx(&ctx, level, fmt, ap);
+}
+
+void
+idem_log_event(const idem_request *req, idem_log_level level,
+    const char *event, const char *owner, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	logv_req(req, level, event, owner, fmt, ap);
 	va_end(ap);
 }
 
 void
 idem_log(const idem_request *req, idem_log_level level, const char *fmt, ...)
 {
-	idem_log_ctx ctx;
-	char keyhash[17];
 	va_list ap;
 
-	if ((int)level < log_level)
-		return;
-	idem_log_ctx_of(&ctx, req, keyhash);
 	va_start(ap, fmt);
-	logv_ctx(&ctx, level, fmt, ap);
+	logv_req(req, level, NULL, NULL, fmt, ap);
 	va_end(ap);
 }

@@ -22,6 +22,7 @@
 #include "idem_time.h"
 
 #define MAX_WORKERS 512          /* two generations during a reload */
+#define MAX_LATE 64              /* dead workers awaiting a second sweep */
 #define EXIT_STARTUP 3           /* a worker that could not start */
 
 typedef struct worker {
@@ -31,6 +32,15 @@ typedef struct worker {
 	int old;                     /* replaced by a reload: draining */
 } worker;
 
+/* A dead worker whose reservations are swept again: a statement it sent
+ * just before it died may reach the database after the first sweep. */
+typedef struct late_sweep {
+	char instance[17];           /* "" : free */
+	pid_t pid;
+	uint64_t due;                /* ms */
+	int pass;                    /* sweeps done */
+} late_sweep;
+
 typedef struct master {
 	const char *path;
 	const char *plugin_dir;
@@ -38,6 +48,7 @@ typedef struct master {
 	int fd;
 	idem_metrics *metrics;       /* shared with the workers; NULL: off */
 	worker w[MAX_WORKERS];
+	late_sweep late[MAX_LATE];
 	unsigned failures;           /* workers that died young in a row */
 	unsigned pending;            /* restarts waiting for their time */
 	uint64_t restart_at;         /* ms */
@@ -97,13 +108,20 @@ spawn(master *m)
 	return 0;
 }
 
+/* Times after a worker's death at which its reservations are swept: at
+ * once, then twice more for statements that were still on their way. */
+static const uint64_t sweep_after_ms[] = { 0, 1000, 5000 };
+#define NSWEEPS (sizeof(sweep_after_ms) / sizeof(sweep_after_ms[0]))
+
 /*
- * A worker died without draining: delete the reservations it held, so the
- * clients' retries run now rather than after inflight-ttl.  With the
- * memory store they died with it.
+ * Deletes the reservations of dead worker pid (owner tokens of instance),
+ * so the clients' retries run now rather than after inflight-ttl.  pass 0
+ * is the sweep at its death; later passes catch a reservation whose INSERT
+ * the database read from the dead connection after pass 0, and log only
+ * when they find one.  With the memory store they died with it.
  */
 static void
-release_dead(master *m, const worker *w)
+sweep(master *m, pid_t pid, const char *instance, int pass)
 {
 	idem_store *s = NULL;
 	idem_store_key *keys = NULL;
@@ -112,12 +130,12 @@ release_dead(master *m, const worker *w)
 
 	if (!m->cfg->idem_enabled || m->cfg->store != IDEM_STORE_MYSQL)
 		return;
-	snprintf(prefix, sizeof(prefix), "%s.", w->instance);
+	snprintf(prefix, sizeof(prefix), "%s.", instance);
 	if (idem_store_mysql_new(m->cfg, 1, &s) != IDEM_OK ||
 	    idem_store_release_prefix(s, prefix, &keys, &n) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "could not release the "
 		    "reservations of dead worker %ld (instance %s): they are "
-		    "taken over after inflight-ttl", (long)w->pid, w->instance);
+		    "taken over after inflight-ttl", (long)pid, instance);
 		idem_store_close(s);
 		free(keys);
 		return;
@@ -132,12 +150,64 @@ release_dead(master *m, const worker *w)
 	if (m->metrics != NULL)
 		idem_metrics_outcome(m->metrics,
 		    IDEM_OUTCOME_DEAD_WORKER_RELEASED, n);
-	idem_log(NULL, n > 0 ? IDEM_LOG_WARN : IDEM_LOG_INFO, "released %zu "
-	    "reservation(s) of dead worker %ld (instance %s); their retries "
-	    "run again:%s", n, (long)w->pid, w->instance, n > 0 ? list :
-	    " none");
+	if (pass == 0)
+		idem_log(NULL, n > 0 ? IDEM_LOG_WARN : IDEM_LOG_INFO, "released "
+		    "%zu reservation(s) of dead worker %ld (instance %s); their "
+		    "retries run again:%s", n, (long)pid, instance, n > 0 ? list :
+		    " none");
+	else if (n > 0)
+		idem_log(NULL, IDEM_LOG_WARN, "released %zu more reservation(s) "
+		    "of dead worker %ld (instance %s), written after it died; "
+		    "their retries run again:%s", n, (long)pid, instance, list);
 	free(keys);
 	idem_store_close(s);
+}
+
+/* A worker died without draining: sweeps its reservations now and plans
+ * the later sweeps. */
+static void
+release_dead(master *m, const worker *w)
+{
+	int i;
+
+	if (!m->cfg->idem_enabled || m->cfg->store != IDEM_STORE_MYSQL)
+		return;
+	sweep(m, w->pid, w->instance, 0);
+	for (i = 0; i < MAX_LATE && m->late[i].instance[0] != '\0'; i++)
+		;
+	if (i == MAX_LATE)
+		return;      /* a crash loop: inflight-ttl frees the rest */
+	memcpy(m->late[i].instance, w->instance, sizeof(w->instance));
+	m->late[i].pid = w->pid;
+	m->late[i].pass = 1;
+	m->late[i].due = idem_now_ms() + sweep_after_ms[1];
+}
+
+/* Runs the later sweeps that are due; returns ms until the next one
+ * (UINT64_MAX: none). */
+static uint64_t
+late_sweeps(master *m)
+{
+	uint64_t now = idem_now_ms(), next = UINT64_MAX;
+	int i;
+
+	for (i = 0; i < MAX_LATE; i++) {
+		late_sweep *l = &m->late[i];
+		if (l->instance[0] == '\0')
+			continue;
+		if (now >= l->due) {
+			sweep(m, l->pid, l->instance, l->pass);
+			if (++l->pass >= (int)NSWEEPS) {
+				l->instance[0] = '\0';
+				continue;
+			}
+			l->due = now + sweep_after_ms[l->pass] -
+			    sweep_after_ms[l->pass - 1];
+		}
+		if (l->due - now < next)
+			next = l->due > now ? l->due - now : 0;
+	}
+	return next;
 }
 
 /* Describes a wait status into buf. */
@@ -338,6 +408,11 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 		}
 		if (!m->stopping && m->pending > 0)
 			until = m->restart_at > now ? m->restart_at - now : 0;
+		{
+			uint64_t sweep_in = late_sweeps(m);
+			if (sweep_in < until)
+				until = sweep_in;
+		}
 		if (m->stopping && deadline > now && deadline - now < until)
 			until = deadline - now;
 		wait.tv_sec = (time_t)(until / 1000);
@@ -359,6 +434,10 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 			idem_log(NULL, IDEM_LOG_INFO, "SIGUSR1 ignored");
 		}
 	}
+	/* the later sweeps of workers that died lately, without waiting */
+	for (i = 0; i < MAX_LATE; i++)
+		if (m->late[i].instance[0] != '\0')
+			sweep(m, m->late[i].pid, m->late[i].instance, m->late[i].pass);
 	rc = m->status;
 	idem_log(NULL, IDEM_LOG_INFO, "master stopped");
 	idem_config_free(m->cfg);

@@ -17,18 +17,6 @@
 #include "harness.h"
 #include "mariadb.h"
 
-/* A key unique to this run. */
-static const char *
-k(const char *name)
-{
-	static char buf[8][80];
-	static int i;
-	char *out = buf[i++ % 8];
-
-	snprintf(out, 80, "%s-%ld", name, (long)getpid());
-	return out;
-}
-
 /* Starts an instance on the program's MariaDB, keys scoped by X-Api-Key. */
 static void
 start(harness *h)
@@ -124,8 +112,8 @@ alice_thread(void *arg)
 Test(admin, show_release_purge)
 {
 	harness h, dead;
-	const char *done = k("adm-done"), *live = k("adm-live"),
-	    *stuck = k("adm-stuck");
+	const char *done = call_key("adm-done"), *live = call_key("adm-live"),
+	    *stuck = call_key("adm-stuck");
 	char args[400], *out, *err, *st, sql[400];
 	call c, slow, doomed;
 	json_t *doc;

@@ -18,18 +18,6 @@
 #include "harness.h"
 #include "mariadb.h"
 
-/* A key unique to this run and name. */
-static const char *
-k(const char *name)
-{
-	static char buf[8][80];
-	static int i;
-	char *out = buf[i++ % 8];
-
-	snprintf(out, 80, "%s-%ld", name, (long)getpid());
-	return out;
-}
-
 /* Starts an instance; mysql selects the store. */
 static void
 start(harness *h, int mysql, const char *server, const char *rest)
@@ -130,15 +118,15 @@ Test(ops, metrics_count_a_scripted_sequence)
 
 	start(&h, 0, NULL, "[metrics]\nenabled = true\n");
 	for (i = 0; i < 3; i++) {
-		c = call_one(h.addr, "/testkit/echo", k(i == 0 ? "m0" : i == 1 ?
+		c = call_one(h.addr, "/testkit/echo", call_key(i == 0 ? "m0" : i == 1 ?
 		    "m1" : "m2"), "{\"n\":1}");
 		cr_expect_eq(c.status, 201);
 	}
 	for (i = 0; i < 2; i++) {
-		c = call_one(h.addr, "/testkit/echo", k("m0"), "{\"n\":1}");
+		c = call_one(h.addr, "/testkit/echo", call_key("m0"), "{\"n\":1}");
 		cr_expect_str_eq(c.replayed, "true");
 	}
-	c = call_one(h.addr, "/testkit/echo", k("m0"), "{\"n\":2}");
+	c = call_one(h.addr, "/testkit/echo", call_key("m0"), "{\"n\":2}");
 	cr_expect_str_eq(c.code, "IDEMPOTENCY_CONFLICT");
 	c = call_one(h.addr, "/testkit/echo", NULL, NULL);
 	cr_expect_str_eq(c.code, "IDEMPOTENCY_KEY_MISSING");
@@ -146,14 +134,14 @@ Test(ops, metrics_count_a_scripted_sequence)
 	longkey[256] = '\0';
 	c = call_one(h.addr, "/testkit/echo", longkey, NULL);
 	cr_expect_str_eq(c.code, "IDEMPOTENCY_KEY_INVALID");
-	c = call_one(h.addr, "/testkit/fail", k("f"), NULL);
+	c = call_one(h.addr, "/testkit/fail", call_key("f"), NULL);
 	cr_expect_eq(c.status, 500);
-	c = call_one(h.addr, "/testkit/status/503", k("s"), NULL);
+	c = call_one(h.addr, "/testkit/status/503", call_key("s"), NULL);
 	cr_expect_eq(c.status, 503);
-	slow = call_make(h.addr, "/testkit/sleep/800", k("slow"), NULL);
+	slow = call_make(h.addr, "/testkit/sleep/800", call_key("slow"), NULL);
 	pthread_create(&t, NULL, call_thread, &slow);
 	call_sleep(300);
-	dup = call_one(h.addr, "/testkit/sleep/800", k("slow"), NULL);
+	dup = call_one(h.addr, "/testkit/sleep/800", call_key("slow"), NULL);
 	cr_expect_str_eq(dup.code, "IDEMPOTENCY_IN_FLIGHT");
 	/* while the slow one runs, it and the scrape are in flight */
 	text = scrape(&h, NULL);
@@ -254,14 +242,14 @@ Test(ops, metrics_cover_every_worker)
 	for (i = 0; i < 50 && harness_workers(&h, pids, 4) < 2; i++)
 		call_sleep(50);
 	/* a slow request holds one worker's only thread ... */
-	slow = call_make(h.addr, "/testkit/sleep/1500", k("two-slow"), NULL);
+	slow = call_make(h.addr, "/testkit/sleep/1500", call_key("two-slow"), NULL);
 	pthread_create(&t, NULL, call_thread, &slow);
 	call_sleep(400);
 	/* ... so these and the scrape go to the other */
 	for (i = 0; i < 4; i++) {
 		char name[16];
 		snprintf(name, sizeof(name), "two-%d", i);
-		c = call_one(h.addr, "/testkit/echo", k(name), NULL);
+		c = call_one(h.addr, "/testkit/echo", call_key(name), NULL);
 		cr_expect_eq(c.status, 201);
 	}
 	text = scrape(&h, rid_scrape);
@@ -308,7 +296,7 @@ Test(ops, metrics_cover_every_worker)
 
 	/* a worker dies holding a key: the master restarts it and releases
 	 * the key, and the numbers survive */
-	c = call_one(h.addr, "/testkit/crash-once", k("two-crash"), NULL);
+	c = call_one(h.addr, "/testkit/crash-once", call_key("two-crash"), NULL);
 	cr_expect_eq(c.status, -1);
 	cr_expect(harness_await_log(&h, "released 1 reservation(s) of dead"));
 	text = NULL;
@@ -440,8 +428,8 @@ Test(ops, json_log_lines)
 {
 	harness dead, h;
 	call c, doomed;
-	const char *key = k("json-secret-key"), *lost = k("json-lost-key"),
-	    *failing = k("json-failing-key");
+	const char *key = call_key("json-secret-key"), *lost = call_key("json-lost-key"),
+	    *failing = call_key("json-failing-key");
 	char *log, *line, *save = NULL;
 	int lines = 0, request_lines = 0, released = 0, takeover = 0;
 	pthread_t t;

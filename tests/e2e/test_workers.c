@@ -46,17 +46,6 @@ workers(harness *h, int *pids, int n)
 	return got;
 }
 
-static const char *
-k(const char *name)
-{
-	static char buf[4][64];
-	static int i;
-	char *out = buf[i++ % 4];
-
-	snprintf(out, 64, "%s-%ld", name, (long)getpid());
-	return out;
-}
-
 /* Retries c until it is not a 409 in flight, a 503 or a failed
  * connection, for up to 300 tries 20 ms apart. */
 static void
@@ -80,7 +69,7 @@ crash_then_retry(int mysql)
 {
 	harness h;
 	call c;
-	const char *key = k(mysql ? "crash-my" : "crash-mem");
+	const char *key = call_key(mysql ? "crash-my" : "crash-mem");
 
 	start(&h, mysql, mysql ? "workers = 2" : NULL, "inflight-ttl = 60s");
 	c = call_one(h.addr, "/testkit/crash-once", key, NULL);
@@ -130,7 +119,7 @@ Test(workers, killed_worker_restarted)
 	}
 	cr_expect_lt(tries, 100, "no worker replaced the killed one");
 	for (i = 0; i < 10; i++) {
-		c = call_one(h.addr, "/testkit/echo", k("after-kill") , NULL);
+		c = call_one(h.addr, "/testkit/echo", call_key("after-kill"), NULL);
 		cr_expect(c.status == 201, "%d", c.status);
 	}
 	cr_expect(harness_await_log(&h, "killed by signal 9"));
@@ -178,7 +167,7 @@ reload_drops_nothing(int mysql)
 	start(&h, mysql, mysql ? "workers = 2" : NULL, NULL);
 	nb = workers(&h, before, mysql ? 2 : 1);
 	cr_assert_eq(nb, mysql ? 2 : 1);
-	slow = call_make(h.addr, "/testkit/sleep/800", k("hup-slow"), NULL);
+	slow = call_make(h.addr, "/testkit/sleep/800", call_key("hup-slow"), NULL);
 	pthread_create(&ts, NULL, call_thread, &slow);
 	for (i = 0; i < 3; i++) {
 		s[i].addr = h.addr;
@@ -238,7 +227,7 @@ Test(workers, bad_reload_keeps_workers)
 	cr_expect(harness_await_log(&h, "not reloaded"));
 	cr_assert_eq(harness_workers(&h, after, 8), 1);
 	cr_expect_eq(after[0], before[0]);
-	c = call_one(h.addr, "/testkit/echo", k("after-bad"), NULL);
+	c = call_one(h.addr, "/testkit/echo", call_key("after-bad"), NULL);
 	cr_expect_eq(c.status, 201);
 	cr_expect_eq(harness_stop(&h), 0);
 }
@@ -250,7 +239,7 @@ Test(workers, slow_handler_keeps_its_lease_in_mysql)
 	harness h;
 	call first, dup;
 	pthread_t t;
-	const char *key = k("slow-my");
+	const char *key = call_key("slow-my");
 
 	start(&h, 1, "workers = 2", "inflight-ttl = 1s");
 	first = call_make(h.addr, "/testkit/sleep/3000", key, NULL);

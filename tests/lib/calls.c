@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -21,6 +22,17 @@ call_sleep(long ms)
 
 	while (nanosleep(&ts, &ts) != 0)
 		;
+}
+
+const char *
+call_key(const char *name)
+{
+	static __thread char buf[8][96];
+	static __thread int i;
+	char *out = buf[i++ % 8];
+
+	snprintf(out, 96, "%s-%ld", name, (long)getpid());
+	return out;
 }
 
 call

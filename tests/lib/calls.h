@@ -32,6 +32,9 @@ call call_one(const char *addr, const char *path, const char *key,
     const char *body);
 /* Sends the n calls at once (a thread each) and waits for all. */
 void call_all(call *calls, int n);
+/* "NAME-PID": a key unique to this test run (databases outlive a run).
+ * Eight calls in a row get eight distinct buffers. */
+const char *call_key(const char *name);
 /* Sleeps ms milliseconds. */
 void call_sleep(long ms);
 

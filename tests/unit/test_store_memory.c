@@ -8,6 +8,7 @@
 
 #include <criterion/criterion.h>
 
+#include "idem_log.h"
 #include "store_suite.h"
 
 idem_store *
@@ -115,4 +116,30 @@ Test(memory, never_evicts_in_flight)
 	    IDEM_OK);
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	idem_store_close(s);
+}
+
+/* Frequent evictions are logged as a warning, once a minute at most. */
+Test(memory, frequent_evictions_warned_once)
+{
+	idem_store *s = NULL;
+	FILE *fp = tmpfile();
+	char log[4096], *p;
+	int old, i, warnings = 0;
+	size_t n;
+
+	cr_assert_not_null(fp);
+	old = idem_log_set_fd(fileno(fp));
+	cr_assert_eq(idem_store_memory_new(2, &s), IDEM_OK);
+	for (i = 0; i < 50; i++)
+		put(s, i, 60000);
+	idem_log_set_fd(old);
+	idem_store_close(s);
+	rewind(fp);
+	n = fread(log, 1, sizeof(log) - 1, fp);
+	log[n] = '\0';
+	fclose(fp);
+	for (p = log; (p = strstr(p, "memory store full")) != NULL; p++)
+		warnings++;
+	cr_expect_eq(warnings, 1, "%s", log);
+	cr_expect(strstr(log, "raise max-entries (now 2)") != NULL, "%s", log);
 }
