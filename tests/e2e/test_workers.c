@@ -126,6 +126,48 @@ Test(workers, killed_worker_restarted)
 	cr_expect_eq(harness_stop(&h), 0);
 }
 
+/* A reservation that reaches MariaDB after its worker died (the INSERT
+ * was on its way): the master's later sweep releases it too. */
+Test(workers, late_reservation_of_dead_worker_swept)
+{
+	char needle[64], instance[17], sql[700], *log, *p, *rows;
+	const char *key = call_key("late-insert");
+	harness h;
+	mariadb m;
+	int pids[8];
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	start(&h, 1, NULL, NULL);
+	cr_assert_eq(workers(&h, pids, 1), 1);
+	/* the worker's instance, from the master's line about it */
+	snprintf(needle, sizeof(needle), "worker %d started (instance ",
+	    pids[0]);
+	cr_assert(harness_await_log(&h, needle));
+	log = harness_slurp(h.stderr_log);
+	cr_assert_not_null(p = strstr(log, needle));
+	snprintf(instance, sizeof(instance), "%.16s", p + strlen(needle));
+	free(log);
+	kill(pids[0], SIGKILL);
+	cr_assert(harness_await_log(&h, "released 0 reservation(s) of dead "
+	    "worker"));
+	/* its last INSERT lands now */
+	snprintf(sql, sizeof(sql), "INSERT INTO idempotency_keys (scope_hash, "
+	    "idem_key, fingerprint, state, owner, request_id, reserved_at, "
+	    "lease_at, expires_at) VALUES (UNHEX(REPEAT('00', 32)), '%s', "
+	    "UNHEX(REPEAT('00', 32)), 'in_flight', '%s.00000000000000000000000000"
+	    "000000', 'late', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), "
+	    "UTC_TIMESTAMP(6) + INTERVAL 1 DAY)", key, instance);
+	free(mariadb_sql(&m, sql));
+	cr_expect(harness_await_log(&h, "released 1 more reservation(s) of dead "
+	    "worker"));
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM idempotency_keys "
+	    "WHERE idem_key = '%s'", key);
+	rows = mariadb_sql(&m, sql);
+	cr_expect(rows != NULL && atoi(rows) == 0, "still there: %s", rows);
+	free(rows);
+	cr_expect_eq(harness_stop(&h), 0);
+}
+
 typedef struct stream {
 	const char *addr;
 	int id, n, ok, failed;
