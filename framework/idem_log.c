@@ -32,12 +32,6 @@ idem_log_set_level(idem_log_level level)
 	log_level = (int)level;
 }
 
-int
-idem_log_enabled(idem_log_level level)
-{
-	return (int)level >= log_level;
-}
-
 void
 idem_log_set_format(idem_log_format format)
 {

@@ -36,8 +36,6 @@ typedef struct idem_log_ctx {
 
 /* Lines below level are dropped.  The default is IDEM_LOG_INFO. */
 void idem_log_set_level(idem_log_level level);
-/* Whether a line of this level would be written. */
-int idem_log_enabled(idem_log_level level);
 /* Text (the default) or JSON lines. */
 void idem_log_set_format(idem_log_format format);
 /* Sends lines to fd instead of 2 (tests).  Returns the previous fd. */

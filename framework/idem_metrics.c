@@ -190,12 +190,6 @@ idem_metrics_restart(idem_metrics *m)
 }
 
 uint64_t
-idem_metrics_outcome_count(const idem_metrics *m, idem_outcome o)
-{
-	return (unsigned)o < IDEM_OUTCOME_COUNT ? GET(&m->outcomes[o]) : 0;
-}
-
-uint64_t
 idem_metrics_now_ns(void)
 {
 	struct timespec ts;

@@ -89,9 +89,6 @@ void idem_metrics_slot_reset(idem_metrics *m, unsigned slot);
 void idem_metrics_workers(idem_metrics *m, unsigned running);
 void idem_metrics_restart(idem_metrics *m);
 
-/* The value of a counter, for tests: an outcome. */
-uint64_t idem_metrics_outcome_count(const idem_metrics *m, idem_outcome o);
-
 /*
  * The whole exposition text (caller frees); store may be NULL.  Returns
  * NULL when out of memory; *len gets the length.

@@ -93,6 +93,10 @@ idem_service_set_metrics(idem_service *svc, idem_metrics *m, unsigned slot)
 		idem_route *rt = &svc->router->routes[i];
 		rt->metrics = m;
 		rt->metrics_row = idem_metrics_route(m, rt->method, rt->tmpl);
+		if (rt->metrics_row == 0)
+			idem_log(NULL, IDEM_LOG_WARN, "metrics: more than %d routes; "
+			    "%s %s is counted as route=\"unmatched\"",
+			    IDEM_METRICS_ROUTES - 1, rt->method, rt->tmpl);
 	}
 	if (svc->mw != NULL) {
 		svc->mw->metrics = m;

@@ -1,0 +1,177 @@
+/*
+ * test_metrics.c - the shared metrics region: counts seen across fork, the
+ * exposition text (cumulative buckets, escaped labels), the row limit.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "idem_metrics.h"
+
+/* The value of one series in text, or -1. */
+static double
+value(const char *text, const char *series)
+{
+	size_t len = strlen(series);
+	const char *p = text;
+
+	while ((p = strstr(p, series)) != NULL) {
+		if ((p == text || p[-1] == '\n') && p[len] == ' ')
+			return atof(p + len + 1);
+		p += len;
+	}
+	return -1;
+}
+
+static char *
+render(idem_metrics *m, const idem_metrics_store_info *info)
+{
+	size_t len;
+	char *text = idem_metrics_render(m, info, &len);
+
+	cr_assert_not_null(text);
+	cr_assert_eq(strlen(text), len);
+	return text;
+}
+
+/* What a forked worker adds is what the parent reports. */
+Test(metrics, shared_across_fork)
+{
+	idem_metrics *m;
+	unsigned row;
+	pid_t pid;
+	int status, i;
+	char *text;
+
+	cr_assert_eq(idem_metrics_new(&m), IDEM_OK);
+	row = idem_metrics_route(m, "POST", "/a/{id}");
+	cr_assert_eq(row, 1);
+	for (i = 0; i < 2; i++) {
+		if ((pid = fork()) == 0) {
+			int j;
+			/* a worker registers the same route: the same row */
+			unsigned r = idem_metrics_route(m, "POST", "/a/{id}");
+			for (j = 0; j < 1000; j++) {
+				idem_metrics_request(m, r, 201);
+				idem_metrics_outcome(m, IDEM_OUTCOME_ACQUIRED, 1);
+			}
+			idem_metrics_in_flight(m, (unsigned)i + 1, 1);
+			_exit(r == row ? 0 : 1);
+		}
+		cr_assert_gt(pid, 0);
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	idem_metrics_in_flight(m, 0, 1);
+	text = render(m, NULL);
+	cr_expect_eq(value(text, "idemfcgi_requests_total{method=\"POST\","
+	    "route=\"/a/{id}\",status=\"201\"}"), 2000, "%s", text);
+	cr_expect_eq(value(text, "idemfcgi_idempotency_outcomes_total"
+	    "{outcome=\"acquired\"}"), 2000);
+	cr_expect_eq(value(text, "idemfcgi_requests_in_flight"), 3);
+	free(text);
+	/* a dead worker's requests are no longer in flight */
+	idem_metrics_slot_reset(m, 2);
+	text = render(m, NULL);
+	cr_expect_eq(value(text, "idemfcgi_requests_in_flight"), 2);
+	free(text);
+	idem_metrics_free(m);
+}
+
+/* Buckets are cumulative, the sum in seconds, the count the last bucket. */
+Test(metrics, histograms)
+{
+	idem_metrics *m;
+	char *text;
+
+	cr_assert_eq(idem_metrics_new(&m), IDEM_OK);
+	idem_metrics_store(m, IDEM_STORE_OP_COMMIT, 50000, 0);      /* 50 us */
+	idem_metrics_store(m, IDEM_STORE_OP_COMMIT, 3000000, 0);    /* 3 ms */
+	idem_metrics_store(m, IDEM_STORE_OP_COMMIT, 20000000000ULL, 1); /* 20 s */
+	text = render(m, NULL);
+	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_bucket"
+	    "{op=\"commit\",le=\"0.0001\"}"), 1, "%s", text);
+	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_bucket"
+	    "{op=\"commit\",le=\"0.0025\"}"), 1);
+	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_bucket"
+	    "{op=\"commit\",le=\"0.005\"}"), 2);
+	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_bucket"
+	    "{op=\"commit\",le=\"10\"}"), 2);
+	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_bucket"
+	    "{op=\"commit\",le=\"+Inf\"}"), 3);
+	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_count"
+	    "{op=\"commit\"}"), 3);
+	cr_expect_float_eq(value(text, "idemfcgi_store_duration_seconds_sum"
+	    "{op=\"commit\"}"), 20.00305, 1e-9);
+	cr_expect_eq(value(text, "idemfcgi_store_errors_total{op=\"commit\"}"),
+	    1);
+	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_count"
+	    "{op=\"reserve\"}"), 0);
+	free(text);
+	idem_metrics_free(m);
+}
+
+/* Label values are escaped; the memory store's series come with it only;
+ * a status out of range counts as 500. */
+Test(metrics, text_format)
+{
+	idem_metrics_store_info mem = { "memory", 1, 7, 2, 3 };
+	idem_metrics *m;
+	unsigned row;
+	char *text;
+
+	cr_assert_eq(idem_metrics_new(&m), IDEM_OK);
+	row = idem_metrics_route(m, "GET", "/q\"uote\\d\nx");
+	idem_metrics_request(m, row, 200);
+	idem_metrics_request(m, 0, 404);
+	idem_metrics_request(m, row, 42);
+	text = render(m, &mem);
+	cr_expect_eq(value(text, "idemfcgi_requests_total{method=\"GET\","
+	    "route=\"/q\\\"uote\\\\d\\nx\",status=\"200\"}"), 1, "%s", text);
+	cr_expect_eq(value(text, "idemfcgi_requests_total{method=\"GET\","
+	    "route=\"/q\\\"uote\\\\d\\nx\",status=\"500\"}"), 1);
+	cr_expect_eq(value(text, "idemfcgi_requests_total{method=\"\","
+	    "route=\"unmatched\",status=\"404\"}"), 1);
+	cr_expect_eq(value(text, "idemfcgi_memory_store_entries"), 7);
+	cr_expect_eq(value(text, "idemfcgi_memory_store_in_flight"), 2);
+	cr_expect_eq(value(text, "idemfcgi_memory_store_evictions_total"), 3);
+	cr_expect(strstr(text, "idemfcgi_build_info{version=\"" PACKAGE_VERSION
+	    "\",store=\"memory\"} 1\n") != NULL, "%s", text);
+	/* every line is a comment or "series value" */
+	{
+		char *line, *save = NULL;
+		for (line = strtok_r(text, "\n", &save); line != NULL;
+		    line = strtok_r(NULL, "\n", &save))
+			cr_expect(line[0] == '#' || strrchr(line, ' ') != NULL,
+			    "%s", line);
+	}
+	free(text);
+	text = render(m, NULL);
+	cr_expect_eq(value(text, "idemfcgi_memory_store_entries"), -1);
+	free(text);
+	idem_metrics_free(m);
+}
+
+/* Past the last row, routes are counted as unmatched. */
+Test(metrics, row_limit)
+{
+	idem_metrics *m;
+	char tmpl[32];
+	unsigned i, row = 0;
+
+	cr_assert_eq(idem_metrics_new(&m), IDEM_OK);
+	for (i = 1; i < IDEM_METRICS_ROUTES; i++) {
+		snprintf(tmpl, sizeof(tmpl), "/r%u", i);
+		row = idem_metrics_route(m, "GET", tmpl);
+		cr_expect_eq(row, i);
+	}
+	cr_expect_eq(idem_metrics_route(m, "GET", "/one-too-many"), 0);
+	cr_expect_eq(idem_metrics_route(m, "GET", "/r7"), 7);
+	idem_metrics_free(m);
+}
