@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,27 +53,40 @@ usage(FILE *fp)
 	    "that idemfcgi (with the same configuration file) uses.\n"
 	    "\n"
 	    "commands:\n"
-	    "  stats                 records by state, and the oldest in flight\n"
-	    "  show KEY              one record: state, owner, times, status\n"
-	    "  release KEY --yes     delete a stuck in-flight reservation, so\n"
-	    "                        the next retry runs the handler again\n"
-	    "  purge                 delete the expired records now\n"
+	    "  stats              records by state, and the oldest in flight\n"
+	    "  show KEY           one record: state, owner, times, status\n"
+	    "  release KEY --yes  delete a stuck in-flight reservation, so\n"
+	    "                     the next retry runs the handler again\n"
+	    "  purge              delete the expired records now\n"
 	    "\n"
 	    "options:\n"
-	    "  -c, --config FILE     the configuration (default: $IDEMFCGI_CONFIG,\n"
-	    "                        else %s)\n"
-	    "  -s, --scope VALUE     the principal the key belongs to, when\n"
-	    "                        [idempotency] scope is not none: the user\n"
-	    "                        name, or the value of the scope header\n"
-	    "  -y, --yes             release: really do it\n"
-	    "  -o, --owner TOKEN     release: only if this owner still holds it\n"
-	    "  -f, --force           release: even if its lease is live\n"
-	    "  -j, --json            print JSON instead of text\n"
-	    "  -h, --help            this text\n"
-	    "  -V, --version         the version\n"
+	    "  -c, --config FILE  the configuration (default:\n"
+	    "                     $IDEMFCGI_CONFIG, else %s)\n"
+	    "  -s, --scope VALUE  the principal the key belongs to, when\n"
+	    "                     [idempotency] scope is not none: the user\n"
+	    "                     name, or the value of the scope header\n"
+	    "  -y, --yes          release: really do it\n"
+	    "  -o, --owner TOKEN  release: only if this owner still holds it\n"
+	    "  -f, --force        release: even if its lease is live\n"
+	    "  -j, --json         print JSON instead of text\n"
+	    "  -h, --help         this text\n"
+	    "  -V, --version      the version\n"
 	    "\n"
 	    "Exit status: 0 done, 1 not found or refused, 2 usage, 3 store\n"
 	    "error.  See idemfcgi-admin(8).\n", DEFAULT_CONFIG);
+}
+
+/* Writes "idemfcgi-admin: MESSAGE" and a newline on stderr. */
+static void __attribute__((format(printf, 1, 2)))
+complain(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("idemfcgi-admin: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
 }
 
 /* A duration for people: "850 ms", "12.3 s", "4 min 10 s", "3 h 2 min". */
@@ -131,19 +145,19 @@ make_key(const idem_config *cfg, const options *o, const char *key,
 
 	memset(sk, 0, sizeof(*sk));
 	if (!idem_key_valid(cfg->key_format, key, len)) {
-		fprintf(stderr, "idemfcgi-admin: \"%s\" is not a valid key under "
-		    "key-format in %s: no request can have it\n", key, cfg->path);
+		complain("\"%s\" is not a valid key under "
+		    "key-format in %s: no request can have it", key, cfg->path);
 		return EXIT_USAGE;
 	}
 	if (cfg->scope == IDEM_SCOPE_NONE && o->scope != NULL) {
-		fprintf(stderr, "idemfcgi-admin: %s has scope = none: keys have "
-		    "no scope, leave out --scope\n", cfg->path);
+		complain("%s has scope = none: keys have "
+		    "no scope, leave out --scope", cfg->path);
 		return EXIT_USAGE;
 	}
 	if (cfg->scope != IDEM_SCOPE_NONE && (o->scope == NULL ||
 	    *o->scope == '\0')) {
-		fprintf(stderr, "idemfcgi-admin: %s scopes keys by %s%s: give "
-		    "--scope with the %s the client sent\n", cfg->path,
+		complain("%s scopes keys by %s%s: give "
+		    "--scope with the %s the client sent", cfg->path,
 		    cfg->scope == IDEM_SCOPE_HEADER ? "the header " :
 		    "the authenticated user", cfg->scope == IDEM_SCOPE_HEADER ?
 		    cfg->scope_header : "", cfg->scope == IDEM_SCOPE_HEADER ?
@@ -206,8 +220,8 @@ print_record(const options *o, const idem_store_key *sk,
 		    r->expires_at, human((uint64_t)-r->expires_in_ms, c,
 		    sizeof(c)));
 	if (r->committed)
-		printf("status:       %d (answer of %zu bytes: headers %zu, body "
-		    "%zu)\n", r->status, r->headers_len + r->body_len,
+		printf("status:       %d (answer of %zu bytes: headers %zu, "
+		    "body %zu)\n", r->status, r->headers_len + r->body_len,
 		    r->headers_len, r->body_len);
 	printf("fingerprint:  %s\n", fp);
 }
@@ -250,8 +264,8 @@ cmd_stats(const idem_config *cfg, const options *o, idem_store *s)
 	printf("expired:          %llu (deleted by the next purge)\n",
 	    (unsigned long long)c.expired);
 	if (c.has_oldest)
-		printf("oldest in flight: key %.*s (hash %s), owner %s, request "
-		    "%s, reserved %s ago, lease renewed %s ago\n",
+		printf("oldest in flight: key %.*s (hash %s), owner %s, "
+		    "request %s, reserved %s ago, lease renewed %s ago\n",
 		    (int)c.oldest_key.key_len, c.oldest_key.key, kh,
 		    c.oldest_owner, c.oldest_request_id,
 		    human(c.oldest_age_ms, a, sizeof(a)),
@@ -275,7 +289,7 @@ find(const idem_config *cfg, const options *o, idem_store *s,
 		return rc;
 	err = idem_store_lookup(s, sk, r);
 	if (err == IDEM_ERR_NOT_FOUND) {
-		fprintf(stderr, "idemfcgi-admin: no record for key %s%s: %s\n",
+		complain("no record for key %s%s: %s",
 		    key, o->scope != NULL ? " in this scope" : "", absent);
 		return EXIT_REFUSED;
 	}
@@ -310,46 +324,45 @@ cmd_release(const idem_config *cfg, const options *o, idem_store *s,
 	if ((rc = find(cfg, o, s, key, &sk, &r, "nothing to release")) != 0)
 		return rc;
 	if (r.committed) {
-		fprintf(stderr, "idemfcgi-admin: key %s is committed (status %d): "
+		complain("key %s is committed (status %d): "
 		    "its answer is replayed to every retry until %s.  release "
-		    "frees only in-flight reservations.\n", key, r.status,
+		    "frees only in-flight reservations.", key, r.status,
 		    r.expires_at);
 		return EXIT_REFUSED;
 	}
 	if (o->owner != NULL && strcmp(o->owner, r.owner) != 0) {
-		fprintf(stderr, "idemfcgi-admin: key %s is now held by owner %s, "
-		    "not %s: not released\n", key, r.owner, o->owner);
+		complain("key %s is now held by owner %s, "
+		    "not %s: not released", key, r.owner, o->owner);
 		return EXIT_REFUSED;
 	}
 	human(r.lease_age_ms, age, sizeof(age));
 	human(cfg->inflight_ttl, ttl, sizeof(ttl));
 	if (r.lease_age_ms <= cfg->inflight_ttl && !o->force) {
-		fprintf(stderr, "idemfcgi-admin: the lease of key %s was renewed "
+		complain("the lease of key %s was renewed "
 		    "%s ago (inflight-ttl %s): a worker is running its handler "
 		    "now.  Releasing it lets a retry run the handler a second "
 		    "time.  Wait for it to finish; if you know its worker is "
-		    "gone, add --force.\n", key, age, ttl);
+		    "gone, add --force.", key, age, ttl);
 		return EXIT_REFUSED;
 	}
 	if (!o->yes) {
 		print_record(o, &sk, &r);
-		fprintf(stderr, "idemfcgi-admin: this would delete the in-flight "
-		    "reservation above, so that the next retry runs the handler "
-		    "again.  Add --yes to do it.\n");
+		complain("this would delete the in-flight reservation above, "
+		    "so that the next retry runs the handler again.  Add --yes "
+		    "to do it.");
 		return EXIT_REFUSED;
 	}
 	err = idem_store_release(s, &sk, r.owner);
 	if (err == IDEM_ERR_NOT_FOUND) {
-		fprintf(stderr, "idemfcgi-admin: key %s changed meanwhile "
-		    "(committed, released or taken over): not released; run show "
-		    "again\n", key);
+		complain("key %s changed meanwhile (committed, released or "
+		    "taken over): not released; run show again", key);
 		return EXIT_REFUSED;
 	}
 	if (err != IDEM_OK)
 		return EXIT_STORE;
 	if (o->json)
-		print_json(json_pack("{s:s, s:s, s:s}", "released", key, "owner",
-		    r.owner, "request_id", r.request_id));
+		print_json(json_pack("{s:s, s:s, s:s}", "released", key,
+		    "owner", r.owner, "request_id", r.request_id));
 	else
 		printf("released key %s (owner %s, request %s): the next retry "
 		    "runs the handler\n", key, r.owner, r.request_id);
@@ -376,7 +389,7 @@ arity(const char *cmd, int have, int want)
 {
 	if (have == want)
 		return 0;
-	fprintf(stderr, "idemfcgi-admin: %s takes %s\n", cmd, want == 0 ?
+	complain("%s takes %s", cmd, want == 0 ?
 	    "no argument" : "one KEY");
 	return -1;
 }
@@ -417,7 +430,7 @@ main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "idemfcgi-admin: no command\n");
+		complain("no command");
 		usage(stderr);
 		return EXIT_USAGE;
 	}
@@ -430,14 +443,14 @@ main(int argc, char **argv)
 		if (arity(cmd, nargs, 1) < 0)
 			return EXIT_USAGE;
 	} else {
-		fprintf(stderr, "idemfcgi-admin: unknown command \"%s\" (stats, "
-		    "show, release, purge)\n", cmd);
+		complain("unknown command \"%s\" (stats, "
+		    "show, release, purge)", cmd);
 		return EXIT_USAGE;
 	}
 	if (strcmp(cmd, "release") != 0 && (o.yes || o.force ||
 	    o.owner != NULL)) {
-		fprintf(stderr, "idemfcgi-admin: --yes, --force and --owner go "
-		    "with release only\n");
+		complain("--yes, --force and --owner go "
+		    "with release only");
 		return EXIT_USAGE;
 	}
 	if (o.config == NULL || *o.config == '\0')
@@ -448,26 +461,26 @@ main(int argc, char **argv)
 	idem_log_set_level(cfg->log_level > IDEM_LOG_WARN ? cfg->log_level :
 	    IDEM_LOG_WARN);
 	if (!cfg->idem_enabled) {
-		fprintf(stderr, "idemfcgi-admin: %s has [idempotency] enabled = "
-		    "false: there are no records\n", o.config);
+		complain("%s has [idempotency] enabled = "
+		    "false: there are no records", o.config);
 		idem_config_free(cfg);
 		return EXIT_USAGE;
 	}
 	if (cfg->store == IDEM_STORE_MEMORY) {
-		fprintf(stderr, "idemfcgi-admin: %s uses store = memory: its "
+		complain("%s uses store = memory: its "
 		    "records live inside the idemfcgi worker process, and no "
 		    "other program can read or change them.  Watch them with "
 		    "the metrics route ([metrics] enabled = true: "
 		    "idemfcgi_memory_store_entries, ..._evictions_total); "
 		    "expired records go every cleanup-interval; restarting "
 		    "idemfcgi empties the store.  Use store = mysql to "
-		    "administer records.\n", o.config);
+		    "administer records.", o.config);
 		idem_config_free(cfg);
 		return EXIT_USAGE;
 	}
 	if (idem_store_mysql_new(cfg, 1, &s) != IDEM_OK) {
-		fprintf(stderr, "idemfcgi-admin: cannot use the MySQL store of %s "
-		    "(see above)\n", o.config);
+		complain("cannot use the MySQL store of %s "
+		    "(see above)", o.config);
 		idem_config_free(cfg);
 		return EXIT_STORE;
 	}
@@ -480,7 +493,7 @@ main(int argc, char **argv)
 	else
 		rc = cmd_purge(&o, s);
 	if (rc == EXIT_STORE)
-		fprintf(stderr, "idemfcgi-admin: the store failed (see above)\n");
+		complain("the store failed (see above)");
 	idem_store_close(s);
 	idem_config_free(cfg);
 	return rc;

@@ -133,8 +133,8 @@ add(idem_service *svc, const char *path, const char *key,
 	    IDEM_POLICY_OFF, fn, svc, IDEM_BUILTIN_OWNER);
 
 	if (err != IDEM_OK)
-		idem_log(NULL, IDEM_LOG_ERROR, "%s: %s = %s: %s", svc->cfg->path,
-		    key, path, idem_strerror(err));
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: %s = %s: %s",
+		    svc->cfg->path, key, path, idem_strerror(err));
 	return err;
 }
 

@@ -126,7 +126,8 @@ json_line(char *line, size_t size, const char *stamp, int lvl,
 		snprintf(route, sizeof(route), "%s %s", c->method, c->route);
 	bad = json_put(obj, "time", stamp) | json_put(obj, "level",
 	    level_names[lvl]) | json_put(obj, "host", host_name()) |
-	    json_object_set_new(obj, "pid", json_integer((json_int_t)getpid())) |
+	    json_object_set_new(obj, "pid",
+	    json_integer((json_int_t)getpid())) |
 	    json_put(obj, "request_id", c->request_id) |
 	    json_put(obj, "route", route[0] != '\0' ? route : NULL) |
 	    json_put(obj, "key_hash", c->key_hash) |
@@ -179,7 +180,8 @@ logv_ctx(const idem_log_ctx *c, idem_log_level level, const char *fmt,
 		n += (size_t)snprintf(line + n, sizeof(line) - n, "route=\"%s ",
 		    c->method);
 		if (n < sizeof(line) - 8)
-			n += escape(line + n, sizeof(line) - n - 4, c->route, 0);
+			n += escape(line + n, sizeof(line) - n - 4, c->route,
+			    0);
 		n += (size_t)snprintf(line + n, sizeof(line) - n, "\" ");
 	}
 	if (c->key_hash != NULL && n < sizeof(line) - 32)

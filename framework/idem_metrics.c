@@ -243,10 +243,10 @@ histogram_series(FILE *fp, const char *name, const histogram *h,
 		fprintf(fp, "%s_bucket{", name);
 		put_labels(fp, arg);
 		if (i < NBOUNDS)
-			fprintf(fp, ",le=\"%g\"} %llu\n", (double)bounds_us[i] / 1e6,
-			    (unsigned long long)cum);
+			fprintf(fp, ",le=\"%g\"}", (double)bounds_us[i] / 1e6);
 		else
-			fprintf(fp, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+			fputs(",le=\"+Inf\"}", fp);
+		fprintf(fp, " %llu\n", (unsigned long long)cum);
 	}
 	fprintf(fp, "%s_sum{", name);
 	put_labels(fp, arg);
@@ -321,14 +321,15 @@ idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
 	for (i = 1; i < IDEM_METRICS_ROUTES && GET(&m->rows[i].used); i++) {
 		row_arg ra = { &m->rows[i], 0 };
 		if (histogram_used(&m->rows[i].handler))
-			histogram_series(fp, "idemfcgi_handler_duration_seconds",
+			histogram_series(fp,
+			    "idemfcgi_handler_duration_seconds",
 			    &m->rows[i].handler, put_route, &ra);
 	}
 	head(fp, "idemfcgi_idempotency_outcomes_total", "counter",
 	    "What the idempotency layer did, by outcome.");
 	for (i = 0; i < IDEM_OUTCOME_COUNT; i++)
-		fprintf(fp, "idemfcgi_idempotency_outcomes_total{outcome=\"%s\"} "
-		    "%llu\n", outcome_names[i],
+		fprintf(fp, "idemfcgi_idempotency_outcomes_total"
+		    "{outcome=\"%s\"} %llu\n", outcome_names[i],
 		    (unsigned long long)GET(&m->outcomes[i]));
 	head(fp, "idemfcgi_store_duration_seconds", "histogram",
 	    "Latency of idempotency store operations, by operation.");
