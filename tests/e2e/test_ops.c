@@ -16,22 +16,12 @@
 #include "calls.h"
 #include "fcgi_client.h"
 #include "harness.h"
-#include "mariadb.h"
 
 /* Starts an instance; mysql selects the store. */
 static void
 start(harness *h, int mysql, const char *server, const char *rest)
 {
-	char conf[2000], my[600] = "";
-	mariadb m;
-
-	if (mysql) {
-		cr_assert_eq(mariadb_from_env(&m), 0);
-		mariadb_conf(&m, my, sizeof(my));
-	}
-	snprintf(conf, sizeof(conf), "%s\n[idempotency]\nstore = %s\n%s",
-	    rest != NULL ? rest : "", mysql ? "mysql" : "memory", my);
-	cr_assert_eq(harness_start(h, server, conf), 0);
+	cr_assert_eq(harness_start_store(h, mysql, server, rest), 0);
 }
 
 /* GET path; returns the status, *body (caller frees) and the request id
@@ -54,21 +44,6 @@ get(const harness *h, const char *path, char **body, char rid[80])
 	return status;
 }
 
-/* The value of one series ("name{labels}") in exposition text, or -1. */
-static double
-metric(const char *text, const char *series)
-{
-	size_t len = strlen(series);
-	const char *p = text;
-
-	while ((p = strstr(p, series)) != NULL) {
-		if ((p == text || p[-1] == '\n') && p[len] == ' ')
-			return atof(p + len + 1);
-		p += len;
-	}
-	return -1;
-}
-
 /* The outcome counter of a scrape. */
 static double
 outcome(const char *text, const char *name)
@@ -77,7 +52,7 @@ outcome(const char *text, const char *name)
 
 	snprintf(series, sizeof(series),
 	    "idemfcgi_idempotency_outcomes_total{outcome=\"%s\"}", name);
-	return metric(text, series);
+	return harness_metric(text, series);
 }
 
 /* The request counter of a route and status. */
@@ -89,7 +64,7 @@ requests(const char *text, const char *method, const char *route,
 
 	snprintf(series, sizeof(series), "idemfcgi_requests_total{method=\"%s\","
 	    "route=\"%s\",status=\"%d\"}", method, route, status);
-	return metric(text, series);
+	return harness_metric(text, series);
 }
 
 /* Scrapes h's metrics; the text (caller frees). */
@@ -145,7 +120,7 @@ Test(ops, metrics_count_a_scripted_sequence)
 	cr_expect_str_eq(dup.code, "IDEMPOTENCY_IN_FLIGHT");
 	/* while the slow one runs, it and the scrape are in flight */
 	text = scrape(&h, NULL);
-	cr_expect_eq(metric(text, "idemfcgi_requests_in_flight"), 2, "%s", text);
+	cr_expect_eq(harness_metric(text, "idemfcgi_requests_in_flight"), 2, "%s", text);
 	free(text);
 	pthread_join(t, NULL);
 	cr_expect_eq(slow.status, 201);
@@ -176,22 +151,22 @@ Test(ops, metrics_count_a_scripted_sequence)
 	cr_expect_eq(outcome(text, "fenced"), 0);
 	cr_expect_eq(outcome(text, "store_unavailable"), 0);
 	/* the memory store holds the four committed answers */
-	cr_expect_eq(metric(text, "idemfcgi_memory_store_entries"), 4);
-	cr_expect_eq(metric(text, "idemfcgi_memory_store_evictions_total"), 0);
+	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_entries"), 4);
+	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_evictions_total"), 0);
 	/* histograms: one reserve per keyed request, one handler run per
 	 * acquisition, the slow one over 0.5 s */
-	cr_expect_eq(metric(text, "idemfcgi_store_duration_seconds_count"
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_count"
 	    "{op=\"reserve\"}"), 10);
-	cr_expect_eq(metric(text, "idemfcgi_store_duration_seconds_count"
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_count"
 	    "{op=\"commit\"}"), 4);
-	cr_expect_eq(metric(text, "idemfcgi_handler_duration_seconds_count"
+	cr_expect_eq(harness_metric(text, "idemfcgi_handler_duration_seconds_count"
 	    "{method=\"POST\",route=\"/testkit/echo\"}"), 3);
-	cr_expect_eq(metric(text, "idemfcgi_handler_duration_seconds_bucket"
+	cr_expect_eq(harness_metric(text, "idemfcgi_handler_duration_seconds_bucket"
 	    "{method=\"POST\",route=\"/testkit/sleep/{ms}\",le=\"0.5\"}"), 0);
-	cr_expect_eq(metric(text, "idemfcgi_handler_duration_seconds_bucket"
+	cr_expect_eq(harness_metric(text, "idemfcgi_handler_duration_seconds_bucket"
 	    "{method=\"POST\",route=\"/testkit/sleep/{ms}\",le=\"1\"}"), 1);
-	cr_expect_eq(metric(text, "idemfcgi_requests_in_flight"), 1);
-	cr_expect_eq(metric(text, "idemfcgi_workers"), 1);
+	cr_expect_eq(harness_metric(text, "idemfcgi_requests_in_flight"), 1);
+	cr_expect_eq(harness_metric(text, "idemfcgi_workers"), 1);
 	cr_expect(strstr(text, "# TYPE idemfcgi_requests_total counter\n")
 	    != NULL);
 	free(text);
@@ -253,8 +228,8 @@ Test(ops, metrics_cover_every_worker)
 		cr_expect_eq(c.status, 201);
 	}
 	text = scrape(&h, rid_scrape);
-	cr_expect_eq(metric(text, "idemfcgi_requests_in_flight"), 2, "%s", text);
-	cr_expect_eq(metric(text, "idemfcgi_workers"), 2);
+	cr_expect_eq(harness_metric(text, "idemfcgi_requests_in_flight"), 2, "%s", text);
+	cr_expect_eq(harness_metric(text, "idemfcgi_workers"), 2);
 	cr_expect_eq(outcome(text, "acquired"), 5);
 	cr_expect_eq(outcome(text, "committed"), 4);
 	free(text);
@@ -303,16 +278,16 @@ Test(ops, metrics_cover_every_worker)
 	for (i = 0; i < 50; i++) {
 		free(text);
 		text = scrape(&h, NULL);
-		if (metric(text, "idemfcgi_workers") == 2)
+		if (harness_metric(text, "idemfcgi_workers") == 2)
 			break;
 		call_sleep(100);
 	}
-	cr_expect_eq(metric(text, "idemfcgi_worker_restarts_total"), 1, "%s",
+	cr_expect_eq(harness_metric(text, "idemfcgi_worker_restarts_total"), 1, "%s",
 	    text);
 	cr_expect_eq(outcome(text, "dead_worker_released"), 1);
 	cr_expect_eq(outcome(text, "committed"), 5);
-	cr_expect_eq(metric(text, "idemfcgi_requests_in_flight"), 1);
-	cr_expect_eq(metric(text, "idemfcgi_memory_store_entries"), -1,
+	cr_expect_eq(harness_metric(text, "idemfcgi_requests_in_flight"), 1);
+	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_entries"), -1,
 	    "only the memory store has these");
 	free(text);
 	cr_expect_eq(harness_stop(&h), 0);

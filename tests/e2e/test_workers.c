@@ -19,16 +19,11 @@
 static void
 start(harness *h, int mysql, const char *server, const char *idem)
 {
-	char rest[1500], my[600] = "";
-	mariadb m;
+	char rest[600];
 
-	if (mysql) {
-		cr_assert_eq(mariadb_from_env(&m), 0);
-		mariadb_conf(&m, my, sizeof(my));
-	}
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = %s\n%s\n%s",
-	    mysql ? "mysql" : "memory", idem != NULL ? idem : "", my);
-	cr_assert_eq(harness_start(h, server, rest), 0);
+	snprintf(rest, sizeof(rest), "[idempotency]\n%s\n",
+	    idem != NULL ? idem : "");
+	cr_assert_eq(harness_start_store(h, mysql, server, rest), 0);
 }
 
 /* The workers of h once there are n of them (the master forks them after

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "mariadb.h"
 
 ssize_t
 harness_read_body(void *ctx, char *buf, size_t len)
@@ -412,6 +413,37 @@ harness_run(const char *args, const char *conf_text, char **output)
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int
+harness_start_store(harness *h, int mysql, const char *server,
+    const char *rest)
+{
+	char conf[3000], my[600] = "";
+	mariadb m;
+
+	if (mysql) {
+		if (mariadb_from_env(&m) != 0)
+			return -1;
+		mariadb_conf(&m, my, sizeof(my));
+	}
+	snprintf(conf, sizeof(conf), "[idempotency]\nstore = %s\n%s\n%s",
+	    mysql ? "mysql" : "memory", my, rest != NULL ? rest : "");
+	return harness_start(h, server, conf);
+}
+
+double
+harness_metric(const char *text, const char *series)
+{
+	size_t len = strlen(series);
+	const char *p = text;
+
+	while ((p = strstr(p, series)) != NULL) {
+		if ((p == text || p[-1] == '\n') && p[len] == ' ')
+			return atof(p + len + 1);
+		p += len;
+	}
+	return -1;
 }
 
 const char *

@@ -51,6 +51,19 @@ int harness_start_log(harness *h, const char *server_extra, const char *rest,
 int harness_start_at(harness *h, const char *server_extra, const char *rest,
     const char *log_path, const char *listen);
 
+/*
+ * harness_start on the memory store, or with mysql on the MariaDB of the
+ * test program (mariadb_from_env).  rest follows the [idempotency] and
+ * [mysql] sections, so it starts with a section of its own.  Returns 0 or
+ * -1.
+ */
+int harness_start_store(harness *h, int mysql, const char *server,
+    const char *rest);
+
+/* The value of one series ("name" or "name{labels}") in Prometheus text,
+ * or -1 when it is absent. */
+double harness_metric(const char *text, const char *series);
+
 /* Reads a response-head header (lines "Name: value\r\n"),
  * case-insensitive; a thread-local copy, or NULL. */
 const char *harness_head_find(const char *head, const char *name);

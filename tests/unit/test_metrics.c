@@ -12,22 +12,8 @@
 
 #include <criterion/criterion.h>
 
+#include "harness.h"
 #include "idem_metrics.h"
-
-/* The value of one series in text, or -1. */
-static double
-value(const char *text, const char *series)
-{
-	size_t len = strlen(series);
-	const char *p = text;
-
-	while ((p = strstr(p, series)) != NULL) {
-		if ((p == text || p[-1] == '\n') && p[len] == ' ')
-			return atof(p + len + 1);
-		p += len;
-	}
-	return -1;
-}
 
 static char *
 render(idem_metrics *m, const idem_metrics_store_info *info)
@@ -70,16 +56,16 @@ Test(metrics, shared_across_fork)
 	}
 	idem_metrics_in_flight(m, 0, 1);
 	text = render(m, NULL);
-	cr_expect_eq(value(text, "idemfcgi_requests_total{method=\"POST\","
+	cr_expect_eq(harness_metric(text, "idemfcgi_requests_total{method=\"POST\","
 	    "route=\"/a/{id}\",status=\"201\"}"), 2000, "%s", text);
-	cr_expect_eq(value(text, "idemfcgi_idempotency_outcomes_total"
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
 	    "{outcome=\"acquired\"}"), 2000);
-	cr_expect_eq(value(text, "idemfcgi_requests_in_flight"), 3);
+	cr_expect_eq(harness_metric(text, "idemfcgi_requests_in_flight"), 3);
 	free(text);
 	/* a dead worker's requests are no longer in flight */
 	idem_metrics_slot_reset(m, 2);
 	text = render(m, NULL);
-	cr_expect_eq(value(text, "idemfcgi_requests_in_flight"), 2);
+	cr_expect_eq(harness_metric(text, "idemfcgi_requests_in_flight"), 2);
 	free(text);
 	idem_metrics_free(m);
 }
@@ -95,23 +81,23 @@ Test(metrics, histograms)
 	idem_metrics_store(m, IDEM_STORE_OP_COMMIT, 3000000, 0);    /* 3 ms */
 	idem_metrics_store(m, IDEM_STORE_OP_COMMIT, 20000000000ULL, 1); /* 20 s */
 	text = render(m, NULL);
-	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_bucket"
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_bucket"
 	    "{op=\"commit\",le=\"0.0001\"}"), 1, "%s", text);
-	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_bucket"
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_bucket"
 	    "{op=\"commit\",le=\"0.0025\"}"), 1);
-	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_bucket"
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_bucket"
 	    "{op=\"commit\",le=\"0.005\"}"), 2);
-	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_bucket"
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_bucket"
 	    "{op=\"commit\",le=\"10\"}"), 2);
-	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_bucket"
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_bucket"
 	    "{op=\"commit\",le=\"+Inf\"}"), 3);
-	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_count"
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_count"
 	    "{op=\"commit\"}"), 3);
-	cr_expect_float_eq(value(text, "idemfcgi_store_duration_seconds_sum"
+	cr_expect_float_eq(harness_metric(text, "idemfcgi_store_duration_seconds_sum"
 	    "{op=\"commit\"}"), 20.00305, 1e-9);
-	cr_expect_eq(value(text, "idemfcgi_store_errors_total{op=\"commit\"}"),
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_errors_total{op=\"commit\"}"),
 	    1);
-	cr_expect_eq(value(text, "idemfcgi_store_duration_seconds_count"
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_count"
 	    "{op=\"reserve\"}"), 0);
 	free(text);
 	idem_metrics_free(m);
@@ -132,15 +118,15 @@ Test(metrics, text_format)
 	idem_metrics_request(m, 0, 404);
 	idem_metrics_request(m, row, 42);
 	text = render(m, &mem);
-	cr_expect_eq(value(text, "idemfcgi_requests_total{method=\"GET\","
+	cr_expect_eq(harness_metric(text, "idemfcgi_requests_total{method=\"GET\","
 	    "route=\"/q\\\"uote\\\\d\\nx\",status=\"200\"}"), 1, "%s", text);
-	cr_expect_eq(value(text, "idemfcgi_requests_total{method=\"GET\","
+	cr_expect_eq(harness_metric(text, "idemfcgi_requests_total{method=\"GET\","
 	    "route=\"/q\\\"uote\\\\d\\nx\",status=\"500\"}"), 1);
-	cr_expect_eq(value(text, "idemfcgi_requests_total{method=\"\","
+	cr_expect_eq(harness_metric(text, "idemfcgi_requests_total{method=\"\","
 	    "route=\"unmatched\",status=\"404\"}"), 1);
-	cr_expect_eq(value(text, "idemfcgi_memory_store_entries"), 7);
-	cr_expect_eq(value(text, "idemfcgi_memory_store_in_flight"), 2);
-	cr_expect_eq(value(text, "idemfcgi_memory_store_evictions_total"), 3);
+	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_entries"), 7);
+	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_in_flight"), 2);
+	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_evictions_total"), 3);
 	cr_expect(strstr(text, "idemfcgi_build_info{version=\"" PACKAGE_VERSION
 	    "\",store=\"memory\"} 1\n") != NULL, "%s", text);
 	/* every line is a comment or "series value" */
@@ -153,7 +139,7 @@ Test(metrics, text_format)
 	}
 	free(text);
 	text = render(m, NULL);
-	cr_expect_eq(value(text, "idemfcgi_memory_store_entries"), -1);
+	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_entries"), -1);
 	free(text);
 	idem_metrics_free(m);
 }
