@@ -205,7 +205,7 @@ late_sweeps(master *m)
 			    sweep_after_ms[l->pass - 1];
 		}
 		if (l->due - now < next)
-			next = l->due > now ? l->due - now : 0;
+			next = l->due - now;
 	}
 	return next;
 }
@@ -437,7 +437,8 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 	/* the later sweeps of workers that died lately, without waiting */
 	for (i = 0; i < MAX_LATE; i++)
 		if (m->late[i].instance[0] != '\0')
-			sweep(m, m->late[i].pid, m->late[i].instance, m->late[i].pass);
+			sweep(m, m->late[i].pid, m->late[i].instance,
+			    m->late[i].pass);
 	rc = m->status;
 	idem_log(NULL, IDEM_LOG_INFO, "master stopped");
 	idem_config_free(m->cfg);

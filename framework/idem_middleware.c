@@ -18,7 +18,7 @@
 #include "idem_router.h"
 #include "idem_time.h"
 
-/* Most RELEASE and COMMIT jobs kept for a store that is away. */
+/* Most RELEASE, COMMIT and FORGET jobs kept for a store that is away. */
 #define MAX_BACKLOG 10000
 
 /* The key's hash for a log line (never the key itself), computed into buf
@@ -70,7 +70,19 @@ run_job(idem_middleware *mw, idem_lease *l)
 			    "released after the store came back");
 		} else if (err == IDEM_ERR_NOT_FOUND) {
 			count(mw, IDEM_OUTCOME_FENCED);
+			idem_log_at(lease_ctx(l, &ctx, "fenced"), IDEM_LOG_WARN,
+			    "release refused after the store came back: the "
+			    "reservation was taken over meanwhile");
 		}
+		/* no renewal: the handler is done; a retry may take it over */
+		return err != IDEM_ERR_STORE;
+	case IDEM_LEASE_FORGET:
+		/* no renewal: nothing runs under it, and it may not exist */
+		err = idem_store_release(mw->store, &l->key, l->owner);
+		if (err == IDEM_OK)
+			idem_log_at(lease_ctx(l, &ctx, NULL), IDEM_LOG_DEBUG,
+			    "deleted the reservation of a reserve that got no "
+			    "answer");
 		return err != IDEM_ERR_STORE;
 	case IDEM_LEASE_COMMIT:
 		err = idem_store_commit(mw->store, &l->key, l->owner, &l->answer,
@@ -149,7 +161,7 @@ renewer(void *arg)
 			continue;
 		}
 		/* shallow copies: the answers stay with the list, which only
-		 * this thread shortens for COMMIT and RELEASE jobs */
+		 * this thread shortens for the jobs other than RENEW */
 		i = 0;
 		DL_FOREACH(mw->leases, l) {
 			orig[i] = l;
@@ -622,7 +634,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			idem_reserve_result_clear(&rr);
 			/* a reservation that reached the store unanswered must
 			 * not hold the key until inflight-ttl */
-			lease_add(mw, IDEM_LEASE_RELEASE, req, &sk, owner, NULL);
+			lease_add(mw, IDEM_LEASE_FORGET, req, &sk, owner, NULL);
 			refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the "
 			    "idempotency store is unavailable; retry later", 1);
 			return;

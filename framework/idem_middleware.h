@@ -22,10 +22,12 @@
 /* What the background thread does for a reservation of this process. */
 typedef enum idem_lease_job {
 	IDEM_LEASE_RENEW = 0,     /* a handler runs under it: keep it alive */
-	IDEM_LEASE_RELEASE,       /* a release (or an unanswered reserve) met a
-	                           * store outage: release it when possible */
-	IDEM_LEASE_COMMIT         /* a commit met a store outage: commit the
+	IDEM_LEASE_RELEASE,       /* a release met a store outage: release it
+	                           * when possible */
+	IDEM_LEASE_COMMIT,        /* a commit met a store outage: commit the
 	                           * answer when possible, renewing meanwhile */
+	IDEM_LEASE_FORGET         /* a reserve got no answer, so the record may
+	                           * or may not exist: delete it if it does */
 } idem_lease_job;
 
 typedef struct idem_lease {
@@ -54,7 +56,7 @@ typedef struct idem_middleware {
 	int renewing;             /* the thread runs */
 	int stopping;
 	idem_lease *leases;       /* utlist */
-	unsigned backlog;         /* RELEASE and COMMIT jobs queued */
+	unsigned backlog;         /* jobs other than RENEW queued */
 	/* a store outage is logged when it begins and when it ends, not on
 	 * every request it refuses */
 	atomic_int store_down;

@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "idem_key.h"
 #include "idem_log.h"
+#include "idem_metrics.h"
 #include "idem_service.h"
 
 static const idem_request_limits test_limits = { "", 100, 8192, 65536 };
@@ -389,6 +390,62 @@ Test(mw, store_failure_fails_closed, .init = setup_default,
 	r = post("/c", "{}", KEY("k3"), NULL);
 	cr_expect_eq(r.status, 201);
 	cr_expect_eq(atomic_load(&calls), 1);
+}
+
+static void
+setup_metrics(void)
+{
+	setup_with("inflight-ttl = 300ms\n[metrics]\nenabled = true\n");
+}
+
+/* An outage: logged when it starts and when it ends, not per request;
+ * the reservations whose reserve got no answer are cleaned up without
+ * being counted as fencing. */
+Test(mw, store_outage_logged_once_and_counted, .init = setup_metrics,
+    .fini = teardown)
+{
+	FILE *fp = tmpfile();
+	char log[8192], *text;
+	size_t n;
+	reply r;
+	int old;
+
+	cr_assert_not_null(fp);
+	old = idem_log_set_fd(fileno(fp));
+	idem_log_set_level(IDEM_LOG_WARN);
+	fs->fail_reserve = 1;
+	r = post("/c", "{}", KEY("out1"), NULL);
+	expect_problem(&r, 503, "IDEMPOTENCY_STORE_UNAVAILABLE");
+	r = post("/c", "{}", KEY("out2"), NULL);
+	expect_problem(&r, 503, "IDEMPOTENCY_STORE_UNAVAILABLE");
+	fs->fail_reserve = 0;
+	r = post("/c", "{}", KEY("out3"), NULL);
+	cr_expect_eq(r.status, 201);
+	/* the lease thread (every 100 ms here) deletes what may have landed */
+	usleep(400000);
+	idem_log_set_fd(old);
+	idem_log_set_level(IDEM_LOG_ERROR + 1);
+	rewind(fp);
+	n = fread(log, 1, sizeof(log) - 1, fp);
+	log[n] = '\0';
+	fclose(fp);
+	cr_expect_eq(strstr(log, "store_unavailable") != NULL &&
+	    strstr(strstr(log, "store_unavailable") + 1, "store_unavailable")
+	    == NULL, 1, "one line for the outage: %s", log);
+	cr_expect(strstr(log, "event=store_recovered") != NULL, "%s", log);
+	cr_expect(strstr(log, "2 request(s) got 503") != NULL, "%s", log);
+	text = idem_metrics_render(svc->metrics, NULL, &n);
+	cr_assert_not_null(text);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{outcome=\"store_unavailable\"}"), 2, "%s", text);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{outcome=\"fenced\"}"), 0);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{outcome=\"acquired\"}"), 1);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{outcome=\"committed\"}"), 1);
+	free(text);
+	cr_expect_eq(svc->mw->backlog, 0, "the jobs are done");
 }
 
 Test(mw, commit_failure_still_answers, .init = setup_default,
