@@ -25,4 +25,12 @@
  * IDEM_OK or the router's error (logged). */
 idem_err idem_builtin_routes(idem_service *svc);
 
+/*
+ * After the plugins: refuses a built-in path that a plugin's template also
+ * matches (policy-path = /accounts/7 beside /accounts/{id}), since the
+ * literal path would silently win.  Returns IDEM_OK or IDEM_ERR_CONFIG
+ * (logged).
+ */
+idem_err idem_builtin_check(const idem_service *svc);
+
 #endif

@@ -65,6 +65,8 @@ idem_service_new(idem_config *cfg, const char *plugin_dir, idem_service **out)
 	if (err == IDEM_OK)
 		err = idem_plugins_load(cfg, svc->router, plugin_dir,
 		    &svc->plugins);
+	if (err == IDEM_OK)
+		err = idem_builtin_check(svc);
 	if (err == IDEM_OK && cfg->idem_enabled)
 		err = open_middleware(svc);
 	if (err != IDEM_OK) {

@@ -392,6 +392,21 @@ Test(ops, builtin_paths_checked)
 	cr_expect(strstr(out, ":7: [metrics] allow: bad value") != NULL, "%s",
 	    out);
 	free(out);
+
+	/* a literal built-in path would hide a plugin's template there */
+	rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
+	    "policy-path = /accounts/7\nplugins = @DIR@/.libs/ledger.so\n",
+	    &out);
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "GET /accounts/7 would hide GET /accounts/{id} "
+	    "of plugin ledger") != NULL, "%s", out);
+	free(out);
+	/* another method is no conflict */
+	rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
+	    "policy-path = /accounts/7/deposit\n"
+	    "plugins = @DIR@/.libs/ledger.so\n", &out);
+	cr_expect_eq(rc, 0, "%s", out);
+	free(out);
 }
 
 /* -------------------------------------------------------------- logs */
