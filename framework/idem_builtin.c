@@ -28,10 +28,9 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	size_t i;
 
 	(void)req;
-	doc = json_object();
-	defaults = json_object();
-	if (doc == NULL || defaults == NULL ||
-	    json_object_set_new(doc, "defaults", defaults) != 0) {
+	if ((doc = json_object()) == NULL ||
+	    json_object_set_new(doc, "defaults", defaults = json_object())
+	    != 0) {
 		json_decref(doc);
 		return IDEM_ERR_NOMEM;
 	}
@@ -46,20 +45,16 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	    "scope", scopes[cfg->scope],
 	    "replayed-header", "Idempotent-Replayed",
 	    "conflict-status", (int)cfg->conflict_status);
-	routes = json_array();
-	if (idem == NULL || routes == NULL ||
+	/* each *_set_new takes its value, even when it fails: after the
+	 * first one only doc is ours to free */
+	if (idem == NULL ||
+	    json_object_set_new(doc, "idempotency", idem) != 0 ||
 	    json_object_set_new(defaults, "idempotency-key-lifetime",
 	    json_string(lifetime)) != 0 ||
-	    json_object_set_new(doc, "idempotency", idem) != 0 ||
-	    json_object_set_new(idem, "routes", routes) != 0) {
-		json_decref(idem);
-		json_decref(routes);
-		json_decref(doc);
-		return IDEM_ERR_NOMEM;
-	}
-	if (cfg->scope == IDEM_SCOPE_HEADER &&
+	    json_object_set_new(idem, "routes", routes = json_array()) != 0 ||
+	    (cfg->scope == IDEM_SCOPE_HEADER &&
 	    json_object_set_new(idem, "scope-header",
-	    json_string(cfg->scope_header)) != 0) {
+	    json_string(cfg->scope_header)) != 0)) {
 		json_decref(doc);
 		return IDEM_ERR_NOMEM;
 	}
