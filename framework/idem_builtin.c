@@ -133,20 +133,6 @@ add(idem_service *svc, const char *path, const char *key,
 	return err;
 }
 
-/* Whether plugin route p matches every path that built-in route b does. */
-static int
-shadows(const idem_route *b, const idem_route *p)
-{
-	size_t i;
-
-	if (strcmp(b->method, p->method) != 0 || b->nsegs != p->nsegs)
-		return 0;
-	for (i = 0; i < b->nsegs; i++)
-		if (!p->is_param[i] && strcmp(p->segs[i], b->segs[i]) != 0)
-			return 0;
-	return 1;
-}
-
 idem_err
 idem_builtin_check(const idem_service *svc)
 {
@@ -161,7 +147,7 @@ idem_builtin_check(const idem_service *svc)
 		for (j = 0; j < r->nroutes; j++) {
 			const idem_route *p = &r->routes[j];
 			if (strcmp(p->owner, IDEM_BUILTIN_OWNER) == 0 ||
-			    !shadows(b, p))
+			    !idem_route_covers(p, b))
 				continue;
 			idem_log(NULL, IDEM_LOG_ERROR, "%s: the built-in route GET "
 			    "%s would hide %s %s of plugin %s for that path: "

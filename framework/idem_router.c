@@ -91,6 +91,20 @@ same_shape(const idem_route *a, const idem_route *b)
 	return 1;
 }
 
+int
+idem_route_covers(const idem_route *a, const idem_route *b)
+{
+	size_t i;
+
+	if (strcmp(a->method, b->method) != 0 || a->nsegs != b->nsegs)
+		return 0;
+	for (i = 0; i < a->nsegs; i++)
+		if (!a->is_param[i] && (b->is_param[i] ||
+		    strcmp(a->segs[i], b->segs[i]) != 0))
+			return 0;
+	return 1;
+}
+
 idem_err
 idem_router_add(idem_router *r, const char *method, const char *tmpl,
     idem_policy policy, idem_handler_fn handler, void *data,

@@ -50,6 +50,10 @@ idem_err idem_router_add(idem_router *r, const char *method, const char *tmpl,
     idem_policy policy, idem_handler_fn handler, void *data,
     const char *owner);
 
+/* Whether route a matches every request route b matches (same method,
+ * and each of a's segments a parameter or b's literal). */
+int idem_route_covers(const idem_route *a, const idem_route *b);
+
 /*
  * Finds the route for req->method and req->segs and fills req->route and
  * req->params.  Returns IDEM_OK; IDEM_ERR_NOT_FOUND when no template matches

@@ -495,44 +495,76 @@ my_purge(idem_store *s, unsigned max, unsigned *purged)
 	return err;
 }
 
-/* Runs a parameterless SELECT of up to two integers. */
+/* Result column helpers: a string or blob into buf (size bytes, one kept
+ * for a NUL), and an integer. */
+static void
+r_buf(MYSQL_BIND *b, enum enum_field_types type, void *buf, size_t size,
+    unsigned long *len, my_bool *null)
+{
+	memset(b, 0, sizeof(*b));
+	b->buffer_type = type;
+	b->buffer = buf;
+	b->buffer_length = (unsigned long)(type == MYSQL_TYPE_STRING ? size - 1 :
+	    size);
+	b->length = len;
+	b->is_null = null;
+}
+
+static void
+r_ll(MYSQL_BIND *b, long long *v, my_bool *null)
+{
+	memset(b, 0, sizeof(*b));
+	b->buffer_type = MYSQL_TYPE_LONGLONG;
+	b->buffer = v;
+	b->is_null = null;
+}
+
+/* Runs statement i with p and fetches at most one row into res.  Returns
+ * IDEM_OK with *found, or IDEM_ERR_STORE (logged). */
 static idem_err
-select_ints(mysql_store *ms, int i, long long *a, long long *b2)
+fetch_one(mysql_store *ms, int i, params *p, MYSQL_BIND *res, int *found)
 {
 	idem_mysql_conn *c;
 	MYSQL_STMT *st;
-	MYSQL_BIND b[2];
-	my_bool null[2] = { 0, 0 };
-	params p;
 	idem_err err;
 	int rc;
 
-	p_init(&p);
-	if ((err = run(ms, i, &p, &c, NULL, NULL)) != IDEM_OK)
+	*found = 0;
+	if ((err = run(ms, i, p, &c, NULL, NULL)) != IDEM_OK)
 		return err;
 	st = c->stmts[i];
-	memset(b, 0, sizeof(b));
-	b[0].buffer_type = MYSQL_TYPE_LONGLONG;
-	b[0].buffer = a;
-	b[0].is_null = &null[0];
-	b[1].buffer_type = MYSQL_TYPE_LONGLONG;
-	b[1].buffer = b2;
-	b[1].is_null = &null[1];
-	*a = 0;
-	if (mysql_stmt_field_count(st) < 2)
-		b[1].buffer_type = MYSQL_TYPE_NULL;
-	rc = mysql_stmt_bind_result(st, b) == 0 ? mysql_stmt_fetch(st) : 1;
+	rc = mysql_stmt_bind_result(st, res) == 0 ? mysql_stmt_fetch(st) : 1;
 	if (rc == 1) {
 		idem_mysql_check(c, mysql_stmt_errno(st));
 		idem_mysql_log_error(ms->pool, "fetch", st);
 		err = IDEM_ERR_STORE;
 	}
-	if (null[0])
-		*a = 0;
-	while (rc == 0 && mysql_stmt_fetch(st) == 0)
+	*found = rc == 0 || rc == MYSQL_DATA_TRUNCATED;
+	while (rc != 1 && rc != MYSQL_NO_DATA && mysql_stmt_fetch(st) == 0)
 		;
 	mysql_stmt_free_result(st);
 	idem_mysql_put(ms->pool, c);
+	return err;
+}
+
+/* Runs a parameterless SELECT of one or two integers (NULL reads 0). */
+static idem_err
+select_ints(mysql_store *ms, int i, long long *a, long long *b2)
+{
+	MYSQL_BIND b[2];
+	my_bool null[2] = { 0, 0 };
+	params p;
+	idem_err err;
+	int found;
+
+	*a = 0;
+	r_ll(&b[0], a, &null[0]);
+	r_ll(&b[1], b2, &null[1]);
+	p_init(&p);
+	/* a one-column statement binds b[0] only */
+	err = fetch_one(ms, i, &p, b, &found);
+	if (null[0])
+		*a = 0;
 	return err;
 }
 
@@ -617,58 +649,6 @@ my_stats(idem_store *s, idem_store_stats *st)
 }
 
 /* ------------------------------------------------------ administration */
-
-/* Result column helpers: a string or blob into buf (size bytes, one kept
- * for a NUL), and an integer. */
-static void
-r_buf(MYSQL_BIND *b, enum enum_field_types type, void *buf, size_t size,
-    unsigned long *len, my_bool *null)
-{
-	memset(b, 0, sizeof(*b));
-	b->buffer_type = type;
-	b->buffer = buf;
-	b->buffer_length = (unsigned long)(type == MYSQL_TYPE_STRING ? size - 1 :
-	    size);
-	b->length = len;
-	b->is_null = null;
-}
-
-static void
-r_ll(MYSQL_BIND *b, long long *v, my_bool *null)
-{
-	memset(b, 0, sizeof(*b));
-	b->buffer_type = MYSQL_TYPE_LONGLONG;
-	b->buffer = v;
-	b->is_null = null;
-}
-
-/* Runs statement i with p and fetches at most one row into res.  Returns
- * IDEM_OK with *found, or IDEM_ERR_STORE (logged). */
-static idem_err
-fetch_one(mysql_store *ms, int i, params *p, MYSQL_BIND *res, int *found)
-{
-	idem_mysql_conn *c;
-	MYSQL_STMT *st;
-	idem_err err;
-	int rc;
-
-	*found = 0;
-	if ((err = run(ms, i, p, &c, NULL, NULL)) != IDEM_OK)
-		return err;
-	st = c->stmts[i];
-	rc = mysql_stmt_bind_result(st, res) == 0 ? mysql_stmt_fetch(st) : 1;
-	if (rc == 1) {
-		idem_mysql_check(c, mysql_stmt_errno(st));
-		idem_mysql_log_error(ms->pool, "fetch", st);
-		err = IDEM_ERR_STORE;
-	}
-	*found = rc == 0 || rc == MYSQL_DATA_TRUNCATED;
-	while (rc != 1 && rc != MYSQL_NO_DATA && mysql_stmt_fetch(st) == 0)
-		;
-	mysql_stmt_free_result(st);
-	idem_mysql_put(ms->pool, c);
-	return err;
-}
 
 /* NUL-terminates a fetched string of length len in a buffer of size. */
 static void

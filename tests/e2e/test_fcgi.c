@@ -450,8 +450,8 @@ Test(cli, check_good)
 	    &out);
 
 	cr_expect_eq(rc, 0, "%s", out);
-	cr_expect(strstr(out, "configuration OK (3 route(s) of plugins, 1 built in)") != NULL, "%s",
-	    out);
+	cr_expect(strstr(out, "configuration OK (3 route(s) of plugins, 1 "
+	    "built in)") != NULL, "%s", out);
 	free(out);
 }
 
