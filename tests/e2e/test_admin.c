@@ -21,14 +21,8 @@
 static void
 start(harness *h)
 {
-	char rest[1500], my[600];
-	mariadb m;
-
-	cr_assert_eq(mariadb_from_env(&m), 0);
-	mariadb_conf(&m, my, sizeof(my));
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
-	    "inflight-ttl = 1s\nscope = header:X-Api-Key\n%s", my);
-	cr_assert_eq(harness_start(h, NULL, rest), 0);
+	cr_assert_eq(harness_start_store(h, 1, NULL, "[idempotency]\n"
+	    "inflight-ttl = 1s\nscope = header:X-Api-Key\n"), 0);
 }
 
 /* Runs idemfcgi-admin -c conf ARGS; *out gets stdout, *err stderr (caller

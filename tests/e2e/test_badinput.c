@@ -107,20 +107,13 @@ send_row(const harness *h, const row *r)
 static void
 table(int mysql)
 {
-	char rest[1500], my[600] = "", want[96];
+	char want[96];
 	harness h;
-	mariadb m;
 	size_t i;
 
 	memset(long_key, 'k', 256);
 	memset(huge_header, 'h', sizeof(huge_header) - 1);
-	if (mysql) {
-		cr_assert_eq(mariadb_from_env(&m), 0);
-		mariadb_conf(&m, my, sizeof(my));
-	}
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = %s\n%s",
-	    mysql ? "mysql" : "memory", my);
-	cr_assert_eq(harness_start(&h, "max-body = 64k", rest), 0);
+	cr_assert_eq(harness_start_store(&h, mysql, "max-body = 64k", NULL), 0);
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		const row *r = &rows[i];
 		fc_response out = send_row(&h, r);
@@ -161,7 +154,11 @@ table(int mysql)
 		fc_response_free(&out);
 	}
 	if (mysql) {
-		char *o = mariadb_sql(&m, "SELECT COUNT(*) FROM idempotency_keys "
+		mariadb m;
+		char *o;
+
+		cr_assert_eq(mariadb_from_env(&m), 0);
+		o = mariadb_sql(&m, "SELECT COUNT(*) FROM idempotency_keys "
 		    "WHERE state = 'in_flight'");
 		cr_expect(o != NULL && atoi(o) == 0, "left in flight: %s", o);
 		free(o);
@@ -187,17 +184,12 @@ Test(badinput, table_mysql)
  * stored and replayed as data, never run as SQL. */
 Test(badinput, sql_in_a_valid_key)
 {
-	char rest[1500], my[600];
 	const char *hdr[] = { "Idempotency-Key: ';DROP/**/TABLE/**/x;--\\\"",
 	    NULL };
 	fc_response a, b;
 	harness h;
-	mariadb m;
 
-	cr_assert_eq(mariadb_from_env(&m), 0);
-	mariadb_conf(&m, my, sizeof(my));
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n%s", my);
-	cr_assert_eq(harness_start(&h, NULL, rest), 0);
+	cr_assert_eq(harness_start_store(&h, 1, NULL, NULL), 0);
 	cr_assert_eq(fc_http(h.addr, "POST", "/testkit/echo", hdr, "{}", &a), 0);
 	cr_assert_eq(fc_http(h.addr, "POST", "/testkit/echo", hdr, "{}", &b), 0);
 	cr_expect_eq(a.status, 201);
