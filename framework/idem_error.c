@@ -21,6 +21,7 @@ idem_strerror(idem_err err)
 	case IDEM_ERR_HANDLER: return "handler failed";
 	case IDEM_ERR_STORE: return "idempotency store failed";
 	case IDEM_ERR_NOT_FOUND: return "not found";
+	case IDEM_ERR_BUSY: return "busy: contention on the same record";
 	}
 	return "unknown error";
 }

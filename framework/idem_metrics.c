@@ -50,7 +50,8 @@ struct idem_metrics {
 static const char *const outcome_names[IDEM_OUTCOME_COUNT] = {
 	"acquired", "taken_over", "replayed", "conflict", "in_flight",
 	"committed", "released", "fenced", "store_unavailable", "key_missing",
-	"key_invalid", "scope_missing", "dead_worker_released"
+	"key_invalid", "scope_missing", "dead_worker_released", "contended",
+	"answer_not_stored"
 };
 
 static const char *const op_names[IDEM_STORE_OP_COUNT] = {

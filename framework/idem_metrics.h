@@ -37,6 +37,10 @@ typedef enum idem_outcome {
 	IDEM_OUTCOME_KEY_INVALID,    /* 400 */
 	IDEM_OUTCOME_SCOPE_MISSING,  /* 400 */
 	IDEM_OUTCOME_DEAD_WORKER_RELEASED, /* released by the master */
+	IDEM_OUTCOME_CONTENDED,      /* a deadlock or lock wait on one key:
+	                              * retried, or answered 409 in flight */
+	IDEM_OUTCOME_ANSWER_NOT_STORED, /* a committable answer too large for
+	                              * the store: a stand-in was stored */
 	IDEM_OUTCOME_COUNT
 } idem_outcome;
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <utlist.h>
@@ -31,6 +32,16 @@ key_hash(const idem_store_key *sk, char buf[17])
 	return buf;
 }
 
+/* Sleeps ms milliseconds. */
+static void
+nap(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
 /* Counts an outcome when mw has metrics. */
 static void
 count(const idem_middleware *mw, idem_outcome o)
@@ -52,6 +63,16 @@ lease_ctx(idem_lease *l, idem_log_ctx *ctx, const char *event)
 	ctx->owner = l->owner;
 	return ctx;
 }
+
+/* Whether a store error may clear up by itself: an outage or contention. */
+static int
+transient(idem_err err)
+{
+	return err == IDEM_ERR_STORE || err == IDEM_ERR_BUSY;
+}
+
+static idem_err commit_stand_in(idem_middleware *mw, const idem_store_key *sk,
+    const char *owner, const idem_stored_response *sr);
 
 /* Runs one job of l (a copy taken under the lock).  Returns 1 when the job
  * is finished and l can go, 0 to keep it for the next round. */
@@ -75,7 +96,7 @@ run_job(idem_middleware *mw, idem_lease *l)
 			    "reservation was taken over meanwhile");
 		}
 		/* no renewal: the handler is done; a retry may take it over */
-		return err != IDEM_ERR_STORE;
+		return !transient(err);
 	case IDEM_LEASE_FORGET:
 		/* no renewal: nothing runs under it, and it may not exist */
 		err = idem_store_release(mw->store, &l->key, l->owner);
@@ -83,10 +104,17 @@ run_job(idem_middleware *mw, idem_lease *l)
 			idem_log_at(lease_ctx(l, &ctx, NULL), IDEM_LOG_DEBUG,
 			    "deleted the reservation of a reserve that got no "
 			    "answer");
-		return err != IDEM_ERR_STORE;
+		return !transient(err);
 	case IDEM_LEASE_COMMIT:
 		err = idem_store_commit(mw->store, &l->key, l->owner, &l->answer,
 		    mw->cfg->lifetime);
+		if (err == IDEM_ERR_TOO_LARGE) {
+			idem_log_at(lease_ctx(l, &ctx, "answer_not_stored"),
+			    IDEM_LOG_WARN, "the store refused the answer as too "
+			    "large; storing a stand-in saying it was executed");
+			count(mw, IDEM_OUTCOME_ANSWER_NOT_STORED);
+			err = commit_stand_in(mw, &l->key, l->owner, &l->answer);
+		}
 		if (err == IDEM_OK) {
 			count(mw, IDEM_OUTCOME_COMMITTED);
 			idem_log_at(lease_ctx(l, &ctx, "committed"), IDEM_LOG_INFO,
@@ -97,8 +125,14 @@ run_job(idem_middleware *mw, idem_lease *l)
 			    "answer never stored: the reservation was taken over "
 			    "while the store was away; a retry ran again");
 		}
-		if (err != IDEM_ERR_STORE)
+		if (!transient(err)) {
+			if (err != IDEM_OK && err != IDEM_ERR_NOT_FOUND)
+				idem_log_at(lease_ctx(l, &ctx, "commit_failed"),
+				    IDEM_LOG_ERROR, "answer never stored: %s; "
+				    "the key frees after inflight-ttl",
+				    idem_strerror(err));
 			return 1;
+		}
 		break;
 	case IDEM_LEASE_RENEW:
 		break;
@@ -197,6 +231,10 @@ renewer(void *arg)
 				    strcmp(l->owner, copy[i].owner) == 0) {
 					idem_log_ctx ctx;
 					l->lost = 1;
+					/* a commit that just landed; a refused
+					 * one is logged by the commit */
+					if (l->finishing)
+						break;
 					idem_log_at(lease_ctx(l, &ctx, "lease_lost"),
 					    IDEM_LOG_WARN, "lease lost: the reservation "
 					    "was taken over; this handler's answer will "
@@ -245,6 +283,81 @@ idem_middleware_set_instance(idem_middleware *mw, const char *id)
 	snprintf(mw->instance, sizeof(mw->instance), "%s", id);
 }
 
+/* Stops the lease thread (when it runs) and waits for it. */
+static void
+stop_renewer(idem_middleware *mw)
+{
+	if (!mw->renewing)
+		return;
+	pthread_mutex_lock(&mw->lock);
+	mw->stopping = 1;
+	pthread_cond_signal(&mw->wake);
+	pthread_mutex_unlock(&mw->lock);
+	pthread_join(mw->renewer, NULL);
+	mw->renewing = 0;
+}
+
+/* Logs a job that exits unwritten, at error level with its key hash. */
+static void
+log_dropped(idem_lease *l)
+{
+	static const char *const what[] = {
+		[IDEM_LEASE_RELEASE] = "its release was not written: retries "
+		    "get 409 until inflight-ttl passes, then run the handler",
+		[IDEM_LEASE_COMMIT] = "its answer was not stored: after "
+		    "inflight-ttl a retry takes the key over and runs the "
+		    "handler again",
+		[IDEM_LEASE_FORGET] = "a reservation that got no answer may "
+		    "remain: retries get 409 until inflight-ttl passes",
+	};
+	idem_log_ctx ctx;
+
+	idem_log_at(lease_ctx(l, &ctx, "dropped_at_exit"), IDEM_LOG_ERROR,
+	    "stopping while the store is away: %s", what[l->job]);
+}
+
+unsigned
+idem_middleware_flush(idem_middleware *mw, uint64_t budget_ms)
+{
+	uint64_t deadline = idem_now_ms() + budget_ms;
+	idem_lease *jobs = NULL, *l, *tmp;
+	unsigned left = 0;
+
+	if (mw->flushed)
+		return 0;
+	mw->flushed = 1;
+	stop_renewer(mw);
+	/* handlers still running after shutdown-grace may touch the list:
+	 * take the jobs out of it */
+	pthread_mutex_lock(&mw->lock);
+	DL_FOREACH_SAFE(mw->leases, l, tmp)
+		if (l->job != IDEM_LEASE_RENEW) {
+			DL_DELETE(mw->leases, l);
+			DL_APPEND(jobs, l);
+			mw->backlog--;
+		}
+	pthread_mutex_unlock(&mw->lock);
+	while (jobs != NULL && idem_now_ms() < deadline) {
+		DL_FOREACH_SAFE(jobs, l, tmp) {
+			if (idem_now_ms() >= deadline)
+				break;
+			if (run_job(mw, l)) {
+				DL_DELETE(jobs, l);
+				lease_free(l);
+			}
+		}
+		if (jobs != NULL && idem_now_ms() + 100 < deadline)
+			nap(100);
+	}
+	DL_FOREACH_SAFE(jobs, l, tmp) {
+		log_dropped(l);
+		DL_DELETE(jobs, l);
+		lease_free(l);
+		left++;
+	}
+	return left;
+}
+
 void
 idem_middleware_free(idem_middleware *mw)
 {
@@ -252,17 +365,7 @@ idem_middleware_free(idem_middleware *mw)
 
 	if (mw == NULL)
 		return;
-	if (mw->renewing) {
-		pthread_mutex_lock(&mw->lock);
-		mw->stopping = 1;
-		pthread_cond_signal(&mw->wake);
-		pthread_mutex_unlock(&mw->lock);
-		pthread_join(mw->renewer, NULL);
-	}
-	if (mw->backlog > 0)
-		idem_log(NULL, IDEM_LOG_WARN, "%u commit(s) or release(s) still "
-		    "waiting for the store are dropped: their keys free after "
-		    "inflight-ttl", mw->backlog);
+	idem_middleware_flush(mw, mw->cfg->shutdown_grace);
 	DL_FOREACH_SAFE(mw->leases, l, tmp) {
 		DL_DELETE(mw->leases, l);
 		lease_free(l);
@@ -449,16 +552,6 @@ store_key(const idem_middleware *mw, const idem_request *req, const char *key,
 	return 0;
 }
 
-/* Sleeps ms milliseconds. */
-static void
-nap(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /* The store failed on a request: logs the start of an outage once, and
  * counts the refusals it causes. */
 static void
@@ -496,61 +589,161 @@ store_answered(idem_middleware *mw, const idem_request *req)
 		    atomic_exchange(&mw->refused_down, 0));
 }
 
+/* Why the store cannot hold an answer of these sizes (max-response, or
+ * the store's own limits), or NULL when it can. */
+static const char *
+too_large(const idem_middleware *mw, size_t headers_len, size_t body_len)
+{
+	const idem_store_limits *lim = &mw->store->limits;
+	uint64_t total = (uint64_t)headers_len + body_len;
+
+	if (total > mw->cfg->max_response)
+		return "it is over max-response";
+	if (lim->headers > 0 && headers_len > lim->headers)
+		return "its headers are over what the store can hold";
+	if (lim->body > 0 && body_len > lim->body)
+		return "its body is over what the store can hold";
+	if (lim->total > 0 && total > lim->total)
+		return "it is over what the store can take in one statement";
+	return NULL;
+}
+
+/* Appends the "Name: value\r\n" line of name in headers (len bytes) to
+ * out (size bytes, NUL-terminated) when it is there and fits. */
+static void
+keep_line(const char *headers, size_t len, const char *name, char *out,
+    size_t size)
+{
+	size_t nlen = strlen(name), used = strlen(out);
+	const char *p = headers, *end = headers + len;
+
+	while (p != NULL && p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		size_t n = eol != NULL ? (size_t)(eol + 1 - p) : (size_t)(end - p);
+		if (n > nlen && p[nlen] == ':' && strncasecmp(p, name, nlen) == 0) {
+			if (used + n < size) {
+				memcpy(out + used, p, n);
+				out[used + n] = '\0';
+			}
+			return;
+		}
+		p = eol != NULL ? eol + 1 : NULL;
+	}
+}
+
+/*
+ * Commits, in place of sr (a committable answer the store cannot hold),
+ * a stand-in that tells a retry the truth: sr's status, its Location and
+ * Content-Location, and a problem+json body with the code
+ * IDEMPOTENCY_ANSWER_NOT_STORED saying the request was executed.  Needs
+ * no allocation, so it is always small enough.  Returns what the commit
+ * returned.
+ */
+static idem_err
+commit_stand_in(idem_middleware *mw, const idem_store_key *sk,
+    const char *owner, const idem_stored_response *sr)
+{
+	static const char type[] = "Content-Type: application/problem+json\r\n";
+	char headers[2 * IDEM_MAX_HEADER_VALUE + 128], body[512];
+	idem_stored_response sub;
+	int n, nobody;
+
+	/* statuses that carry no body keep none */
+	nobody = sr->status < 200 || sr->status == 204 || sr->status == 304;
+	snprintf(headers, sizeof(headers), "%s", nobody ? "" : type);
+	keep_line(sr->headers, sr->headers_len, "Location", headers,
+	    sizeof(headers));
+	keep_line(sr->headers, sr->headers_len, "Content-Location", headers,
+	    sizeof(headers));
+	n = snprintf(body, sizeof(body), "{\"status\":%d,\"title\":\"%s\","
+	    "\"code\":\"IDEMPOTENCY_ANSWER_NOT_STORED\",\"detail\":\"this "
+	    "request was executed and answered %d; its answer (%zu bytes) was "
+	    "too large to store, so this notice is replayed in its place\"}",
+	    sr->status, idem_status_reason(sr->status), sr->status,
+	    sr->headers_len + sr->body_len);
+	memset(&sub, 0, sizeof(sub));
+	sub.status = sr->status;
+	sub.headers = headers;
+	sub.headers_len = strlen(headers);
+	if (!nobody) {
+		sub.body = body;
+		sub.body_len = n > 0 && (size_t)n < sizeof(body) ? (size_t)n : 0;
+	}
+	return idem_store_commit(mw->store, sk, owner, &sub, mw->cfg->lifetime);
+}
+
+/*
+ * Stores res as the answer of the key: a committable answer is never
+ * released.  When the store cannot hold it (over max-response or the
+ * store's limits, or refused as too large), a stand-in saying the request
+ * was executed is stored instead; when the store is away or contended,
+ * the commit is retried by the lease thread while the key stays reserved.
+ */
+static void
+commit_answer(idem_middleware *mw, const idem_request *req,
+    const idem_store_key *sk, const char *owner, const idem_response *res)
+{
+	const char *why;
+	idem_stored_response sr;
+	idem_err err;
+
+	memset(&sr, 0, sizeof(sr));
+	sr.status = res->status;
+	sr.body = res->body;
+	sr.body_len = res->len;
+	sr.headers = idem_headers_serialize(res, &sr.headers_len);
+	if (sr.headers == NULL)
+		why = "out of memory";
+	else
+		why = too_large(mw, sr.headers_len, sr.body_len);
+	err = why != NULL ? IDEM_ERR_TOO_LARGE : idem_store_commit(mw->store,
+	    sk, owner, &sr, mw->cfg->lifetime);
+	if (err == IDEM_ERR_TOO_LARGE) {
+		count(mw, IDEM_OUTCOME_ANSWER_NOT_STORED);
+		idem_log_event(req, IDEM_LOG_WARN, "answer_not_stored", owner,
+		    "answer of %zu bytes (status %d) not stored: %s; retries "
+		    "get a notice that the request was executed",
+		    sr.headers_len + sr.body_len, sr.status, why != NULL ? why :
+		    "the store refused it as too large");
+		err = commit_stand_in(mw, sk, owner, &sr);
+	}
+	if (err == IDEM_OK) {
+		count(mw, IDEM_OUTCOME_COMMITTED);
+	} else if (err == IDEM_ERR_NOT_FOUND) {
+		count(mw, IDEM_OUTCOME_FENCED);
+		idem_log_event(req, IDEM_LOG_WARN, "fenced", owner, "commit "
+		    "refused: this request no longer holds its reservation (taken "
+		    "over or released); its answer was not stored");
+	} else if (transient(err) && sr.headers != NULL &&
+	    lease_add(mw, IDEM_LEASE_COMMIT, req, sk, owner, &sr) != NULL) {
+		idem_log_event(req, err == IDEM_ERR_BUSY ? IDEM_LOG_WARN :
+		    IDEM_LOG_ERROR, "commit_deferred", owner, "commit failed: "
+		    "%s; it is retried in the background while the reservation "
+		    "is held", idem_strerror(err));
+	} else {
+		idem_log_event(req, IDEM_LOG_ERROR, "commit_failed", owner,
+		    "commit failed: %s; a retry after inflight-ttl runs again",
+		    idem_strerror(err));
+	}
+	free(sr.headers);
+}
+
 /* After the handler: commit the answer or release the reservation. */
 static void
 finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
     const char *owner, idem_response *res, idem_err herr)
 {
-	const idem_config *cfg = mw->cfg;
-	idem_stored_response sr;
-	const char *why = NULL;
+	const char *why;
 	idem_err err;
 
 	if (herr != IDEM_OK)
 		why = "the handler failed";
 	else if (res->status < 100 || res->status > 599 ||
-	    !cfg->commit_status[res->status])
+	    !mw->cfg->commit_status[res->status])
 		why = "its status is not in commit-statuses";
-	if (why == NULL) {
-		memset(&sr, 0, sizeof(sr));
-		sr.status = res->status;
-		sr.body = res->body;
-		sr.body_len = res->len;
-		if ((sr.headers = idem_headers_serialize(res, &sr.headers_len))
-		    == NULL) {
-			why = "out of memory";
-		} else if (sr.headers_len + sr.body_len > cfg->max_response) {
-			idem_log(req, IDEM_LOG_WARN, "answer of %zu bytes is over "
-			    "max-response (%llu): not stored; a retry runs again",
-			    sr.headers_len + sr.body_len,
-			    (unsigned long long)cfg->max_response);
-			why = "it is over max-response";
-		} else {
-			err = idem_store_commit(mw->store, sk, owner, &sr,
-			    cfg->lifetime);
-			if (err == IDEM_OK) {
-				count(mw, IDEM_OUTCOME_COMMITTED);
-			} else if (err == IDEM_ERR_NOT_FOUND) {
-				count(mw, IDEM_OUTCOME_FENCED);
-				idem_log_event(req, IDEM_LOG_WARN, "fenced", owner,
-				    "commit refused: this request no longer holds "
-				    "its reservation (taken over or released); its "
-				    "answer was not stored");
-			} else if (lease_add(mw, IDEM_LEASE_COMMIT, req, sk, owner,
-			    &sr) != NULL) {
-				idem_log_event(req, IDEM_LOG_ERROR, "commit_deferred",
-				    owner, "commit failed: %s; it is retried in the "
-				    "background while the reservation is held",
-				    idem_strerror(err));
-			} else {
-				idem_log_event(req, IDEM_LOG_ERROR, "commit_failed",
-				    owner, "commit failed: %s; a retry after "
-				    "inflight-ttl runs again", idem_strerror(err));
-			}
-		}
-		free(sr.headers);
-		if (why == NULL)
-			return;
+	else {
+		commit_answer(mw, req, sk, owner, res);
+		return;
 	}
 	err = idem_store_release(mw->store, sk, owner);
 	if (err == IDEM_OK) {
@@ -563,14 +756,26 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 		    "refused: this request no longer holds its reservation");
 	} else if (lease_add(mw, IDEM_LEASE_RELEASE, req, sk, owner, NULL)
 	    != NULL) {
-		idem_log_event(req, IDEM_LOG_ERROR, "release_deferred", owner,
-		    "release failed: %s; it is retried in the background",
-		    idem_strerror(err));
+		idem_log_event(req, err == IDEM_ERR_BUSY ? IDEM_LOG_WARN :
+		    IDEM_LOG_ERROR, "release_deferred", owner, "release failed: "
+		    "%s; it is retried in the background", idem_strerror(err));
 	} else {
 		idem_log_event(req, IDEM_LOG_ERROR, "release_failed", owner,
 		    "release failed: %s; retries get 409 until inflight-ttl "
 		    "passes", idem_strerror(err));
 	}
+}
+
+/* Marks l's handler as returned: a renewal refused from now on is the
+ * commit landing, not a takeover. */
+static void
+lease_finishing(idem_middleware *mw, idem_lease *l)
+{
+	if (l == NULL)
+		return;
+	pthread_mutex_lock(&mw->lock);
+	l->finishing = 1;
+	pthread_mutex_unlock(&mw->lock);
 }
 
 void
@@ -629,6 +834,11 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	for (;;) {
 		err = idem_store_reserve(mw->store, &sk, fp, owner,
 		    req->request_id, cfg->inflight_ttl, cfg->lifetime, &rr);
+		if (err == IDEM_ERR_BUSY) {
+			/* contention on this key: others are working on it */
+			store_answered(mw, req);
+			goto wait;
+		}
 		if (err != IDEM_OK) {
 			store_failed(mw, req, err);
 			idem_reserve_result_clear(&rr);
@@ -661,10 +871,11 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 				count(mw, IDEM_OUTCOME_REPLAYED);
 			return;
 		}
+		idem_reserve_result_clear(&rr);
+wait:
 		/* in flight, same request: wait for it, or say so */
 		if (deadline == 0)
 			deadline = idem_now_ms() + cfg->inflight_wait;
-		idem_reserve_result_clear(&rr);
 		if (idem_now_ms() >= deadline) {
 			count(mw, IDEM_OUTCOME_IN_FLIGHT);
 			refuse(res, 409, "IDEMPOTENCY_IN_FLIGHT", "a request with "
@@ -689,6 +900,9 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	idem_reserve_result_clear(&rr);
 	lease = lease_add(mw, IDEM_LEASE_RENEW, req, &sk, owner, NULL);
 	err = next(req, res);
-	lease_remove(mw, lease);
+	/* renewed until the commit's or release's outcome is known, so a
+	 * slow commit is never taken over */
+	lease_finishing(mw, lease);
 	finish(mw, req, &sk, owner, res, err);
+	lease_remove(mw, lease);
 }

@@ -6,8 +6,9 @@
  * reserve (key, scope) in the store, and then run the handler (acquired or
  * taken over), replay the stored answer (committed, same fingerprint), or
  * refuse (conflict, in flight, store unavailable).  After the handler:
- * commit the answer when its status is in commit-statuses and it fits in
- * max-response, else release the reservation so a retry runs again.
+ * commit the answer when its status is in commit-statuses (a stand-in
+ * saying it was executed when the answer is too large to store), else
+ * release the reservation so a retry runs again.
  */
 #ifndef IDEM_MIDDLEWARE_H
 #define IDEM_MIDDLEWARE_H
@@ -39,6 +40,8 @@ typedef struct idem_lease {
 	char request_id[IDEM_RID_MAX + 1];
 	const char *method, *route;   /* borrowed from the router */
 	int lost;                 /* renewal found it taken over */
+	int finishing;            /* RENEW: its handler returned and its
+	                           * commit or release is under way */
 	idem_stored_response answer;  /* IDEM_LEASE_COMMIT: owned */
 	struct idem_lease *prev, *next;
 } idem_lease;
@@ -55,6 +58,7 @@ typedef struct idem_middleware {
 	pthread_t renewer;
 	int renewing;             /* the thread runs */
 	int stopping;
+	int flushed;              /* idem_middleware_flush has run */
 	idem_lease *leases;       /* utlist */
 	unsigned backlog;         /* jobs other than RENEW queued */
 	/* a store outage is logged when it begins and when it ends, not on
@@ -79,7 +83,17 @@ idem_err idem_middleware_new(const idem_config *cfg, idem_store *store,
  * the master can release a dead worker's reservations by prefix. */
 void idem_middleware_set_instance(idem_middleware *mw, const char *id);
 
-/* Closes the store and frees mw.  NULL is fine. */
+/*
+ * Stops the lease thread and makes a last attempt, for up to budget_ms, at
+ * every commit and release still waiting for the store; what cannot be
+ * written is logged per key hash at error level.  For a stopping worker,
+ * after its requests drained; once is enough (idem_middleware_free calls
+ * it with shutdown-grace when it has not run).  Returns how many jobs were
+ * left undone.
+ */
+unsigned idem_middleware_flush(idem_middleware *mw, uint64_t budget_ms);
+
+/* Flushes (see above), closes the store and frees mw.  NULL is fine. */
 void idem_middleware_free(idem_middleware *mw);
 
 /* The policy that applies to req's route (DEFAULT resolved by required). */

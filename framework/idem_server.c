@@ -431,8 +431,8 @@ idem_server_run(idem_service *svc, int listen_fd)
 	int purging = 0;
 	sigset_t set;
 	unsigned i, n = svc->cfg->threads;
-	uint64_t one = 1;
-	int sig = 0;
+	uint64_t one = 1, stop_at;
+	int sig = 0, drained;
 
 	memset(&srv, 0, sizeof(srv));
 	srv.svc = svc;
@@ -511,12 +511,22 @@ idem_server_run(idem_service *svc, int listen_fd)
 		pthread_join(purge_tid, NULL);
 	if (write(srv.stop_fd, &one, sizeof(one)) < 0)
 		idem_log(NULL, IDEM_LOG_ERROR, "eventfd: %s", strerror(errno));
-	if (drain(&srv, svc->cfg->shutdown_grace) != 0) {
+	stop_at = idem_now_ms();
+	drained = drain(&srv, svc->cfg->shutdown_grace) == 0;
+	if (!drained)
 		idem_log(NULL, IDEM_LOG_ERROR, "shutdown-grace ran out with %d "
 		    "request(s) in flight; exiting anyway",
 		    atomic_load(&srv.in_flight));
-		return 1;
+	/* a last try at the commits and releases waiting for the store,
+	 * within what is left of shutdown-grace (a second at least) */
+	if (svc->mw != NULL) {
+		uint64_t spent = idem_now_ms() - stop_at;
+		idem_middleware_flush(svc->mw, spent + 1000 <
+		    svc->cfg->shutdown_grace ? svc->cfg->shutdown_grace - spent :
+		    1000);
 	}
+	if (!drained)
+		return 1;
 	for (i = 0; i < n; i++)
 		pthread_join(tids[i], NULL);
 	free(tids);

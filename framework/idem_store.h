@@ -113,7 +113,9 @@ typedef struct idem_store_ops {
 	 * same fingerprint has a lease older than inflight_ttl_ms, takes it
 	 * over in one conditional step naming the old owner, so that of many
 	 * racing takers exactly one wins.  Never takes over a record with
-	 * another fingerprint.  Returns IDEM_OK with *out filled, or
+	 * another fingerprint.  Returns IDEM_OK with *out filled,
+	 * IDEM_ERR_BUSY (contention on k that outlasted the store's retries:
+	 * nothing was reserved, someone else is working on k) or
 	 * IDEM_ERR_STORE (unreachable, full: nothing was reserved).
 	 */
 	idem_err (*reserve)(idem_store *s, const idem_store_key *k,
@@ -124,21 +126,27 @@ typedef struct idem_store_ops {
 	 * Stores the answer and marks the record committed with expiry now +
 	 * lifetime, only if it is in_flight and owned by owner.  Returns
 	 * IDEM_OK, IDEM_ERR_NOT_FOUND when the owner no longer matches (the
-	 * record was taken over, released or purged: nothing is changed) or
-	 * IDEM_ERR_STORE.
+	 * record was taken over or released: nothing is changed),
+	 * IDEM_ERR_TOO_LARGE when the store can never hold this answer (over
+	 * its limits, a column or a packet: nothing is changed, a smaller
+	 * answer may still be committed), IDEM_ERR_BUSY (contention: try
+	 * again) or IDEM_ERR_STORE.
 	 */
 	idem_err (*commit)(idem_store *s, const idem_store_key *k,
 	    const char *owner, const idem_stored_response *resp,
 	    uint64_t lifetime_ms);
 	/* Deletes the in_flight record of owner.  Returns IDEM_OK,
-	 * IDEM_ERR_NOT_FOUND (not owner's: nothing changed) or IDEM_ERR_STORE. */
+	 * IDEM_ERR_NOT_FOUND (not owner's: nothing changed), IDEM_ERR_BUSY or
+	 * IDEM_ERR_STORE. */
 	idem_err (*release)(idem_store *s, const idem_store_key *k,
 	    const char *owner);
 	/* Sets the lease of owner's in_flight record to now.  Same returns. */
 	idem_err (*renew)(idem_store *s, const idem_store_key *k,
 	    const char *owner);
-	/* Deletes up to max records past their expiry; *purged says how many
-	 * (fewer than max: none left).  Safe to run anywhere at any time. */
+	/* Deletes up to max committed records past their expiry; *purged
+	 * says how many (fewer than max: none left).  Never an in_flight
+	 * record, however old: only its owner, crash recovery (release_prefix)
+	 * or a takeover removes one.  Safe to run anywhere at any time. */
 	idem_err (*purge)(idem_store *s, unsigned max, unsigned *purged);
 	/* Fills *st; a store that cannot count cheaply leaves zeros. */
 	void (*stats)(idem_store *s, idem_store_stats *st);
@@ -166,11 +174,21 @@ typedef struct idem_store_ops {
 
 struct idem_metrics;
 
+/* What one stored answer may hold, in bytes; 0: no limit of the store's
+ * own (max-response still applies).  An answer over them is never sent to
+ * commit: the middleware stores a stand-in instead. */
+typedef struct idem_store_limits {
+	uint64_t headers;       /* the serialized header lines */
+	uint64_t body;
+	uint64_t total;         /* headers and body together */
+} idem_store_limits;
+
 /* Every store begins with this (a store allocates it zeroed). */
 struct idem_store {
 	const idem_store_ops *ops;
 	struct idem_metrics *metrics;  /* borrowed; when set, the wrappers
 	                                * below time every operation */
+	idem_store_limits limits;      /* set by the store when it opens */
 };
 
 /* Thin wrappers over s->ops, so callers read like function calls. */
@@ -223,8 +241,11 @@ struct idem_config;
  * The MySQL store over the database of cfg's [mysql] section (borrowed for
  * the call), with pool_size connections.  Connects once to check that the
  * schema (schema/mysql/) is there and of the version this build needs.
- * Returns IDEM_OK with *out, IDEM_ERR_CONFIG (password file) or
- * IDEM_ERR_STORE (unreachable, or a missing or old schema), logged.
+ * Reads the server's max_allowed_packet and sets the store's limits from
+ * it and the schema's columns.  Returns IDEM_OK with *out, IDEM_ERR_CONFIG
+ * (password file; max-response more than the schema or max_allowed_packet
+ * can hold) or IDEM_ERR_STORE (unreachable, or a missing or old schema),
+ * logged.
  */
 idem_err idem_store_mysql_new(const struct idem_config *cfg,
     unsigned pool_size, idem_store **out);

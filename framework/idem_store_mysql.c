@@ -12,18 +12,25 @@
  *   renew    UPDATE ... WHERE owner = ?      purge    DELETE ... LIMIT ?
  *
  * A statement that fails because the connection was lost (the database
- * restarted), or on a deadlock or lock wait timeout, is retried once; the
- * owner checks make that retry safe.
+ * restarted) is retried once on a fresh connection; the owner checks make
+ * that retry safe.  A deadlock or lock wait timeout is contention on one
+ * key, not an outage: retried a few times after a short random pause, then
+ * reported as IDEM_ERR_BUSY.  An error that no retry can cure (data too
+ * long, packet too large, truncation) is IDEM_ERR_TOO_LARGE.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include <errmsg.h>
 #include <mysql.h>
 
 #include "idem_log.h"
+#include "idem_metrics.h"
 #include "idem_mysql.h"
 #include "idem_store.h"
 
@@ -32,9 +39,19 @@
 #define NOW "UTC_TIMESTAMP(6)"
 #define PK "scope_hash = ? AND idem_key = ?"
 
+/* What the schema's columns hold: headers BLOB, body MEDIUMBLOB. */
+#define HEADERS_COLUMN_MAX 65535ULL
+#define BODY_COLUMN_MAX 16777215ULL
+/* The rest of a commit's packet besides headers and body, generously. */
+#define PACKET_SLACK 4096ULL
+/* Attempts of a statement that meets a deadlock or a lock wait. */
+#define CONTENTION_TRIES 6
+/* Rounds of a reserve whose row keeps vanishing under it. */
+#define RESERVE_ROUNDS 4
+
 enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY,
-    S_LOOKUP, S_CENSUS, S_OLDEST, NSTMT };
+    S_LOOKUP, S_CENSUS, S_OLDEST, S_PACKET, NSTMT };
 
 #define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
 #define AGE(col) "TIMESTAMPDIFF(MICROSECOND, " col ", " NOW ")"
@@ -63,8 +80,9 @@ static const char *const sql[NSTMT] = {
 	    "state = 'in_flight' AND owner = ?",
 	[S_RENEW] = "UPDATE idempotency_keys SET lease_at = " NOW " WHERE " PK
 	    " AND state = 'in_flight' AND owner = ?",
-	[S_PURGE] = "DELETE FROM idempotency_keys WHERE expires_at < " NOW
-	    " LIMIT ?",
+	/* never an in_flight row: its owner may still be working on it */
+	[S_PURGE] = "DELETE FROM idempotency_keys WHERE state = 'committed' "
+	    "AND expires_at < " NOW " LIMIT ?",
 	[S_STATS] = "SELECT COUNT(*), COALESCE(SUM(state = 'in_flight'), 0) "
 	    "FROM idempotency_keys",
 	[S_VERSION] = "SELECT MAX(version) FROM idemfcgi_schema",
@@ -85,6 +103,7 @@ static const char *const sql[NSTMT] = {
 	[S_OLDEST] = "SELECT scope_hash, idem_key, owner, request_id, "
 	    AGE("reserved_at") ", " AGE("lease_at") " FROM idempotency_keys "
 	    "WHERE state = 'in_flight' ORDER BY reserved_at LIMIT 1",
+	[S_PACKET] = "SELECT @@max_allowed_packet",
 };
 
 typedef struct mysql_store {
@@ -142,24 +161,55 @@ p_key(params *p, const idem_store_key *k)
 	p_blob(p, k->key, k->key_len);
 }
 
+/* Whether err (a mysql_errno) can never succeed for these values: a value
+ * too long for its column, a packet over max_allowed_packet, truncation. */
+static int
+permanent_error(unsigned err)
+{
+	return err == 1406 /* ER_DATA_TOO_LONG */ ||
+	    err == 1153 /* ER_NET_PACKET_TOO_LARGE */ ||
+	    err == CR_NET_PACKET_TOO_LARGE ||
+	    err == 1301 /* ER_WARN_ALLOWED_PACKET_OVERFLOWED */ ||
+	    err == 1265 /* WARN_DATA_TRUNCATED */ ||
+	    err == 1292 /* ER_TRUNCATED_WRONG_VALUE */ ||
+	    err == 1366 /* ER_TRUNCATED_WRONG_VALUE_FOR_FIELD */ ||
+	    err == 1264 /* ER_WARN_DATA_OUT_OF_RANGE */ ||
+	    err == 1118 /* ER_TOO_BIG_ROWSIZE */;
+}
+
+/* Sleeps a random 1..2^n ms: the back-off after the n-th deadlock. */
+static void
+backoff(int n)
+{
+	long ms = 1 + random() % (1L << (n < 6 ? n : 6));
+	struct timespec ts = { 0, ms * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
 /*
- * Runs statement i with p on a pooled connection, retrying once on a fresh
- * connection when the old one turned out to be dead.  With keep set, the
- * connection is returned in *held for the caller to read results and give
- * back; else *affected gets the affected rows.  Returns IDEM_OK,
- * IDEM_ERR_STORE (logged).
+ * Runs statement i with p on a pooled connection: once more on a fresh
+ * connection when the old one turned out to be dead, up to
+ * CONTENTION_TRIES times with a random back-off on a deadlock or lock
+ * wait.  With keep set, the connection is returned in *held for the
+ * caller to read results and give back; else *affected gets the affected
+ * rows.  *retried (when not NULL) says whether an attempt before the last
+ * lost its connection, so it may or may not have been applied.  Returns
+ * IDEM_OK, IDEM_ERR_BUSY (still contended), IDEM_ERR_TOO_LARGE (a
+ * permanent error of the values) or IDEM_ERR_STORE; errors are logged.
  */
 static idem_err
 run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
     unsigned long long *affected, int *retried)
 {
-	int attempt;
+	int attempt, lost = 0, contended = 0;
+	idem_err fail = IDEM_ERR_STORE;
 
-	for (attempt = 0; attempt < 2; attempt++) {
+	for (attempt = 0; attempt < CONTENTION_TRIES + 1; attempt++) {
 		idem_mysql_conn *c = idem_mysql_get(ms->pool);
 		MYSQL_STMT *st;
 		unsigned err;
-		int again;
 
 		if (c == NULL)
 			return IDEM_ERR_STORE;
@@ -167,7 +217,7 @@ run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 		if (mysql_stmt_bind_param(st, p->b) == 0 &&
 		    mysql_stmt_execute(st) == 0) {
 			if (retried != NULL)
-				*retried = attempt > 0;
+				*retried = lost > 0;
 			if (held != NULL) {
 				*held = c;
 				return IDEM_OK;
@@ -179,16 +229,33 @@ run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 		}
 		err = mysql_stmt_errno(st);
 		idem_mysql_check(c, err);
-		/* a lost connection, a deadlock or a lock wait timeout is
-		 * worth one more try; anything else is not */
-		again = attempt == 0 && (c->broken || err == 1213 || err == 1205);
-		if (!again)
+		if (permanent_error(err)) {
 			idem_mysql_log_error(ms->pool, "statement", st);
-		idem_mysql_put(ms->pool, c);
-		if (!again)
+			idem_mysql_put(ms->pool, c);
+			return IDEM_ERR_TOO_LARGE;
+		}
+		if (err == 1213 || err == 1205) {
+			/* ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT: the statement
+			 * was rolled back; others are working on this key */
+			idem_mysql_put(ms->pool, c);
+			if (ms->base.metrics != NULL)
+				idem_metrics_outcome(ms->base.metrics,
+				    IDEM_OUTCOME_CONTENDED, 1);
+			fail = IDEM_ERR_BUSY;
+			if (++contended >= CONTENTION_TRIES)
+				break;
+			backoff(contended);
+			continue;
+		}
+		fail = IDEM_ERR_STORE;
+		if (!c->broken || lost++ > 0) {
+			idem_mysql_log_error(ms->pool, "statement", st);
+			idem_mysql_put(ms->pool, c);
 			break;
+		}
+		idem_mysql_put(ms->pool, c);
 	}
-	return IDEM_ERR_STORE;
+	return fail;
 }
 
 /* Like run, for statements whose only result is the affected row count. */
@@ -340,8 +407,11 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 	idem_err err;
 
 	/* a row that disappears or changes between statements sends us
-	 * round again; three rounds settle any realistic race */
-	for (attempt = 0; attempt < 3; attempt++) {
+	 * round again; when it keeps doing so, others are reserving and
+	 * releasing this key as fast as we look: that is contention */
+	for (attempt = 0; attempt < RESERVE_ROUNDS; attempt++) {
+		if (attempt > 1)
+			backoff(attempt - 1);
 		p_init(&p);
 		p_key(&p, k);
 		p_blob(&p, fp, 32);
@@ -408,8 +478,9 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 		}
 		return IDEM_OK;
 	}
-	out->outcome = IDEM_RESERVE_IN_FLIGHT;
-	return IDEM_OK;
+	if (ms->base.metrics != NULL)
+		idem_metrics_outcome(ms->base.metrics, IDEM_OUTCOME_CONTENDED, 1);
+	return IDEM_ERR_BUSY;
 }
 
 /* The owner-checked statements: commit, release, renew. */
@@ -780,6 +851,46 @@ static const idem_store_ops mysql_ops = {
 	my_stats, my_close, my_release_prefix, my_lookup, my_census
 };
 
+/* Sets the store's limits from the schema's columns and the server's
+ * max_allowed_packet, and refuses a max-response that they cannot hold
+ * (else a committable answer under max-response could never be stored).
+ * Returns IDEM_OK, IDEM_ERR_CONFIG or IDEM_ERR_STORE, logged. */
+static idem_err
+set_limits(mysql_store *ms, const idem_config *cfg)
+{
+	long long packet = 0, unused = 0;
+	uint64_t room;
+
+	if (select_ints(ms, S_PACKET, &packet, &unused) != IDEM_OK ||
+	    packet <= 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "mysql store: cannot read "
+		    "max_allowed_packet");
+		return IDEM_ERR_STORE;
+	}
+	room = (uint64_t)packet > PACKET_SLACK ? (uint64_t)packet -
+	    PACKET_SLACK : 0;
+	ms->base.limits.headers = HEADERS_COLUMN_MAX;
+	ms->base.limits.body = BODY_COLUMN_MAX;
+	ms->base.limits.total = room;
+	if (cfg->max_response > BODY_COLUMN_MAX) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: [idempotency] max-response "
+		    "= %llu is more than the body column of idempotency_keys "
+		    "holds (%llu bytes): lower it", cfg->path,
+		    (unsigned long long)cfg->max_response, BODY_COLUMN_MAX);
+		return IDEM_ERR_CONFIG;
+	}
+	if (cfg->max_response > room) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: [idempotency] max-response "
+		    "= %llu does not fit the server's max_allowed_packet (%lld "
+		    "bytes, %llu of them for an answer): raise "
+		    "max_allowed_packet or lower max-response", cfg->path,
+		    (unsigned long long)cfg->max_response, packet,
+		    (unsigned long long)room);
+		return IDEM_ERR_CONFIG;
+	}
+	return IDEM_OK;
+}
+
 idem_err
 idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
     idem_store **out)
@@ -810,6 +921,10 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 		    SCHEMA_FILE, cfg->mysql_database, version, SCHEMA_VERSION);
 		my_close(&ms->base);
 		return IDEM_ERR_STORE;
+	}
+	if ((err = set_limits(ms, cfg)) != IDEM_OK) {
+		my_close(&ms->base);
+		return err;
 	}
 	*out = &ms->base;
 	return IDEM_OK;

@@ -44,7 +44,9 @@ typedef enum idem_err {
 	IDEM_ERR_EXISTS,    /* a duplicate (route, key, ...) */
 	IDEM_ERR_HANDLER,   /* a handler failed; the client gets a 500 */
 	IDEM_ERR_STORE,     /* the idempotency store failed */
-	IDEM_ERR_NOT_FOUND  /* no such entry */
+	IDEM_ERR_NOT_FOUND, /* no such entry */
+	IDEM_ERR_BUSY       /* contention (a deadlock, a lock wait): nothing
+	                     * was changed; try again later */
 } idem_err;
 
 /* Returns a static, human-readable description of err. */

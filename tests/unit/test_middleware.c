@@ -3,6 +3,7 @@
  * idem_service_handle, with the memory store, a counting handler and a
  * store decorator that injects failures.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include <criterion/criterion.h>
 
+#include "calls.h"
 #include "harness.h"
 #include "idem_key.h"
 #include "idem_log.h"
@@ -35,10 +37,11 @@ counting(const idem_request *req, idem_response *res, void *data)
 		status = atoi(q + 2);
 	if (status == 999)
 		return IDEM_ERR_HANDLER;
-	if (strncmp(q, "big", 3) == 0) {
-		char *big = malloc(5000);
-		memset(big, 'b', 5000);
-		idem_response_write(res, big, 5000);
+	if (strncmp(q, "big", 3) == 0 || strncmp(q, "mid", 3) == 0) {
+		size_t len = q[0] == 'b' ? 5000 : 1000;
+		char *big = malloc(len);
+		memset(big, 'b', len);
+		idem_response_write(res, big, len);
 		free(big);
 		return idem_response_status(res, 200);
 	}
@@ -55,8 +58,14 @@ typedef struct faulty {
 	idem_store base;
 	idem_store *inner;
 	int fail_reserve, fail_commit, fail_release;
+	idem_err reserve_err;    /* what a failing reserve returns */
+	size_t too_large;        /* > 0: commits of more bytes are refused */
+	long commit_delay_ms;    /* a slow commit */
 	int commits, releases;
 } faulty;
+
+/* Commits that reached the inner store, across a service's life. */
+static atomic_int stored;
 
 static idem_err
 f_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
@@ -66,7 +75,7 @@ f_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 	faulty *f = (faulty *)s;
 
 	if (f->fail_reserve)
-		return IDEM_ERR_STORE;
+		return f->reserve_err != IDEM_OK ? f->reserve_err : IDEM_ERR_STORE;
 	return idem_store_reserve(f->inner, k, fp, owner, rid, ttl, life, out);
 }
 
@@ -76,10 +85,19 @@ f_commit(idem_store *s, const idem_store_key *k, const char *owner,
 {
 	faulty *f = (faulty *)s;
 
+	idem_err err;
+
 	f->commits++;
+	if (f->commit_delay_ms > 0)
+		call_sleep(f->commit_delay_ms);
 	if (f->fail_commit)
 		return IDEM_ERR_STORE;
-	return idem_store_commit(f->inner, k, owner, r, life);
+	if (f->too_large > 0 && r->headers_len + r->body_len > f->too_large)
+		return IDEM_ERR_TOO_LARGE;
+	err = idem_store_commit(f->inner, k, owner, r, life);
+	if (err == IDEM_OK)
+		atomic_fetch_add(&stored, 1);
+	return err;
 }
 
 static idem_err
@@ -128,8 +146,9 @@ setup_with(const char *idem_conf)
 	char text[1024];
 	idem_config *cfg;
 
-	snprintf(text, sizeof(text), "[idempotency]\nmax-response = 4k\n%s\n",
-	    idem_conf);
+	/* a short grace: a store left failing must not hold up teardown */
+	snprintf(text, sizeof(text), "[server]\nshutdown-grace = 300ms\n"
+	    "[idempotency]\nmax-response = 4k\n%s\n", idem_conf);
 	cr_assert_eq(idem_config_load_string(text, "mw.conf", &cfg), IDEM_OK);
 	cr_assert_eq(idem_service_new(cfg, "/nowhere", &svc), IDEM_OK);
 	cr_assert_eq(idem_router_add(svc->router, "POST", "/c", 
@@ -146,6 +165,7 @@ setup_with(const char *idem_conf)
 	fs->inner = svc->mw->store;
 	svc->mw->store = &fs->base;
 	atomic_store(&calls, 0);
+	atomic_store(&stored, 0);
 	idem_log_set_level(IDEM_LOG_ERROR + 1);
 }
 
@@ -459,6 +479,104 @@ Test(mw, commit_failure_still_answers, .init = setup_default,
 	cr_expect_eq(fs->commits, 1);
 }
 
+/* Issue 12.4: stopping makes a last attempt at a deferred commit, so the
+ * key is answered, not taken over and run again after a restart. */
+Test(mw, stop_flushes_deferred_commit, .init = setup_default,
+    .fini = teardown)
+{
+	idem_store_key sk;
+	idem_store_record rec;
+	reply r;
+
+	fs->fail_commit = 1;
+	r = post("/c", "{}", KEY("k4f"), NULL);
+	cr_expect_eq(r.status, 201);
+	cr_expect_eq(svc->mw->backlog, 1, "the commit waits for the store");
+	fs->fail_commit = 0;
+	cr_expect_eq(idem_middleware_flush(svc->mw, 2000), 0);
+	cr_expect_eq(atomic_load(&stored), 1);
+	memset(&sk, 0, sizeof(sk));
+	strcpy(sk.key, "k4f");
+	sk.key_len = 3;
+	cr_assert_eq(idem_store_lookup(fs->inner, &sk, &rec), IDEM_OK);
+	cr_expect(rec.committed);
+	cr_expect_eq(rec.status, 201);
+}
+
+/* Issue 12.4: what the last attempt cannot write is logged per key. */
+Test(mw, stop_logs_what_it_drops, .init = setup_default, .fini = teardown)
+{
+	char path[] = "/tmp/idem-mw-log-XXXXXX", log[4096];
+	int fd = mkstemp(path), saved = dup(2);
+	size_t n;
+	FILE *fp;
+
+	cr_assert(fd >= 0);
+	fs->fail_commit = 1;
+	post("/c", "{}", KEY("k4g"), NULL);
+	idem_log_set_level(IDEM_LOG_ERROR);
+	dup2(fd, 2);
+	cr_expect_eq(idem_middleware_flush(svc->mw, 300), 1);
+	dup2(saved, 2);
+	close(saved);
+	fp = fdopen(fd, "r");
+	rewind(fp);
+	n = fread(log, 1, sizeof(log) - 1, fp);
+	log[n] = '\0';
+	fclose(fp);
+	unlink(path);
+	cr_expect(strstr(log, "event=dropped_at_exit") != NULL, "%s", log);
+	cr_expect(strstr(log, "key=") != NULL, "%s", log);
+	cr_expect(strstr(log, "k4g") == NULL, "never the key itself: %s", log);
+}
+
+/* A POST for a thread. */
+static void *
+post_thread(void *arg)
+{
+	reply *r = arg;
+
+	*r = post("/c", "{}", KEY("k5s"), NULL);
+	return NULL;
+}
+
+/* Issue 12.5: a commit slower than inflight-ttl keeps its lease, so a
+ * retry meanwhile is told the request is in flight, not run again. */
+Test(mw, slow_commit_keeps_its_lease)
+{
+	pthread_t t;
+	reply first, r;
+
+	setup_with("inflight-ttl = 300ms");
+	fs->commit_delay_ms = 1200;
+	pthread_create(&t, NULL, post_thread, &first);
+	call_sleep(800);
+	r = post("/c", "{}", KEY("k5s"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_IN_FLIGHT");
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 201);
+	fs->commit_delay_ms = 0;
+	r = post("/c", "{}", KEY("k5s"), NULL);
+	cr_expect_str_eq(r.replayed, "true");
+	cr_expect_eq(atomic_load(&calls), 1);
+	teardown();
+}
+
+/* Issue 12.6: contention the store could not settle is "in flight" (409
+ * with Retry-After), never a 503 or a conflict. */
+Test(mw, contention_is_in_flight, .init = setup_default, .fini = teardown)
+{
+	reply r;
+
+	fs->fail_reserve = 1;
+	fs->reserve_err = IDEM_ERR_BUSY;
+	r = post("/c", "{}", KEY("k5b"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_IN_FLIGHT");
+	cr_expect_str_eq(r.retry_after, "1");
+	cr_expect_eq(atomic_load(&calls), 0);
+	cr_expect_eq(atomic_load(&svc->mw->store_down), 0, "not an outage");
+}
+
 Test(mw, transient_statuses_released, .init = setup_default,
     .fini = teardown)
 {
@@ -512,17 +630,73 @@ Test(mw, handler_error_released, .init = setup_default, .fini = teardown)
 	cr_expect_eq(fs->releases, 2);
 }
 
-Test(mw, over_max_response_released, .init = setup_default,
+/* The notice replayed in place of an answer too large to store. */
+static void
+expect_notice(const reply *r, int status)
+{
+	cr_expect_eq(r->status, status, "status %d: %s", r->status, r->body);
+	cr_expect_str_eq(r->replayed, "true");
+	cr_expect_str_eq(r->ctype, "application/problem+json");
+	cr_expect(strstr(r->body, "\"code\":\"IDEMPOTENCY_ANSWER_NOT_STORED\"")
+	    != NULL, "%s", r->body);
+	cr_expect(strstr(r->body, "was executed") != NULL, "%s", r->body);
+}
+
+/* Issue 12.1: an answer over max-response is never released. */
+Test(mw, over_max_response_replayed_as_notice, .init = setup_default,
     .fini = teardown)
 {
 	reply r = post("/c?big", "{}", KEY("k6"), NULL);
 
 	cr_expect_eq(r.status, 200);
+	cr_expect_eq(strlen(r.body), 5000, "the first answer is whole");
 	r = post("/c?big", "{}", KEY("k6"), NULL);
+	expect_notice(&r, 200);
+	r = post("/c?big", "{}", KEY("k6"), NULL);
+	expect_notice(&r, 200);
+	cr_expect_eq(atomic_load(&calls), 1);
+	cr_expect_eq(fs->releases, 0);
+}
+
+/* Issue 12.1: an answer over the store's own limits (a column) is not
+ * sent to the store, and the notice keeps the status and Location. */
+Test(mw, over_store_limits_replayed_as_notice, .init = setup_default,
+    .fini = teardown)
+{
+	reply r;
+
+	fs->base.limits.headers = 20;
+	r = post("/c", "{}", KEY("k6b"), NULL);
+	cr_expect_eq(r.status, 201);
+	cr_expect_str_eq(r.custom, "kept");
+	r = post("/c", "{}", KEY("k6b"), NULL);
+	expect_notice(&r, 201);
+	cr_expect_str_eq(r.custom, "", "only safe headers are kept");
+	cr_expect_eq(atomic_load(&calls), 1);
+	cr_expect_eq(fs->commits, 1, "the answer itself was never sent");
+}
+
+/* Issue 12.2: a store that refuses an answer as too large (a permanent
+ * SQL error) gets the notice instead: no retry loop, no 409 forever. */
+Test(mw, store_refusal_replayed_as_notice, .init = setup_default,
+    .fini = teardown)
+{
+	reply r;
+
+	fs->too_large = 600;
+	r = post("/c?mid", "{}", KEY("k6c"), NULL);
 	cr_expect_eq(r.status, 200);
-	cr_expect_str_eq(r.replayed, "");
+	cr_expect_eq(strlen(r.body), 1000);
+	r = post("/c?mid", "{}", KEY("k6c"), NULL);
+	expect_notice(&r, 200);
+	/* an answer the store takes is stored as it is */
+	r = post("/c", "{}", KEY("k6d"), NULL);
+	r = post("/c", "{}", KEY("k6d"), NULL);
+	cr_expect_str_eq(r.body, "{\"call\":2}");
+	cr_expect_str_eq(r.replayed, "true");
 	cr_expect_eq(atomic_load(&calls), 2);
-	cr_expect_eq(fs->commits, 0);
+	cr_expect_eq(fs->releases, 0);
+	cr_expect_eq(svc->mw->backlog, 0, "nothing left to retry");
 }
 
 Test(mw, in_flight_duplicate)

@@ -93,3 +93,26 @@ Test(mysql, wrong_password)
 	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_CONFIG);
 	idem_config_free(cfg);
 }
+
+/* Issue 12.1: a max-response that the schema's body column or the
+ * server's max_allowed_packet cannot hold is refused at start-up, not
+ * discovered at the first large commit. */
+Test(mysql, refuses_max_response_it_cannot_store)
+{
+	idem_config *cfg = config(1);
+	idem_store *s = NULL;
+
+	cfg->max_response = 16ULL << 20;   /* the column holds one less */
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_CONFIG);
+	cr_expect_null(s);
+	/* under the column, over the packet (16 MiB by default) */
+	cfg->max_response = (16ULL << 20) - 100;
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_CONFIG);
+	cfg->max_response = 1ULL << 20;
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	cr_expect_eq(s->limits.headers, 65535);
+	cr_expect_eq(s->limits.body, 16777215);
+	cr_expect_gt(s->limits.total, 1ULL << 20);
+	idem_store_close(s);
+	idem_config_free(cfg);
+}
