@@ -161,6 +161,32 @@ sleep_ms(const idem_request *req, idem_response *res, void *data)
 	return finish(data, req, res, 201, NULL);
 }
 
+/* POST /testkit/headers/{n}: 201 with n headers X-Fill-1.. of 8000 bytes
+ * each (an answer whose headers outgrow a store's column). */
+static idem_err
+headers(const idem_request *req, idem_response *res, void *data)
+{
+	long n = num_param(req, "n", 0, 60), i;
+	char name[32], *value;
+	idem_err err = IDEM_OK;
+
+	if (n < 0)
+		return idem_response_problem(res, 400, "BAD_COUNT",
+		    "headers/{n} takes 0 to 60 headers");
+	if ((value = malloc(8001)) == NULL)
+		return IDEM_ERR_NOMEM;
+	memset(value, 'h', 8000);
+	value[8000] = '\0';
+	for (i = 1; i <= n && err == IDEM_OK; i++) {
+		snprintf(name, sizeof(name), "X-Fill-%ld", i);
+		err = idem_response_header(res, name, value);
+	}
+	free(value);
+	if (err == IDEM_OK)
+		err = idem_response_header(res, "Location", "/testkit/made/1");
+	return err != IDEM_OK ? err : finish(data, req, res, 201, NULL);
+}
+
 /* POST /testkit/fail: the side effect happens, then the handler fails. */
 static idem_err
 fail(const idem_request *req, idem_response *res, void *data)
@@ -248,6 +274,7 @@ setup(idem_app *app, void **data)
 		{ "/testkit/echo", echo },
 		{ "/testkit/status/{code}", status },
 		{ "/testkit/sleep/{ms}", sleep_ms },
+		{ "/testkit/headers/{n}", headers },
 		{ "/testkit/fail", fail },
 		{ "/testkit/crash", crash },
 		{ "/testkit/crash-once", crash_once },
