@@ -73,6 +73,8 @@ transient(idem_err err)
 
 static idem_err commit_stand_in(idem_middleware *mw, const idem_store_key *sk,
     const char *owner, const idem_stored_response *sr);
+static const char *too_large(const idem_middleware *mw, size_t headers_len,
+    size_t body_len);
 
 /* Runs one job of l (a copy taken under the lock).  Returns 1 when the job
  * is finished and l can go, 0 to keep it for the next round. */
@@ -106,8 +108,14 @@ run_job(idem_middleware *mw, idem_lease *l)
 			    "answer");
 		return !transient(err);
 	case IDEM_LEASE_COMMIT:
-		err = idem_store_commit(mw->store, &l->key, l->owner, &l->answer,
-		    mw->cfg->lifetime);
+		/* an answer that was already too large waits as it is, and
+		 * only its stand-in is ever written */
+		if (too_large(mw, l->answer.headers_len, l->answer.body_len)
+		    != NULL)
+			err = commit_stand_in(mw, &l->key, l->owner, &l->answer);
+		else
+			err = idem_store_commit(mw->store, &l->key, l->owner,
+			    &l->answer, mw->cfg->lifetime);
 		if (err == IDEM_ERR_TOO_LARGE) {
 			idem_log_at(lease_ctx(l, &ctx, "answer_not_stored"),
 			    IDEM_LOG_WARN, "the store refused the answer as too "
@@ -631,45 +639,65 @@ keep_line(const char *headers, size_t len, const char *name, char *out,
 	}
 }
 
+/* Room for a stand-in answer (see stand_in). */
+typedef struct stand_in_buf {
+	char headers[2 * IDEM_MAX_HEADER_VALUE + 128];
+	char body[512];
+} stand_in_buf;
+
 /*
- * Commits, in place of sr (a committable answer the store cannot hold),
- * a stand-in that tells a retry the truth: sr's status, its Location and
- * Content-Location, and a problem+json body with the code
+ * Fills *sub, in buf, with the stand-in for sr (a committable answer the
+ * store cannot hold) that tells a retry the truth: sr's status, its
+ * Location and Content-Location, and a problem+json body with the code
  * IDEMPOTENCY_ANSWER_NOT_STORED saying the request was executed.  Needs
- * no allocation, so it is always small enough.  Returns what the commit
- * returned.
+ * no allocation, and is always small enough to store.
  */
+static void
+stand_in(const idem_stored_response *sr, stand_in_buf *buf,
+    idem_stored_response *sub)
+{
+	static const char type[] = "Content-Type: application/problem+json\r\n";
+	/* statuses that carry no body keep none */
+	int n, nobody = sr->status < 200 || sr->status == 204 ||
+	    sr->status == 304;
+
+	snprintf(buf->headers, sizeof(buf->headers), "%s", nobody ? "" : type);
+	keep_line(sr->headers, sr->headers_len, "Location", buf->headers,
+	    sizeof(buf->headers));
+	keep_line(sr->headers, sr->headers_len, "Content-Location",
+	    buf->headers, sizeof(buf->headers));
+	n = snprintf(buf->body, sizeof(buf->body), "{\"status\":%d,\"title\":"
+	    "\"%s\",\"code\":\"IDEMPOTENCY_ANSWER_NOT_STORED\",\"detail\":"
+	    "\"this request was executed and answered %d; its answer (%zu "
+	    "bytes) was too large to store, so this notice is replayed in its "
+	    "place\"}", sr->status, idem_status_reason(sr->status), sr->status,
+	    sr->headers_len + sr->body_len);
+	memset(sub, 0, sizeof(*sub));
+	sub->status = sr->status;
+	sub->headers = buf->headers;
+	sub->headers_len = strlen(buf->headers);
+	if (!nobody) {
+		sub->body = buf->body;
+		sub->body_len = n > 0 && (size_t)n < sizeof(buf->body) ?
+		    (size_t)n : 0;
+	}
+}
+
+/* Commits the stand-in for sr.  Returns what the commit returned. */
 static idem_err
 commit_stand_in(idem_middleware *mw, const idem_store_key *sk,
     const char *owner, const idem_stored_response *sr)
 {
-	static const char type[] = "Content-Type: application/problem+json\r\n";
-	char headers[2 * IDEM_MAX_HEADER_VALUE + 128], body[512];
+	stand_in_buf *buf = malloc(sizeof(*buf));
 	idem_stored_response sub;
-	int n, nobody;
+	idem_err err;
 
-	/* statuses that carry no body keep none */
-	nobody = sr->status < 200 || sr->status == 204 || sr->status == 304;
-	snprintf(headers, sizeof(headers), "%s", nobody ? "" : type);
-	keep_line(sr->headers, sr->headers_len, "Location", headers,
-	    sizeof(headers));
-	keep_line(sr->headers, sr->headers_len, "Content-Location", headers,
-	    sizeof(headers));
-	n = snprintf(body, sizeof(body), "{\"status\":%d,\"title\":\"%s\","
-	    "\"code\":\"IDEMPOTENCY_ANSWER_NOT_STORED\",\"detail\":\"this "
-	    "request was executed and answered %d; its answer (%zu bytes) was "
-	    "too large to store, so this notice is replayed in its place\"}",
-	    sr->status, idem_status_reason(sr->status), sr->status,
-	    sr->headers_len + sr->body_len);
-	memset(&sub, 0, sizeof(sub));
-	sub.status = sr->status;
-	sub.headers = headers;
-	sub.headers_len = strlen(headers);
-	if (!nobody) {
-		sub.body = body;
-		sub.body_len = n > 0 && (size_t)n < sizeof(body) ? (size_t)n : 0;
-	}
-	return idem_store_commit(mw->store, sk, owner, &sub, mw->cfg->lifetime);
+	if (buf == NULL)
+		return IDEM_ERR_NOMEM;
+	stand_in(sr, buf, &sub);
+	err = idem_store_commit(mw->store, sk, owner, &sub, mw->cfg->lifetime);
+	free(buf);
+	return err;
 }
 
 /*
@@ -684,7 +712,8 @@ commit_answer(idem_middleware *mw, const idem_request *req,
     const idem_store_key *sk, const char *owner, const idem_response *res)
 {
 	const char *why;
-	idem_stored_response sr;
+	idem_stored_response sr, sub, *tried = &sr;
+	stand_in_buf *buf = NULL;
 	idem_err err;
 
 	memset(&sr, 0, sizeof(sr));
@@ -705,7 +734,14 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 		    "get a notice that the request was executed",
 		    sr.headers_len + sr.body_len, sr.status, why != NULL ? why :
 		    "the store refused it as too large");
-		err = commit_stand_in(mw, sk, owner, &sr);
+		if ((buf = malloc(sizeof(*buf))) == NULL) {
+			err = IDEM_ERR_NOMEM;
+		} else {
+			stand_in(&sr, buf, &sub);
+			tried = &sub;
+			err = idem_store_commit(mw->store, sk, owner, &sub,
+			    mw->cfg->lifetime);
+		}
 	}
 	if (err == IDEM_OK) {
 		count(mw, IDEM_OUTCOME_COMMITTED);
@@ -714,8 +750,8 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 		idem_log_event(req, IDEM_LOG_WARN, "fenced", owner, "commit "
 		    "refused: this request no longer holds its reservation (taken "
 		    "over or released); its answer was not stored");
-	} else if (transient(err) && sr.headers != NULL &&
-	    lease_add(mw, IDEM_LEASE_COMMIT, req, sk, owner, &sr) != NULL) {
+	} else if (transient(err) && tried->headers != NULL &&
+	    lease_add(mw, IDEM_LEASE_COMMIT, req, sk, owner, tried) != NULL) {
 		idem_log_event(req, err == IDEM_ERR_BUSY ? IDEM_LOG_WARN :
 		    IDEM_LOG_ERROR, "commit_deferred", owner, "commit failed: "
 		    "%s; it is retried in the background while the reservation "
@@ -726,6 +762,7 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 		    idem_strerror(err));
 	}
 	free(sr.headers);
+	free(buf);
 }
 
 /* After the handler: commit the answer or release the reservation. */
