@@ -358,6 +358,9 @@ cmd_release(const idem_config *cfg, const options *o, idem_store *s,
 		    "taken over): not released; run show again", key);
 		return EXIT_REFUSED;
 	}
+	if (err == IDEM_ERR_BUSY)
+		complain("key %s is contended (clients are retrying it): not "
+		    "released; try again", key);
 	if (err != IDEM_OK)
 		return EXIT_STORE;
 	if (o->json)
