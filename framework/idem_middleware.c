@@ -76,10 +76,12 @@ static idem_err commit_stand_in(idem_middleware *mw, const idem_store_key *sk,
 static const char *too_large(const idem_middleware *mw, size_t headers_len,
     size_t body_len);
 
-/* Runs one job of l (a copy taken under the lock).  Returns 1 when the job
- * is finished and l can go, 0 to keep it for the next round. */
+/* Runs one job of l (a copy taken under the lock), then, when renew is
+ * set and l stays, renews its lease.  Returns 1 when the job is finished
+ * and l can go, 0 to keep it for the next round; *err_out (when not NULL)
+ * gets the job's store result. */
 static int
-run_job(idem_middleware *mw, idem_lease *l)
+run_job(idem_middleware *mw, idem_lease *l, int renew, idem_err *err_out)
 {
 	idem_log_ctx ctx;
 	idem_err err;
@@ -98,6 +100,8 @@ run_job(idem_middleware *mw, idem_lease *l)
 			    "reservation was taken over meanwhile");
 		}
 		/* no renewal: the handler is done; a retry may take it over */
+		if (err_out != NULL)
+			*err_out = err;
 		return !transient(err);
 	case IDEM_LEASE_FORGET:
 		/* no renewal: nothing runs under it, and it may not exist */
@@ -106,6 +110,8 @@ run_job(idem_middleware *mw, idem_lease *l)
 			idem_log_at(lease_ctx(l, &ctx, NULL), IDEM_LOG_DEBUG,
 			    "deleted the reservation of a reserve that got no "
 			    "answer");
+		if (err_out != NULL)
+			*err_out = err;
 		return !transient(err);
 	case IDEM_LEASE_COMMIT:
 		/* an answer that was already too large waits as it is, and
@@ -133,6 +139,8 @@ run_job(idem_middleware *mw, idem_lease *l)
 			    "answer never stored: the reservation was taken over "
 			    "while the store was away; a retry ran again");
 		}
+		if (err_out != NULL)
+			*err_out = err;
 		if (!transient(err)) {
 			if (err != IDEM_OK && err != IDEM_ERR_NOT_FOUND)
 				idem_log_at(lease_ctx(l, &ctx, "commit_failed"),
@@ -141,6 +149,8 @@ run_job(idem_middleware *mw, idem_lease *l)
 				    idem_strerror(err));
 			return 1;
 		}
+		if (!renew)
+			return 0;
 		break;
 	case IDEM_LEASE_RENEW:
 		break;
@@ -210,8 +220,9 @@ renewer(void *arg)
 			copy[i++] = *l;
 		}
 		pthread_mutex_unlock(&mw->lock);
-		for (i = 0; i < n; i++)
-			done[i] = (unsigned char)run_job(mw, &copy[i]);
+		/* a stop does not wait for a whole round */
+		for (i = 0; i < n && !atomic_load(&mw->stopping); i++)
+			done[i] = (unsigned char)run_job(mw, &copy[i], 1, NULL);
 		pthread_mutex_lock(&mw->lock);
 		for (i = 0; i < n; i++) {
 			if (copy[i].job != IDEM_LEASE_RENEW &&
@@ -312,9 +323,10 @@ log_dropped(idem_lease *l)
 	static const char *const what[] = {
 		[IDEM_LEASE_RELEASE] = "its release was not written: retries "
 		    "get 409 until inflight-ttl passes, then run the handler",
-		[IDEM_LEASE_COMMIT] = "its answer was not stored: after "
-		    "inflight-ttl a retry takes the key over and runs the "
-		    "handler again",
+		[IDEM_LEASE_COMMIT] = "its answer was not stored: a retry "
+		    "takes the key over after inflight-ttl (at once when the "
+		    "master releases the keys of a worker that did not stop "
+		    "cleanly) and runs the handler again",
 		[IDEM_LEASE_FORGET] = "a reservation that got no answer may "
 		    "remain: retries get 409 until inflight-ttl passes",
 	};
@@ -331,9 +343,13 @@ idem_middleware_flush(idem_middleware *mw, uint64_t budget_ms)
 	idem_lease *jobs = NULL, *l, *tmp;
 	unsigned left = 0;
 
-	if (mw->flushed)
+	pthread_mutex_lock(&mw->lock);
+	if (mw->flushed) {
+		pthread_mutex_unlock(&mw->lock);
 		return 0;
+	}
 	mw->flushed = 1;
+	pthread_mutex_unlock(&mw->lock);
 	stop_renewer(mw);
 	/* handlers still running after shutdown-grace may touch the list:
 	 * take the jobs out of it */
@@ -347,11 +363,16 @@ idem_middleware_flush(idem_middleware *mw, uint64_t budget_ms)
 	pthread_mutex_unlock(&mw->lock);
 	while (jobs != NULL && idem_now_ms() < deadline) {
 		DL_FOREACH_SAFE(jobs, l, tmp) {
+			idem_err err = IDEM_OK;
 			if (idem_now_ms() >= deadline)
 				break;
-			if (run_job(mw, l)) {
+			if (run_job(mw, l, 0, &err)) {
 				DL_DELETE(jobs, l);
 				lease_free(l);
+			} else if (err == IDEM_ERR_STORE) {
+				/* still away: each try costs its timeouts, so
+				 * the others wait for the next round */
+				break;
 			}
 		}
 		if (jobs != NULL && idem_now_ms() + 100 < deadline)
@@ -411,6 +432,14 @@ lease_add(idem_middleware *mw, idem_lease_job job, const idem_request *req,
 	}
 	pthread_mutex_lock(&mw->lock);
 	if (job != IDEM_LEASE_RENEW) {
+		if (mw->flushed) {
+			/* a handler that outlived shutdown-grace: nothing
+			 * will run this job any more */
+			pthread_mutex_unlock(&mw->lock);
+			log_dropped(l);
+			lease_free(l);
+			return NULL;
+		}
 		if (mw->backlog >= MAX_BACKLOG) {
 			pthread_mutex_unlock(&mw->lock);
 			lease_free(l);

@@ -57,8 +57,9 @@ typedef struct idem_middleware {
 	pthread_cond_t wake;
 	pthread_t renewer;
 	int renewing;             /* the thread runs */
-	int stopping;
-	int flushed;              /* idem_middleware_flush has run */
+	atomic_int stopping;      /* read between jobs without the lock */
+	int flushed;              /* idem_middleware_flush has run: jobs
+	                           * queued later are dropped (logged) */
 	idem_lease *leases;       /* utlist */
 	unsigned backlog;         /* jobs other than RENEW queued */
 	/* a store outage is logged when it begins and when it ends, not on

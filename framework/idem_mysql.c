@@ -31,6 +31,9 @@ struct idem_mysql_pool {
 	idem_mysql_conn **idle;     /* a stack of free ones */
 	unsigned size, nidle;
 	atomic_llong last_log;      /* ms of the last error logged */
+	atomic_ullong max_packet;   /* the server's max_allowed_packet, as
+	                             * the latest connection read it; 0:
+	                             * not known yet */
 };
 
 /* Whether an error may be logged now (one every 5 s per pool). */
@@ -178,6 +181,28 @@ disconnect(idem_mysql_pool *p, idem_mysql_conn *c)
 	c->broken = 0;
 }
 
+/* Reads the server's max_allowed_packet on c (it may change while we
+ * run; a connection sees the value of when it connected). */
+static void
+read_max_packet(idem_mysql_pool *p, idem_mysql_conn *c)
+{
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+
+	if (mysql_query(c->m, "SELECT @@max_allowed_packet") != 0 ||
+	    (r = mysql_store_result(c->m)) == NULL)
+		return;
+	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL)
+		atomic_store(&p->max_packet, strtoull(row[0], NULL, 10));
+	mysql_free_result(r);
+}
+
+uint64_t
+idem_mysql_max_packet(idem_mysql_pool *p)
+{
+	return atomic_load(&p->max_packet);
+}
+
 /* Connects c and prepares the statements.  Returns 0 or -1 (logged). */
 static int
 connect_one(idem_mysql_pool *p, idem_mysql_conn *c)
@@ -205,6 +230,7 @@ connect_one(idem_mysql_pool *p, idem_mysql_conn *c)
 		disconnect(p, c);
 		return -1;
 	}
+	read_max_packet(p, c);
 	for (i = 0; i < p->nsql; i++) {
 		c->stmts[i] = mysql_stmt_init(c->m);
 		if (c->stmts[i] == NULL || mysql_stmt_prepare(c->stmts[i],

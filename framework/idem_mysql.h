@@ -46,6 +46,10 @@ void idem_mysql_pool_free(idem_mysql_pool *p);
  * IDEM_ERR_STORE (logged). */
 idem_err idem_mysql_exec(idem_mysql_pool *p, const char *sql);
 
+/* The server's max_allowed_packet as the latest connection read it (each
+ * connection reads it when it connects); 0 before the first. */
+uint64_t idem_mysql_max_packet(idem_mysql_pool *p);
+
 /* Logs a statement error (with the statement's index), rate-limited. */
 void idem_mysql_log_error(idem_mysql_pool *p, const char *what,
     MYSQL_STMT *st);

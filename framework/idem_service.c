@@ -19,6 +19,30 @@
 /* Records deleted per purge statement. */
 #define PURGE_BATCH 1000
 
+/* Refuses a max-response that the store cannot hold (its body column, or
+ * what one statement can carry), so that a committable answer under
+ * max-response is always stored whole.  Returns IDEM_OK or
+ * IDEM_ERR_CONFIG (logged). */
+static idem_err
+check_limits(const idem_config *cfg, const idem_store *store)
+{
+	const idem_store_limits *lim = &store->limits;
+	uint64_t most = lim->body;
+
+	if (lim->total > 0 && (most == 0 || lim->total < most))
+		most = lim->total;
+	if (most == 0 || cfg->max_response <= most)
+		return IDEM_OK;
+	idem_log(NULL, IDEM_LOG_ERROR, "%s: [idempotency] max-response = %llu "
+	    "is more than the %s store can hold in one answer (%llu bytes: %s"
+	    "): lower it%s", cfg->path, (unsigned long long)cfg->max_response,
+	    store->ops->name, (unsigned long long)most, lim->total == most ?
+	    "what one statement can carry, the server's max_allowed_packet "
+	    "less 4 KiB" : "the size of its body column", lim->total == most ?
+	    ", or raise max_allowed_packet" : "");
+	return IDEM_ERR_CONFIG;
+}
+
 /* Opens the configured store and the middleware over it. */
 static idem_err
 open_middleware(idem_service *svc)
@@ -39,6 +63,10 @@ open_middleware(idem_service *svc)
 	}
 	if (err != IDEM_OK)
 		return err;
+	if ((err = check_limits(svc->cfg, store)) != IDEM_OK) {
+		idem_store_close(store);
+		return err;
+	}
 	return idem_middleware_new(svc->cfg, store, &svc->mw);
 }
 

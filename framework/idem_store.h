@@ -242,10 +242,10 @@ struct idem_config;
  * the call), with pool_size connections.  Connects once to check that the
  * schema (schema/mysql/) is there and of the version this build needs.
  * Reads the server's max_allowed_packet and sets the store's limits from
- * it and the schema's columns.  Returns IDEM_OK with *out, IDEM_ERR_CONFIG
- * (password file; max-response more than the schema or max_allowed_packet
- * can hold) or IDEM_ERR_STORE (unreachable, or a missing or old schema),
- * logged.
+ * it and the schema's columns (a commit over the packet limit of the
+ * moment is refused as IDEM_ERR_TOO_LARGE).  Returns IDEM_OK with *out,
+ * IDEM_ERR_CONFIG (password file) or IDEM_ERR_STORE (unreachable, or a
+ * missing or old schema), logged.
  */
 idem_err idem_store_mysql_new(const struct idem_config *cfg,
     unsigned pool_size, idem_store **out);

@@ -517,20 +517,40 @@ owned(mysql_store *ms, int i, params *p, const idem_store_key *k,
 	return IDEM_ERR_NOT_FOUND;
 }
 
+/* Whether an answer of size bytes is over the packet the server takes
+ * now (max_allowed_packet may have been lowered since start-up). */
+static int
+over_packet(mysql_store *ms, uint64_t size)
+{
+	uint64_t packet = idem_mysql_max_packet(ms->pool);
+
+	return packet > 0 && size + PACKET_SLACK > packet;
+}
+
 static idem_err
 my_commit(idem_store *s, const idem_store_key *k, const char *owner,
     const idem_stored_response *resp, uint64_t lifetime_ms)
 {
+	mysql_store *ms = (mysql_store *)s;
 	long long status = resp->status, life_us = (long long)lifetime_ms * 1000;
+	uint64_t size = (uint64_t)resp->headers_len + resp->body_len;
 	params p;
+	idem_err err;
 
+	if (over_packet(ms, size))
+		return IDEM_ERR_TOO_LARGE;
 	p_init(&p);
 	p_ll(&p, &status);
 	p_blob(&p, resp->headers != NULL ? resp->headers : "",
 	    resp->headers_len);
 	p_blob(&p, resp->body != NULL ? resp->body : "", resp->body_len);
 	p_ll(&p, &life_us);
-	return owned((mysql_store *)s, S_COMMIT, &p, k, owner);
+	err = owned(ms, S_COMMIT, &p, k, owner);
+	/* a server that drops the connection on a packet over its limit
+	 * looks like an outage; the reconnect read the new limit */
+	if (err == IDEM_ERR_STORE && over_packet(ms, size))
+		err = IDEM_ERR_TOO_LARGE;
+	return err;
 }
 
 static idem_err
@@ -852,14 +872,11 @@ static const idem_store_ops mysql_ops = {
 };
 
 /* Sets the store's limits from the schema's columns and the server's
- * max_allowed_packet, and refuses a max-response that they cannot hold
- * (else a committable answer under max-response could never be stored).
- * Returns IDEM_OK, IDEM_ERR_CONFIG or IDEM_ERR_STORE, logged. */
+ * max_allowed_packet.  Returns IDEM_OK or IDEM_ERR_STORE (logged). */
 static idem_err
-set_limits(mysql_store *ms, const idem_config *cfg)
+set_limits(mysql_store *ms)
 {
 	long long packet = 0, unused = 0;
-	uint64_t room;
 
 	if (select_ints(ms, S_PACKET, &packet, &unused) != IDEM_OK ||
 	    packet <= 0) {
@@ -867,27 +884,10 @@ set_limits(mysql_store *ms, const idem_config *cfg)
 		    "max_allowed_packet");
 		return IDEM_ERR_STORE;
 	}
-	room = (uint64_t)packet > PACKET_SLACK ? (uint64_t)packet -
-	    PACKET_SLACK : 0;
 	ms->base.limits.headers = HEADERS_COLUMN_MAX;
 	ms->base.limits.body = BODY_COLUMN_MAX;
-	ms->base.limits.total = room;
-	if (cfg->max_response > BODY_COLUMN_MAX) {
-		idem_log(NULL, IDEM_LOG_ERROR, "%s: [idempotency] max-response "
-		    "= %llu is more than the body column of idempotency_keys "
-		    "holds (%llu bytes): lower it", cfg->path,
-		    (unsigned long long)cfg->max_response, BODY_COLUMN_MAX);
-		return IDEM_ERR_CONFIG;
-	}
-	if (cfg->max_response > room) {
-		idem_log(NULL, IDEM_LOG_ERROR, "%s: [idempotency] max-response "
-		    "= %llu does not fit the server's max_allowed_packet (%lld "
-		    "bytes, %llu of them for an answer): raise "
-		    "max_allowed_packet or lower max-response", cfg->path,
-		    (unsigned long long)cfg->max_response, packet,
-		    (unsigned long long)room);
-		return IDEM_ERR_CONFIG;
-	}
+	ms->base.limits.total = (uint64_t)packet > PACKET_SLACK ?
+	    (uint64_t)packet - PACKET_SLACK : 0;
 	return IDEM_OK;
 }
 
@@ -922,7 +922,7 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 		my_close(&ms->base);
 		return IDEM_ERR_STORE;
 	}
-	if ((err = set_limits(ms, cfg)) != IDEM_OK) {
+	if ((err = set_limits(ms)) != IDEM_OK) {
 		my_close(&ms->base);
 		return err;
 	}

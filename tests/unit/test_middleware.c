@@ -530,6 +530,26 @@ Test(mw, stop_logs_what_it_drops, .init = setup_default, .fini = teardown)
 	cr_expect(strstr(log, "k4g") == NULL, "never the key itself: %s", log);
 }
 
+/* Issue 12.4: a store that is still away costs the last attempt one try
+ * a round, not one per job (each try may cost the store's timeouts), so a
+ * stop stays within shutdown-grace. */
+Test(mw, stop_tries_an_absent_store_once_a_round, .init = setup_default,
+    .fini = teardown)
+{
+	char key[64];
+	int i;
+
+	fs->fail_commit = 1;
+	for (i = 0; i < 5; i++) {
+		snprintf(key, sizeof(key), KEY("k4r%d"), i);
+		post("/c", "{}", key, NULL);
+	}
+	cr_assert_eq(fs->commits, 5);
+	fs->commit_delay_ms = 200;
+	cr_expect_eq(idem_middleware_flush(svc->mw, 100), 5);
+	cr_expect_eq(fs->commits, 6, "one try, then the deadline");
+}
+
 /* A POST for a thread. */
 static void *
 post_thread(void *arg)
