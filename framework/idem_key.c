@@ -38,6 +38,43 @@ idem_key_valid(idem_key_format fmt, const char *key, size_t len)
 	return (u[6] >> 4) == 7 && (u[8] & 0xc0) == 0x80;
 }
 
+/* Whether c is optional white space (RFC 9110 OWS). */
+static int
+is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+idem_err
+idem_key_parse(idem_key_format fmt, const char *header,
+    char out[IDEM_KEY_MAX + 1], size_t *len)
+{
+	const char *p = header, *end;
+	size_t n;
+	uuid_t u;
+
+	*len = 0;
+	out[0] = '\0';
+	if (header == NULL)
+		return IDEM_ERR_INVALID;
+	while (is_ows(*p))
+		p++;
+	for (end = p + strlen(p); end > p && is_ows(end[-1]); end--)
+		;
+	if ((n = (size_t)(end - p)) > IDEM_KEY_MAX)
+		return IDEM_ERR_INVALID;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	if (!idem_key_valid(fmt, out, n)) {
+		out[0] = '\0';
+		return IDEM_ERR_INVALID;
+	}
+	if (fmt != IDEM_KEY_OPAQUE && uuid_parse(out, u) == 0)
+		uuid_unparse_lower(u, out);
+	*len = n;
+	return IDEM_OK;
+}
+
 idem_err
 idem_sha256(const void *data, size_t len, unsigned char out[32])
 {

@@ -10,13 +10,25 @@
 
 #include "idem_config.h"
 #include "idem_request.h"
+#include "idem_store.h"
 
 /*
- * Whether key (len bytes) is valid for fmt: opaque is 1..255 visible ASCII
- * (0x21-0x7e); uuid the 36-char canonical form; uuidv7 that form with
- * version 7 and variant 10 (RFC 9562).  Returns 1 or 0.
+ * Whether key (len bytes, NUL-terminated) is valid for fmt: opaque is
+ * 1..255 visible ASCII (0x21-0x7e); uuid the 36-char canonical form in
+ * either case; uuidv7 that form with version 7 and variant 10 (RFC 9562).
+ * Returns 1 or 0.
  */
 int idem_key_valid(idem_key_format fmt, const char *key, size_t len);
+
+/*
+ * The key of an Idempotency-Key header value under fmt, into out
+ * (NUL-terminated) and *len: surrounding spaces and tabs dropped, then
+ * checked by idem_key_valid; a uuid or uuidv7 key is lower-cased, an
+ * opaque key kept byte for byte.  Returns IDEM_OK, or IDEM_ERR_INVALID
+ * (out empty, *len 0).
+ */
+idem_err idem_key_parse(idem_key_format fmt, const char *header,
+    char out[IDEM_KEY_MAX + 1], size_t *len);
 
 /* SHA-256 of len bytes into out.  Returns IDEM_OK or IDEM_ERR_NOMEM. */
 idem_err idem_sha256(const void *data, size_t len, unsigned char out[32]);

@@ -347,6 +347,31 @@ Test(mw, uuid_keys)
 	teardown();
 }
 
+/* A UUID key names one operation in either case; an opaque key is
+ * byte-exact. */
+Test(mw, uuid_keys_ignore_case)
+{
+	static const char *const conf[] = { "key-format = uuid",
+	    "key-format = uuidv7", "" };
+	const char *lower = KEY("0190f2a4-8c3e-7d5a-9b7c-123456789abc");
+	const char *upper = KEY("0190F2A4-8C3E-7D5A-9B7C-123456789ABC");
+	reply r;
+	size_t i;
+
+	for (i = 0; i < 3; i++) {
+		setup_with(conf[i]);
+		r = post("/c", "{}", lower, NULL);
+		cr_expect_eq(r.status, 201, "%s: %s", conf[i], r.body);
+		r = post("/c", "{}", upper, NULL);
+		cr_expect_eq(r.status, 201, "%s: %s", conf[i], r.body);
+		cr_expect_str_eq(r.replayed, i < 2 ? "true" : "", "%s",
+		    conf[i]);
+		cr_expect_eq(atomic_load(&calls), i < 2 ? 1 : 2, "%s: ran %d "
+		    "times", conf[i], atomic_load(&calls));
+		teardown();
+	}
+}
+
 Test(mw, conflict_on_other_request, .init = setup_default, .fini = teardown)
 {
 	reply r = post("/c", "{\"amount\":5}", KEY("k2"), NULL);
