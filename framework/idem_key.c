@@ -45,6 +45,28 @@ is_ows(char c)
 	return c == ' ' || c == '\t';
 }
 
+/*
+ * Decodes the RFC 8941 sf-string from p (its opening quote) to end into
+ * out: printable ASCII, with \" and \\ escapes, and nothing after the
+ * closing quote.  Returns the decoded length, or 0 when it is malformed,
+ * empty or longer than IDEM_KEY_MAX.
+ */
+static size_t
+sf_string(const char *p, const char *end, char out[IDEM_KEY_MAX + 1])
+{
+	size_t n = 0;
+
+	for (p++; p < end && *p != '"'; p++) {
+		if (*p == '\\' && (++p == end || (*p != '"' && *p != '\\')))
+			return 0;
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e ||
+		    n == IDEM_KEY_MAX)
+			return 0;
+		out[n++] = *p;
+	}
+	return p + 1 == end ? n : 0;
+}
+
 idem_err
 idem_key_parse(idem_key_format fmt, const char *header,
     char out[IDEM_KEY_MAX + 1], size_t *len)
@@ -61,9 +83,14 @@ idem_key_parse(idem_key_format fmt, const char *header,
 		p++;
 	for (end = p + strlen(p); end > p && is_ows(end[-1]); end--)
 		;
-	if ((n = (size_t)(end - p)) > IDEM_KEY_MAX)
+	if (*p != '"') {
+		if ((n = (size_t)(end - p)) > IDEM_KEY_MAX)
+			return IDEM_ERR_INVALID;
+		memcpy(out, p, n);
+	} else if ((n = sf_string(p, end, out)) == 0) {
+		out[0] = '\0';
 		return IDEM_ERR_INVALID;
-	memcpy(out, p, n);
+	}
 	out[n] = '\0';
 	if (!idem_key_valid(fmt, out, n)) {
 		out[0] = '\0';

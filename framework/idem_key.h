@@ -22,9 +22,12 @@ int idem_key_valid(idem_key_format fmt, const char *key, size_t len);
 
 /*
  * The key of an Idempotency-Key header value under fmt, into out
- * (NUL-terminated) and *len: surrounding spaces and tabs dropped, then
- * checked by idem_key_valid; a uuid or uuidv7 key is lower-cased, an
- * opaque key kept byte for byte.  Returns IDEM_OK, or IDEM_ERR_INVALID
+ * (NUL-terminated) and *len.  Surrounding spaces and tabs are dropped; the
+ * value is an RFC 8941 sf-string ("...", printable ASCII, \" and \\
+ * escapes, nothing after the closing quote), decoded, or else a bare token
+ * taken as is.  The result must pass idem_key_valid, so an opaque key has
+ * no space even when quoted.  A uuid or uuidv7 key is lower-cased; an
+ * opaque key is kept byte for byte.  Returns IDEM_OK, or IDEM_ERR_INVALID
  * (out empty, *len 0).
  */
 idem_err idem_key_parse(idem_key_format fmt, const char *header,

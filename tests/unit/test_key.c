@@ -68,3 +68,58 @@ Test(key, bare_token)
 	k[255] = '\0';
 	cr_expect_str_eq(parse(IDEM_KEY_OPAQUE, k), k);
 }
+
+/* The draft's syntax: an RFC 8941 sf-string, or a bare token. */
+Test(key, sf_string)
+{
+	static const struct {
+		const char *header, *key;   /* key NULL: refused */
+	} cases[] = {
+		{ "\"k-1\"", "k-1" },
+		{ "  \"k-1\" \t", "k-1" },
+		{ "\"a\\\"b\\\\c\"", "a\"b\\c" },
+		{ "a\"b", "a\"b" },           /* a bare token may hold quotes */
+		{ "\"", NULL },               /* unterminated */
+		{ "\"abc", NULL },
+		{ "\"abc\\\"", NULL },        /* the last quote is escaped */
+		{ "\"a\\b\"", NULL },         /* only \" and \\ escape */
+		{ "\"a\\", NULL },
+		{ "\"abc\"d", NULL },         /* after the closing quote */
+		{ "\"abc\" \"d\"", NULL },
+		{ "\"abc\";x=1", NULL },
+		{ "\"\"", NULL },             /* empty */
+		{ "\"a b\"", NULL },          /* decoded: no space in opaque */
+		{ "\"a\tb\"", NULL },         /* not printable ASCII */
+		{ "\"caf\xc3\xa9\"", NULL },
+		{ "\"a\x7f\"", NULL },
+	};
+	char k[300];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *got = parse(IDEM_KEY_OPAQUE, cases[i].header);
+		if (cases[i].key == NULL)
+			cr_expect_null(got, "[%s] gave [%s]", cases[i].header,
+			    got);
+		else
+			cr_expect(got != NULL && strcmp(got, cases[i].key) == 0,
+			    "[%s] gave [%s]", cases[i].header, got);
+	}
+	cr_expect_str_eq(parse(IDEM_KEY_UUIDV7,
+	    "\"0190F2A4-8C3E-7D5A-9B7C-123456789ABC\""),
+	    "0190f2a4-8c3e-7d5a-9b7c-123456789abc");
+	cr_expect_null(parse(IDEM_KEY_UUID,
+	    "\"0190f2a4-8c3e-7d5a-9b7c-123456789abc"));
+	/* 1 to 255 bytes once decoded: an escape counts once */
+	k[0] = '"';
+	memset(k + 1, 'k', 256);
+	strcpy(k + 257, "\"");
+	cr_expect_null(parse(IDEM_KEY_OPAQUE, k));
+	strcpy(k + 256, "\"");
+	cr_expect_eq(strlen(parse(IDEM_KEY_OPAQUE, k)), 255);
+	memset(k + 1, 'k', 256);
+	memcpy(k + 1, "\\\\", 2);
+	strcpy(k + 257, "\"");
+	cr_expect_eq(strlen(parse(IDEM_KEY_OPAQUE, k)), 255);
+	cr_expect_eq(parse(IDEM_KEY_OPAQUE, k)[0], '\\');
+}

@@ -372,6 +372,41 @@ Test(mw, uuid_keys_ignore_case)
 	}
 }
 
+/* The draft's sf-string and the bare token are one key; a malformed
+ * sf-string is refused. */
+Test(mw, quoted_keys)
+{
+	static const char *const bad[] = { KEY("\"k"), KEY("\"k\\x\""),
+	    KEY("\"k\"x"), KEY("\"\""), KEY("\"a b\"") };
+	reply r;
+	size_t i;
+
+	setup_with("");
+	r = post("/c", "{}", KEY("\"k-9\""), NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = post("/c", "{}", KEY("k-9"), NULL);
+	cr_expect_str_eq(r.replayed, "true");
+	r = post("/c", "{}", KEY("\"a\\\"b\""), NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = post("/c", "{}", KEY("a\"b"), NULL);
+	cr_expect_str_eq(r.replayed, "true");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = post("/c", "{}", bad[i], NULL);
+		expect_problem(&r, 400, "IDEMPOTENCY_KEY_INVALID");
+	}
+	cr_expect_eq(atomic_load(&calls), 2);
+	teardown();
+	setup_with("key-format = uuid");
+	r = post("/c", "{}",
+	    KEY("\"0190F2A4-8C3E-7D5A-9B7C-123456789ABC\""), NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = post("/c", "{}", KEY("0190f2a4-8c3e-7d5a-9b7c-123456789abc"),
+	    NULL);
+	cr_expect_str_eq(r.replayed, "true");
+	cr_expect_eq(atomic_load(&calls), 1);
+	teardown();
+}
+
 Test(mw, conflict_on_other_request, .init = setup_default, .fini = teardown)
 {
 	reply r = post("/c", "{\"amount\":5}", KEY("k2"), NULL);
