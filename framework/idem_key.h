@@ -38,23 +38,41 @@ idem_err idem_sha256(const void *data, size_t len, unsigned char out[32]);
 
 /*
  * The fingerprint of req (routed, body read): SHA-256 over the method, the
- * route template, the concrete path, the canonical query (pairs sorted) and
- * the body, each length-prefixed.  A body that is a JSON object or array is
- * canonicalised first (sorted keys, compact), so key order and white space
- * do not change it; any other body counts byte for byte.
+ * route template, each decoded path segment, the canonical query, the
+ * media type (idem_media_type) and the body, each length-prefixed.  With a
+ * JSON media type, a body that idem_json_canonical accepts counts in its
+ * canonical form, so key order and white space do not change it; any other
+ * body counts byte for byte (marked apart from a canonical one).  Returns
+ * IDEM_OK or IDEM_ERR_NOMEM.
  */
 idem_err idem_fingerprint(const idem_request *req, unsigned char out[32]);
 
 /*
- * The canonical form of a JSON object or array text: sorted keys, no
- * white space.  Returns a string the caller frees, or NULL when the text is
- * not a JSON object or array (or has duplicate keys).
+ * The canonical form of a JSON object or array text (len bytes): sorted
+ * keys, no white space.  Returns a string the caller frees, or NULL when
+ * the text is not a JSON object or array, has duplicate keys, or has a
+ * number that the canonical form would not write exactly as written (0.10,
+ * 1e2, more than 15 significant digits, -0): texts whose numbers differ in
+ * any digit never share a canonical form.
  */
 char *idem_json_canonical(const char *text, size_t len);
 
-/* The query with its '&'-separated pairs sorted and empty ones dropped.
- * Returns a string the caller frees, or NULL when out of memory. */
+/*
+ * The query with its '&'-separated pairs sorted by name (the part before
+ * '='), pairs of one name kept in their order, and empty ones dropped.
+ * Returns a string the caller frees, or NULL when out of memory.
+ */
 char *idem_query_canonical(const char *query);
+
+/*
+ * The media type of a Content-Type value (NULL: none): type/subtype
+ * lower-cased, parameters kept as sent, white space around each ';'
+ * (outside quoted strings) and at the ends dropped.  *json is set when the
+ * type is application/json or has a +json suffix, whatever the case and
+ * parameters.  Returns a string the caller frees ("" for none), or NULL
+ * when out of memory.
+ */
+char *idem_media_type(const char *ctype, int *json);
 
 /*
  * The stored scope of a principal (the REMOTE_USER, or the value of the

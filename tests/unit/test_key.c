@@ -123,3 +123,95 @@ Test(key, sf_string)
 	cr_expect_eq(strlen(parse(IDEM_KEY_OPAQUE, k)), 255);
 	cr_expect_eq(parse(IDEM_KEY_OPAQUE, k)[0], '\\');
 }
+
+Test(canonical, query_sorted_by_name_values_in_order)
+{
+	static const char *const cases[][2] = {
+		{ "b=2&a=1&&c", "a=1&b=2&c" },
+		{ "tag=y&tag=x", "tag=y&tag=x" },
+		{ "tag=x&b=1&tag=y&a", "a&b=1&tag=x&tag=y" },
+		{ "t=2&tag=1&t=1", "t=2&t=1&tag=1" },
+		{ "a=&a&a=1", "a=&a&a=1" },
+		{ "", "" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *c = idem_query_canonical(cases[i][0]);
+		cr_assert_not_null(c);
+		cr_expect_str_eq(c, cases[i][1], "[%s]", cases[i][0]);
+		free(c);
+	}
+}
+
+Test(canonical, media_type)
+{
+	static const struct {
+		const char *in, *out;
+		int json;
+	} cases[] = {
+		{ NULL, "", 0 },
+		{ "", "", 0 },
+		{ "application/json", "application/json", 1 },
+		{ " Application/JSON \t", "application/json", 1 },
+		{ "application/json; charset=UTF-8",
+		    "application/json;charset=UTF-8", 1 },
+		{ "application/json ;charset=UTF-8 ; x=1",
+		    "application/json;charset=UTF-8;x=1", 1 },
+		{ "application/problem+json", "application/problem+json", 1 },
+		{ "Application/Vnd.Api+JSON;v=2",
+		    "application/vnd.api+json;v=2", 1 },
+		{ "text/plain", "text/plain", 0 },
+		{ "application/jsonx", "application/jsonx", 0 },
+		{ "application/json-seq", "application/json-seq", 0 },
+		{ "+json", "+json", 0 },
+		{ "text/plain; x=\"a ; b\" ", "text/plain;x=\"a ; b\"", 0 },
+		{ "text/plain; x=\"a\\\" ; b\"",
+		    "text/plain;x=\"a\\\" ; b\"", 0 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int json = -1;
+		char *m = idem_media_type(cases[i].in, &json);
+		cr_assert_not_null(m);
+		cr_expect_str_eq(m, cases[i].out, "[%s]", cases[i].in);
+		cr_expect_eq(json, cases[i].json, "[%s]", cases[i].in);
+		free(m);
+	}
+}
+
+/* Two JSON texts whose numbers differ in any digit never share a
+ * canonical form: a number that would not come out as written leaves the
+ * text without one. */
+Test(canonical, json_numbers)
+{
+	static const char *const kept[] = { "[0]", "[-1]",
+	    "[123456789012345678]", "[1234567890123456789]", "[0.1]", "[-0.5]",
+	    "[1.25e-7]", "[1e300]", "[100.0]", "[1e15]", "[0.0001]", "[1e-5]",
+	    "{\"a\":\"1.50\"}",
+	    "{\"a\":\"\\\"\",\"b\":2.5}" };
+	static const char *const refused[] = { "[-0]", "[1.50]", "[1e2]",
+	    "[1e14]", "[1e-05]", "[1e+15]",
+	    "[1E300]", "[0.1000000000000000000001]", "[9007199254740993.0]",
+	    "[12345678901234567890]", "[1e400]", "[0.30000000000000004]",
+	    "{\"a\":\"x\",\"b\":1.0e1}" };
+	char *c;
+	size_t i;
+
+	for (i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+		c = idem_json_canonical(kept[i], strlen(kept[i]));
+		cr_expect_not_null(c, "%s", kept[i]);
+		cr_expect(c == NULL || strcmp(c, kept[i]) == 0, "%s gave %s",
+		    kept[i], c);
+		free(c);
+	}
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		c = idem_json_canonical(refused[i], strlen(refused[i]));
+		cr_expect_null(c, "%s gave %s", refused[i], c);
+		free(c);
+	}
+	c = idem_json_canonical("{\"b\": [0.1, 2], \"a\": -3}", 24);
+	cr_expect_str_eq(c, "{\"a\":-3,\"b\":[0.1,2]}");
+	free(c);
+}
