@@ -135,16 +135,16 @@ print_json(json_t *obj)
 	json_decref(obj);
 }
 
-/* Builds the record key from KEY and --scope.  Returns 0, or EXIT_USAGE
+/* Builds the record key from KEY (read as the Idempotency-Key header is,
+ * so a UUID matches in either case) and --scope.  Returns 0, or EXIT_USAGE
  * after saying why. */
 static int
 make_key(const idem_config *cfg, const options *o, const char *key,
     idem_store_key *sk)
 {
-	size_t len = strlen(key);
-
 	memset(sk, 0, sizeof(*sk));
-	if (!idem_key_valid(cfg->key_format, key, len)) {
+	if (idem_key_parse(cfg->key_format, key, sk->key, &sk->key_len) !=
+	    IDEM_OK) {
 		complain("\"%s\" is not a valid key under "
 		    "key-format in %s: no request can have it", key, cfg->path);
 		return EXIT_USAGE;
@@ -164,8 +164,6 @@ make_key(const idem_config *cfg, const options *o, const char *key,
 		    "header value" : "user name");
 		return EXIT_USAGE;
 	}
-	sk->key_len = len;
-	memcpy(sk->key, key, len);
 	if (o->scope != NULL &&
 	    idem_scope_hash(cfg, o->scope, sk->scope) != IDEM_OK)
 		return EXIT_STORE;

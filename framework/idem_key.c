@@ -38,6 +38,70 @@ idem_key_valid(idem_key_format fmt, const char *key, size_t len)
 	return (u[6] >> 4) == 7 && (u[8] & 0xc0) == 0x80;
 }
 
+/* Whether c is optional white space (RFC 9110 OWS). */
+static int
+is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/*
+ * Decodes the RFC 8941 sf-string from p (its opening quote) to end into
+ * out: printable ASCII, with \" and \\ escapes, and nothing after the
+ * closing quote.  Returns the decoded length, or 0 when it is malformed,
+ * empty or longer than IDEM_KEY_MAX.
+ */
+static size_t
+sf_string(const char *p, const char *end, char out[IDEM_KEY_MAX + 1])
+{
+	size_t n = 0;
+
+	for (p++; p < end && *p != '"'; p++) {
+		if (*p == '\\' && (++p == end || (*p != '"' && *p != '\\')))
+			return 0;
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e ||
+		    n == IDEM_KEY_MAX)
+			return 0;
+		out[n++] = *p;
+	}
+	return p + 1 == end ? n : 0;
+}
+
+idem_err
+idem_key_parse(idem_key_format fmt, const char *header,
+    char out[IDEM_KEY_MAX + 1], size_t *len)
+{
+	const char *p = header, *end;
+	size_t n;
+	uuid_t u;
+
+	*len = 0;
+	out[0] = '\0';
+	if (header == NULL)
+		return IDEM_ERR_INVALID;
+	while (is_ows(*p))
+		p++;
+	for (end = p + strlen(p); end > p && is_ows(end[-1]); end--)
+		;
+	if (*p != '"') {
+		if ((n = (size_t)(end - p)) > IDEM_KEY_MAX)
+			return IDEM_ERR_INVALID;
+		memcpy(out, p, n);
+	} else if ((n = sf_string(p, end, out)) == 0) {
+		out[0] = '\0';
+		return IDEM_ERR_INVALID;
+	}
+	out[n] = '\0';
+	if (!idem_key_valid(fmt, out, n)) {
+		out[0] = '\0';
+		return IDEM_ERR_INVALID;
+	}
+	if (fmt != IDEM_KEY_OPAQUE && uuid_parse(out, u) == 0)
+		uuid_unparse_lower(u, out);
+	*len = n;
+	return IDEM_OK;
+}
+
 idem_err
 idem_sha256(const void *data, size_t len, unsigned char out[32])
 {
@@ -47,12 +111,99 @@ idem_sha256(const void *data, size_t len, unsigned char out[32])
 	    IDEM_OK : IDEM_ERR_NOMEM;
 }
 
+/* Dumps of canonical JSON: compact, and reals with 15 significant digits,
+ * so that a number like 0.1 comes out as written. */
+#define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
+
+/*
+ * The next number token of the JSON text s (len bytes) at or after *pos,
+ * outside strings: sets *tok, *toklen and *pos past it.  Returns 1, or 0
+ * at the end.
+ */
+static int
+next_number(const char *s, size_t len, size_t *pos, const char **tok,
+    size_t *toklen)
+{
+	size_t i = *pos, start;
+
+	while (i < len && s[i] != '-' && (s[i] < '0' || s[i] > '9')) {
+		if (s[i++] != '"')
+			continue;
+		for (; i < len && s[i] != '"'; i++)
+			if (s[i] == '\\')
+				i++;
+		i++;
+	}
+	if (i >= len) {
+		*pos = len;
+		return 0;
+	}
+	for (start = i; i < len && (s[i] == '-' || s[i] == '+' ||
+	    s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
+	    (s[i] >= '0' && s[i] <= '9')); i++)
+		;
+	*tok = s + start;
+	*toklen = i - start;
+	*pos = i;
+	return 1;
+}
+
+/* Whether a number token is an integer that jansson reads and writes back
+ * unchanged: 0, or -?[1-9][0-9]{0,17}. */
+static int
+plain_integer(const char *tok, size_t len)
+{
+	size_t i = tok[0] == '-';
+
+	if (len == 1 && tok[0] == '0')
+		return 1;
+	if (len <= i || len - i > 18 || tok[i] == '0')
+		return 0;
+	for (; i < len; i++)
+		if (tok[i] < '0' || tok[i] > '9')
+			return 0;
+	return 1;
+}
+
+/*
+ * Whether every number token of text (len bytes, parsed into j) comes out
+ * of the canonical dump as written, so that two texts whose numbers differ
+ * in any digit never share a canonical form.  Plain integers always do;
+ * otherwise the tokens are compared with those of an unsorted dump, whose
+ * numbers are in document order.  Returns 1, 0, or -1 when out of memory.
+ */
+static int
+numbers_exact(const char *text, size_t len, const json_t *j)
+{
+	const char *a, *b;
+	size_t pa = 0, pb = 0, la, lb, dlen;
+	char *dump;
+	int more, same = 1, plain = 1;
+
+	while (plain && next_number(text, len, &pa, &a, &la))
+		plain = plain_integer(a, la);
+	if (plain)
+		return 1;
+	if ((dump = json_dumps(j, DUMP_FLAGS)) == NULL)
+		return -1;
+	dlen = strlen(dump);
+	pa = 0;
+	do {
+		more = next_number(text, len, &pa, &a, &la);
+		if (more != next_number(dump, dlen, &pb, &b, &lb) ||
+		    (more && (la != lb || memcmp(a, b, la) != 0)))
+			same = 0;
+	} while (more && same);
+	free(dump);
+	return same;
+}
+
 char *
 idem_json_canonical(const char *text, size_t len)
 {
 	json_error_t err;
 	json_t *j;
-	char *out;
+	char *out = NULL;
 	size_t i;
 
 	for (i = 0; i < len && isspace((unsigned char)text[i]); i++)
@@ -61,29 +212,46 @@ idem_json_canonical(const char *text, size_t len)
 		return NULL;
 	if ((j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err)) == NULL)
 		return NULL;
-	out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	if (numbers_exact(text, len, j) == 1)
+		out = json_dumps(j, DUMP_FLAGS | JSON_SORT_KEYS);
 	json_decref(j);
 	return out;
 }
 
+/* A query pair: its text, the length of its name, its place. */
+typedef struct qpair {
+	const char *s;
+	size_t name;
+	size_t idx;
+} qpair;
+
+/* Orders pairs by name, and pairs of one name by their place. */
 static int
-cmp_str(const void *a, const void *b)
+cmp_pair(const void *a, const void *b)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	const qpair *x = a, *y = b;
+	int c = memcmp(x->s, y->s, x->name < y->name ? x->name : y->name);
+
+	if (c != 0)
+		return c;
+	if (x->name != y->name)
+		return x->name < y->name ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
 char *
 idem_query_canonical(const char *query)
 {
 	size_t n = 1, i, len = strlen(query), used = 0;
-	char *copy = strdup(query), **pairs, *p, *out, *save = NULL;
+	char *copy = strdup(query), *p, *out, *save = NULL;
+	qpair *pairs;
 
 	if (copy == NULL)
 		return NULL;
 	for (p = copy; *p != '\0'; p++)
 		if (*p == '&')
 			n++;
-	pairs = calloc(n, sizeof(char *));
+	pairs = calloc(n, sizeof(*pairs));
 	out = malloc(len + 1);
 	if (pairs == NULL || out == NULL) {
 		free(copy);
@@ -93,15 +261,19 @@ idem_query_canonical(const char *query)
 	}
 	n = 0;
 	for (p = strtok_r(copy, "&", &save); p != NULL;
-	    p = strtok_r(NULL, "&", &save))
-		pairs[n++] = p;
-	qsort(pairs, n, sizeof(char *), cmp_str);
+	    p = strtok_r(NULL, "&", &save)) {
+		pairs[n].s = p;
+		pairs[n].name = strcspn(p, "=");
+		pairs[n].idx = n;
+		n++;
+	}
+	qsort(pairs, n, sizeof(*pairs), cmp_pair);
 	out[0] = '\0';
 	for (i = 0; i < n; i++) {
-		size_t pl = strlen(pairs[i]);
+		size_t pl = strlen(pairs[i].s);
 		if (used > 0)
 			out[used++] = '&';
-		memcpy(out + used, pairs[i], pl);
+		memcpy(out + used, pairs[i].s, pl);
 		used += pl;
 	}
 	out[used] = '\0';
@@ -110,17 +282,73 @@ idem_query_canonical(const char *query)
 	return out;
 }
 
+char *
+idem_media_type(const char *ctype, int *json)
+{
+	const char *p = ctype != NULL ? ctype : "";
+	size_t n = 0, type_len;
+	int quoted = 0;
+	char *out;
+
+	*json = 0;
+	if ((out = malloc(strlen(p) + 1)) == NULL)
+		return NULL;
+	while (is_ows(*p))
+		p++;
+	for (; *p != '\0' && *p != ';'; p++)
+		out[n++] = (char)tolower((unsigned char)*p);
+	while (n > 0 && is_ows(out[n - 1]))
+		n--;
+	type_len = n;
+	/* the parameters as sent, but for the white space around each ';'
+	 * outside quoted strings */
+	for (; *p != '\0'; p++) {
+		if (*p == ';' && !quoted) {
+			while (n > type_len && is_ows(out[n - 1]))
+				n--;
+			out[n++] = ';';
+			while (is_ows(p[1]))
+				p++;
+			continue;
+		}
+		if (quoted && *p == '\\' && p[1] != '\0')
+			out[n++] = *p++;
+		else if (*p == '"')
+			quoted = !quoted;
+		out[n++] = *p;
+	}
+	while (!quoted && n > type_len && is_ows(out[n - 1]))
+		n--;
+	out[n] = '\0';
+	*json = (type_len == 16 && memcmp(out, "application/json", 16) == 0) ||
+	    (type_len > 5 && memchr(out, '/', type_len - 5) != NULL &&
+	    memcmp(out + type_len - 5, "+json", 5) == 0);
+	return out;
+}
+
+/* Feeds n to the digest as a LEB128 varint: self-delimiting, and one
+ * byte below 128, so a small request stays within two SHA-256 blocks. */
+static int
+put_len(EVP_MD_CTX *ctx, uint64_t n)
+{
+	unsigned char b[10];
+	size_t i = 0;
+
+	do {
+		b[i] = (unsigned char)(n & 0x7f);
+		n >>= 7;
+		if (n != 0)
+			b[i] |= 0x80;
+		i++;
+	} while (n != 0);
+	return EVP_DigestUpdate(ctx, b, i) == 1;
+}
+
 /* Feeds one length-prefixed field to the digest. */
 static int
 field(EVP_MD_CTX *ctx, const void *data, size_t len)
 {
-	unsigned char pre[8];
-	uint64_t l = len;
-	int i;
-
-	for (i = 7; i >= 0; i--, l >>= 8)
-		pre[i] = (unsigned char)l;
-	return EVP_DigestUpdate(ctx, pre, 8) == 1 &&
+	return put_len(ctx, len) &&
 	    (len == 0 || EVP_DigestUpdate(ctx, data, len) == 1);
 }
 
@@ -130,18 +358,25 @@ idem_fingerprint(const idem_request *req, unsigned char out[32])
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	const char *tmpl = req->route != NULL ? req->route->tmpl : "";
 	char *query = idem_query_canonical(req->query);
-	size_t blen;
+	size_t blen, i;
 	const char *body = idem_request_body(req, &blen);
-	char *canon = idem_json_canonical(body, blen);
+	int json;
+	char *media = idem_media_type(idem_request_header(req, "Content-Type"),
+	    &json);
+	char *canon = json ? idem_json_canonical(body, blen) : NULL;
 	unsigned int n = 32;
 	int ok;
 
-	ok = ctx != NULL && query != NULL &&
+	ok = ctx != NULL && query != NULL && media != NULL &&
 	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
 	    field(ctx, req->method, strlen(req->method)) &&
 	    field(ctx, tmpl, strlen(tmpl)) &&
-	    field(ctx, req->path, strlen(req->path)) &&
-	    field(ctx, query, strlen(query)) &&
+	    /* each decoded segment apart: "a%2Fb/c" is not "a/b%2Fc" */
+	    put_len(ctx, req->nsegs);
+	for (i = 0; ok && i < req->nsegs; i++)
+		ok = field(ctx, req->segs[i], strlen(req->segs[i]));
+	ok = ok && field(ctx, query, strlen(query)) &&
+	    field(ctx, media, strlen(media)) &&
 	    /* a canonical JSON body is marked so it never equals raw bytes */
 	    field(ctx, canon != NULL ? "J" : "B", 1) &&
 	    field(ctx, canon != NULL ? canon : body,
@@ -149,6 +384,7 @@ idem_fingerprint(const idem_request *req, unsigned char out[32])
 	    EVP_DigestFinal_ex(ctx, out, &n) == 1;
 	EVP_MD_CTX_free(ctx);
 	free(query);
+	free(media);
 	free(canon);
 	return ok ? IDEM_OK : IDEM_ERR_NOMEM;
 }

@@ -10,36 +10,69 @@
 
 #include "idem_config.h"
 #include "idem_request.h"
+#include "idem_store.h"
 
 /*
- * Whether key (len bytes) is valid for fmt: opaque is 1..255 visible ASCII
- * (0x21-0x7e); uuid the 36-char canonical form; uuidv7 that form with
- * version 7 and variant 10 (RFC 9562).  Returns 1 or 0.
+ * Whether key (len bytes, NUL-terminated) is valid for fmt: opaque is
+ * 1..255 visible ASCII (0x21-0x7e); uuid the 36-char canonical form in
+ * either case; uuidv7 that form with version 7 and variant 10 (RFC 9562).
+ * Returns 1 or 0.
  */
 int idem_key_valid(idem_key_format fmt, const char *key, size_t len);
+
+/*
+ * The key of an Idempotency-Key header value under fmt, into out
+ * (NUL-terminated) and *len.  Surrounding spaces and tabs are dropped; the
+ * value is an RFC 8941 sf-string ("...", printable ASCII, \" and \\
+ * escapes, nothing after the closing quote), decoded, or else a bare token
+ * taken as is.  The result must pass idem_key_valid, so an opaque key has
+ * no space even when quoted.  A uuid or uuidv7 key is lower-cased; an
+ * opaque key is kept byte for byte.  Returns IDEM_OK, or IDEM_ERR_INVALID
+ * (out empty, *len 0).
+ */
+idem_err idem_key_parse(idem_key_format fmt, const char *header,
+    char out[IDEM_KEY_MAX + 1], size_t *len);
 
 /* SHA-256 of len bytes into out.  Returns IDEM_OK or IDEM_ERR_NOMEM. */
 idem_err idem_sha256(const void *data, size_t len, unsigned char out[32]);
 
 /*
  * The fingerprint of req (routed, body read): SHA-256 over the method, the
- * route template, the concrete path, the canonical query (pairs sorted) and
- * the body, each length-prefixed.  A body that is a JSON object or array is
- * canonicalised first (sorted keys, compact), so key order and white space
- * do not change it; any other body counts byte for byte.
+ * route template, each decoded path segment, the canonical query, the
+ * media type (idem_media_type) and the body, each length-prefixed.  With a
+ * JSON media type, a body that idem_json_canonical accepts counts in its
+ * canonical form, so key order and white space do not change it; any other
+ * body counts byte for byte (marked apart from a canonical one).  Returns
+ * IDEM_OK or IDEM_ERR_NOMEM.
  */
 idem_err idem_fingerprint(const idem_request *req, unsigned char out[32]);
 
 /*
- * The canonical form of a JSON object or array text: sorted keys, no
- * white space.  Returns a string the caller frees, or NULL when the text is
- * not a JSON object or array (or has duplicate keys).
+ * The canonical form of a JSON object or array text (len bytes): sorted
+ * keys, no white space.  Returns a string the caller frees, or NULL when
+ * the text is not a JSON object or array, has duplicate keys, or has a
+ * number that the canonical form would not write exactly as written (0.10,
+ * 1e2, more than 15 significant digits, -0): texts whose numbers differ in
+ * any digit never share a canonical form.
  */
 char *idem_json_canonical(const char *text, size_t len);
 
-/* The query with its '&'-separated pairs sorted and empty ones dropped.
- * Returns a string the caller frees, or NULL when out of memory. */
+/*
+ * The query with its '&'-separated pairs sorted by name (the part before
+ * '='), pairs of one name kept in their order, and empty ones dropped.
+ * Returns a string the caller frees, or NULL when out of memory.
+ */
 char *idem_query_canonical(const char *query);
+
+/*
+ * The media type of a Content-Type value (NULL: none): type/subtype
+ * lower-cased, parameters kept as sent, white space around each ';'
+ * (outside quoted strings) and at the ends dropped.  *json is set when the
+ * type is application/json or has a +json suffix, whatever the case and
+ * parameters.  Returns a string the caller frees ("" for none), or NULL
+ * when out of memory.
+ */
+char *idem_media_type(const char *ctype, int *json);
 
 /*
  * The stored scope of a principal (the REMOTE_USER, or the value of the

@@ -860,6 +860,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	idem_reserve_result rr;
 	uint64_t deadline = 0;
 	long pause = 5;
+	size_t klen;
 	idem_err err;
 
 	if (key == NULL) {
@@ -872,19 +873,20 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		}
 		return;
 	}
-	if (!idem_key_valid(cfg->key_format, key, strlen(key))) {
+	if (idem_key_parse(cfg->key_format, key, req->idem_keybuf, &klen) !=
+	    IDEM_OK) {
 		count(mw, IDEM_OUTCOME_KEY_INVALID);
 		snprintf(detail, sizeof(detail), "an Idempotency-Key here is %s",
 		    formats[cfg->key_format]);
 		refuse(res, 400, "IDEMPOTENCY_KEY_INVALID", detail, 0);
 		return;
 	}
-	if (store_key(mw, req, key, &sk, res) < 0) {
+	if (store_key(mw, req, req->idem_keybuf, &sk, res) < 0) {
 		count(mw, IDEM_OUTCOME_SCOPE_MISSING);
 		return;
 	}
 	/* from here on, log lines about req carry the key's hash */
-	req->idem_key = key;
+	req->idem_key = req->idem_keybuf;
 	req->idem_key_len = sk.key_len;
 	memcpy(req->idem_scope, sk.scope, sizeof(sk.scope));
 	if (idem_fingerprint(req, fp) != IDEM_OK) {

@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,7 @@ idem_request_parse(idem_request *req, char *const *envp,
 
 	cl = idem_request_env(req, "CONTENT_LENGTH");
 	if (cl != NULL && *cl != '\0') {
+		req->has_length = 1;
 		for (i = 0; cl[i] != '\0'; i++) {
 			if (!isdigit((unsigned char)cl[i]) || i >= 19) {
 				idem_problem_set(pb, 400, "BAD_CONTENT_LENGTH",
@@ -263,12 +265,66 @@ idem_request_parse(idem_request *req, char *const *envp,
 	return split_path(req, uri, len, 1, pb);
 }
 
+/*
+ * Reads a body of unknown length (no CONTENT_LENGTH) until rd reports its
+ * end, into req->body, growing the buffer up to one byte over max_body.
+ * Returns as idem_request_read_body does.
+ */
+static idem_err
+read_to_end(idem_request *req, uint64_t max_body, idem_read_fn rd,
+    void *ctx, idem_problem *pb)
+{
+	size_t limit = max_body < SIZE_MAX - 1 ? (size_t)max_body + 1 :
+	    SIZE_MAX - 1;
+	size_t got = 0, cap = 0;
+	char *buf = NULL, *grown;
+	ssize_t r;
+
+	while (got < limit) {
+		if (got == cap) {
+			size_t ncap = cap == 0 ? 4096 : cap * 2;
+			if (cap > limit / 2 || ncap > limit)
+				ncap = limit;
+			if ((grown = realloc(buf, ncap + 1)) == NULL) {
+				free(buf);
+				idem_problem_set(pb, 500, "OUT_OF_MEMORY",
+				    "out of memory");
+				return IDEM_ERR_NOMEM;
+			}
+			buf = grown;
+			cap = ncap;
+		}
+		if ((r = rd(ctx, buf + got, cap - got)) == 0)
+			break;
+		if (r < 0) {
+			free(buf);
+			idem_problem_set(pb, 400, "BODY_INCOMPLETE",
+			    "reading the body failed after %zu bytes", got);
+			return IDEM_ERR_PROTOCOL;
+		}
+		got += (size_t)r;
+	}
+	if (got > max_body) {
+		free(buf);
+		idem_problem_set(pb, 413, "BODY_TOO_LARGE", "the body is "
+		    "longer than the limit of %llu bytes",
+		    (unsigned long long)max_body);
+		return IDEM_ERR_TOO_LARGE;
+	}
+	buf[got] = '\0';
+	req->body = buf;
+	req->body_len = got;
+	return IDEM_OK;
+}
+
 idem_err
 idem_request_read_body(idem_request *req, uint64_t max_body, idem_read_fn rd,
     void *ctx, idem_problem *pb)
 {
 	size_t got = 0, want;
 
+	if (!req->has_length)
+		return read_to_end(req, max_body, rd, ctx, pb);
 	if (req->content_length > max_body) {
 		idem_problem_set(pb, 413, "BODY_TOO_LARGE",
 		    "the body has %llu bytes; the limit is %llu",
@@ -303,8 +359,8 @@ idem_request_drain_body(idem_request *req, uint64_t limit, idem_read_fn rd,
     void *ctx)
 {
 	char buf[16384];
-	uint64_t left = req->content_length < limit ? req->content_length :
-	    limit;
+	uint64_t left = req->has_length && req->content_length < limit ?
+	    req->content_length : limit;
 
 	while (left > 0) {
 		ssize_t r = rd(ctx, buf, left < sizeof(buf) ? (size_t)left :

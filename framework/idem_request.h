@@ -6,6 +6,7 @@
  * request id, Content-Length) without touching the body; the dispatcher
  * checks the length against max-body and only then calls
  * idem_request_read_body(), so an oversized body is never read into memory.
+ * A body without CONTENT_LENGTH is read to its end, at most max-body.
  */
 #ifndef IDEM_REQUEST_H
 #define IDEM_REQUEST_H
@@ -15,6 +16,7 @@
 #include <sys/types.h>
 
 #include "idemfcgi.h"
+#include "idem_store.h"
 
 #define IDEM_MAX_SEGMENTS 32     /* path segments */
 #define IDEM_MAX_PATH 4096       /* bytes of the routed path */
@@ -39,14 +41,17 @@ struct idem_request {
 	const char *segs[IDEM_MAX_SEGMENTS];
 	size_t nsegs;
 	uint64_t content_length;
+	int has_length;           /* CONTENT_LENGTH was sent, not empty */
 	char *body;               /* owned, NUL-terminated; NULL before read */
 	size_t body_len;
 	char request_id[IDEM_REQUEST_ID_MAX + 1];
 	const struct idem_route *route;  /* set by the router */
 	/* set by the idempotency middleware once the key is valid, for the
-	 * key hash in log lines: the key (borrowed from envp) and scope hash */
+	 * key hash in log lines: the normalised key (in idem_keybuf) and the
+	 * scope hash */
 	const char *idem_key;
 	size_t idem_key_len;
+	char idem_keybuf[IDEM_KEY_MAX + 1];
 	unsigned char idem_scope[32];
 	idem_param params[IDEM_MAX_SEGMENTS];
 	size_t nparams;
@@ -80,15 +85,20 @@ idem_err idem_request_parse(idem_request *req, char *const *envp,
     const idem_request_limits *lim, idem_problem *pb);
 
 /*
- * Reads exactly Content-Length bytes with rd.  Returns IDEM_OK;
- * IDEM_ERR_TOO_LARGE (413 in *pb) when Content-Length is over max_body, in
- * which case nothing is kept (see idem_request_drain_body); or
- * IDEM_ERR_PROTOCOL (400) when the body ends early.
+ * Reads the body with rd into req->body: exactly CONTENT_LENGTH bytes, or,
+ * when CONTENT_LENGTH is absent or empty, everything until rd returns 0
+ * (the end of FCGI_STDIN).  Returns IDEM_OK; IDEM_ERR_TOO_LARGE (413 in
+ * *pb) when the body is over max_body (a CONTENT_LENGTH over it is refused
+ * before reading; a body of unknown length after max_body + 1 bytes), in
+ * which case nothing is kept (see idem_request_drain_body);
+ * IDEM_ERR_PROTOCOL (400) when the body ends before CONTENT_LENGTH or a
+ * read fails; IDEM_ERR_NOMEM (500).
  */
 idem_err idem_request_read_body(idem_request *req, uint64_t max_body,
     idem_read_fn rd, void *ctx, idem_problem *pb);
 
-/* Reads and discards up to limit bytes of an unread body. */
+/* Reads and discards up to limit bytes of an unread body (of a body
+ * without CONTENT_LENGTH, up to limit bytes or its end). */
 void idem_request_drain_body(idem_request *req, uint64_t limit,
     idem_read_fn rd, void *ctx);
 

@@ -188,6 +188,57 @@ Test(fcgi, content_length_lies, .init = start_default, .fini = stop_default)
 	fc_response_free(&r);
 }
 
+/* A body sent without CONTENT_LENGTH (as some web servers forward a
+ * chunked request) is read to the end of FCGI_STDIN: a different body with
+ * the same key is a conflict, not the first one's replay. */
+Test(fcgi, body_without_content_length, .init = start_default,
+    .fini = stop_default)
+{
+	const char *params[] = { "REQUEST_METHOD", "POST", "REQUEST_URI",
+	    "/testkit/echo", "CONTENT_TYPE", "application/json",
+	    "HTTP_IDEMPOTENCY_KEY", "no-cl", NULL };
+	char *big = malloc(3000);
+	fc_response r;
+	char exec[64];
+	json_t *j;
+
+	cr_assert_eq(fc_request_raw(h.addr, params, "{\"amount\":1}", 12, &r),
+	    0);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	j = body_json(&r);
+	cr_expect_eq(json_integer_value(json_object_get(json_object_get(j,
+	    "echo"), "amount")), 1, "%s", r.body);
+	snprintf(exec, sizeof(exec), "%s",
+	    json_string_value(json_object_get(j, "exec")));
+	json_decref(j);
+	fc_response_free(&r);
+	cr_assert_eq(fc_request_raw(h.addr, params, "{\"amount\":2}", 12, &r),
+	    0);
+	cr_expect_eq(r.status, 409, "%s", r.body);
+	cr_expect(strstr(r.body, "IDEMPOTENCY_CONFLICT") != NULL, "%s", r.body);
+	cr_expect_null(strstr(r.body, exec), "got the first one's answer");
+	fc_response_free(&r);
+	cr_assert_eq(fc_request_raw(h.addr, params, "{ \"amount\": 1 }", 15,
+	    &r), 0);
+	cr_expect_str_eq(fc_header(&r, "Idempotent-Replayed"), "true");
+	fc_response_free(&r);
+	cr_expect_eq(harness_count(&h, "/testkit/echo"), 1);
+
+	/* over max-body (1k): 413, the rest drained, the server fine */
+	memset(big, 'x', 3000);
+	params[7] = "no-cl-big";
+	cr_assert_eq(fc_request_raw(h.addr, params, big, 3000, &r), 0);
+	cr_expect_eq(r.status, 413, "%s", r.body);
+	cr_expect(strstr(r.body, "BODY_TOO_LARGE") != NULL, "%s", r.body);
+	fc_response_free(&r);
+	free(big);
+	cr_assert_eq(fc_http(h.addr, "POST", "/testkit/echo", NULL, "ok", &r),
+	    0);
+	cr_expect_eq(r.status, 201);
+	fc_response_free(&r);
+	cr_expect_eq(harness_count(&h, "/testkit/echo"), 2);
+}
+
 Test(fcgi, missing_params, .init = start_default, .fini = stop_default)
 {
 	const char *no_method[] = { "REQUEST_URI", "/testkit/echo", NULL };

@@ -138,8 +138,9 @@ static const idem_store_ops faulty_ops = { "faulty", f_reserve, f_commit,
 static idem_service *svc;
 static faulty *fs;
 
-/* A service with the counting handler on POST /c and /c/{x} (default
- * policy) and POST /opt (optional), over a faulty memory store. */
+/* A service with the counting handler on POST /c, /c/{x} and /two/{a}/{b}
+ * (default policy), POST /opt (optional) and /off, over a faulty memory
+ * store. */
 static void
 setup_with(const char *idem_conf)
 {
@@ -159,6 +160,8 @@ setup_with(const char *idem_conf)
 	    IDEM_POLICY_OPTIONAL, counting, NULL, "test"), IDEM_OK);
 	cr_assert_eq(idem_router_add(svc->router, "POST", "/off",
 	    IDEM_POLICY_OFF, counting, NULL, "test"), IDEM_OK);
+	cr_assert_eq(idem_router_add(svc->router, "POST", "/two/{a}/{b}",
+	    IDEM_POLICY_DEFAULT, counting, NULL, "test"), IDEM_OK);
 	/* wrap the store the service opened */
 	fs = calloc(1, sizeof(*fs));
 	fs->base.ops = &faulty_ops;
@@ -235,6 +238,8 @@ post(const char *uri, const char *body, const char *p1, const char *p2)
 }
 
 #define KEY(k) "HTTP_IDEMPOTENCY_KEY=" k
+#define CTYPE(t) "CONTENT_TYPE=" t
+#define JSON CTYPE("application/json")
 
 static void
 expect_problem(const reply *r, int status, const char *code)
@@ -367,22 +372,185 @@ Test(mw, uuid_keys)
 	teardown();
 }
 
+/* A UUID key names one operation in either case; an opaque key is
+ * byte-exact. */
+Test(mw, uuid_keys_ignore_case)
+{
+	static const char *const conf[] = { "key-format = uuid",
+	    "key-format = uuidv7", "" };
+	const char *lower = KEY("0190f2a4-8c3e-7d5a-9b7c-123456789abc");
+	const char *upper = KEY("0190F2A4-8C3E-7D5A-9B7C-123456789ABC");
+	reply r;
+	size_t i;
+
+	for (i = 0; i < 3; i++) {
+		setup_with(conf[i]);
+		r = post("/c", "{}", lower, NULL);
+		cr_expect_eq(r.status, 201, "%s: %s", conf[i], r.body);
+		r = post("/c", "{}", upper, NULL);
+		cr_expect_eq(r.status, 201, "%s: %s", conf[i], r.body);
+		cr_expect_str_eq(r.replayed, i < 2 ? "true" : "", "%s",
+		    conf[i]);
+		cr_expect_eq(atomic_load(&calls), i < 2 ? 1 : 2, "%s: ran %d "
+		    "times", conf[i], atomic_load(&calls));
+		teardown();
+	}
+}
+
+/* The draft's sf-string and the bare token are one key; a malformed
+ * sf-string is refused. */
+Test(mw, quoted_keys)
+{
+	static const char *const bad[] = { KEY("\"k"), KEY("\"k\\x\""),
+	    KEY("\"k\"x"), KEY("\"\""), KEY("\"a b\"") };
+	reply r;
+	size_t i;
+
+	setup_with("");
+	r = post("/c", "{}", KEY("\"k-9\""), NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = post("/c", "{}", KEY("k-9"), NULL);
+	cr_expect_str_eq(r.replayed, "true");
+	r = post("/c", "{}", KEY("\"a\\\"b\""), NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = post("/c", "{}", KEY("a\"b"), NULL);
+	cr_expect_str_eq(r.replayed, "true");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = post("/c", "{}", bad[i], NULL);
+		expect_problem(&r, 400, "IDEMPOTENCY_KEY_INVALID");
+	}
+	cr_expect_eq(atomic_load(&calls), 2);
+	teardown();
+	setup_with("key-format = uuid");
+	r = post("/c", "{}",
+	    KEY("\"0190F2A4-8C3E-7D5A-9B7C-123456789ABC\""), NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = post("/c", "{}", KEY("0190f2a4-8c3e-7d5a-9b7c-123456789abc"),
+	    NULL);
+	cr_expect_str_eq(r.replayed, "true");
+	cr_expect_eq(atomic_load(&calls), 1);
+	teardown();
+}
+
 Test(mw, conflict_on_other_request, .init = setup_default, .fini = teardown)
 {
-	reply r = post("/c", "{\"amount\":5}", KEY("k2"), NULL);
+	reply r = post("/c", "{\"amount\":5}", KEY("k2"), JSON);
 
 	cr_expect_eq(r.status, 201);
-	r = post("/c", "{\"amount\":6}", KEY("k2"), NULL);
+	r = post("/c", "{\"amount\":6}", KEY("k2"), JSON);
 	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
-	r = post("/c/other", "{\"amount\":5}", KEY("k2"), NULL);
+	r = post("/c/other", "{\"amount\":5}", KEY("k2"), JSON);
 	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
-	r = post("/c?x=1", "{\"amount\":5}", KEY("k2"), NULL);
+	r = post("/c?x=1", "{\"amount\":5}", KEY("k2"), JSON);
 	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
 	/* same JSON, other key order and white space: a replay */
-	r = post("/c", " { \"amount\" :\n5 } ", KEY("k2"), NULL);
+	r = post("/c", " { \"amount\" :\n5 } ", KEY("k2"), JSON);
 	cr_expect_eq(r.status, 201);
 	cr_expect_str_eq(r.replayed, "true");
 	cr_expect_eq(atomic_load(&calls), 1);
+}
+
+/* Requests that differ only where the fingerprint used to be blind: each
+ * second request is another operation, never the first one's replay. */
+Test(mw, encoded_slash_is_another_request, .init = setup_default,
+    .fini = teardown)
+{
+	reply r = post("/two/a%2Fb/c", "{}", KEY("s1"), NULL);
+
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = post("/two/a/b%2Fc", "{}", KEY("s1"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+	r = post("/two/a%2Fb/c", "{}", KEY("s1"), NULL);
+	cr_expect_str_eq(r.replayed, "true");
+	cr_expect_eq(atomic_load(&calls), 1);
+}
+
+Test(mw, repeated_query_values_keep_order, .init = setup_default,
+    .fini = teardown)
+{
+	reply r = post("/c?tag=x&b=1&tag=y", "{}", KEY("q1"), NULL);
+
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	/* names sort: the order of different names does not matter */
+	r = post("/c?b=1&tag=x&tag=y", "{}", KEY("q1"), NULL);
+	cr_expect_str_eq(r.replayed, "true");
+	/* the order of one name's values does */
+	r = post("/c?tag=y&b=1&tag=x", "{}", KEY("q1"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+	cr_expect_eq(atomic_load(&calls), 1);
+}
+
+Test(mw, content_type_counts, .init = setup_default, .fini = teardown)
+{
+	reply r = post("/c", "{\"a\":1,\"b\":2}", KEY("t1"),
+	    JSON);
+
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	/* the same bytes as another media type are another request */
+	r = post("/c", "{\"a\":1,\"b\":2}", KEY("t1"), CTYPE("text/plain"));
+	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+	r = post("/c", "{\"a\":1,\"b\":2}", KEY("t1"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+	/* JSON media types are canonicalised; type and subtype in any case */
+	r = post("/c", "{\"b\":2, \"a\":1}", KEY("t1"),
+	    CTYPE(" Application/JSON "));
+	cr_expect_str_eq(r.replayed, "true", "%d %s", r.status, r.body);
+	/* parameters count, the white space around ';' does not */
+	r = post("/c", "{}", KEY("t2"),
+	    CTYPE("application/json; charset=utf-8"));
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = post("/c", "{}", KEY("t2"),
+	    CTYPE("application/json ;charset=utf-8"));
+	cr_expect_str_eq(r.replayed, "true", "%d %s", r.status, r.body);
+	r = post("/c", "{}", KEY("t2"), JSON);
+	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+	/* any other type counts byte for byte, even when it parses as JSON */
+	r = post("/c", "{\"a\":1,\"b\":2}", KEY("t3"), CTYPE("text/plain"));
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = post("/c", "{\"b\":2,\"a\":1}", KEY("t3"), CTYPE("text/plain"));
+	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+	/* a +json suffix is JSON */
+	r = post("/c", "{\"a\":1,\"b\":2}", KEY("t4"),
+	    CTYPE("application/merge-patch+json"));
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = post("/c", "{\"b\":2,\"a\":1}", KEY("t4"),
+	    CTYPE("application/merge-patch+json"));
+	cr_expect_str_eq(r.replayed, "true", "%d %s", r.status, r.body);
+	cr_expect_eq(atomic_load(&calls), 4);
+}
+
+Test(mw, json_numbers_exact, .init = setup_default, .fini = teardown)
+{
+	static const char *const pairs[][2] = {
+		{ "{\"x\":0.1}", "{\"x\":0.1000000000000000000001}" },
+		{ "{\"x\":9007199254740993.0}", "{\"x\":9007199254740992.0}" },
+		{ "[1e2]", "[100.0]" },
+		{ "[1.50]", "[1.5]" },
+		{ "[-0]", "[0]" },
+		{ "[123456789012345678901]", "[123456789012345678902]" },
+		{ "[1e400]", "[2e400]" },
+	};
+	char key[32];
+	reply r;
+	size_t i;
+
+	for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		snprintf(key, sizeof(key), KEY("n%zu"), i);
+		r = post("/c", pairs[i][0], key, JSON);
+		cr_expect_eq(r.status, 201, "%s: %s", pairs[i][0], r.body);
+		r = post("/c", pairs[i][1], key, JSON);
+		expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+		cr_expect_str_eq(r.replayed, "", "%s got the answer of %s",
+		    pairs[i][1], pairs[i][0]);
+	}
+	/* numbers written as they are read back keep the canonical form */
+	r = post("/c", "{\"a\":[-12,0.5,1.25e-7],\"b\":0.1}", KEY("n-ok"),
+	    JSON);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = post("/c", "{\"b\":0.1, \"a\":[-12,0.5,1.25e-7]}", KEY("n-ok"),
+	    JSON);
+	cr_expect_str_eq(r.replayed, "true", "%d %s", r.status, r.body);
+	cr_expect_eq(atomic_load(&calls), 8);
 }
 
 Test(mw, conflict_status_configurable)

@@ -255,6 +255,89 @@ Test(body, none)
 	idem_request_clear(&req);
 }
 
+/* An idem_read_fn that fails after the data of a harness_body. */
+static ssize_t
+read_then_fail(void *ctx, char *buf, size_t len)
+{
+	harness_body *b = ctx;
+
+	return b->pos < b->len ? harness_read_body(ctx, buf, len) : -1;
+}
+
+/* Without CONTENT_LENGTH (or with an empty one) the body is read to its
+ * end, never taken as empty. */
+Test(body, no_content_length_read_to_end)
+{
+	char *absent[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/", NULL };
+	char *empty[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/",
+	    "CONTENT_LENGTH=", NULL };
+	char *const *envs[] = { absent, empty };
+	char *big = malloc(100000);
+	idem_request req;
+	idem_problem pb;
+	size_t len, i;
+
+	memset(big, 'b', 100000);
+	for (i = 0; i < 2; i++) {
+		harness_body r = { "0123456789abcdefghij", 20, 0, 7, 0 };
+		harness_body rb = { big, 100000, 0, 0, 0 };
+		cr_assert_eq(parse(&req, envs[i], "", &pb), IDEM_OK);
+		cr_assert_eq(idem_request_read_body(&req, 1024, read_str, &r,
+		    &pb), IDEM_OK, "%s", pb.detail);
+		cr_expect_str_eq(idem_request_body(&req, &len),
+		    "0123456789abcdefghij");
+		cr_expect_eq(len, 20);
+		idem_request_clear(&req);
+		/* exactly max-body bytes, in reads of any size */
+		cr_assert_eq(parse(&req, envs[i], "", &pb), IDEM_OK);
+		cr_assert_eq(idem_request_read_body(&req, 100000, read_str, &rb,
+		    &pb), IDEM_OK, "%s", pb.detail);
+		cr_expect_eq(req.body_len, 100000);
+		cr_expect_eq(memcmp(req.body, big, 100000), 0);
+		cr_expect_eq(req.body[100000], '\0');
+		idem_request_clear(&req);
+	}
+	free(big);
+}
+
+Test(body, no_content_length_over_max_body)
+{
+	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/", NULL };
+	char *big = malloc(5000);
+	harness_body r = { big, 5000, 0, 7, 0 };
+	idem_request req;
+	idem_problem pb;
+
+	memset(big, 'x', 5000);
+	cr_assert_eq(parse(&req, env, "", &pb), IDEM_OK);
+	cr_expect_eq(idem_request_read_body(&req, 1024, read_str, &r, &pb),
+	    IDEM_ERR_TOO_LARGE);
+	cr_expect_eq(pb.status, 413);
+	cr_expect_str_eq(pb.code, "BODY_TOO_LARGE");
+	cr_expect_null(req.body);
+	cr_expect_leq(r.pos, 1025 + 7, "read %zu bytes past max-body", r.pos);
+	/* the rest is drained, as with a CONTENT_LENGTH over max-body */
+	idem_request_drain_body(&req, 1 << 20, read_str, &r);
+	cr_expect_eq(r.pos, 5000);
+	idem_request_clear(&req);
+	free(big);
+}
+
+Test(body, no_content_length_read_error)
+{
+	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/", NULL };
+	harness_body r = { "partial", 7, 0, 3, 0 };
+	idem_request req;
+	idem_problem pb;
+
+	cr_assert_eq(parse(&req, env, "", &pb), IDEM_OK);
+	cr_expect_eq(idem_request_read_body(&req, 1024, read_then_fail, &r,
+	    &pb), IDEM_ERR_PROTOCOL);
+	cr_expect_eq(pb.status, 400);
+	cr_expect_str_eq(pb.code, "BODY_INCOMPLETE");
+	idem_request_clear(&req);
+}
+
 Test(response, head_and_body)
 {
 	idem_response res;
