@@ -362,7 +362,7 @@ refuse(idem_response *res, int status, const char *code, const char *detail,
 char *
 idem_headers_serialize(const idem_response *res, size_t *len)
 {
-	size_t i, size = 1;
+	size_t i, kept = 0, size = 1;
 	char *out, *p;
 
 	for (i = 0; i < res->nheaders; i++)
@@ -371,16 +371,22 @@ idem_headers_serialize(const idem_response *res, size_t *len)
 	if ((out = malloc(size)) == NULL)
 		return NULL;
 	p = out;
-	for (i = 0; i < res->nheaders; i++)
-		p += sprintf(p, "%s: %s\r\n", res->headers[i].name,
-		    res->headers[i].value);
+	for (i = 0; i < res->nheaders && kept < IDEM_MAX_HEADERS; i++) {
+		const idem_header *h = &res->headers[i];
+		/* what replay would refuse is never stored */
+		if (!idem_response_header_ok(h->name, h->value))
+			continue;
+		p += sprintf(p, "%s: %s\r\n", h->name, h->value);
+		kept++;
+	}
 	*p = '\0';
 	*len = (size_t)(p - out);
 	return out;
 }
 
-/* Fills res from a stored answer plus Idempotent-Replayed.  Returns
- * IDEM_OK or an error (res then holds whatever was built). */
+/* Fills res from a stored answer plus Idempotent-Replayed, which does not
+ * count against the handler's IDEM_MAX_HEADERS.  Returns IDEM_OK or an
+ * error (res then holds whatever was built). */
 static idem_err
 replay(const idem_stored_response *sr, idem_response *res)
 {
@@ -395,17 +401,19 @@ replay(const idem_stored_response *sr, idem_response *res)
 		return IDEM_ERR_NOMEM;
 	for (line = strtok_r(copy, "\r\n", &save); line != NULL && err == IDEM_OK;
 	    line = strtok_r(NULL, "\r\n", &save)) {
-		char *colon = strchr(line, ':'), *v;
+		char *colon = strchr(line, ':');
 		if (colon == NULL)
 			continue;
 		*colon = '\0';
-		for (v = colon + 1; *v == ' '; v++)
-			;
-		err = idem_response_header(res, line, v);
+		/* the one space idem_headers_serialize writes: a value's own
+		 * leading blanks stay */
+		err = idem_response_header(res, line,
+		    colon[1] == ' ' ? colon + 2 : colon + 1);
 	}
 	free(copy);
 	if (err == IDEM_OK)
-		err = idem_response_header(res, "Idempotent-Replayed", "true");
+		err = idem_response_framework_header(res, "Idempotent-Replayed",
+		    "true");
 	if (err == IDEM_OK)
 		err = idem_response_write(res, sr->body, sr->body_len);
 	return err;

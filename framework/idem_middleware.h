@@ -93,7 +93,12 @@ idem_policy idem_middleware_policy(const idem_middleware *mw,
 void idem_middleware_handle(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next);
 
-/* "Name: value\r\n" lines of res's headers (caller frees); NULL on ENOMEM. */
+/*
+ * "Name: value\r\n" lines of res's headers to store for replay (caller
+ * frees); NULL when out of memory.  Only what replay takes back is kept:
+ * headers idem_response_header would refuse are left out, and at most
+ * IDEM_MAX_HEADERS, so the replay's own header always fits.
+ */
 char *idem_headers_serialize(const idem_response *res, size_t *len);
 
 #endif

@@ -107,7 +107,8 @@ idem_err idem_response_status(idem_response *res, int status);
 /*
  * Adds a header.  Name and value are copied; a name or value with CR, LF or
  * NUL, or a name that is not an HTTP token, is refused with IDEM_ERR_INVALID.
- * Status and Content-Length are set by the framework and refused here.
+ * Status and Content-Length are set by the framework and refused here.  A
+ * response holds up to 64 headers (IDEM_ERR_TOO_LARGE beyond).
  */
 idem_err idem_response_header(idem_response *res, const char *name,
     const char *value);

@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 
 #include "calls.h"
+#include "fcgi_client.h"
 #include "harness.h"
 
 static harness h;
@@ -49,6 +50,49 @@ static call
 one(const char *path, const char *key, const char *body)
 {
 	return call_one(h.addr, path, key, body);
+}
+
+/* Sends method path with key and one more "Name: value" header (each
+ * NULL for none) into *r (caller frees with fc_response_free). */
+static void
+send_raw(const char *method, const char *path, const char *key,
+    const char *extra, fc_response *r)
+{
+	char kh[300];
+	const char *hdr[3] = { NULL, NULL, NULL };
+	int n = 0;
+
+	if (key != NULL) {
+		snprintf(kh, sizeof(kh), "Idempotency-Key: %s", key);
+		hdr[n++] = kh;
+	}
+	if (extra != NULL)
+		hdr[n++] = extra;
+	if (fc_http(h.addr, method, path, hdr, strcmp(method, "POST") == 0 ?
+	    "{}" : NULL, r) != 0) {
+		memset(r, 0, sizeof(*r));
+		r->status = -1;
+		r->head = strdup("");
+		r->body = strdup("");
+	}
+}
+
+/* A header of r, "" when absent; a copy that lasts until the next call
+ * in this thread. */
+static const char *
+hdr(const fc_response *r, const char *name)
+{
+	const char *v = fc_header(r, name);
+
+	return v != NULL ? v : "";
+}
+
+/* A header of r into buf, "" when absent. */
+static const char *
+hdr_copy(const fc_response *r, const char *name, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s", hdr(r, name));
+	return buf;
 }
 
 /* 1. */
@@ -333,4 +377,30 @@ Test(protocol, crash_once_then_retry)
 	cr_expect_eq(c.status, -1, "the connection should have died");
 	cr_expect_eq(harness_count_key(&h, "/testkit/crash-once", "boom"), 0);
 	stop();
+}
+
+/* A handler may set 64 headers; its stored answer is replayed with all of
+ * them and Idempotent-Replayed besides (it was 500 REPLAY_FAILED for the
+ * whole lifetime of the key). */
+Test(protocol, replay_of_64_headers, .init = start_default, .fini = stop)
+{
+	fc_response a, b;
+	char name[32], loc[128];
+	int i;
+
+	send_raw("POST", "/testkit/headers/64", "h-64", NULL, &a);
+	cr_expect_eq(a.status, 201, "%s", a.body);
+	send_raw("POST", "/testkit/headers/64", "h-64", NULL, &b);
+	cr_expect_eq(b.status, 201, "%s", b.body);
+	cr_expect_str_eq(hdr(&b, "Idempotent-Replayed"), "true");
+	cr_expect_str_eq(b.body, a.body);
+	cr_expect_str_eq(hdr(&b, "Location"), hdr_copy(&a, "Location", loc,
+	    sizeof(loc)));
+	for (i = 1; i <= 61; i++) {
+		snprintf(name, sizeof(name), "X-Testkit-%d", i);
+		cr_expect_eq(atoi(hdr(&b, name)), i, "%s", name);
+	}
+	cr_expect_eq(harness_count_key(&h, "/testkit/headers/64", "h-64"), 1);
+	fc_response_free(&a);
+	fc_response_free(&b);
 }

@@ -161,6 +161,37 @@ sleep_ms(const idem_request *req, idem_response *res, void *data)
 	return finish(data, req, res, 201, NULL);
 }
 
+/* POST /testkit/headers/{n}: 201 {"exec": ...} with n headers in all:
+ * Content-Type, Location and Set-Cookie naming the execution, then
+ * X-Testkit-1: 1 and on. */
+static idem_err
+headers(const idem_request *req, idem_response *res, void *data)
+{
+	long n = num_param(req, "n", 3, 64), i;
+	char exec[37], name[32], value[64];
+	idem_err err;
+
+	if (n < 0)
+		return idem_response_problem(res, 400, "BAD_COUNT",
+		    "headers/{n} takes 3 to 64 headers");
+	new_exec(exec);
+	if ((err = record(data, req, exec)) != IDEM_OK ||
+	    (err = idem_response_json(res, 201, json_pack("{s:s}", "exec",
+	    exec))) != IDEM_OK)
+		return err;
+	snprintf(value, sizeof(value), "/testkit/things/%s", exec);
+	err = idem_response_header(res, "Location", value);
+	snprintf(value, sizeof(value), "exec=%s; Path=/; HttpOnly", exec);
+	if (err == IDEM_OK)
+		err = idem_response_header(res, "Set-Cookie", value);
+	for (i = 1; err == IDEM_OK && i <= n - 3; i++) {
+		snprintf(name, sizeof(name), "X-Testkit-%ld", i);
+		snprintf(value, sizeof(value), "%ld", i);
+		err = idem_response_header(res, name, value);
+	}
+	return err;
+}
+
 /* POST /testkit/fail: the side effect happens, then the handler fails. */
 static idem_err
 fail(const idem_request *req, idem_response *res, void *data)
@@ -248,6 +279,7 @@ setup(idem_app *app, void **data)
 		{ "/testkit/echo", echo },
 		{ "/testkit/status/{code}", status },
 		{ "/testkit/sleep/{ms}", sleep_ms },
+		{ "/testkit/headers/{n}", headers },
 		{ "/testkit/fail", fail },
 		{ "/testkit/crash", crash },
 		{ "/testkit/crash-once", crash_once },

@@ -49,6 +49,32 @@ counting(const idem_request *req, idem_response *res, void *data)
 	return idem_response_write(res, body, strlen(body));
 }
 
+/* Answers 201 with ?n=N headers in all (at most 64), among them values
+ * with leading blanks, a TAB, UTF-8 and nothing, which a replay must give
+ * back as they were. */
+static idem_err
+many_headers(const idem_request *req, idem_response *res, void *data)
+{
+	static const char *const odd[][2] = { { "X-Pad", "  two blanks" },
+	    { "X-Empty", "" }, { "X-Tab", "a\tb" },
+	    { "X-Utf8", "caf\xc3\xa9" } };
+	const char *q = idem_request_query(req);
+	int n = strncmp(q, "n=", 2) == 0 ? atoi(q + 2) : 8, i;
+	char name[32], value[32];
+	idem_err err;
+
+	atomic_fetch_add(&calls, 1);
+	err = idem_response_json(res, 201, json_pack("{s:b}", "many", 1));
+	for (i = 0; err == IDEM_OK && i < 4 && res->nheaders < (size_t)n; i++)
+		err = idem_response_header(res, odd[i][0], odd[i][1]);
+	for (i = 1; err == IDEM_OK && res->nheaders < (size_t)n; i++) {
+		snprintf(name, sizeof(name), "X-H-%d", i);
+		snprintf(value, sizeof(value), "value %d", i);
+		err = idem_response_header(res, name, value);
+	}
+	return err;
+}
+
 /* -------------------------------------------------- the faulty store */
 
 typedef struct faulty {
@@ -121,7 +147,8 @@ static idem_service *svc;
 static faulty *fs;
 
 /* A service with the counting handler on POST /c and /c/{x} (default
- * policy) and POST /opt (optional), over a faulty memory store. */
+ * policy), POST /opt (optional) and POST /off, and many_headers on POST
+ * /many, over a faulty memory store. */
 static void
 setup_with(const char *idem_conf)
 {
@@ -140,6 +167,8 @@ setup_with(const char *idem_conf)
 	    IDEM_POLICY_OPTIONAL, counting, NULL, "test"), IDEM_OK);
 	cr_assert_eq(idem_router_add(svc->router, "POST", "/off",
 	    IDEM_POLICY_OFF, counting, NULL, "test"), IDEM_OK);
+	cr_assert_eq(idem_router_add(svc->router, "POST", "/many",
+	    IDEM_POLICY_DEFAULT, many_headers, NULL, "test"), IDEM_OK);
 	/* wrap the store the service opened */
 	fs = calloc(1, sizeof(*fs));
 	fs->base.ops = &faulty_ops;
@@ -168,6 +197,8 @@ typedef struct reply {
 	char replayed[16];
 	char custom[16];
 	char retry_after[16];
+	size_t nheaders;
+	char heads[12288];      /* "Name=[value]\n" for each header */
 } reply;
 
 static void
@@ -179,19 +210,22 @@ header_copy(char *dst, size_t size, const idem_response *res,
 	snprintf(dst, size, "%s", v != NULL ? v : "");
 }
 
-/* POSTs body to uri with extra params ("HTTP_IDEMPOTENCY_KEY=..."). */
+/* Sends method uri with body and extra params ("HTTP_IDEMPOTENCY_KEY=...",
+ * NULL for none). */
 static reply
-post(const char *uri, const char *body, const char *p1, const char *p2)
+request(const char *method, const char *uri, const char *body,
+    const char *p1, const char *p2)
 {
-	char u[512], cl[64], q[512];
+	char m[64], u[512], cl[64], q[512];
 	const char *qs = strchr(uri, '?');
-	char *env[] = { "REQUEST_METHOD=POST", u, q, cl, (char *)p1,
-	    (char *)p2, NULL };
+	char *env[] = { m, u, q, cl, (char *)p1, (char *)p2, NULL };
+	size_t i, used = 0;
 	harness_body r = { body, strlen(body), 0, 0, 0 };
 	idem_request req;
 	idem_response res;
 	reply out;
 
+	snprintf(m, sizeof(m), "REQUEST_METHOD=%s", method);
 	snprintf(u, sizeof(u), "REQUEST_URI=%s", uri);
 	snprintf(q, sizeof(q), "QUERY_STRING=%s", qs != NULL ? qs + 1 : "");
 	snprintf(cl, sizeof(cl), "CONTENT_LENGTH=%zu", r.len);
@@ -209,9 +243,21 @@ post(const char *uri, const char *body, const char *p1, const char *p2)
 	header_copy(out.custom, sizeof(out.custom), &res, "X-Custom");
 	header_copy(out.retry_after, sizeof(out.retry_after), &res,
 	    "Retry-After");
+	out.nheaders = res.nheaders;
+	for (i = 0; i < res.nheaders && used < sizeof(out.heads); i++)
+		used += (size_t)snprintf(out.heads + used, sizeof(out.heads) -
+		    used, "%s=[%s]\n", res.headers[i].name,
+		    res.headers[i].value);
 	idem_response_clear(&res);
 	idem_request_clear(&req);
 	return out;
+}
+
+/* POSTs body to uri with extra params. */
+static reply
+post(const char *uri, const char *body, const char *p1, const char *p2)
+{
+	return request("POST", uri, body, p1, p2);
 }
 
 #define KEY(k) "HTTP_IDEMPOTENCY_KEY=" k
@@ -248,6 +294,83 @@ Test(mw, replay_does_not_call_handler, .init = setup_default,
 	}
 	cr_expect_eq(atomic_load(&calls), 1);
 	cr_expect_eq(fs->commits, 1);
+}
+
+/* A stored answer comes back as it was, header for header, with
+ * Idempotent-Replayed besides: also one with all the 64 headers a handler
+ * may set. */
+Test(mw, stored_answer_round_trips, .init = setup_default,
+    .fini = teardown)
+{
+	static const int sizes[] = { 8, 63, 64 };
+	char uri[32], key[32], want[sizeof(((reply *)0)->heads) + 32];
+	reply a, b;
+	size_t i;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		snprintf(uri, sizeof(uri), "/many?n=%d", sizes[i]);
+		snprintf(key, sizeof(key), KEY("rt%d"), sizes[i]);
+		a = post(uri, "{}", key, NULL);
+		cr_expect_eq(a.status, 201);
+		cr_expect_eq(a.nheaders, (size_t)sizes[i]);
+		cr_expect_str_eq(a.replayed, "");
+		b = post(uri, "{}", key, NULL);
+		cr_expect_eq(b.status, 201, "%d headers: %d %s", sizes[i],
+		    b.status, b.body);
+		cr_expect_str_eq(b.body, a.body);
+		snprintf(want, sizeof(want), "%sIdempotent-Replayed=[true]\n",
+		    a.heads);
+		cr_expect_str_eq(b.heads, want);
+	}
+	cr_expect_eq(atomic_load(&calls), 3);
+	cr_expect_eq(fs->commits, 3);
+}
+
+/* What replay would refuse is never stored, so a stored answer can always
+ * be replayed. */
+Test(serialize, keeps_only_what_replay_takes)
+{
+	idem_response res;
+	idem_header *h;
+	size_t len;
+	char *s;
+
+	idem_response_init(&res);
+	cr_assert_eq(idem_response_header(&res, "X-A", " a"), IDEM_OK);
+	/* the framework's own names, slipped past idem_response_header */
+	cr_assert_eq(idem_response_header(&res, "X-B", "b"), IDEM_OK);
+	cr_assert_eq(idem_response_header(&res, "X-C", "c"), IDEM_OK);
+	h = &res.headers[1];
+	free(h->name);
+	h->name = strdup("Content-Length");
+	h = &res.headers[2];
+	free(h->value);
+	h->value = strdup("two\r\nlines");
+	s = idem_headers_serialize(&res, &len);
+	cr_assert_not_null(s);
+	cr_expect_str_eq(s, "X-A:  a\r\n");
+	cr_expect_eq(len, strlen(s));
+	free(s);
+	idem_response_clear(&res);
+}
+
+/* The framework's own header fits beside all a handler may set. */
+Test(serialize, replay_header_beyond_the_limit)
+{
+	idem_response res;
+	char name[16];
+	size_t i;
+
+	idem_response_init(&res);
+	for (i = 0; i < IDEM_MAX_HEADERS; i++) {
+		snprintf(name, sizeof(name), "X-%zu", i);
+		cr_assert_eq(idem_response_header(&res, name, "v"), IDEM_OK);
+	}
+	cr_expect_eq(idem_response_header(&res, "X-More", "v"),
+	    IDEM_ERR_TOO_LARGE);
+	cr_expect_eq(idem_response_framework_header(&res,
+	    "Idempotent-Replayed", "true"), IDEM_OK);
+	idem_response_clear(&res);
 }
 
 Test(mw, key_missing_and_optional, .init = setup_default, .fini = teardown)
