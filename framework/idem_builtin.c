@@ -43,7 +43,7 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	    "required", cfg->required,
 	    "lifetime", lifetime,
 	    "scope", scopes[cfg->scope],
-	    "replayed-header", "Idempotent-Replayed",
+	    "replayed-header", IDEM_REPLAYED_HEADER,
 	    "conflict-status", (int)cfg->conflict_status);
 	/* each *_set_new takes its value, even when it fails: after the
 	 * first one only doc is ours to free */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <utlist.h>
@@ -359,8 +360,32 @@ refuse(idem_response *res, int status, const char *code, const char *detail,
 	}
 }
 
+/*
+ * Response headers never stored for replay: those of one response only (a
+ * client's cookie, the time, the request id), the hop-by-hop ones (RFC 9110
+ * section 7.6.1), and the replay marker, which replay adds itself.
+ */
+static const char *const never_stored[] = { "Set-Cookie", "Date",
+    "X-Request-Id", "Connection", "Keep-Alive", "Proxy-Connection",
+    "Transfer-Encoding", "Upgrade", "TE", "Trailer", IDEM_REPLAYED_HEADER };
+
+int
+idem_header_stored(const idem_config *cfg, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(never_stored) / sizeof(never_stored[0]); i++)
+		if (strcasecmp(name, never_stored[i]) == 0)
+			return 0;
+	for (i = 0; cfg != NULL && i < cfg->nreplay_omit; i++)
+		if (strcasecmp(name, cfg->replay_omit[i]) == 0)
+			return 0;
+	return 1;
+}
+
 char *
-idem_headers_serialize(const idem_response *res, size_t *len)
+idem_headers_serialize(const idem_config *cfg, const idem_response *res,
+    size_t *len)
 {
 	size_t i, kept = 0, size = 1;
 	char *out, *p;
@@ -374,7 +399,8 @@ idem_headers_serialize(const idem_response *res, size_t *len)
 	for (i = 0; i < res->nheaders && kept < IDEM_MAX_HEADERS; i++) {
 		const idem_header *h = &res->headers[i];
 		/* what replay would refuse is never stored */
-		if (!idem_response_header_ok(h->name, h->value))
+		if (!idem_response_header_ok(h->name, h->value) ||
+		    !idem_header_stored(cfg, h->name))
 			continue;
 		p += sprintf(p, "%s: %s\r\n", h->name, h->value);
 		kept++;
@@ -385,8 +411,10 @@ idem_headers_serialize(const idem_response *res, size_t *len)
 }
 
 /* Fills res from a stored answer plus Idempotent-Replayed, which does not
- * count against the handler's IDEM_MAX_HEADERS.  Returns IDEM_OK or an
- * error (res then holds whatever was built). */
+ * count against the handler's IDEM_MAX_HEADERS.  The fixed never-stored
+ * headers are dropped here too, should an answer stored by an older
+ * version carry them.  Returns IDEM_OK or an error (res then holds
+ * whatever was built). */
 static idem_err
 replay(const idem_stored_response *sr, idem_response *res)
 {
@@ -405,6 +433,8 @@ replay(const idem_stored_response *sr, idem_response *res)
 		if (colon == NULL)
 			continue;
 		*colon = '\0';
+		if (!idem_header_stored(NULL, line))
+			continue;
 		/* the one space idem_headers_serialize writes: a value's own
 		 * leading blanks stay */
 		err = idem_response_header(res, line,
@@ -412,7 +442,7 @@ replay(const idem_stored_response *sr, idem_response *res)
 	}
 	free(copy);
 	if (err == IDEM_OK)
-		err = idem_response_framework_header(res, "Idempotent-Replayed",
+		err = idem_response_framework_header(res, IDEM_REPLAYED_HEADER,
 		    "true");
 	if (err == IDEM_OK)
 		err = idem_response_write(res, sr->body, sr->body_len);
@@ -524,8 +554,8 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 		sr.status = res->status;
 		sr.body = res->body;
 		sr.body_len = res->len;
-		if ((sr.headers = idem_headers_serialize(res, &sr.headers_len))
-		    == NULL) {
+		if ((sr.headers = idem_headers_serialize(cfg, res,
+		    &sr.headers_len)) == NULL) {
 			why = "out of memory";
 		} else if (sr.headers_len + sr.body_len > cfg->max_response) {
 			idem_log(req, IDEM_LOG_WARN, "answer of %zu bytes is over "

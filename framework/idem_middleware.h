@@ -19,6 +19,9 @@
 #include "idem_request.h"
 #include "idem_store.h"
 
+/* The header a replayed answer carries, with the value "true". */
+#define IDEM_REPLAYED_HEADER "Idempotent-Replayed"
+
 /* What the background thread does for a reservation of this process. */
 typedef enum idem_lease_job {
 	IDEM_LEASE_RENEW = 0,     /* a handler runs under it: keep it alive */
@@ -94,11 +97,21 @@ void idem_middleware_handle(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next);
 
 /*
- * "Name: value\r\n" lines of res's headers to store for replay (caller
- * frees); NULL when out of memory.  Only what replay takes back is kept:
- * headers idem_response_header would refuse are left out, and at most
- * IDEM_MAX_HEADERS, so the replay's own header always fits.
+ * Whether a response header named name (any case) is stored for replay:
+ * not one of the fixed never-stored headers (Set-Cookie, Date,
+ * X-Request-Id, the hop-by-hop ones, Idempotent-Replayed) nor one of cfg's
+ * replay-omit-headers (cfg NULL: the fixed ones only).
  */
-char *idem_headers_serialize(const idem_response *res, size_t *len);
+int idem_header_stored(const idem_config *cfg, const char *name);
+
+/*
+ * "Name: value\r\n" lines of res's headers to store for replay under cfg
+ * (see idem_header_stored; caller frees); NULL when out of memory.  Only
+ * what replay takes back is kept: headers idem_response_header would
+ * refuse are left out, and at most IDEM_MAX_HEADERS, so the replay's own
+ * header always fits.  res itself, the first answer, is not changed.
+ */
+char *idem_headers_serialize(const idem_config *cfg, const idem_response *res,
+    size_t *len);
 
 #endif

@@ -404,3 +404,30 @@ Test(protocol, replay_of_64_headers, .init = start_default, .fini = stop)
 	fc_response_free(&a);
 	fc_response_free(&b);
 }
+
+/* With scope = none another client retrying the key gets the stored 201
+ * with its Location, but never the first client's cookie. */
+Test(protocol, set_cookie_never_replayed, .init = start_default,
+    .fini = stop)
+{
+	fc_response a, b;
+	char loc[128];
+
+	send_raw("POST", "/testkit/headers/5", "cookie", "X-Client: alice",
+	    &a);
+	cr_expect_eq(a.status, 201, "%s", a.body);
+	cr_expect(strncmp(hdr(&a, "Set-Cookie"), "exec=", 5) == 0, "%s",
+	    a.head);
+	send_raw("POST", "/testkit/headers/5", "cookie", "X-Client: bob", &b);
+	cr_expect_eq(b.status, 201, "%s", b.body);
+	cr_expect_str_eq(hdr(&b, "Idempotent-Replayed"), "true");
+	cr_expect_str_eq(hdr(&b, "Set-Cookie"), "", "bob got alice's cookie");
+	cr_expect_str_eq(hdr(&b, "Location"), hdr_copy(&a, "Location", loc,
+	    sizeof(loc)));
+	cr_expect(strncmp(loc, "/testkit/things/", 16) == 0, "%s", loc);
+	cr_expect_str_eq(hdr(&b, "X-Testkit-2"), "2");
+	cr_expect_str_eq(b.body, a.body);
+	cr_expect_eq(harness_count_key(&h, "/testkit/headers/5", "cookie"), 1);
+	fc_response_free(&a);
+	fc_response_free(&b);
+}

@@ -75,6 +75,39 @@ many_headers(const idem_request *req, idem_response *res, void *data)
 	return err;
 }
 
+/* Answers 201 with the headers of one response, those an answer is made
+ * of, and the handler's own. */
+static idem_err
+per_response(const idem_request *req, idem_response *res, void *data)
+{
+	static const char *const h[][2] = {
+		{ "Set-Cookie", "session=first-client; HttpOnly" },
+		{ "Location", "/things/1" },
+		{ "Date", "Sun, 29 Nov 2026 07:25:05 GMT" },
+		{ "ETag", "\"v1\"" },
+		{ "Connection", "close" },
+		{ "Keep-Alive", "timeout=5" },
+		{ "Content-Location", "/things/1" },
+		{ "Proxy-Connection", "close" },
+		{ "Transfer-Encoding", "chunked" },
+		{ "Cache-Control", "private" },
+		{ "Upgrade", "h2c" },
+		{ "te", "trailers" },
+		{ "Trailer", "X-Sum" },
+		{ "idempotent-replayed", "false" },
+		{ "X-Trace", "t-1" },
+		{ "X-Own", "mine" },
+	};
+	idem_err err;
+	size_t i;
+
+	atomic_fetch_add(&calls, 1);
+	err = idem_response_json(res, 201, json_pack("{s:i}", "id", 1));
+	for (i = 0; err == IDEM_OK && i < sizeof(h) / sizeof(h[0]); i++)
+		err = idem_response_header(res, h[i][0], h[i][1]);
+	return err;
+}
+
 /* -------------------------------------------------- the faulty store */
 
 typedef struct faulty {
@@ -147,8 +180,8 @@ static idem_service *svc;
 static faulty *fs;
 
 /* A service with the counting handler on POST /c and /c/{x} (default
- * policy), POST /opt (optional) and POST /off, and many_headers on POST
- * /many, over a faulty memory store. */
+ * policy), POST /opt (optional) and POST /off, many_headers on POST /many
+ * and per_response on POST /per-response, over a faulty memory store. */
 static void
 setup_with(const char *idem_conf)
 {
@@ -169,6 +202,8 @@ setup_with(const char *idem_conf)
 	    IDEM_POLICY_OFF, counting, NULL, "test"), IDEM_OK);
 	cr_assert_eq(idem_router_add(svc->router, "POST", "/many",
 	    IDEM_POLICY_DEFAULT, many_headers, NULL, "test"), IDEM_OK);
+	cr_assert_eq(idem_router_add(svc->router, "POST", "/per-response",
+	    IDEM_POLICY_DEFAULT, per_response, NULL, "test"), IDEM_OK);
 	/* wrap the store the service opened */
 	fs = calloc(1, sizeof(*fs));
 	fs->base.ops = &faulty_ops;
@@ -346,7 +381,7 @@ Test(serialize, keeps_only_what_replay_takes)
 	h = &res.headers[2];
 	free(h->value);
 	h->value = strdup("two\r\nlines");
-	s = idem_headers_serialize(&res, &len);
+	s = idem_headers_serialize(NULL, &res, &len);
 	cr_assert_not_null(s);
 	cr_expect_str_eq(s, "X-A:  a\r\n");
 	cr_expect_eq(len, strlen(s));
@@ -371,6 +406,37 @@ Test(serialize, replay_header_beyond_the_limit)
 	cr_expect_eq(idem_response_framework_header(&res,
 	    "Idempotent-Replayed", "true"), IDEM_OK);
 	idem_response_clear(&res);
+}
+
+/* The replay header policy: what belongs to one response (a cookie, the
+ * date, hop-by-hop headers) and what the config omits is never stored, so
+ * another client retrying the key never gets the first one's cookie; a 201
+ * replays with its Location and the handler's own headers.  The first
+ * answer is not filtered. */
+Test(mw, replay_header_policy)
+{
+	reply a, b;
+
+	setup_with("replay-omit-headers = x-trace");
+	a = post("/per-response", "{}", KEY("hp"), "REMOTE_USER=alice");
+	cr_expect_eq(a.status, 201);
+	cr_expect_eq(a.nheaders, 17, "%s", a.heads);
+	cr_expect(strstr(a.heads, "Set-Cookie=[session=first-client; "
+	    "HttpOnly]\n") != NULL, "%s", a.heads);
+	cr_expect(strstr(a.heads, "X-Trace=[t-1]\n") != NULL, "%s", a.heads);
+	b = post("/per-response", "{}", KEY("hp"), "REMOTE_USER=bob");
+	cr_expect_eq(b.status, 201);
+	cr_expect_str_eq(b.body, a.body);
+	cr_expect_str_eq(b.heads,
+	    "Content-Type=[application/json]\n"
+	    "Location=[/things/1]\n"
+	    "ETag=[\"v1\"]\n"
+	    "Content-Location=[/things/1]\n"
+	    "Cache-Control=[private]\n"
+	    "X-Own=[mine]\n"
+	    "Idempotent-Replayed=[true]\n");
+	cr_expect_eq(atomic_load(&calls), 1);
+	teardown();
 }
 
 Test(mw, key_missing_and_optional, .init = setup_default, .fini = teardown)
