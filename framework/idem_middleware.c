@@ -329,15 +329,28 @@ lease_remove(idem_middleware *mw, idem_lease *l)
 	return lost;
 }
 
+/* Methods that change nothing (RFC 9110 section 9.2.1): the default policy
+ * leaves their routes off. */
+static const char *const safe_methods[] = { "GET", "HEAD", "OPTIONS",
+    "TRACE" };
+
+idem_policy
+idem_route_policy(const idem_config *cfg, const idem_route *rt)
+{
+	size_t i;
+
+	if (rt->policy != IDEM_POLICY_DEFAULT)
+		return rt->policy;
+	for (i = 0; i < sizeof(safe_methods) / sizeof(safe_methods[0]); i++)
+		if (strcmp(rt->method, safe_methods[i]) == 0)
+			return IDEM_POLICY_OFF;
+	return cfg->required ? IDEM_POLICY_REQUIRED : IDEM_POLICY_OPTIONAL;
+}
+
 idem_policy
 idem_middleware_policy(const idem_middleware *mw, const idem_request *req)
 {
-	idem_policy p = req->route->policy;
-
-	if (p == IDEM_POLICY_DEFAULT)
-		p = mw->cfg->required ? IDEM_POLICY_REQUIRED :
-		    IDEM_POLICY_OPTIONAL;
-	return p;
+	return idem_route_policy(mw->cfg, req->route);
 }
 
 /* Replaces res with a problem; retry_after > 0 adds Retry-After. */

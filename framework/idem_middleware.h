@@ -85,7 +85,16 @@ void idem_middleware_set_instance(idem_middleware *mw, const char *id);
 /* Closes the store and frees mw.  NULL is fine. */
 void idem_middleware_free(idem_middleware *mw);
 
-/* The policy that applies to req's route (DEFAULT resolved by required). */
+/*
+ * The policy of rt under cfg: its own, or for IDEM_POLICY_DEFAULT off on
+ * the safe methods (GET, HEAD, OPTIONS, TRACE) and on every other method
+ * (POST, PUT, PATCH, DELETE, ...) required or optional as cfg's required
+ * says.
+ */
+idem_policy idem_route_policy(const idem_config *cfg,
+    const struct idem_route *rt);
+
+/* The policy of req's route (idem_route_policy). */
 idem_policy idem_middleware_policy(const idem_middleware *mw,
     const idem_request *req);
 

@@ -132,7 +132,9 @@ int idem_response_get_status(const idem_response *res);
 /* ---------------------------------------------------------------- plugins */
 
 typedef enum idem_policy {
-	IDEM_POLICY_DEFAULT = 0, /* "required" from [idempotency] decides */
+	IDEM_POLICY_DEFAULT = 0, /* off on GET, HEAD, OPTIONS, TRACE; on other
+	                          * methods "required" from [idempotency]
+	                          * decides */
 	IDEM_POLICY_OFF,         /* never idempotent (reads) */
 	IDEM_POLICY_OPTIONAL,    /* idempotent when the client sends a key */
 	IDEM_POLICY_REQUIRED     /* a request without a key gets 400 */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 
 #include "calls.h"
 #include "fcgi_client.h"
@@ -430,4 +431,75 @@ Test(protocol, set_cookie_never_replayed, .init = start_default,
 	cr_expect_eq(harness_count_key(&h, "/testkit/headers/5", "cookie"), 1);
 	fc_response_free(&a);
 	fc_response_free(&b);
+}
+
+/* A read registered with the default policy is off: no key needed, a key
+ * changes nothing, its answer is never replayed.  HEAD runs it and gets
+ * the GET answer's head, Content-Length included, without the body; a
+ * 405 lists HEAD beside GET.  The policy route says "off". */
+Test(protocol, reads_off_and_head_under_default_policy,
+    .init = start_default, .fini = stop)
+{
+	fc_response a, b, c;
+	char len[32];
+	json_t *doc, *rt;
+	size_t i;
+	int seen = 0;
+
+	send_raw("GET", "/testkit/read", NULL, NULL, &a);
+	cr_expect_eq(a.status, 200, "%s", a.body);
+	fc_response_free(&a);
+	send_raw("GET", "/testkit/read", "read-1", NULL, &a);
+	send_raw("GET", "/testkit/read", "read-1", NULL, &b);
+	cr_expect_eq(b.status, 200, "%s", b.body);
+	cr_expect_str_eq(hdr(&b, "Idempotent-Replayed"), "");
+	cr_expect_str_neq(b.body, a.body);
+	cr_expect_eq(harness_count(&h, "/testkit/read"), 3);
+	fc_response_free(&b);
+
+	send_raw("HEAD", "/testkit/read", NULL, NULL, &b);
+	cr_expect_eq(b.status, 200, "%s", b.head);
+	cr_expect_eq(b.body_len, 0, "%s", b.body);
+	snprintf(len, sizeof(len), "%zu", a.body_len);
+	cr_expect_str_eq(hdr(&b, "Content-Length"), len);
+	cr_expect_str_eq(hdr(&b, "Content-Type"), "application/json");
+	cr_expect_eq(harness_count(&h, "/testkit/read"), 4);
+	fc_response_free(&a);
+	fc_response_free(&b);
+
+	send_raw("POST", "/testkit/read", NULL, NULL, &a);
+	cr_expect_eq(a.status, 405);
+	cr_expect_str_eq(hdr(&a, "Allow"), "GET, HEAD");
+	send_raw("HEAD", "/testkit/echo", NULL, NULL, &b);
+	cr_expect_eq(b.status, 405);
+	cr_expect_str_eq(hdr(&b, "Allow"), "POST");
+	cr_expect_eq(b.body_len, 0);
+	fc_response_free(&a);
+	fc_response_free(&b);
+
+	send_raw("GET", "/idempotency", NULL, NULL, &c);
+	cr_assert_eq(c.status, 200, "%s", c.body);
+	doc = json_loads(c.body, 0, NULL);
+	cr_assert_not_null(doc, "%s", c.body);
+	json_array_foreach(json_object_get(json_object_get(doc, "idempotency"),
+	    "routes"), i, rt) {
+		const char *m = json_string_value(json_object_get(rt,
+		    "method"));
+		const char *p = json_string_value(json_object_get(rt, "path"));
+		const char *pol = json_string_value(json_object_get(rt,
+		    "policy"));
+		if (m == NULL || p == NULL || pol == NULL)
+			continue;
+		if (strcmp(p, "/testkit/read") == 0) {
+			cr_expect_str_eq(m, "GET");
+			cr_expect_str_eq(pol, "off");
+			seen |= 1;
+		} else if (strcmp(p, "/testkit/echo") == 0) {
+			cr_expect_str_eq(pol, "required");
+			seen |= 2;
+		}
+	}
+	cr_expect_eq(seen, 3, "%s", c.body);
+	json_decref(doc);
+	fc_response_free(&c);
 }

@@ -114,6 +114,13 @@ echo(const idem_request *req, idem_response *res, void *data)
 	return finish(data, req, res, 201, obj);
 }
 
+/* GET /testkit/read: a read under the default policy, so off. */
+static idem_err
+read_route(const idem_request *req, idem_response *res, void *data)
+{
+	return finish(data, req, res, 200, NULL);
+}
+
 /* Parses a path parameter as a whole number in [min, max]; -1 if not. */
 static long
 num_param(const idem_request *req, const char *name, long min, long max)
@@ -273,16 +280,18 @@ static idem_err
 setup(idem_app *app, void **data)
 {
 	static const struct {
+		const char *method;
 		const char *tmpl;
 		idem_handler_fn fn;
 	} routes[] = {
-		{ "/testkit/echo", echo },
-		{ "/testkit/status/{code}", status },
-		{ "/testkit/sleep/{ms}", sleep_ms },
-		{ "/testkit/headers/{n}", headers },
-		{ "/testkit/fail", fail },
-		{ "/testkit/crash", crash },
-		{ "/testkit/crash-once", crash_once },
+		{ "POST", "/testkit/echo", echo },
+		{ "POST", "/testkit/status/{code}", status },
+		{ "POST", "/testkit/sleep/{ms}", sleep_ms },
+		{ "POST", "/testkit/headers/{n}", headers },
+		{ "POST", "/testkit/fail", fail },
+		{ "POST", "/testkit/crash", crash },
+		{ "POST", "/testkit/crash-once", crash_once },
+		{ "GET", "/testkit/read", read_route },
 	};
 	testkit *tk = calloc(1, sizeof(*tk));
 	const char *log = NULL;
@@ -313,8 +322,9 @@ setup(idem_app *app, void **data)
 	}
 	sprintf(tk->crashed_path, "%s.crashed", log);
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-		if ((err = idem_route_add(app, "POST", routes[i].tmpl,
-		    IDEM_POLICY_DEFAULT, routes[i].fn, tk)) != IDEM_OK)
+		if ((err = idem_route_add(app, routes[i].method,
+		    routes[i].tmpl, IDEM_POLICY_DEFAULT, routes[i].fn, tk))
+		    != IDEM_OK)
 			goto fail;
 	*data = tk;
 	return IDEM_OK;

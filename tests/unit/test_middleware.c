@@ -457,6 +457,43 @@ Test(mw, key_missing_and_optional, .init = setup_default, .fini = teardown)
 	cr_expect_eq(atomic_load(&calls), 4);
 }
 
+/* The default policy is for mutations: a read (GET) registered with it is
+ * off, so it needs no key and its answer is never stored, while POST,
+ * PUT, PATCH and DELETE need one; an explicit policy still applies. */
+Test(mw, default_policy_leaves_reads_off, .init = setup_default,
+    .fini = teardown)
+{
+	static const char *const mutating[] = { "PUT", "PATCH", "DELETE" };
+	reply r;
+	size_t i;
+
+	cr_assert_eq(idem_router_add(svc->router, "GET", "/g",
+	    IDEM_POLICY_DEFAULT, counting, NULL, "test"), IDEM_OK);
+	cr_assert_eq(idem_router_add(svc->router, "GET", "/g/required",
+	    IDEM_POLICY_REQUIRED, counting, NULL, "test"), IDEM_OK);
+	for (i = 0; i < sizeof(mutating) / sizeof(mutating[0]); i++)
+		cr_assert_eq(idem_router_add(svc->router, mutating[i], "/g",
+		    IDEM_POLICY_DEFAULT, counting, NULL, "test"), IDEM_OK);
+	r = request("GET", "/g", "", NULL, NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = request("GET", "/g", "", KEY("g1"), NULL);
+	r = request("GET", "/g", "", KEY("g1"), NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	cr_expect_str_eq(r.replayed, "");
+	cr_expect_str_eq(r.body, "{\"call\":3}");
+	r = request("HEAD", "/g", "", NULL, NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	cr_expect_eq(atomic_load(&calls), 4);
+	cr_expect_eq(fs->commits, 0);
+	r = request("GET", "/g/required", "", NULL, NULL);
+	expect_problem(&r, 400, "IDEMPOTENCY_KEY_MISSING");
+	for (i = 0; i < sizeof(mutating) / sizeof(mutating[0]); i++) {
+		r = request(mutating[i], "/g", "", NULL, NULL);
+		expect_problem(&r, 400, "IDEMPOTENCY_KEY_MISSING");
+	}
+	cr_expect_eq(atomic_load(&calls), 4);
+}
+
 Test(mw, default_policy_follows_required)
 {
 	reply r;
