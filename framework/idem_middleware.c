@@ -462,6 +462,31 @@ replay(const idem_stored_response *sr, idem_response *res)
 	return err;
 }
 
+/* Whether this process has warned that scope = none ignores principals. */
+static atomic_int unscoped_warned;
+
+/* Under scope = none: logs once per process, at warn, that req carries a
+ * principal (REMOTE_USER, Authorization) the key ignores, so clients that
+ * send the same key and request share one answer. */
+static void
+warn_unscoped(const idem_request *req)
+{
+	const char *auth = idem_request_env(req, "HTTP_AUTHORIZATION");
+	int was = 0;
+
+	if (idem_request_remote_user(req) == NULL &&
+	    (auth == NULL || *auth == '\0'))
+		return;
+	if (atomic_load_explicit(&unscoped_warned, memory_order_relaxed) ||
+	    !atomic_compare_exchange_strong(&unscoped_warned, &was, 1))
+		return;
+	idem_log_event(req, IDEM_LOG_WARN, "unscoped_principal", NULL,
+	    "[idempotency] scope = none, but requests carry a principal "
+	    "(REMOTE_USER or Authorization) that idempotency keys ignore: "
+	    "clients sending the same key and request get one answer; set "
+	    "scope = remote-user or header:NAME (logged once per process)");
+}
+
 /* Fills *sk: the key and the scope hash.  Returns 0, or -1 after putting
  * a 400 in res when the scope's principal is missing. */
 static int
@@ -475,6 +500,7 @@ store_key(const idem_middleware *mw, const idem_request *req, const char *key,
 	memcpy(sk->key, key, sk->key_len);
 	switch (mw->cfg->scope) {
 	case IDEM_SCOPE_NONE:
+		warn_unscoped(req);
 		return 0;
 	case IDEM_SCOPE_REMOTE_USER:
 		who = idem_request_remote_user(req);

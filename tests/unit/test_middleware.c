@@ -674,6 +674,86 @@ Test(mw, store_outage_logged_once_and_counted, .init = setup_metrics,
 	cr_expect_eq(svc->mw->backlog, 0, "the jobs are done");
 }
 
+/* Starts capturing log lines from level up into a temporary file. */
+static FILE *
+log_begin(idem_log_level level, int *old)
+{
+	FILE *fp = tmpfile();
+
+	cr_assert_not_null(fp);
+	*old = idem_log_set_fd(fileno(fp));
+	idem_log_set_level(level);
+	return fp;
+}
+
+/* Stops capturing; the lines so far into buf. */
+static void
+log_end(FILE *fp, int old, char *buf, size_t size)
+{
+	size_t n;
+
+	idem_log_set_fd(old);
+	idem_log_set_level(IDEM_LOG_ERROR + 1);
+	rewind(fp);
+	n = fread(buf, 1, size - 1, fp);
+	buf[n] = '\0';
+	fclose(fp);
+}
+
+/* How often needle occurs in hay. */
+static int
+occurrences(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (; (hay = strstr(hay, needle)) != NULL; hay++)
+		n++;
+	return n;
+}
+
+/* With scope = none the key ignores the principal the web server passes:
+ * one warning per process when a keyed request carries one (REMOTE_USER
+ * or Authorization); none while requests carry none, and none under a
+ * scope. */
+Test(mw, unscoped_principal_warned_once)
+{
+	char log[8192];
+	reply r;
+	FILE *fp;
+	int old;
+
+	setup_with("scope = header:X-Api-Key");
+	fp = log_begin(IDEM_LOG_WARN, &old);
+	r = post("/c", "{}", KEY("s1"), "HTTP_X_API_KEY=k");
+	cr_expect_eq(r.status, 201);
+	r = post("/c", "{}", KEY("s2"), "REMOTE_USER=alice");
+	expect_problem(&r, 400, "IDEMPOTENCY_SCOPE_MISSING");
+	log_end(fp, old, log, sizeof(log));
+	cr_expect_eq(occurrences(log, "unscoped_principal"), 0, "%s", log);
+	teardown();
+
+	setup_default();
+	fp = log_begin(IDEM_LOG_WARN, &old);
+	r = post("/c", "{}", KEY("u0"), NULL);
+	r = post("/opt", "{}", NULL, "REMOTE_USER=alice");
+	cr_expect_eq(r.status, 201);
+	log_end(fp, old, log, sizeof(log));
+	cr_expect_eq(occurrences(log, "unscoped_principal"), 0,
+	    "no principal, or no key: %s", log);
+	fp = log_begin(IDEM_LOG_WARN, &old);
+	r = post("/c", "{}", KEY("u1"), "REMOTE_USER=alice");
+	cr_expect_eq(r.status, 201);
+	r = post("/c", "{}", KEY("u1"), "REMOTE_USER=bob");
+	cr_expect_str_eq(r.replayed, "true");
+	r = post("/c", "{}", KEY("u2"), "HTTP_AUTHORIZATION=Bearer x");
+	r = post("/opt", "{}", KEY("u3"), "HTTP_AUTHORIZATION=Bearer y");
+	log_end(fp, old, log, sizeof(log));
+	cr_expect_eq(occurrences(log, "unscoped_principal"), 1, "%s", log);
+	cr_expect(strstr(log, " warn ") != NULL, "%s", log);
+	cr_expect(strstr(log, "scope = none") != NULL, "%s", log);
+	teardown();
+}
+
 Test(mw, commit_failure_still_answers, .init = setup_default,
     .fini = teardown)
 {
