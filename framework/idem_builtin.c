@@ -43,7 +43,7 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	    "required", cfg->required,
 	    "lifetime", lifetime,
 	    "scope", scopes[cfg->scope],
-	    "replayed-header", "Idempotent-Replayed",
+	    "replayed-header", IDEM_REPLAYED_HEADER,
 	    "conflict-status", (int)cfg->conflict_status);
 	/* each *_set_new takes its value, even when it fails: after the
 	 * first one only doc is ours to free */
@@ -60,15 +60,11 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	}
 	for (i = 0; i < svc->router->nroutes; i++) {
 		const idem_route *rt = &svc->router->routes[i];
-		idem_policy p = rt->policy;
 		if (strcmp(rt->owner, IDEM_BUILTIN_OWNER) == 0)
 			continue;
-		if (p == IDEM_POLICY_DEFAULT)
-			p = cfg->required ? IDEM_POLICY_REQUIRED :
-			    IDEM_POLICY_OPTIONAL;
 		if (json_array_append_new(routes, json_pack("{s:s, s:s, s:s}",
 		    "method", rt->method, "path", rt->tmpl, "policy",
-		    policy_names[p])) != 0) {
+		    policy_names[idem_route_policy(cfg, rt)])) != 0) {
 			json_decref(doc);
 			return IDEM_ERR_NOMEM;
 		}

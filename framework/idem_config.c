@@ -312,6 +312,8 @@ static const key_def keys[] = {
 	    16ULL << 20 },
 	{ "idempotency", "cleanup-interval", K_DURATION,
 	    OFF(cleanup_interval), 1000, DAY_MS },
+	{ "idempotency", "replay-omit-headers", K_SPECIAL, OFF(replay_omit),
+	    0, 0 },
 
 	{ "metrics", "enabled", K_BOOL, OFF(metrics_enabled), 0, 1 },
 	{ "metrics", "path", K_SPECIAL, OFF(metrics_path), 0, 0 },
@@ -442,6 +444,43 @@ is_token(const char *s)
 		if (!isalnum((unsigned char)*s) && strchr(extra, *s) == NULL)
 			return 0;
 	return 1;
+}
+
+/* Frees a NULL-terminated list of n strings and empties it. */
+static void
+free_words(char ***list, size_t *n)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		free((*list)[i]);
+	free(*list);
+	*list = NULL;
+	*n = 0;
+}
+
+/* Parses [idempotency] replay-omit-headers: header names (HTTP tokens of
+ * up to 128 bytes, any case), added to the list by a continuation line. */
+static const char *
+parse_omit(idem_config *cfg, const char *v, int continued)
+{
+	static char why[192];
+	size_t i;
+
+	if (!continued)
+		free_words(&cfg->replay_omit, &cfg->nreplay_omit);
+	i = cfg->nreplay_omit;
+	if (append_words(&cfg->replay_omit, &cfg->nreplay_omit, v) != IDEM_OK)
+		return "out of memory";
+	for (; i < cfg->nreplay_omit; i++)
+		if (!is_token(cfg->replay_omit[i]) ||
+		    strlen(cfg->replay_omit[i]) > 128) {
+			snprintf(why, sizeof(why), "\"%.64s\" is not a header "
+			    "name (an HTTP token such as X-Trace-Id)",
+			    cfg->replay_omit[i]);
+			return why;
+		}
+	return NULL;
 }
 
 /* Parses "ADDR" or "ADDR/BITS" (IPv4 or IPv6) into *c.  Returns 0 or -1. */
@@ -619,14 +658,8 @@ special(idem_config *cfg, const key_def *d, const char *v, int continued)
 		return NULL;
 	}
 	if (strcmp(d->key, "plugins") == 0) {
-		if (!continued) {
-			size_t i;
-			for (i = 0; i < cfg->nplugins; i++)
-				free(cfg->plugins[i]);
-			free(cfg->plugins);
-			cfg->plugins = NULL;
-			cfg->nplugins = 0;
-		}
+		if (!continued)
+			free_words(&cfg->plugins, &cfg->nplugins);
 		if (append_words(&cfg->plugins, &cfg->nplugins, v) != IDEM_OK)
 			return "out of memory";
 		return NULL;
@@ -689,6 +722,8 @@ special(idem_config *cfg, const key_def *d, const char *v, int continued)
 	}
 	if (strcmp(d->key, "commit-statuses") == 0)
 		return parse_statuses(v, cfg->commit_status);
+	if (strcmp(d->key, "replay-omit-headers") == 0)
+		return parse_omit(cfg, v, continued);
 	if (strcmp(d->key, "scope") == 0) {
 		if (strcmp(v, "none") == 0) {
 			cfg->scope = IDEM_SCOPE_NONE;
@@ -926,7 +961,8 @@ handler(void *user, const char *section, const char *name, const char *value)
 			continue;
 		if (st->seen[i] != 0 && !(continued &&
 		    (strcmp(name, "plugins") == 0 ||
-		    strcmp(name, "allow") == 0))) {
+		    strcmp(name, "allow") == 0 ||
+		    strcmp(name, "replay-omit-headers") == 0))) {
 			idem_config_error(cfg, st->line, section, name,
 			    "given twice (first on line %u)", st->seen[i]);
 			return 1;
@@ -1140,9 +1176,8 @@ idem_config_free(idem_config *cfg)
 	free(cfg->path);
 	free(cfg->listen);
 	free(cfg->mount);
-	for (i = 0; i < cfg->nplugins; i++)
-		free(cfg->plugins[i]);
-	free(cfg->plugins);
+	free_words(&cfg->plugins, &cfg->nplugins);
+	free_words(&cfg->replay_omit, &cfg->nreplay_omit);
 	free(cfg->scope_header);
 	free(cfg->policy_path);
 	free(cfg->metrics_path);

@@ -84,6 +84,10 @@ typedef struct idem_config {
 	uint64_t max_entries;
 	uint64_t max_response;         /* bytes */
 	uint64_t cleanup_interval;     /* ms */
+	char **replay_omit;            /* response headers never stored for
+	                                * replay besides the fixed ones:
+	                                * NULL-terminated, owned */
+	size_t nreplay_omit;
 
 	/* [mysql] */
 	char *mysql_host;

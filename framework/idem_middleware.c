@@ -468,15 +468,28 @@ lease_remove(idem_middleware *mw, idem_lease *l)
 	return lost;
 }
 
+/* Methods that change nothing (RFC 9110 section 9.2.1): the default policy
+ * leaves their routes off. */
+static const char *const safe_methods[] = { "GET", "HEAD", "OPTIONS",
+    "TRACE" };
+
+idem_policy
+idem_route_policy(const idem_config *cfg, const idem_route *rt)
+{
+	size_t i;
+
+	if (rt->policy != IDEM_POLICY_DEFAULT)
+		return rt->policy;
+	for (i = 0; i < sizeof(safe_methods) / sizeof(safe_methods[0]); i++)
+		if (strcmp(rt->method, safe_methods[i]) == 0)
+			return IDEM_POLICY_OFF;
+	return cfg->required ? IDEM_POLICY_REQUIRED : IDEM_POLICY_OPTIONAL;
+}
+
 idem_policy
 idem_middleware_policy(const idem_middleware *mw, const idem_request *req)
 {
-	idem_policy p = req->route->policy;
-
-	if (p == IDEM_POLICY_DEFAULT)
-		p = mw->cfg->required ? IDEM_POLICY_REQUIRED :
-		    IDEM_POLICY_OPTIONAL;
-	return p;
+	return idem_route_policy(mw->cfg, req->route);
 }
 
 /* Replaces res with a problem; retry_after > 0 adds Retry-After. */
@@ -499,10 +512,34 @@ refuse(idem_response *res, int status, const char *code, const char *detail,
 	}
 }
 
-char *
-idem_headers_serialize(const idem_response *res, size_t *len)
+/*
+ * Response headers never stored for replay: those of one response only (a
+ * client's cookie, the time, the request id), the hop-by-hop ones (RFC 9110
+ * section 7.6.1), and the replay marker, which replay adds itself.
+ */
+static const char *const never_stored[] = { "Set-Cookie", "Date",
+    "X-Request-Id", "Connection", "Keep-Alive", "Proxy-Connection",
+    "Transfer-Encoding", "Upgrade", "TE", "Trailer", IDEM_REPLAYED_HEADER };
+
+int
+idem_header_stored(const idem_config *cfg, const char *name)
 {
-	size_t i, size = 1;
+	size_t i;
+
+	for (i = 0; i < sizeof(never_stored) / sizeof(never_stored[0]); i++)
+		if (strcasecmp(name, never_stored[i]) == 0)
+			return 0;
+	for (i = 0; cfg != NULL && i < cfg->nreplay_omit; i++)
+		if (strcasecmp(name, cfg->replay_omit[i]) == 0)
+			return 0;
+	return 1;
+}
+
+char *
+idem_headers_serialize(const idem_config *cfg, const idem_response *res,
+    size_t *len)
+{
+	size_t i, kept = 0, size = 1;
 	char *out, *p;
 
 	for (i = 0; i < res->nheaders; i++)
@@ -511,16 +548,25 @@ idem_headers_serialize(const idem_response *res, size_t *len)
 	if ((out = malloc(size)) == NULL)
 		return NULL;
 	p = out;
-	for (i = 0; i < res->nheaders; i++)
-		p += sprintf(p, "%s: %s\r\n", res->headers[i].name,
-		    res->headers[i].value);
+	for (i = 0; i < res->nheaders && kept < IDEM_MAX_HEADERS; i++) {
+		const idem_header *h = &res->headers[i];
+		/* what replay would refuse is never stored */
+		if (!idem_response_header_ok(h->name, h->value) ||
+		    !idem_header_stored(cfg, h->name))
+			continue;
+		p += sprintf(p, "%s: %s\r\n", h->name, h->value);
+		kept++;
+	}
 	*p = '\0';
 	*len = (size_t)(p - out);
 	return out;
 }
 
-/* Fills res from a stored answer plus Idempotent-Replayed.  Returns
- * IDEM_OK or an error (res then holds whatever was built). */
+/* Fills res from a stored answer plus Idempotent-Replayed, which does not
+ * count against the handler's IDEM_MAX_HEADERS.  The fixed never-stored
+ * headers are dropped here too, should an answer stored by an older
+ * version carry them.  Returns IDEM_OK or an error (res then holds
+ * whatever was built). */
 static idem_err
 replay(const idem_stored_response *sr, idem_response *res)
 {
@@ -535,20 +581,49 @@ replay(const idem_stored_response *sr, idem_response *res)
 		return IDEM_ERR_NOMEM;
 	for (line = strtok_r(copy, "\r\n", &save); line != NULL && err == IDEM_OK;
 	    line = strtok_r(NULL, "\r\n", &save)) {
-		char *colon = strchr(line, ':'), *v;
+		char *colon = strchr(line, ':');
 		if (colon == NULL)
 			continue;
 		*colon = '\0';
-		for (v = colon + 1; *v == ' '; v++)
-			;
-		err = idem_response_header(res, line, v);
+		if (!idem_header_stored(NULL, line))
+			continue;
+		/* the one space idem_headers_serialize writes: a value's own
+		 * leading blanks stay */
+		err = idem_response_header(res, line,
+		    colon[1] == ' ' ? colon + 2 : colon + 1);
 	}
 	free(copy);
 	if (err == IDEM_OK)
-		err = idem_response_header(res, "Idempotent-Replayed", "true");
+		err = idem_response_framework_header(res, IDEM_REPLAYED_HEADER,
+		    "true");
 	if (err == IDEM_OK)
 		err = idem_response_write(res, sr->body, sr->body_len);
 	return err;
+}
+
+/* Whether this process has warned that scope = none ignores principals. */
+static atomic_int unscoped_warned;
+
+/* Under scope = none: logs once per process, at warn, that req carries a
+ * principal (REMOTE_USER, Authorization) the key ignores, so clients that
+ * send the same key and request share one answer. */
+static void
+warn_unscoped(const idem_request *req)
+{
+	const char *auth = idem_request_env(req, "HTTP_AUTHORIZATION");
+	int was = 0;
+
+	if (idem_request_remote_user(req) == NULL &&
+	    (auth == NULL || *auth == '\0'))
+		return;
+	if (atomic_load_explicit(&unscoped_warned, memory_order_relaxed) ||
+	    !atomic_compare_exchange_strong(&unscoped_warned, &was, 1))
+		return;
+	idem_log_event(req, IDEM_LOG_WARN, "unscoped_principal", NULL,
+	    "[idempotency] scope = none, but requests carry a principal "
+	    "(REMOTE_USER or Authorization) that idempotency keys ignore: "
+	    "clients sending the same key and request get one answer; set "
+	    "scope = remote-user or header:NAME (logged once per process)");
 }
 
 /* Fills *sk: the key and the scope hash.  Returns 0, or -1 after putting
@@ -564,6 +639,7 @@ store_key(const idem_middleware *mw, const idem_request *req, const char *key,
 	memcpy(sk->key, key, sk->key_len);
 	switch (mw->cfg->scope) {
 	case IDEM_SCOPE_NONE:
+		warn_unscoped(req);
 		return 0;
 	case IDEM_SCOPE_REMOTE_USER:
 		who = idem_request_remote_user(req);
@@ -749,7 +825,7 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 	sr.status = res->status;
 	sr.body = res->body;
 	sr.body_len = res->len;
-	sr.headers = idem_headers_serialize(res, &sr.headers_len);
+	sr.headers = idem_headers_serialize(mw->cfg, res, &sr.headers_len);
 	if (sr.headers == NULL)
 		why = "out of memory";
 	else

@@ -20,6 +20,9 @@
 #include "idem_request.h"
 #include "idem_store.h"
 
+/* The header a replayed answer carries, with the value "true". */
+#define IDEM_REPLAYED_HEADER "Idempotent-Replayed"
+
 /* What the background thread does for a reservation of this process. */
 typedef enum idem_lease_job {
 	IDEM_LEASE_RENEW = 0,     /* a handler runs under it: keep it alive */
@@ -97,7 +100,16 @@ unsigned idem_middleware_flush(idem_middleware *mw, uint64_t budget_ms);
 /* Flushes (see above), closes the store and frees mw.  NULL is fine. */
 void idem_middleware_free(idem_middleware *mw);
 
-/* The policy that applies to req's route (DEFAULT resolved by required). */
+/*
+ * The policy of rt under cfg: its own, or for IDEM_POLICY_DEFAULT off on
+ * the safe methods (GET, HEAD, OPTIONS, TRACE) and on every other method
+ * (POST, PUT, PATCH, DELETE, ...) required or optional as cfg's required
+ * says.
+ */
+idem_policy idem_route_policy(const idem_config *cfg,
+    const struct idem_route *rt);
+
+/* The policy of req's route (idem_route_policy). */
 idem_policy idem_middleware_policy(const idem_middleware *mw,
     const idem_request *req);
 
@@ -108,7 +120,22 @@ idem_policy idem_middleware_policy(const idem_middleware *mw,
 void idem_middleware_handle(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next);
 
-/* "Name: value\r\n" lines of res's headers (caller frees); NULL on ENOMEM. */
-char *idem_headers_serialize(const idem_response *res, size_t *len);
+/*
+ * Whether a response header named name (any case) is stored for replay:
+ * not one of the fixed never-stored headers (Set-Cookie, Date,
+ * X-Request-Id, the hop-by-hop ones, Idempotent-Replayed) nor one of cfg's
+ * replay-omit-headers (cfg NULL: the fixed ones only).
+ */
+int idem_header_stored(const idem_config *cfg, const char *name);
+
+/*
+ * "Name: value\r\n" lines of res's headers to store for replay under cfg
+ * (see idem_header_stored; caller frees); NULL when out of memory.  Only
+ * what replay takes back is kept: headers idem_response_header would
+ * refuse are left out, and at most IDEM_MAX_HEADERS, so the replay's own
+ * header always fits.  res itself, the first answer, is not changed.
+ */
+char *idem_headers_serialize(const idem_config *cfg, const idem_response *res,
+    size_t *len);
 
 #endif

@@ -21,7 +21,9 @@
 #define IDEM_MAX_SEGMENTS 32     /* path segments */
 #define IDEM_MAX_PATH 4096       /* bytes of the routed path */
 #define IDEM_REQUEST_ID_MAX 64   /* bytes of a request id */
-#define IDEM_MAX_HEADERS 64      /* response headers */
+#define IDEM_MAX_HEADERS 64      /* response headers a handler sets */
+#define IDEM_FRAMEWORK_HEADERS 4 /* and those idemfcgi adds beyond them
+                                  * (Idempotent-Replayed) */
 #define IDEM_MAX_HEADER_VALUE 8192
 
 struct idem_route;
@@ -133,6 +135,16 @@ struct idem_response {
 void idem_response_init(idem_response *res);
 /* Frees what res owns and re-initialises it. */
 void idem_response_clear(idem_response *res);
+/*
+ * Whether idem_response_header would take name and value (their count
+ * aside): an HTTP token of at most 128 bytes, a value without control
+ * bytes but TAB, and none of the names the framework sets itself.
+ */
+int idem_response_header_ok(const char *name, const char *value);
+/* Adds a header the framework sets itself: as idem_response_header, but
+ * up to IDEM_FRAMEWORK_HEADERS beyond a handler's IDEM_MAX_HEADERS. */
+idem_err idem_response_framework_header(idem_response *res,
+    const char *name, const char *value);
 /* The value of a header set by the handler; NULL when absent. */
 const char *idem_response_get_header(const idem_response *res,
     const char *name);

@@ -111,17 +111,26 @@ header_value_ok(const char *s)
 	return 1;
 }
 
-idem_err
-idem_response_header(idem_response *res, const char *name, const char *value)
+int
+idem_response_header_ok(const char *name, const char *value)
+{
+	return name != NULL && value != NULL && header_name_ok(name) &&
+	    header_value_ok(value) && strcasecmp(name, "Status") != 0 &&
+	    strcasecmp(name, "Content-Length") != 0 &&
+	    strcasecmp(name, "X-Request-Id") != 0;
+}
+
+/* Adds a header when res has fewer than max.  Returns IDEM_OK,
+ * IDEM_ERR_INVALID, IDEM_ERR_TOO_LARGE or IDEM_ERR_NOMEM. */
+static idem_err
+add_header(idem_response *res, const char *name, const char *value,
+    size_t max)
 {
 	idem_header *h;
 
-	if (name == NULL || value == NULL || !header_name_ok(name) ||
-	    !header_value_ok(value) || strcasecmp(name, "Status") == 0 ||
-	    strcasecmp(name, "Content-Length") == 0 ||
-	    strcasecmp(name, "X-Request-Id") == 0)
+	if (!idem_response_header_ok(name, value))
 		return IDEM_ERR_INVALID;
-	if (res->nheaders == IDEM_MAX_HEADERS)
+	if (res->nheaders >= max)
 		return IDEM_ERR_TOO_LARGE;
 	if (res->nheaders == res->capheaders) {
 		size_t cap = res->capheaders ? res->capheaders * 2 : 4;
@@ -141,6 +150,20 @@ idem_response_header(idem_response *res, const char *name, const char *value)
 	}
 	res->nheaders++;
 	return IDEM_OK;
+}
+
+idem_err
+idem_response_header(idem_response *res, const char *name, const char *value)
+{
+	return add_header(res, name, value, IDEM_MAX_HEADERS);
+}
+
+idem_err
+idem_response_framework_header(idem_response *res, const char *name,
+    const char *value)
+{
+	return add_header(res, name, value,
+	    IDEM_MAX_HEADERS + IDEM_FRAMEWORK_HEADERS);
 }
 
 const char *

@@ -186,14 +186,32 @@ match_score(const idem_route *rt, const idem_request *req)
 	return score;
 }
 
+/* Appends method to the Allow list of used bytes unless it is there. */
+static void
+allow_add(char *allow, size_t allowlen, size_t *used, const char *method)
+{
+	size_t len = strlen(method);
+	const char *p;
+
+	if (allowlen == 0)
+		return;
+	for (p = allow; (p = strstr(p, method)) != NULL; p += len)
+		if ((p == allow || p[-1] == ' ') &&
+		    (p[len] == ',' || p[len] == '\0'))
+			return;
+	if (*used + len + 3 < allowlen)
+		*used += (size_t)snprintf(allow + *used, allowlen - *used,
+		    "%s%s", *used > 0 ? ", " : "", method);
+}
+
 idem_err
 idem_router_match(const idem_router *r, idem_request *req, char *allow,
     size_t allowlen)
 {
-	const idem_route *best = NULL;
-	long best_score = -1;
-	int path_matched = 0;
-	size_t i, j, used = 0;
+	const idem_route *best = NULL, *get = NULL;
+	long best_score = -1, get_score = -1;
+	int path_matched = 0, head = strcmp(req->method, "HEAD") == 0;
+	size_t i, used = 0;
 
 	if (allowlen > 0)
 		allow[0] = '\0';
@@ -209,17 +227,18 @@ idem_router_match(const idem_router *r, idem_request *req, char *allow,
 				best = rt;
 				best_score = score;
 			}
-			continue;
+		} else if (head && strcmp(rt->method, "GET") == 0 &&
+		    score > get_score) {
+			get = rt;
+			get_score = score;
 		}
-		/* collect the other methods for Allow, once each */
-		for (j = 0; j < i; j++)
-			if (strcmp(r->routes[j].method, rt->method) == 0 &&
-			    match_score(&r->routes[j], req) >= 0)
-				break;
-		if (j == i && used + strlen(rt->method) + 3 < allowlen)
-			used += (size_t)snprintf(allow + used, allowlen - used,
-			    "%s%s", used > 0 ? ", " : "", rt->method);
+		allow_add(allow, allowlen, &used, rt->method);
+		if (strcmp(rt->method, "GET") == 0)
+			allow_add(allow, allowlen, &used, "HEAD");
 	}
+	/* HEAD is answered by the GET route unless one of its own matches */
+	if (best == NULL)
+		best = get;
 	if (best != NULL) {
 		req->route = best;
 		req->nparams = 0;

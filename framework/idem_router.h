@@ -56,9 +56,11 @@ int idem_route_covers(const idem_route *a, const idem_route *b);
 
 /*
  * Finds the route for req->method and req->segs and fills req->route and
- * req->params.  Returns IDEM_OK; IDEM_ERR_NOT_FOUND when no template matches
- * the path (404); IDEM_ERR_INVALID when templates match but not the method
- * (405), with the allowed methods written to allow ("GET, POST").
+ * req->params; a HEAD without a HEAD route of its own gets the GET route.
+ * Returns IDEM_OK; IDEM_ERR_NOT_FOUND when no template matches the path
+ * (404); IDEM_ERR_INVALID when templates match but not the method (405),
+ * with the allowed methods written to allow ("GET, HEAD, POST": HEAD
+ * wherever GET is).
  */
 idem_err idem_router_match(const idem_router *r, idem_request *req,
     char *allow, size_t allowlen);

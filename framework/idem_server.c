@@ -240,7 +240,8 @@ fcgi_read(void *ctx, char *buf, size_t len)
 	return n > 0 ? n : (FCGX_GetError(ctx) != 0 ? -1 : 0);
 }
 
-/* Answers the request just accepted on fr. */
+/* Answers the request just accepted on fr.  A HEAD gets the head of its
+ * answer, Content-Length included, and no body. */
 static void
 serve_one(server *srv, FCGX_Request *fr)
 {
@@ -249,14 +250,17 @@ serve_one(server *srv, FCGX_Request *fr)
 	struct timespec t0, t1;
 	char *head;
 	size_t hlen;
+	int body;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	idem_response_init(&res);
 	idem_service_handle(srv->svc, fr->envp, fcgi_read, fr->in, &req, &res);
 	head = idem_response_head(&res, req.request_id, &hlen);
+	body = res.len > 0 && (req.method == NULL ||
+	    strcmp(req.method, "HEAD") != 0);
 	if (head == NULL ||
 	    FCGX_PutStr(head, (int)hlen, fr->out) < 0 ||
-	    (res.len > 0 && FCGX_PutStr(res.body, (int)res.len, fr->out) < 0))
+	    (body && FCGX_PutStr(res.body, (int)res.len, fr->out) < 0))
 		idem_log(&req, IDEM_LOG_INFO, "the client went away before the "
 		    "response was sent");
 	free(head);

@@ -109,7 +109,8 @@ idem_err idem_response_status(idem_response *res, int status);
 /*
  * Adds a header.  Name and value are copied; a name or value with CR, LF or
  * NUL, or a name that is not an HTTP token, is refused with IDEM_ERR_INVALID.
- * Status and Content-Length are set by the framework and refused here.
+ * Status and Content-Length are set by the framework and refused here.  A
+ * response holds up to 64 headers (IDEM_ERR_TOO_LARGE beyond).
  */
 idem_err idem_response_header(idem_response *res, const char *name,
     const char *value);
@@ -133,7 +134,9 @@ int idem_response_get_status(const idem_response *res);
 /* ---------------------------------------------------------------- plugins */
 
 typedef enum idem_policy {
-	IDEM_POLICY_DEFAULT = 0, /* "required" from [idempotency] decides */
+	IDEM_POLICY_DEFAULT = 0, /* off on GET, HEAD, OPTIONS, TRACE; on other
+	                          * methods "required" from [idempotency]
+	                          * decides */
 	IDEM_POLICY_OFF,         /* never idempotent (reads) */
 	IDEM_POLICY_OPTIONAL,    /* idempotent when the client sends a key */
 	IDEM_POLICY_REQUIRED     /* a request without a key gets 400 */

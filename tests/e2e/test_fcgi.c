@@ -134,7 +134,7 @@ Test(fcgi, unknown_route_and_method, .init = start_default,
 	fc_response_free(&r);
 	cr_assert_eq(fc_http(h.addr, "DELETE", "/accounts/a", NULL, NULL, &r), 0);
 	cr_expect_eq(r.status, 405);
-	cr_expect_str_eq(fc_header(&r, "Allow"), "GET");
+	cr_expect_str_eq(fc_header(&r, "Allow"), "GET, HEAD");
 	fc_response_free(&r);
 }
 

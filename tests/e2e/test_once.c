@@ -175,14 +175,14 @@ oversized_answer(int mysql)
 	cr_expect_str_eq(c.replayed, "true");
 	cr_expect_str_eq(c.code, "IDEMPOTENCY_ANSWER_NOT_STORED");
 	cr_expect_eq(harness_count_key(&h, "/testkit/echo", kb), 1);
-	c = call_one(h.addr, "/testkit/headers/9", kh, NULL);
+	c = call_one(h.addr, "/testkit/fat-headers/9", kh, NULL);
 	cr_expect_eq(c.status, 201);
-	c = call_one(h.addr, "/testkit/headers/9", kh, NULL);
+	c = call_one(h.addr, "/testkit/fat-headers/9", kh, NULL);
 	cr_expect_eq(c.status, 201, "%s", c.body_out);
 	cr_expect_str_eq(c.replayed, "true");
 	/* 72 kB of headers: whole in memory, too large for MySQL's column */
 	cr_expect_str_eq(c.code, mysql ? "IDEMPOTENCY_ANSWER_NOT_STORED" : "");
-	cr_expect_eq(harness_count_key(&h, "/testkit/headers/9", kh), 1);
+	cr_expect_eq(harness_count_key(&h, "/testkit/fat-headers/9", kh), 1);
 	cr_expect(!harness_logged(&h, "commit_deferred"), "no retry loop");
 	harness_stop(&h);
 	free(body);

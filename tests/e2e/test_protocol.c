@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 
 #include "calls.h"
+#include "fcgi_client.h"
 #include "harness.h"
 
 static harness h;
@@ -49,6 +51,49 @@ static call
 one(const char *path, const char *key, const char *body)
 {
 	return call_one(h.addr, path, key, body);
+}
+
+/* Sends method path with key and one more "Name: value" header (each
+ * NULL for none) into *r (caller frees with fc_response_free). */
+static void
+send_raw(const char *method, const char *path, const char *key,
+    const char *extra, fc_response *r)
+{
+	char kh[300];
+	const char *hdr[3] = { NULL, NULL, NULL };
+	int n = 0;
+
+	if (key != NULL) {
+		snprintf(kh, sizeof(kh), "Idempotency-Key: %s", key);
+		hdr[n++] = kh;
+	}
+	if (extra != NULL)
+		hdr[n++] = extra;
+	if (fc_http(h.addr, method, path, hdr, strcmp(method, "POST") == 0 ?
+	    "{}" : NULL, r) != 0) {
+		memset(r, 0, sizeof(*r));
+		r->status = -1;
+		r->head = strdup("");
+		r->body = strdup("");
+	}
+}
+
+/* A header of r, "" when absent; a copy that lasts until the next call
+ * in this thread. */
+static const char *
+hdr(const fc_response *r, const char *name)
+{
+	const char *v = fc_header(r, name);
+
+	return v != NULL ? v : "";
+}
+
+/* A header of r into buf, "" when absent. */
+static const char *
+hdr_copy(const fc_response *r, const char *name, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s", hdr(r, name));
+	return buf;
 }
 
 /* 1. */
@@ -333,4 +378,128 @@ Test(protocol, crash_once_then_retry)
 	cr_expect_eq(c.status, -1, "the connection should have died");
 	cr_expect_eq(harness_count_key(&h, "/testkit/crash-once", "boom"), 0);
 	stop();
+}
+
+/* A handler may set 64 headers; its stored answer is replayed with all of
+ * them and Idempotent-Replayed besides (it was 500 REPLAY_FAILED for the
+ * whole lifetime of the key). */
+Test(protocol, replay_of_64_headers, .init = start_default, .fini = stop)
+{
+	fc_response a, b;
+	char name[32], loc[128];
+	int i;
+
+	send_raw("POST", "/testkit/headers/64", "h-64", NULL, &a);
+	cr_expect_eq(a.status, 201, "%s", a.body);
+	send_raw("POST", "/testkit/headers/64", "h-64", NULL, &b);
+	cr_expect_eq(b.status, 201, "%s", b.body);
+	cr_expect_str_eq(hdr(&b, "Idempotent-Replayed"), "true");
+	cr_expect_str_eq(b.body, a.body);
+	cr_expect_str_eq(hdr(&b, "Location"), hdr_copy(&a, "Location", loc,
+	    sizeof(loc)));
+	for (i = 1; i <= 61; i++) {
+		snprintf(name, sizeof(name), "X-Testkit-%d", i);
+		cr_expect_eq(atoi(hdr(&b, name)), i, "%s", name);
+	}
+	cr_expect_eq(harness_count_key(&h, "/testkit/headers/64", "h-64"), 1);
+	fc_response_free(&a);
+	fc_response_free(&b);
+}
+
+/* With scope = none another client retrying the key gets the stored 201
+ * with its Location, but never the first client's cookie. */
+Test(protocol, set_cookie_never_replayed, .init = start_default,
+    .fini = stop)
+{
+	fc_response a, b;
+	char loc[128];
+
+	send_raw("POST", "/testkit/headers/5", "cookie", "X-Client: alice",
+	    &a);
+	cr_expect_eq(a.status, 201, "%s", a.body);
+	cr_expect(strncmp(hdr(&a, "Set-Cookie"), "exec=", 5) == 0, "%s",
+	    a.head);
+	send_raw("POST", "/testkit/headers/5", "cookie", "X-Client: bob", &b);
+	cr_expect_eq(b.status, 201, "%s", b.body);
+	cr_expect_str_eq(hdr(&b, "Idempotent-Replayed"), "true");
+	cr_expect_str_eq(hdr(&b, "Set-Cookie"), "", "bob got alice's cookie");
+	cr_expect_str_eq(hdr(&b, "Location"), hdr_copy(&a, "Location", loc,
+	    sizeof(loc)));
+	cr_expect(strncmp(loc, "/testkit/things/", 16) == 0, "%s", loc);
+	cr_expect_str_eq(hdr(&b, "X-Testkit-2"), "2");
+	cr_expect_str_eq(b.body, a.body);
+	cr_expect_eq(harness_count_key(&h, "/testkit/headers/5", "cookie"), 1);
+	fc_response_free(&a);
+	fc_response_free(&b);
+}
+
+/* A read registered with the default policy is off: no key needed, a key
+ * changes nothing, its answer is never replayed.  HEAD runs it and gets
+ * the GET answer's head, Content-Length included, without the body; a
+ * 405 lists HEAD beside GET.  The policy route says "off". */
+Test(protocol, reads_off_and_head_under_default_policy,
+    .init = start_default, .fini = stop)
+{
+	fc_response a, b, c;
+	char len[32];
+	json_t *doc, *rt;
+	size_t i;
+	int seen = 0;
+
+	send_raw("GET", "/testkit/read", NULL, NULL, &a);
+	cr_expect_eq(a.status, 200, "%s", a.body);
+	fc_response_free(&a);
+	send_raw("GET", "/testkit/read", "read-1", NULL, &a);
+	send_raw("GET", "/testkit/read", "read-1", NULL, &b);
+	cr_expect_eq(b.status, 200, "%s", b.body);
+	cr_expect_str_eq(hdr(&b, "Idempotent-Replayed"), "");
+	cr_expect_str_neq(b.body, a.body);
+	cr_expect_eq(harness_count(&h, "/testkit/read"), 3);
+	fc_response_free(&b);
+
+	send_raw("HEAD", "/testkit/read", NULL, NULL, &b);
+	cr_expect_eq(b.status, 200, "%s", b.head);
+	cr_expect_eq(b.body_len, 0, "%s", b.body);
+	snprintf(len, sizeof(len), "%zu", a.body_len);
+	cr_expect_str_eq(hdr(&b, "Content-Length"), len);
+	cr_expect_str_eq(hdr(&b, "Content-Type"), "application/json");
+	cr_expect_eq(harness_count(&h, "/testkit/read"), 4);
+	fc_response_free(&a);
+	fc_response_free(&b);
+
+	send_raw("POST", "/testkit/read", NULL, NULL, &a);
+	cr_expect_eq(a.status, 405);
+	cr_expect_str_eq(hdr(&a, "Allow"), "GET, HEAD");
+	send_raw("HEAD", "/testkit/echo", NULL, NULL, &b);
+	cr_expect_eq(b.status, 405);
+	cr_expect_str_eq(hdr(&b, "Allow"), "POST");
+	cr_expect_eq(b.body_len, 0);
+	fc_response_free(&a);
+	fc_response_free(&b);
+
+	send_raw("GET", "/idempotency", NULL, NULL, &c);
+	cr_assert_eq(c.status, 200, "%s", c.body);
+	doc = json_loads(c.body, 0, NULL);
+	cr_assert_not_null(doc, "%s", c.body);
+	json_array_foreach(json_object_get(json_object_get(doc, "idempotency"),
+	    "routes"), i, rt) {
+		const char *m = json_string_value(json_object_get(rt,
+		    "method"));
+		const char *p = json_string_value(json_object_get(rt, "path"));
+		const char *pol = json_string_value(json_object_get(rt,
+		    "policy"));
+		if (m == NULL || p == NULL || pol == NULL)
+			continue;
+		if (strcmp(p, "/testkit/read") == 0) {
+			cr_expect_str_eq(m, "GET");
+			cr_expect_str_eq(pol, "off");
+			seen |= 1;
+		} else if (strcmp(p, "/testkit/echo") == 0) {
+			cr_expect_str_eq(pol, "required");
+			seen |= 2;
+		}
+	}
+	cr_expect_eq(seen, 3, "%s", c.body);
+	json_decref(doc);
+	fc_response_free(&c);
 }

@@ -114,6 +114,13 @@ echo(const idem_request *req, idem_response *res, void *data)
 	return finish(data, req, res, 201, obj);
 }
 
+/* GET /testkit/read: a read under the default policy, so off. */
+static idem_err
+read_route(const idem_request *req, idem_response *res, void *data)
+{
+	return finish(data, req, res, 200, NULL);
+}
+
 /* Parses a path parameter as a whole number in [min, max]; -1 if not. */
 static long
 num_param(const idem_request *req, const char *name, long min, long max)
@@ -161,10 +168,41 @@ sleep_ms(const idem_request *req, idem_response *res, void *data)
 	return finish(data, req, res, 201, NULL);
 }
 
-/* POST /testkit/headers/{n}: 201 with n headers X-Fill-1.. of 8000 bytes
- * each (an answer whose headers outgrow a store's column). */
+/* POST /testkit/headers/{n}: 201 {"exec": ...} with n headers in all:
+ * Content-Type, Location and Set-Cookie naming the execution, then
+ * X-Testkit-1: 1 and on. */
 static idem_err
 headers(const idem_request *req, idem_response *res, void *data)
+{
+	long n = num_param(req, "n", 3, 64), i;
+	char exec[37], name[32], value[64];
+	idem_err err;
+
+	if (n < 0)
+		return idem_response_problem(res, 400, "BAD_COUNT",
+		    "headers/{n} takes 3 to 64 headers");
+	new_exec(exec);
+	if ((err = record(data, req, exec)) != IDEM_OK ||
+	    (err = idem_response_json(res, 201, json_pack("{s:s}", "exec",
+	    exec))) != IDEM_OK)
+		return err;
+	snprintf(value, sizeof(value), "/testkit/things/%s", exec);
+	err = idem_response_header(res, "Location", value);
+	snprintf(value, sizeof(value), "exec=%s; Path=/; HttpOnly", exec);
+	if (err == IDEM_OK)
+		err = idem_response_header(res, "Set-Cookie", value);
+	for (i = 1; err == IDEM_OK && i <= n - 3; i++) {
+		snprintf(name, sizeof(name), "X-Testkit-%ld", i);
+		snprintf(value, sizeof(value), "%ld", i);
+		err = idem_response_header(res, name, value);
+	}
+	return err;
+}
+
+/* POST /testkit/fat-headers/{n}: 201 with n headers X-Fill-1.. of 8000 bytes
+ * each (an answer whose headers outgrow a store's column). */
+static idem_err
+fat_headers(const idem_request *req, idem_response *res, void *data)
 {
 	long n = num_param(req, "n", 0, 60), i;
 	char name[32], *value;
@@ -172,7 +210,7 @@ headers(const idem_request *req, idem_response *res, void *data)
 
 	if (n < 0)
 		return idem_response_problem(res, 400, "BAD_COUNT",
-		    "headers/{n} takes 0 to 60 headers");
+		    "fat-headers/{n} takes 0 to 60 headers");
 	if ((value = malloc(8001)) == NULL)
 		return IDEM_ERR_NOMEM;
 	memset(value, 'h', 8000);
@@ -268,16 +306,19 @@ static idem_err
 setup(idem_app *app, void **data)
 {
 	static const struct {
+		const char *method;
 		const char *tmpl;
 		idem_handler_fn fn;
 	} routes[] = {
-		{ "/testkit/echo", echo },
-		{ "/testkit/status/{code}", status },
-		{ "/testkit/sleep/{ms}", sleep_ms },
-		{ "/testkit/headers/{n}", headers },
-		{ "/testkit/fail", fail },
-		{ "/testkit/crash", crash },
-		{ "/testkit/crash-once", crash_once },
+		{ "POST", "/testkit/echo", echo },
+		{ "POST", "/testkit/status/{code}", status },
+		{ "POST", "/testkit/sleep/{ms}", sleep_ms },
+		{ "POST", "/testkit/headers/{n}", headers },
+		{ "POST", "/testkit/fat-headers/{n}", fat_headers },
+		{ "POST", "/testkit/fail", fail },
+		{ "POST", "/testkit/crash", crash },
+		{ "POST", "/testkit/crash-once", crash_once },
+		{ "GET", "/testkit/read", read_route },
 	};
 	testkit *tk = calloc(1, sizeof(*tk));
 	const char *log = NULL;
@@ -308,8 +349,9 @@ setup(idem_app *app, void **data)
 	}
 	sprintf(tk->crashed_path, "%s.crashed", log);
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-		if ((err = idem_route_add(app, "POST", routes[i].tmpl,
-		    IDEM_POLICY_DEFAULT, routes[i].fn, tk)) != IDEM_OK)
+		if ((err = idem_route_add(app, routes[i].method,
+		    routes[i].tmpl, IDEM_POLICY_DEFAULT, routes[i].fn, tk))
+		    != IDEM_OK)
 			goto fail;
 	*data = tk;
 	return IDEM_OK;

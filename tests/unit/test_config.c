@@ -146,6 +146,8 @@ Test(config, design_example)
 	    "max-entries     = 100000     # memory store\n"
 	    "max-response    = 1m\n"
 	    "cleanup-interval = 5m\n"
+	    "replay-omit-headers =        # more response headers never stored for\n"
+	    "                             # replay (X-Trace-Id ...), see 2.5\n"
 	    "\n"
 	    "[mysql]\n"
 	    "host = 127.0.0.1\n"
@@ -175,6 +177,7 @@ Test(config, design_example)
 	cr_expect(!cfg->commit_status[401] && !cfg->commit_status[429] &&
 	    !cfg->commit_status[500] && !cfg->commit_status[302]);
 	cr_expect_eq(cfg->scope, IDEM_SCOPE_NONE);
+	cr_expect_eq(cfg->nreplay_omit, 0);
 	cr_expect_eq(cfg->mysql_port, 3306);
 	cr_expect_str_eq(cfg->mysql_password_file, "/etc/idemfcgi/mysql.pw");
 	cr_expect_eq(cfg->mysql_connect_timeout, 2000);
@@ -398,6 +401,43 @@ Test(config, operations_keys)
 	    "expected addresses");
 	refused("[metrics]\nallow =\n", "at least one address");
 	refused("[metrics]\nbogus = 1\n", "[metrics] bogus: unknown key");
+}
+
+/* More response headers never stored for replay: header names in any
+ * case, on continuation lines too; anything else is refused with file,
+ * line and key. */
+Test(config, replay_omit_headers)
+{
+	idem_config *cfg;
+	idem_err err;
+	char *log, text[400];
+
+	cr_assert_eq(idem_config_defaults(&cfg), IDEM_OK);
+	cr_expect_eq(cfg->nreplay_omit, 0);
+	idem_config_free(cfg);
+
+	log = load_capture("[idempotency]\nreplay-omit-headers = X-Trace, "
+	    "x-foo\n   X-Bar  # a comment\nlifetime = 1h\n", &cfg, &err);
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	free(log);
+	cr_assert_eq(cfg->nreplay_omit, 3);
+	cr_expect_str_eq(cfg->replay_omit[0], "X-Trace");
+	cr_expect_str_eq(cfg->replay_omit[1], "x-foo");
+	cr_expect_str_eq(cfg->replay_omit[2], "X-Bar");
+	cr_expect_null(cfg->replay_omit[3]);
+	idem_config_free(cfg);
+
+	refused("[idempotency]\nreplay-omit-headers = X-Trace X/Y\n",
+	    "test.conf:2: [idempotency] replay-omit-headers: bad value "
+	    "\"X-Trace X/Y\": \"X/Y\" is not a header name");
+	refused("[idempotency]\nreplay-omit-headers = X-A\n  X-B Caf\xc3\xa9\n",
+	    "test.conf:3: [idempotency] replay-omit-headers: bad value");
+	snprintf(text, sizeof(text), "[server]\n[idempotency]\n"
+	    "replay-omit-headers = X-%0128d\n", 7);
+	refused(text, "test.conf:3: [idempotency] replay-omit-headers");
+	refused("[idempotency]\nreplay-omit-headers = X-A\nlifetime = 1h\n"
+	    "replay-omit-headers = X-B\n", "test.conf:4: [idempotency] "
+	    "replay-omit-headers: given twice (first on line 2)");
 }
 
 /* Lifetimes as the policy route advertises them. */

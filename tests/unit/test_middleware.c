@@ -52,6 +52,65 @@ counting(const idem_request *req, idem_response *res, void *data)
 	return idem_response_write(res, body, strlen(body));
 }
 
+/* Answers 201 with ?n=N headers in all (at most 64), among them values
+ * with leading blanks, a TAB, UTF-8 and nothing, which a replay must give
+ * back as they were. */
+static idem_err
+many_headers(const idem_request *req, idem_response *res, void *data)
+{
+	static const char *const odd[][2] = { { "X-Pad", "  two blanks" },
+	    { "X-Empty", "" }, { "X-Tab", "a\tb" },
+	    { "X-Utf8", "caf\xc3\xa9" } };
+	const char *q = idem_request_query(req);
+	int n = strncmp(q, "n=", 2) == 0 ? atoi(q + 2) : 8, i;
+	char name[32], value[32];
+	idem_err err;
+
+	atomic_fetch_add(&calls, 1);
+	err = idem_response_json(res, 201, json_pack("{s:b}", "many", 1));
+	for (i = 0; err == IDEM_OK && i < 4 && res->nheaders < (size_t)n; i++)
+		err = idem_response_header(res, odd[i][0], odd[i][1]);
+	for (i = 1; err == IDEM_OK && res->nheaders < (size_t)n; i++) {
+		snprintf(name, sizeof(name), "X-H-%d", i);
+		snprintf(value, sizeof(value), "value %d", i);
+		err = idem_response_header(res, name, value);
+	}
+	return err;
+}
+
+/* Answers 201 with the headers of one response, those an answer is made
+ * of, and the handler's own. */
+static idem_err
+per_response(const idem_request *req, idem_response *res, void *data)
+{
+	static const char *const h[][2] = {
+		{ "Set-Cookie", "session=first-client; HttpOnly" },
+		{ "Location", "/things/1" },
+		{ "Date", "Sun, 29 Nov 2026 07:25:05 GMT" },
+		{ "ETag", "\"v1\"" },
+		{ "Connection", "close" },
+		{ "Keep-Alive", "timeout=5" },
+		{ "Content-Location", "/things/1" },
+		{ "Proxy-Connection", "close" },
+		{ "Transfer-Encoding", "chunked" },
+		{ "Cache-Control", "private" },
+		{ "Upgrade", "h2c" },
+		{ "te", "trailers" },
+		{ "Trailer", "X-Sum" },
+		{ "idempotent-replayed", "false" },
+		{ "X-Trace", "t-1" },
+		{ "X-Own", "mine" },
+	};
+	idem_err err;
+	size_t i;
+
+	atomic_fetch_add(&calls, 1);
+	err = idem_response_json(res, 201, json_pack("{s:i}", "id", 1));
+	for (i = 0; err == IDEM_OK && i < sizeof(h) / sizeof(h[0]); i++)
+		err = idem_response_header(res, h[i][0], h[i][1]);
+	return err;
+}
+
 /* -------------------------------------------------- the faulty store */
 
 typedef struct faulty {
@@ -139,7 +198,8 @@ static idem_service *svc;
 static faulty *fs;
 
 /* A service with the counting handler on POST /c, /c/{x} and /two/{a}/{b}
- * (default policy), POST /opt (optional) and /off, over a faulty memory
+ * (default policy), POST /opt (optional) and /off, many_headers on POST
+ * /many and per_response on POST /per-response, over a faulty memory
  * store. */
 static void
 setup_with(const char *idem_conf)
@@ -162,6 +222,10 @@ setup_with(const char *idem_conf)
 	    IDEM_POLICY_OFF, counting, NULL, "test"), IDEM_OK);
 	cr_assert_eq(idem_router_add(svc->router, "POST", "/two/{a}/{b}",
 	    IDEM_POLICY_DEFAULT, counting, NULL, "test"), IDEM_OK);
+	cr_assert_eq(idem_router_add(svc->router, "POST", "/many",
+	    IDEM_POLICY_DEFAULT, many_headers, NULL, "test"), IDEM_OK);
+	cr_assert_eq(idem_router_add(svc->router, "POST", "/per-response",
+	    IDEM_POLICY_DEFAULT, per_response, NULL, "test"), IDEM_OK);
 	/* wrap the store the service opened */
 	fs = calloc(1, sizeof(*fs));
 	fs->base.ops = &faulty_ops;
@@ -191,6 +255,8 @@ typedef struct reply {
 	char replayed[16];
 	char custom[16];
 	char retry_after[16];
+	size_t nheaders;
+	char heads[12288];      /* "Name=[value]\n" for each header */
 } reply;
 
 static void
@@ -202,19 +268,22 @@ header_copy(char *dst, size_t size, const idem_response *res,
 	snprintf(dst, size, "%s", v != NULL ? v : "");
 }
 
-/* POSTs body to uri with extra params ("HTTP_IDEMPOTENCY_KEY=..."). */
+/* Sends method uri with body and extra params ("HTTP_IDEMPOTENCY_KEY=...",
+ * NULL for none). */
 static reply
-post(const char *uri, const char *body, const char *p1, const char *p2)
+request(const char *method, const char *uri, const char *body,
+    const char *p1, const char *p2)
 {
-	char u[512], cl[64], q[512];
+	char m[64], u[512], cl[64], q[512];
 	const char *qs = strchr(uri, '?');
-	char *env[] = { "REQUEST_METHOD=POST", u, q, cl, (char *)p1,
-	    (char *)p2, NULL };
+	char *env[] = { m, u, q, cl, (char *)p1, (char *)p2, NULL };
+	size_t i, used = 0;
 	harness_body r = { body, strlen(body), 0, 0, 0 };
 	idem_request req;
 	idem_response res;
 	reply out;
 
+	snprintf(m, sizeof(m), "REQUEST_METHOD=%s", method);
 	snprintf(u, sizeof(u), "REQUEST_URI=%s", uri);
 	snprintf(q, sizeof(q), "QUERY_STRING=%s", qs != NULL ? qs + 1 : "");
 	snprintf(cl, sizeof(cl), "CONTENT_LENGTH=%zu", r.len);
@@ -232,9 +301,21 @@ post(const char *uri, const char *body, const char *p1, const char *p2)
 	header_copy(out.custom, sizeof(out.custom), &res, "X-Custom");
 	header_copy(out.retry_after, sizeof(out.retry_after), &res,
 	    "Retry-After");
+	out.nheaders = res.nheaders;
+	for (i = 0; i < res.nheaders && used < sizeof(out.heads); i++)
+		used += (size_t)snprintf(out.heads + used, sizeof(out.heads) -
+		    used, "%s=[%s]\n", res.headers[i].name,
+		    res.headers[i].value);
 	idem_response_clear(&res);
 	idem_request_clear(&req);
 	return out;
+}
+
+/* POSTs body to uri with extra params. */
+static reply
+post(const char *uri, const char *body, const char *p1, const char *p2)
+{
+	return request("POST", uri, body, p1, p2);
 }
 
 #define KEY(k) "HTTP_IDEMPOTENCY_KEY=" k
@@ -275,6 +356,114 @@ Test(mw, replay_does_not_call_handler, .init = setup_default,
 	cr_expect_eq(fs->commits, 1);
 }
 
+/* A stored answer comes back as it was, header for header, with
+ * Idempotent-Replayed besides: also one with all the 64 headers a handler
+ * may set. */
+Test(mw, stored_answer_round_trips, .init = setup_default,
+    .fini = teardown)
+{
+	static const int sizes[] = { 8, 63, 64 };
+	char uri[32], key[32], want[sizeof(((reply *)0)->heads) + 32];
+	reply a, b;
+	size_t i;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		snprintf(uri, sizeof(uri), "/many?n=%d", sizes[i]);
+		snprintf(key, sizeof(key), KEY("rt%d"), sizes[i]);
+		a = post(uri, "{}", key, NULL);
+		cr_expect_eq(a.status, 201);
+		cr_expect_eq(a.nheaders, (size_t)sizes[i]);
+		cr_expect_str_eq(a.replayed, "");
+		b = post(uri, "{}", key, NULL);
+		cr_expect_eq(b.status, 201, "%d headers: %d %s", sizes[i],
+		    b.status, b.body);
+		cr_expect_str_eq(b.body, a.body);
+		snprintf(want, sizeof(want), "%sIdempotent-Replayed=[true]\n",
+		    a.heads);
+		cr_expect_str_eq(b.heads, want);
+	}
+	cr_expect_eq(atomic_load(&calls), 3);
+	cr_expect_eq(fs->commits, 3);
+}
+
+/* What replay would refuse is never stored, so a stored answer can always
+ * be replayed. */
+Test(serialize, keeps_only_what_replay_takes)
+{
+	idem_response res;
+	idem_header *h;
+	size_t len;
+	char *s;
+
+	idem_response_init(&res);
+	cr_assert_eq(idem_response_header(&res, "X-A", " a"), IDEM_OK);
+	/* the framework's own names, slipped past idem_response_header */
+	cr_assert_eq(idem_response_header(&res, "X-B", "b"), IDEM_OK);
+	cr_assert_eq(idem_response_header(&res, "X-C", "c"), IDEM_OK);
+	h = &res.headers[1];
+	free(h->name);
+	h->name = strdup("Content-Length");
+	h = &res.headers[2];
+	free(h->value);
+	h->value = strdup("two\r\nlines");
+	s = idem_headers_serialize(NULL, &res, &len);
+	cr_assert_not_null(s);
+	cr_expect_str_eq(s, "X-A:  a\r\n");
+	cr_expect_eq(len, strlen(s));
+	free(s);
+	idem_response_clear(&res);
+}
+
+/* The framework's own header fits beside all a handler may set. */
+Test(serialize, replay_header_beyond_the_limit)
+{
+	idem_response res;
+	char name[16];
+	size_t i;
+
+	idem_response_init(&res);
+	for (i = 0; i < IDEM_MAX_HEADERS; i++) {
+		snprintf(name, sizeof(name), "X-%zu", i);
+		cr_assert_eq(idem_response_header(&res, name, "v"), IDEM_OK);
+	}
+	cr_expect_eq(idem_response_header(&res, "X-More", "v"),
+	    IDEM_ERR_TOO_LARGE);
+	cr_expect_eq(idem_response_framework_header(&res,
+	    "Idempotent-Replayed", "true"), IDEM_OK);
+	idem_response_clear(&res);
+}
+
+/* The replay header policy: what belongs to one response (a cookie, the
+ * date, hop-by-hop headers) and what the config omits is never stored, so
+ * another client retrying the key never gets the first one's cookie; a 201
+ * replays with its Location and the handler's own headers.  The first
+ * answer is not filtered. */
+Test(mw, replay_header_policy)
+{
+	reply a, b;
+
+	setup_with("replay-omit-headers = x-trace");
+	a = post("/per-response", "{}", KEY("hp"), "REMOTE_USER=alice");
+	cr_expect_eq(a.status, 201);
+	cr_expect_eq(a.nheaders, 17, "%s", a.heads);
+	cr_expect(strstr(a.heads, "Set-Cookie=[session=first-client; "
+	    "HttpOnly]\n") != NULL, "%s", a.heads);
+	cr_expect(strstr(a.heads, "X-Trace=[t-1]\n") != NULL, "%s", a.heads);
+	b = post("/per-response", "{}", KEY("hp"), "REMOTE_USER=bob");
+	cr_expect_eq(b.status, 201);
+	cr_expect_str_eq(b.body, a.body);
+	cr_expect_str_eq(b.heads,
+	    "Content-Type=[application/json]\n"
+	    "Location=[/things/1]\n"
+	    "ETag=[\"v1\"]\n"
+	    "Content-Location=[/things/1]\n"
+	    "Cache-Control=[private]\n"
+	    "X-Own=[mine]\n"
+	    "Idempotent-Replayed=[true]\n");
+	cr_expect_eq(atomic_load(&calls), 1);
+	teardown();
+}
+
 Test(mw, key_missing_and_optional, .init = setup_default, .fini = teardown)
 {
 	reply r = post("/c", "{}", NULL, NULL);
@@ -290,6 +479,43 @@ Test(mw, key_missing_and_optional, .init = setup_default, .fini = teardown)
 	r = post("/off", "{}", KEY("k"), NULL);
 	r = post("/off", "{}", KEY("k"), NULL);
 	cr_expect_str_eq(r.replayed, "");
+	cr_expect_eq(atomic_load(&calls), 4);
+}
+
+/* The default policy is for mutations: a read (GET) registered with it is
+ * off, so it needs no key and its answer is never stored, while POST,
+ * PUT, PATCH and DELETE need one; an explicit policy still applies. */
+Test(mw, default_policy_leaves_reads_off, .init = setup_default,
+    .fini = teardown)
+{
+	static const char *const mutating[] = { "PUT", "PATCH", "DELETE" };
+	reply r;
+	size_t i;
+
+	cr_assert_eq(idem_router_add(svc->router, "GET", "/g",
+	    IDEM_POLICY_DEFAULT, counting, NULL, "test"), IDEM_OK);
+	cr_assert_eq(idem_router_add(svc->router, "GET", "/g/required",
+	    IDEM_POLICY_REQUIRED, counting, NULL, "test"), IDEM_OK);
+	for (i = 0; i < sizeof(mutating) / sizeof(mutating[0]); i++)
+		cr_assert_eq(idem_router_add(svc->router, mutating[i], "/g",
+		    IDEM_POLICY_DEFAULT, counting, NULL, "test"), IDEM_OK);
+	r = request("GET", "/g", "", NULL, NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	r = request("GET", "/g", "", KEY("g1"), NULL);
+	r = request("GET", "/g", "", KEY("g1"), NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	cr_expect_str_eq(r.replayed, "");
+	cr_expect_str_eq(r.body, "{\"call\":3}");
+	r = request("HEAD", "/g", "", NULL, NULL);
+	cr_expect_eq(r.status, 201, "%s", r.body);
+	cr_expect_eq(atomic_load(&calls), 4);
+	cr_expect_eq(fs->commits, 0);
+	r = request("GET", "/g/required", "", NULL, NULL);
+	expect_problem(&r, 400, "IDEMPOTENCY_KEY_MISSING");
+	for (i = 0; i < sizeof(mutating) / sizeof(mutating[0]); i++) {
+		r = request(mutating[i], "/g", "", NULL, NULL);
+		expect_problem(&r, 400, "IDEMPOTENCY_KEY_MISSING");
+	}
 	cr_expect_eq(atomic_load(&calls), 4);
 }
 
@@ -634,6 +860,86 @@ Test(mw, store_outage_logged_once_and_counted, .init = setup_metrics,
 	    "{outcome=\"committed\"}"), 1);
 	free(text);
 	cr_expect_eq(svc->mw->backlog, 0, "the jobs are done");
+}
+
+/* Starts capturing log lines from level up into a temporary file. */
+static FILE *
+log_begin(idem_log_level level, int *old)
+{
+	FILE *fp = tmpfile();
+
+	cr_assert_not_null(fp);
+	*old = idem_log_set_fd(fileno(fp));
+	idem_log_set_level(level);
+	return fp;
+}
+
+/* Stops capturing; the lines so far into buf. */
+static void
+log_end(FILE *fp, int old, char *buf, size_t size)
+{
+	size_t n;
+
+	idem_log_set_fd(old);
+	idem_log_set_level(IDEM_LOG_ERROR + 1);
+	rewind(fp);
+	n = fread(buf, 1, size - 1, fp);
+	buf[n] = '\0';
+	fclose(fp);
+}
+
+/* How often needle occurs in hay. */
+static int
+occurrences(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (; (hay = strstr(hay, needle)) != NULL; hay++)
+		n++;
+	return n;
+}
+
+/* With scope = none the key ignores the principal the web server passes:
+ * one warning per process when a keyed request carries one (REMOTE_USER
+ * or Authorization); none while requests carry none, and none under a
+ * scope. */
+Test(mw, unscoped_principal_warned_once)
+{
+	char log[8192];
+	reply r;
+	FILE *fp;
+	int old;
+
+	setup_with("scope = header:X-Api-Key");
+	fp = log_begin(IDEM_LOG_WARN, &old);
+	r = post("/c", "{}", KEY("s1"), "HTTP_X_API_KEY=k");
+	cr_expect_eq(r.status, 201);
+	r = post("/c", "{}", KEY("s2"), "REMOTE_USER=alice");
+	expect_problem(&r, 400, "IDEMPOTENCY_SCOPE_MISSING");
+	log_end(fp, old, log, sizeof(log));
+	cr_expect_eq(occurrences(log, "unscoped_principal"), 0, "%s", log);
+	teardown();
+
+	setup_default();
+	fp = log_begin(IDEM_LOG_WARN, &old);
+	r = post("/c", "{}", KEY("u0"), NULL);
+	r = post("/opt", "{}", NULL, "REMOTE_USER=alice");
+	cr_expect_eq(r.status, 201);
+	log_end(fp, old, log, sizeof(log));
+	cr_expect_eq(occurrences(log, "unscoped_principal"), 0,
+	    "no principal, or no key: %s", log);
+	fp = log_begin(IDEM_LOG_WARN, &old);
+	r = post("/c", "{}", KEY("u1"), "REMOTE_USER=alice");
+	cr_expect_eq(r.status, 201);
+	r = post("/c", "{}", KEY("u1"), "REMOTE_USER=bob");
+	cr_expect_str_eq(r.replayed, "true");
+	r = post("/c", "{}", KEY("u2"), "HTTP_AUTHORIZATION=Bearer x");
+	r = post("/opt", "{}", KEY("u3"), "HTTP_AUTHORIZATION=Bearer y");
+	log_end(fp, old, log, sizeof(log));
+	cr_expect_eq(occurrences(log, "unscoped_principal"), 1, "%s", log);
+	cr_expect(strstr(log, " warn ") != NULL, "%s", log);
+	cr_expect(strstr(log, "scope = none") != NULL, "%s", log);
+	teardown();
 }
 
 Test(mw, commit_failure_still_answers, .init = setup_default,

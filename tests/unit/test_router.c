@@ -128,13 +128,53 @@ Test(router, method_not_allowed)
 	make_request(&req, env, "DELETE", "/accounts/a");
 	cr_assert_eq(idem_router_match(r, &req, allow, sizeof(allow)),
 	    IDEM_ERR_INVALID);
-	cr_expect_str_eq(allow, "GET, PUT");
+	cr_expect_str_eq(allow, "GET, HEAD, PUT");
 	free_request(&req, env);
 
 	make_request(&req, env, "GET", "/accounts/a/deposit");
 	cr_assert_eq(idem_router_match(r, &req, allow, sizeof(allow)),
 	    IDEM_ERR_INVALID);
 	cr_expect_str_eq(allow, "POST");
+	free_request(&req, env);
+	idem_router_free(r);
+}
+
+/* A HEAD is answered by the GET route of its path, unless a HEAD route
+ * matches; Allow lists HEAD wherever GET is allowed, once. */
+Test(router, head_answered_by_get)
+{
+	idem_router *r = sample();
+	idem_request req;
+	char *env[3], allow[64];
+
+	make_request(&req, env, "HEAD", "/accounts/a");
+	cr_assert_eq(idem_router_match(r, &req, allow, sizeof(allow)), IDEM_OK);
+	cr_expect_str_eq(req.route->method, "GET");
+	cr_expect_str_eq(req.route->tmpl, "/accounts/{id}");
+	cr_expect_str_eq(idem_request_param(&req, "id"), "a");
+	free_request(&req, env);
+
+	make_request(&req, env, "HEAD", "/accounts/special");
+	cr_assert_eq(idem_router_match(r, &req, allow, sizeof(allow)), IDEM_OK);
+	cr_expect_eq(req.route->data, (void *)1);
+	free_request(&req, env);
+
+	make_request(&req, env, "HEAD", "/accounts/a/deposit");
+	cr_assert_eq(idem_router_match(r, &req, allow, sizeof(allow)),
+	    IDEM_ERR_INVALID);
+	cr_expect_str_eq(allow, "POST");
+	free_request(&req, env);
+
+	cr_assert_eq(idem_router_add(r, "HEAD", "/accounts/{id}",
+	    IDEM_POLICY_OFF, h1, (void *)3, "t"), IDEM_OK);
+	make_request(&req, env, "HEAD", "/accounts/a");
+	cr_assert_eq(idem_router_match(r, &req, allow, sizeof(allow)), IDEM_OK);
+	cr_expect_eq(req.route->data, (void *)3);
+	free_request(&req, env);
+	make_request(&req, env, "POST", "/accounts/a");
+	cr_assert_eq(idem_router_match(r, &req, allow, sizeof(allow)),
+	    IDEM_ERR_INVALID);
+	cr_expect_str_eq(allow, "GET, HEAD, PUT");
 	free_request(&req, env);
 	idem_router_free(r);
 }
