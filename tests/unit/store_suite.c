@@ -352,9 +352,11 @@ Test(store, racing_takeover_one_winner, .init = open_store,
 	idem_store_key k = key("racetake", 0);
 	idem_reserve_result rr;
 
-	cr_assert_eq(reserve(&k, FP1, "dead", 100, &rr), IDEM_RESERVE_ACQUIRED);
-	msleep(250);
-	cr_expect_eq(run_race(&k, 16, 100, IDEM_RESERVE_TAKEN_OVER), 1);
+	/* the winner's fresh lease must outlive the race, however loaded the
+	 * machine: with a 100 ms ttl a slow racer saw it stale again */
+	cr_assert_eq(reserve(&k, FP1, "dead", 1000, &rr), IDEM_RESERVE_ACQUIRED);
+	msleep(1200);
+	cr_expect_eq(run_race(&k, 16, 1000, IDEM_RESERVE_TAKEN_OVER), 1);
 }
 
 Test(store, release_prefix_frees_a_dead_workers_keys, .init = open_store,
