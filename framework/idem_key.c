@@ -225,17 +225,52 @@ typedef struct qpair {
 	size_t idx;
 } qpair;
 
-/* Orders pairs by name, and pairs of one name by their place. */
+/* The value of a hex digit, or -1. */
+static int
+hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* The byte of a query name (len bytes) at *i, as a handler reads it:
+ * "+" is a space and a valid %XX its byte; advances *i past it. */
+static int
+name_byte(const char *s, size_t len, size_t *i)
+{
+	int hi, lo;
+
+	if (s[*i] == '%' && *i + 2 < len && (hi = hex_digit(s[*i + 1])) >= 0 &&
+	    (lo = hex_digit(s[*i + 2])) >= 0) {
+		*i += 3;
+		return hi * 16 + lo;
+	}
+	(*i)++;
+	return s[*i - 1] == '+' ? ' ' : (unsigned char)s[*i - 1];
+}
+
+/* Orders pairs by name as a handler decodes it (so "tag" and "t%61g" are
+ * one name and keep their order), and pairs of one name by their place.
+ * The text that is hashed stays as sent. */
 static int
 cmp_pair(const void *a, const void *b)
 {
 	const qpair *x = a, *y = b;
-	int c = memcmp(x->s, y->s, x->name < y->name ? x->name : y->name);
+	size_t i = 0, j = 0;
 
-	if (c != 0)
-		return c;
-	if (x->name != y->name)
-		return x->name < y->name ? -1 : 1;
+	while (i < x->name && j < y->name) {
+		int c = name_byte(x->s, x->name, &i) - name_byte(y->s, y->name,
+		    &j);
+		if (c != 0)
+			return c;
+	}
+	if (i < x->name || j < y->name)
+		return i < x->name ? 1 : -1;
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
@@ -300,25 +335,33 @@ idem_media_type(const char *ctype, int *json)
 	while (n > 0 && is_ows(out[n - 1]))
 		n--;
 	type_len = n;
-	/* the parameters as sent, but for the white space around each ';'
-	 * outside quoted strings */
-	for (; *p != '\0'; p++) {
-		if (*p == ';' && !quoted) {
-			while (n > type_len && is_ows(out[n - 1]))
-				n--;
-			out[n++] = ';';
-			while (is_ows(p[1]))
-				p++;
+	/* the parameters: names, and a charset's value, lower-cased (RFC
+	 * 9110 makes them case-insensitive); white space around ';' and
+	 * empty parameters dropped; other values as sent */
+	while (*p == ';') {
+		size_t start = n;
+		int charset;
+		for (p++; is_ows(*p); p++)
+			;
+		if (*p == ';' || *p == '\0')
 			continue;
+		out[n++] = ';';
+		for (; *p != '\0' && *p != ';' && *p != '='; p++)
+			out[n++] = (char)tolower((unsigned char)*p);
+		charset = n - start == 8 && memcmp(out + start, ";charset", 8) == 0;
+		for (; *p != '\0' && (quoted || *p != ';'); p++) {
+			if (quoted && *p == '\\' && p[1] != '\0') {
+				out[n++] = *p++;
+				out[n++] = *p;
+				continue;
+			}
+			if (*p == '"')
+				quoted = !quoted;
+			out[n++] = charset ? (char)tolower((unsigned char)*p) : *p;
 		}
-		if (quoted && *p == '\\' && p[1] != '\0')
-			out[n++] = *p++;
-		else if (*p == '"')
-			quoted = !quoted;
-		out[n++] = *p;
+		while (!quoted && n > start && is_ows(out[n - 1]))
+			n--;
 	}
-	while (!quoted && n > type_len && is_ows(out[n - 1]))
-		n--;
 	out[n] = '\0';
 	*json = (type_len == 16 && memcmp(out, "application/json", 16) == 0) ||
 	    (type_len > 5 && memchr(out, '/', type_len - 5) != NULL &&

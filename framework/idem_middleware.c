@@ -563,12 +563,13 @@ idem_headers_serialize(const idem_config *cfg, const idem_response *res,
 }
 
 /* Fills res from a stored answer plus Idempotent-Replayed, which does not
- * count against the handler's IDEM_MAX_HEADERS.  The fixed never-stored
- * headers are dropped here too, should an answer stored by an older
- * version carry them.  Returns IDEM_OK or an error (res then holds
- * whatever was built). */
+ * count against the handler's IDEM_MAX_HEADERS.  The never-stored headers
+ * of cfg are dropped here too, should an answer stored by an older
+ * version, or before replay-omit-headers named them, carry them.  Returns
+ * IDEM_OK or an error (res then holds whatever was built). */
 static idem_err
-replay(const idem_stored_response *sr, idem_response *res)
+replay(const idem_config *cfg, const idem_stored_response *sr,
+    idem_response *res)
 {
 	char *copy, *line, *save = NULL;
 	idem_err err = IDEM_OK;
@@ -585,7 +586,7 @@ replay(const idem_stored_response *sr, idem_response *res)
 		if (colon == NULL)
 			continue;
 		*colon = '\0';
-		if (!idem_header_stored(NULL, line))
+		if (!idem_header_stored(cfg, line))
 			continue;
 		/* the one space idem_headers_serialize writes: a value's own
 		 * leading blanks stay */
@@ -1006,7 +1007,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			return;
 		}
 		if (rr.outcome == IDEM_RESERVE_COMMITTED) {
-			err = replay(&rr.response, res);
+			err = replay(cfg, &rr.response, res);
 			idem_reserve_result_clear(&rr);
 			if (err != IDEM_OK)
 				refuse(res, 500, "REPLAY_FAILED", "the stored answer "

@@ -186,6 +186,17 @@ match_score(const idem_route *rt, const idem_request *req)
 	return score;
 }
 
+/* Whether a HEAD may run rt, a GET route, and drop the body: only when
+ * rt is a plain read (its policy off, or the default, which is off for
+ * GET).  A GET route its plugin made keyed may have effects: a HEAD must
+ * not run it unkeyed, nor store its answer under a GET's key. */
+static int
+head_by_get(const idem_route *rt)
+{
+	return strcmp(rt->method, "GET") == 0 &&
+	    (rt->policy == IDEM_POLICY_DEFAULT || rt->policy == IDEM_POLICY_OFF);
+}
+
 /* Appends method to the Allow list of used bytes unless it is there. */
 static void
 allow_add(char *allow, size_t allowlen, size_t *used, const char *method)
@@ -227,13 +238,12 @@ idem_router_match(const idem_router *r, idem_request *req, char *allow,
 				best = rt;
 				best_score = score;
 			}
-		} else if (head && strcmp(rt->method, "GET") == 0 &&
-		    score > get_score) {
+		} else if (head && head_by_get(rt) && score > get_score) {
 			get = rt;
 			get_score = score;
 		}
 		allow_add(allow, allowlen, &used, rt->method);
-		if (strcmp(rt->method, "GET") == 0)
+		if (head_by_get(rt))
 			allow_add(allow, allowlen, &used, "HEAD");
 	}
 	/* HEAD is answered by the GET route unless one of its own matches */

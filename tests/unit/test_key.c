@@ -132,6 +132,12 @@ Test(canonical, query_sorted_by_name_values_in_order)
 		{ "tag=x&b=1&tag=y&a", "a&b=1&tag=x&tag=y" },
 		{ "t=2&tag=1&t=1", "t=2&t=1&tag=1" },
 		{ "a=&a&a=1", "a=&a&a=1" },
+		/* one name however it is spelled: its values keep their order
+		 * (a handler that decodes names reads tag=[x,y] in both) */
+		{ "tag=x&t%61g=y", "tag=x&t%61g=y" },
+		{ "t%61g=y&tag=x", "t%61g=y&tag=x" },
+		{ "b=1&a+b=2&a%20b=3", "a+b=2&a%20b=3&b=1" },
+		{ "z=1&%41=3&%zz=2", "%zz=2&%41=3&z=1" },
 		{ "", "" },
 	};
 	size_t i;
@@ -155,9 +161,15 @@ Test(canonical, media_type)
 		{ "application/json", "application/json", 1 },
 		{ " Application/JSON \t", "application/json", 1 },
 		{ "application/json; charset=UTF-8",
-		    "application/json;charset=UTF-8", 1 },
+		    "application/json;charset=utf-8", 1 },
 		{ "application/json ;charset=UTF-8 ; x=1",
-		    "application/json;charset=UTF-8;x=1", 1 },
+		    "application/json;charset=utf-8;x=1", 1 },
+		/* parameter names and a charset are case-insensitive; empty
+		 * parameters are nothing; other values are as sent */
+		{ "Text/Plain; Charset=\"UTF-8\"; Level=A",
+		    "text/plain;charset=\"utf-8\";level=A", 0 },
+		{ "application/json;", "application/json", 1 },
+		{ "application/json; ;x=1;", "application/json;x=1", 1 },
 		{ "application/problem+json", "application/problem+json", 1 },
 		{ "Application/Vnd.Api+JSON;v=2",
 		    "application/vnd.api+json;v=2", 1 },

@@ -179,6 +179,28 @@ Test(router, head_answered_by_get)
 	idem_router_free(r);
 }
 
+/* A GET route its plugin made keyed is not run by HEAD (issue 12, 13). */
+Test(router, head_not_by_a_keyed_get)
+{
+	idem_router *r = idem_router_new();
+	idem_request req;
+	char *env[3], allow[64];
+
+	cr_assert_eq(idem_router_add(r, "GET", "/g/required",
+	    IDEM_POLICY_REQUIRED, h1, NULL, "t"), IDEM_OK);
+	cr_assert_eq(idem_router_add(r, "GET", "/g/plain",
+	    IDEM_POLICY_DEFAULT, h1, NULL, "t"), IDEM_OK);
+	make_request(&req, env, "HEAD", "/g/required");
+	cr_expect_eq(idem_router_match(r, &req, allow, sizeof(allow)),
+	    IDEM_ERR_INVALID);
+	cr_expect_str_eq(allow, "GET");
+	free_request(&req, env);
+	make_request(&req, env, "HEAD", "/g/plain");
+	cr_expect_eq(idem_router_match(r, &req, allow, sizeof(allow)), IDEM_OK);
+	free_request(&req, env);
+	idem_router_free(r);
+}
+
 Test(router, bad_templates)
 {
 	static const char *const bad[] = { "", "x", "no/slash", "/a//b", "/a/",
