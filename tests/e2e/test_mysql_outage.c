@@ -230,3 +230,62 @@ Test(mysql_outage, frozen_database, .init = take_turn, .timeout = 120)
 	cr_expect_eq(harness_stop(&h), 0);
 	mariadb_destroy(&db);
 }
+
+/* A POST for a thread. */
+static void *
+post_thread(void *arg)
+{
+	call_send(arg);
+	return NULL;
+}
+
+/*
+ * Issue 12.4: the database stops between a handler's end and its commit,
+ * so the commit waits in the lease thread; it comes back and idemfcgi is
+ * told to stop before the thread's next round.  The last attempt of the
+ * stop stores the answer: after a restart the retry is replayed, not left
+ * in flight until inflight-ttl and then run again.  (A frozen database
+ * would not do: it runs the commit it had queued once it thaws.)
+ */
+Test(mysql_outage, stop_writes_a_deferred_commit, .init = take_turn,
+    .timeout = 120)
+{
+	mariadb db;
+	harness h, h2;
+	char rest[1000], my[600], log[320];
+	pthread_t t;
+	call first, c;
+
+	cr_assert_eq(mariadb_start(&db), 0);
+	mariadb_conf(&db, my, sizeof(my));
+	/* timeouts of 2 s (mariadb_conf), a grace of 10 s (the harness) */
+	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
+	    "inflight-ttl = 60s\n%s", my);
+	/* one testkit log for both instances, outliving the first */
+	snprintf(log, sizeof(log), "/tmp/idemfcgi-deferred-%ld.log",
+	    (long)getpid());
+	unlink(log);
+	cr_assert_eq(harness_start_log(&h, "threads = 2", rest, log), 0);
+
+	first = call_make(h.addr, "/testkit/sleep/3000", "deferred", NULL);
+	pthread_create(&t, NULL, post_thread, &first);
+	call_sleep(500);
+	cr_assert_eq(mariadb_stop(&db), 0);
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 201, "the client has its answer");
+	cr_expect(harness_await_log(&h, "commit_deferred"), "the commit waits");
+	cr_assert_eq(mariadb_restart(&db), 0);
+	cr_expect_eq(harness_stop(&h), 0);
+
+	/* a new instance on the same database and testkit log */
+	cr_assert_eq(harness_start_log(&h2, "threads = 2", rest, log), 0);
+	c = call_one(h2.addr, "/testkit/sleep/3000", "deferred", NULL);
+	cr_expect_eq(c.status, 201, "%d %s", c.status, c.body_out);
+	cr_expect_str_eq(c.replayed, "true");
+	cr_expect_str_eq(c.exec, first.exec);
+	cr_expect_eq(harness_count_key(&h2, "/testkit/sleep/3000", "deferred"),
+	    1);
+	harness_stop(&h2);
+	unlink(log);
+	mariadb_destroy(&db);
+}
