@@ -225,19 +225,6 @@ typedef struct qpair {
 	size_t idx;
 } qpair;
 
-/* The value of a hex digit, or -1. */
-static int
-hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The byte of a query name (len bytes) at *i, as a handler reads it:
  * "+" is a space and a valid %XX its byte; advances *i past it. */
 static int
@@ -245,8 +232,9 @@ name_byte(const char *s, size_t len, size_t *i)
 {
 	int hi, lo;
 
-	if (s[*i] == '%' && *i + 2 < len && (hi = hex_digit(s[*i + 1])) >= 0 &&
-	    (lo = hex_digit(s[*i + 2])) >= 0) {
+	if (s[*i] == '%' && *i + 2 < len &&
+	    (hi = idem_hex_digit(s[*i + 1])) >= 0 &&
+	    (lo = idem_hex_digit(s[*i + 2])) >= 0) {
 		*i += 3;
 		return hi * 16 + lo;
 	}

@@ -3,7 +3,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,16 +29,6 @@ key_hash(const idem_store_key *sk, char buf[17])
 	if (buf[0] == '\0')
 		idem_key_hash(sk->scope, sk->key, sk->key_len, buf);
 	return buf;
-}
-
-/* Sleeps ms milliseconds. */
-static void
-nap(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
 }
 
 /* Counts an outcome when mw has metrics. */
@@ -376,7 +365,7 @@ idem_middleware_flush(idem_middleware *mw, uint64_t budget_ms)
 			}
 		}
 		if (jobs != NULL && idem_now_ms() + 100 < deadline)
-			nap(100);
+			idem_sleep_ms(100);
 	}
 	DL_FOREACH_SAFE(jobs, l, tmp) {
 		log_dropped(l);
@@ -1028,7 +1017,7 @@ wait:
 			    "later", 1);
 			return;
 		}
-		nap(pause);
+		idem_sleep_ms(pause);
 		if (pause < 100)
 			pause *= 2;
 	}

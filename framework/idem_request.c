@@ -56,8 +56,8 @@ sane_request_id(const char *s)
 	return n > 0;
 }
 
-static int
-hexval(char c)
+int
+idem_hex_digit(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -108,8 +108,10 @@ split_path(idem_request *req, const char *path, size_t len, int decode,
 		for (; i < len && path[i] != '/'; i++) {
 			char c = path[i];
 			if (decode && c == '%') {
-				int hi = i + 2 < len ? hexval(path[i + 1]) : -1;
-				int lo = i + 2 < len ? hexval(path[i + 2]) : -1;
+				int hi = i + 2 < len ?
+				    idem_hex_digit(path[i + 1]) : -1;
+				int lo = i + 2 < len ?
+				    idem_hex_digit(path[i + 2]) : -1;
 				if (hi < 0 || lo < 0) {
 					idem_problem_set(pb, 400, "BAD_PATH",
 					    "malformed percent-escape in the path");

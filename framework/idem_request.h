@@ -110,6 +110,9 @@ const char *idem_request_env(const idem_request *req, const char *name);
 /* Frees what req owns and zeroes it. */
 void idem_request_clear(idem_request *req);
 
+/* The value of a hex digit (either case), or -1: for %XX escapes. */
+int idem_hex_digit(char c);
+
 /* Sets *pb. */
 void idem_problem_set(idem_problem *pb, int status, const char *code,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));

@@ -20,11 +20,9 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <errmsg.h>
 #include <mysql.h>
@@ -33,6 +31,7 @@
 #include "idem_metrics.h"
 #include "idem_mysql.h"
 #include "idem_store.h"
+#include "idem_time.h"
 
 #define SCHEMA_VERSION 1
 #define SCHEMA_FILE "schema/mysql/001_idempotency_keys.sql"
@@ -51,7 +50,7 @@
 
 enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY,
-    S_LOOKUP, S_CENSUS, S_OLDEST, S_PACKET, NSTMT };
+    S_LOOKUP, S_CENSUS, S_OLDEST, NSTMT };
 
 #define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
 #define AGE(col) "TIMESTAMPDIFF(MICROSECOND, " col ", " NOW ")"
@@ -103,7 +102,6 @@ static const char *const sql[NSTMT] = {
 	[S_OLDEST] = "SELECT scope_hash, idem_key, owner, request_id, "
 	    AGE("reserved_at") ", " AGE("lease_at") " FROM idempotency_keys "
 	    "WHERE state = 'in_flight' ORDER BY reserved_at LIMIT 1",
-	[S_PACKET] = "SELECT @@max_allowed_packet",
 };
 
 typedef struct mysql_store {
@@ -181,11 +179,7 @@ permanent_error(unsigned err)
 static void
 backoff(int n)
 {
-	long ms = 1 + random() % (1L << (n < 6 ? n : 6));
-	struct timespec ts = { 0, ms * 1000000L };
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
+	idem_sleep_ms(1 + random() % (1L << (n < 6 ? n : 6)));
 }
 
 /*
@@ -872,22 +866,22 @@ static const idem_store_ops mysql_ops = {
 };
 
 /* Sets the store's limits from the schema's columns and the server's
- * max_allowed_packet.  Returns IDEM_OK or IDEM_ERR_STORE (logged). */
+ * max_allowed_packet, which the pool read when it connected.  Returns
+ * IDEM_OK or IDEM_ERR_STORE (logged). */
 static idem_err
 set_limits(mysql_store *ms)
 {
-	long long packet = 0, unused = 0;
+	uint64_t packet = idem_mysql_max_packet(ms->pool);
 
-	if (select_ints(ms, S_PACKET, &packet, &unused) != IDEM_OK ||
-	    packet <= 0) {
+	if (packet == 0) {
 		idem_log(NULL, IDEM_LOG_ERROR, "mysql store: cannot read "
 		    "max_allowed_packet");
 		return IDEM_ERR_STORE;
 	}
 	ms->base.limits.headers = HEADERS_COLUMN_MAX;
 	ms->base.limits.body = BODY_COLUMN_MAX;
-	ms->base.limits.total = (uint64_t)packet > PACKET_SLACK ?
-	    (uint64_t)packet - PACKET_SLACK : 0;
+	ms->base.limits.total = packet > PACKET_SLACK ? packet - PACKET_SLACK :
+	    0;
 	return IDEM_OK;
 }
 

@@ -3,6 +3,8 @@
  */
 #include "config.h"
 
+#include <errno.h>
+
 #include <stdio.h>
 
 #include <string.h>
@@ -30,6 +32,15 @@ idem_timespec_add(struct timespec *ts, uint64_t ms)
 		ts->tv_sec++;
 		ts->tv_nsec -= 1000000000L;
 	}
+}
+
+void
+idem_sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }
 
 void

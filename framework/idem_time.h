@@ -19,6 +19,9 @@ void idem_deadline(struct timespec *ts, uint64_t ms);
 /* Adds ms to *ts. */
 void idem_timespec_add(struct timespec *ts, uint64_t ms);
 
+/* Sleeps ms milliseconds, through signals. */
+void idem_sleep_ms(long ms);
+
 /* The wall-clock time of a CLOCK_MONOTONIC instant mono_ms, as UTC
  * "2026-11-30T07:25:05.123000Z" in buf (at least 32 bytes).  Returns buf. */
 char *idem_mono_to_utc(uint64_t mono_ms, char *buf, size_t size);
