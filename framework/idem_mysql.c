@@ -25,6 +25,8 @@ struct idem_mysql_pool {
 	uint64_t wait_ms;
 	const char *const *sql;
 	size_t nsql;
+	char **extra;               /* owned: see idem_mysql_pool_extra */
+	size_t nextra;
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
 	idem_mysql_conn *conns;     /* size of them */
@@ -70,6 +72,14 @@ idem_mysql_log_error(idem_mysql_pool *p, const char *what, MYSQL_STMT *st)
 	if (may_log(p))
 		idem_log(NULL, IDEM_LOG_ERROR, "mysql %s: %s (error %u)", what,
 		    mysql_stmt_error(st), mysql_stmt_errno(st));
+}
+
+void
+idem_mysql_log_conn_error(idem_mysql_pool *p, const char *what, MYSQL *m)
+{
+	if (may_log(p))
+		idem_log(NULL, IDEM_LOG_ERROR, "mysql %s: %s (error %u)", what,
+		    mysql_error(m), mysql_errno(m));
 }
 
 /* Reads the password: the first line of file, or the environment. */
@@ -149,11 +159,14 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 		return IDEM_ERR_NOMEM;
 	}
 	for (i = 0; i < size; i++) {
-		p->conns[i].stmts = calloc(nsql + 1, sizeof(MYSQL_STMT *));
+		/* room for the extra statements too: see idem_mysql_pool_extra */
+		p->conns[i].stmts = calloc(nsql + IDEM_MYSQL_EXTRA_MAX + 1,
+		    sizeof(MYSQL_STMT *));
 		if (p->conns[i].stmts == NULL) {
 			idem_mysql_pool_free(p);
 			return IDEM_ERR_NOMEM;
 		}
+		p->conns[i].extra = p->conns[i].stmts + nsql;
 		p->idle[p->nidle++] = &p->conns[i];
 	}
 	if ((err = read_password(cfg, &p->password)) != IDEM_OK) {
@@ -164,13 +177,37 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 	return IDEM_OK;
 }
 
+idem_err
+idem_mysql_pool_extra(idem_mysql_pool *p, const char *const *extra,
+    size_t nextra)
+{
+	size_t i;
+
+	if (nextra > IDEM_MYSQL_EXTRA_MAX || p->extra != NULL)
+		return IDEM_ERR_INVALID;
+	if ((p->extra = calloc(nextra + 1, sizeof(*p->extra))) == NULL)
+		return IDEM_ERR_NOMEM;
+	for (i = 0; i < nextra; i++)
+		if ((p->extra[i] = strdup(extra[i])) == NULL)
+			return IDEM_ERR_NOMEM;
+	p->nextra = nextra;
+	return IDEM_OK;
+}
+
+/* The text of statement i of every connection of p, its own then extra. */
+static const char *
+stmt_sql(const idem_mysql_pool *p, size_t i)
+{
+	return i < p->nsql ? p->sql[i] : p->extra[i - p->nsql];
+}
+
 /* Closes c's statements and connection. */
 static void
 disconnect(idem_mysql_pool *p, idem_mysql_conn *c)
 {
 	size_t i;
 
-	for (i = 0; i < p->nsql; i++)
+	for (i = 0; i < p->nsql + p->nextra; i++)
 		if (c->stmts[i] != NULL) {
 			mysql_stmt_close(c->stmts[i]);
 			c->stmts[i] = NULL;
@@ -231,10 +268,10 @@ connect_one(idem_mysql_pool *p, idem_mysql_conn *c)
 		return -1;
 	}
 	read_max_packet(p, c);
-	for (i = 0; i < p->nsql; i++) {
+	for (i = 0; i < p->nsql + p->nextra; i++) {
 		c->stmts[i] = mysql_stmt_init(c->m);
 		if (c->stmts[i] == NULL || mysql_stmt_prepare(c->stmts[i],
-		    p->sql[i], strlen(p->sql[i])) != 0) {
+		    stmt_sql(p, i), strlen(stmt_sql(p, i))) != 0) {
 			if (may_log(p))
 				idem_log(NULL, IDEM_LOG_ERROR, "mysql: cannot prepare "
 				    "statement %zu: %s", i, c->stmts[i] != NULL ?
@@ -327,6 +364,9 @@ idem_mysql_pool_free(idem_mysql_pool *p)
 	}
 	free(p->conns);
 	free(p->idle);
+	for (i = 0; p->extra != NULL && p->extra[i] != NULL; i++)
+		free(p->extra[i]);
+	free(p->extra);
 	free(p->host);
 	free(p->socket);
 	free(p->user);

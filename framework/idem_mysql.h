@@ -18,15 +18,20 @@
 #include "idemfcgi.h"
 #include "idem_config.h"
 
+/* Most extra statements a pool takes (idem_mysql_pool_extra). */
+#define IDEM_MYSQL_EXTRA_MAX 8
+
 struct idem_mysql_conn {
 	MYSQL *m;                /* NULL until connected */
 	MYSQL_STMT **stmts;      /* prepared, in the order given to the pool */
+	MYSQL_STMT **extra;      /* the pool's extra statements, after them */
 	int broken;              /* close when given back */
 };
 
 /*
  * A pool of size connections to the database of cfg's [mysql] section;
  * each prepares the nsql statements of sql (borrowed: static storage).
+ * idem_mysql_pool_extra adds more, which connections reach as c->extra.
  * The password comes from password-file, else the environment variable
  * IDEMFCGI_MYSQL_PASSWORD; it is never logged.  Connects nothing yet.
  * Returns IDEM_OK with *out (free with idem_mysql_pool_free) or
@@ -36,6 +41,16 @@ idem_err idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
     size_t nsql, unsigned size, idem_mysql_pool **out);
 
 void idem_mysql_pool_free(idem_mysql_pool *p);
+
+/*
+ * Makes every connection of p also prepare the nextra statements of extra
+ * (copied), reached as c->extra[i]: the MySQL store's statements of a
+ * transactional route, on the pool of the plugin whose handler shares the
+ * transaction.  Before the first idem_mysql_get.  Returns IDEM_OK or
+ * IDEM_ERR_NOMEM.
+ */
+idem_err idem_mysql_pool_extra(idem_mysql_pool *p, const char *const *extra,
+    size_t nextra);
 
 /* idem_mysql_get, idem_mysql_put, idem_mysql_stmt and idem_mysql_check
  * are in idemfcgi.h: plugins use them too.  idem_mysql_get waits for a
@@ -53,5 +68,9 @@ uint64_t idem_mysql_max_packet(idem_mysql_pool *p);
 /* Logs a statement error (with the statement's index), rate-limited. */
 void idem_mysql_log_error(idem_mysql_pool *p, const char *what,
     MYSQL_STMT *st);
+
+/* Logs a connection's last error, rate-limited like the above. */
+void idem_mysql_log_conn_error(idem_mysql_pool *p, const char *what,
+    MYSQL *m);
 
 #endif

@@ -49,6 +49,42 @@ idem_store_commit(idem_store *s, const idem_store_key *k, const char *owner,
 }
 
 idem_err
+idem_store_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
+    const unsigned char fp[32], const char *owner, const char *request_id,
+    uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out)
+{
+	uint64_t t0 = start(s);
+
+	memset(out, 0, sizeof(*out));
+	if (s->ops->tx_begin == NULL)
+		return IDEM_ERR_INVALID;
+	return timed(s, IDEM_STORE_OP_RESERVE, t0, s->ops->tx_begin(s, c, k, fp,
+	    owner, request_id, inflight_ttl_ms, lifetime_ms, out));
+}
+
+idem_err
+idem_store_tx_record(idem_store *s, idem_mysql_conn *c,
+    const idem_store_key *k, const char *owner,
+    const idem_stored_response *resp, uint64_t lifetime_ms)
+{
+	uint64_t t0 = start(s);
+	idem_err err = s->ops->tx_record(s, c, k, owner, resp, lifetime_ms);
+
+	return err == IDEM_ERR_TOO_LARGE ? err : timed(s, IDEM_STORE_OP_COMMIT,
+	    t0, err);
+}
+
+idem_err
+idem_store_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
+    const char *owner, int commit, unsigned faults, int *unknown)
+{
+	uint64_t t0 = start(s);
+
+	return timed(s, commit ? IDEM_STORE_OP_COMMIT : IDEM_STORE_OP_RELEASE,
+	    t0, s->ops->tx_end(s, c, k, owner, commit, faults, unknown));
+}
+
+idem_err
 idem_store_release(idem_store *s, const idem_store_key *k, const char *owner)
 {
 	uint64_t t0 = start(s);

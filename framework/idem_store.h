@@ -170,7 +170,49 @@ typedef struct idem_store_ops {
 	 * IDEM_ERR_STORE. */
 	idem_err (*census)(idem_store *s, uint64_t inflight_ttl_ms,
 	    idem_store_census *out);
+	/*
+	 * Transactional routes (DESIGN.md section 2.6); NULL for a store
+	 * that cannot share a transaction with a handler (memory).  c is a
+	 * connection of the plugin's pool (idem_app_mysql_pool), borrowed.
+	 *
+	 * tx_begin opens a transaction on c and, when k is not NULL, reserves
+	 * k inside it, as reserve does.  On ACQUIRED and TAKEN_OVER the
+	 * transaction stays open and holds k (its row is seen by nobody else
+	 * until it commits: no lease, no takeover); on any other outcome or
+	 * error it is rolled back.  Returns like reserve.
+	 */
+	idem_err (*tx_begin)(idem_store *s, idem_mysql_conn *c,
+	    const idem_store_key *k, const unsigned char fp[32],
+	    const char *owner, const char *request_id, uint64_t inflight_ttl_ms,
+	    uint64_t lifetime_ms, idem_reserve_result *out);
+	/*
+	 * Writes the answer into k's record inside c's open transaction.
+	 * Returns IDEM_OK; IDEM_ERR_TOO_LARGE (nothing written, the
+	 * transaction still open for a smaller answer); else the transaction
+	 * is rolled back: IDEM_ERR_NOT_FOUND (owner does not hold k),
+	 * IDEM_ERR_BUSY (a deadlock) or IDEM_ERR_STORE.
+	 */
+	idem_err (*tx_record)(idem_store *s, idem_mysql_conn *c,
+	    const idem_store_key *k, const char *owner,
+	    const idem_stored_response *resp, uint64_t lifetime_ms);
+	/*
+	 * Ends c's transaction: rolls it back (commit 0; returns IDEM_OK), or
+	 * commits it.  A commit returns IDEM_OK when it committed; else it
+	 * did not, except with *unknown set: the connection was lost during
+	 * COMMIT and (k NULL, or the record unreadable) the outcome could
+	 * not be learned.  With k, a lost COMMIT is resolved by reading k's
+	 * record, waiting for the transaction to end: committed with owner
+	 * means it committed.  faults: IDEM_TX_FAULT_* (tests only; 0).
+	 */
+	idem_err (*tx_end)(idem_store *s, idem_mysql_conn *c,
+	    const idem_store_key *k, const char *owner, int commit,
+	    unsigned faults, int *unknown);
 } idem_store_ops;
+
+/* Faults a test can inject into tx_end (see [server] in DESIGN.md 4): */
+#define IDEM_TX_FAULT_DIE_IN_COMMIT      1u  /* send COMMIT, then SIGKILL */
+#define IDEM_TX_FAULT_LOSE_BEFORE_COMMIT 2u  /* cut the connection first */
+#define IDEM_TX_FAULT_LOSE_IN_COMMIT     4u  /* cut it after sending COMMIT */
 
 struct idem_metrics;
 
@@ -200,6 +242,18 @@ idem_err idem_store_commit(idem_store *s, const idem_store_key *k,
     uint64_t lifetime_ms);
 idem_err idem_store_release(idem_store *s, const idem_store_key *k,
     const char *owner);
+/* Transactional routes: IDEM_ERR_INVALID from tx_begin for a store
+ * without them. */
+idem_err idem_store_tx_begin(idem_store *s, idem_mysql_conn *c,
+    const idem_store_key *k, const unsigned char fp[32], const char *owner,
+    const char *request_id, uint64_t inflight_ttl_ms, uint64_t lifetime_ms,
+    idem_reserve_result *out);
+idem_err idem_store_tx_record(idem_store *s, idem_mysql_conn *c,
+    const idem_store_key *k, const char *owner,
+    const idem_stored_response *resp, uint64_t lifetime_ms);
+idem_err idem_store_tx_end(idem_store *s, idem_mysql_conn *c,
+    const idem_store_key *k, const char *owner, int commit, unsigned faults,
+    int *unknown);
 idem_err idem_store_renew(idem_store *s, const idem_store_key *k,
     const char *owner);
 idem_err idem_store_purge(idem_store *s, unsigned max, unsigned *purged);
@@ -249,5 +303,15 @@ struct idem_config;
  */
 idem_err idem_store_mysql_new(const struct idem_config *cfg,
     unsigned pool_size, idem_store **out);
+
+struct idem_mysql_pool;
+/*
+ * Makes pool (a plugin's, idem_app_mysql_pool) prepare the statements
+ * the MySQL store runs inside a transactional route's transaction, with
+ * cfg's inflight-wait as the lock wait of a duplicate.  Returns IDEM_OK or
+ * IDEM_ERR_NOMEM.
+ */
+idem_err idem_store_mysql_tx_prepare(const struct idem_config *cfg,
+    struct idem_mysql_pool *pool);
 
 #endif

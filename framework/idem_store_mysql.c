@@ -20,9 +20,11 @@
  */
 #include "config.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <errmsg.h>
 #include <mysql.h>
@@ -50,8 +52,11 @@
 
 enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY,
-    S_LOOKUP, S_CENSUS, S_OLDEST, NSTMT };
+    S_LOOKUP, S_CENSUS, S_OLDEST, S_SELECT_LOCKED, NSTMT };
 
+#define SELECT_ROW "SELECT state, fingerprint, owner, request_id, " \
+    "TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), expires_at <= " NOW \
+    ", status, headers, body FROM idempotency_keys WHERE " PK
 #define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
 #define AGE(col) "TIMESTAMPDIFF(MICROSECOND, " col ", " NOW ")"
 
@@ -60,9 +65,7 @@ static const char *const sql[NSTMT] = {
 	    "idem_key, fingerprint, state, owner, request_id, reserved_at, "
 	    "lease_at, expires_at) VALUES (?, ?, ?, 'in_flight', ?, ?, " NOW
 	    ", " NOW ", " NOW " + INTERVAL ? MICROSECOND)",
-	[S_SELECT] = "SELECT state, fingerprint, owner, request_id, "
-	    "TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), expires_at <= " NOW
-	    ", status, headers, body FROM idempotency_keys WHERE " PK,
+	[S_SELECT] = SELECT_ROW,
 	[S_TAKEOVER] = "UPDATE idempotency_keys SET owner = ?, request_id = ?, "
 	    "lease_at = " NOW ", expires_at = " NOW " + INTERVAL ? MICROSECOND "
 	    "WHERE " PK " AND state = 'in_flight' AND owner = ? AND "
@@ -102,6 +105,10 @@ static const char *const sql[NSTMT] = {
 	[S_OLDEST] = "SELECT scope_hash, idem_key, owner, request_id, "
 	    AGE("reserved_at") ", " AGE("lease_at") " FROM idempotency_keys "
 	    "WHERE state = 'in_flight' ORDER BY reserved_at LIMIT 1",
+	/* waits (up to a second a try) for a transaction holding the row to
+	 * end: how an ambiguous COMMIT learns its outcome */
+	[S_SELECT_LOCKED] = "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
+	    SELECT_ROW " LOCK IN SHARE MODE",
 };
 
 typedef struct mysql_store {
@@ -296,13 +303,11 @@ fetch_var(MYSQL_STMT *st, MYSQL_BIND *b, unsigned col, unsigned long len,
 	return 0;
 }
 
-/* Reads the row of k.  Returns IDEM_OK (r->found tells) or IDEM_ERR_STORE. */
+/* Fetches the row of an executed S_SELECT (or T_SELECT) statement st of
+ * c into r.  Returns IDEM_OK (r->found tells) or IDEM_ERR_STORE. */
 static idem_err
-read_row(mysql_store *ms, const idem_store_key *k, row *r)
+fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 {
-	params p;
-	idem_mysql_conn *c;
-	MYSQL_STMT *st;
 	MYSQL_BIND b[9];
 	unsigned long len[9];
 	my_bool null[9];
@@ -311,12 +316,6 @@ read_row(mysql_store *ms, const idem_store_key *k, row *r)
 	int rc;
 	idem_err err = IDEM_OK;
 
-	memset(r, 0, sizeof(*r));
-	p_init(&p);
-	p_key(&p, k);
-	if ((err = run(ms, S_SELECT, &p, &c, NULL, NULL)) != IDEM_OK)
-		return err;
-	st = c->stmts[S_SELECT];
 	memset(b, 0, sizeof(b));
 	memset(len, 0, sizeof(len));
 	memset(null, 0, sizeof(null));
@@ -380,8 +379,34 @@ read_row(mysql_store *ms, const idem_store_key *k, row *r)
 		;
 out:
 	mysql_stmt_free_result(st);
+	return err;
+}
+
+/* Reads the row of k with statement i (S_SELECT, or S_SELECT_LOCKED to
+ * wait for a transaction that holds it).  Returns IDEM_OK (r->found
+ * tells), IDEM_ERR_BUSY or IDEM_ERR_STORE. */
+static idem_err
+read_row_with(mysql_store *ms, int i, const idem_store_key *k, row *r)
+{
+	params p;
+	idem_mysql_conn *c;
+	idem_err err;
+
+	memset(r, 0, sizeof(*r));
+	p_init(&p);
+	p_key(&p, k);
+	if ((err = run(ms, i, &p, &c, NULL, NULL)) != IDEM_OK)
+		return err;
+	err = fetch_row(ms, c, c->stmts[i], r);
 	idem_mysql_put(ms->pool, c);
 	return err;
+}
+
+/* Reads the row of k.  Returns IDEM_OK (r->found tells) or IDEM_ERR_STORE. */
+static idem_err
+read_row(mysql_store *ms, const idem_store_key *k, row *r)
+{
+	return read_row_with(ms, S_SELECT, k, r);
 }
 
 /* ----------------------------------------------------------- operations */
@@ -860,9 +885,295 @@ my_close(idem_store *s)
 	free(ms);
 }
 
+/* ---------------------------------------------- transactional routes */
+
+/*
+ * A transactional route's handler and the record of its key share one
+ * transaction on a connection of the plugin's pool (protocol (b) of
+ * DESIGN.md section 2.6): START TRANSACTION; the reservation's INSERT
+ * IGNORE; the handler's statements; the owner-checked UPDATE that stores
+ * the answer; COMMIT.  One durable commit per first execution; a crash
+ * anywhere before COMMIT leaves nothing.  Until COMMIT the row exists only
+ * inside the transaction: others' INSERT IGNORE waits on its lock (up to
+ * inflight-wait, then IN_FLIGHT), so it needs no lease and cannot be taken
+ * over.  These statements are prepared on the plugin's pool.
+ */
+enum { T_INSERT, T_SELECT, T_TAKEOVER, T_REUSE, T_COMMIT, NTX };
+
+idem_err
+idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
+{
+	char insert[1024];
+	const char *tsql[NTX];
+
+	/* a duplicate waits for the transaction holding its key at most
+	 * inflight-wait (whole seconds; 0: not at all) */
+	snprintf(insert, sizeof(insert), "SET STATEMENT innodb_lock_wait_timeout "
+	    "= %llu FOR %s", (unsigned long long)(cfg->inflight_wait + 999) /
+	    1000, sql[S_INSERT]);
+	tsql[T_INSERT] = insert;
+	tsql[T_SELECT] = sql[S_SELECT];
+	tsql[T_TAKEOVER] = sql[S_TAKEOVER];
+	tsql[T_REUSE] = sql[S_REUSE];
+	tsql[T_COMMIT] = sql[S_COMMIT];
+	return idem_mysql_pool_extra(pool, tsql, NTX);
+}
+
+/* Runs transaction statement i of c with p; *affected gets its count.
+ * Returns 0, or the statement's mysql_stmt_errno. */
+static unsigned
+tx_exec(idem_mysql_conn *c, int i, params *p, unsigned long long *affected)
+{
+	MYSQL_STMT *st = c->extra[i];
+
+	if (mysql_stmt_bind_param(st, p->b) != 0 || mysql_stmt_execute(st) != 0)
+		return mysql_stmt_errno(st) != 0 ? mysql_stmt_errno(st) :
+		    CR_UNKNOWN_ERROR;
+	if (affected != NULL)
+		*affected = mysql_stmt_affected_rows(st);
+	return 0;
+}
+
+/* Rolls back c's transaction (the server does it anyway when c is lost). */
+static void
+tx_rollback(idem_mysql_conn *c)
+{
+	if (!c->broken && mysql_rollback(c->m) != 0)
+		idem_mysql_check(c, mysql_errno(c->m));
+}
+
+/* After statement i of c failed with err: rolls back and says why.
+ * Returns IDEM_ERR_BUSY (a deadlock, a lock wait: contention) or
+ * IDEM_ERR_STORE (logged). */
+static idem_err
+tx_failed(mysql_store *ms, idem_mysql_conn *c, int i, unsigned err)
+{
+	idem_mysql_check(c, err);
+	if (!c->broken && i >= 0)
+		idem_mysql_log_error(ms->pool, "transaction", c->extra[i]);
+	tx_rollback(c);
+	if (err == 1213 || err == 1205) {
+		if (ms->base.metrics != NULL)
+			idem_metrics_outcome(ms->base.metrics,
+			    IDEM_OUTCOME_CONTENDED, 1);
+		return IDEM_ERR_BUSY;
+	}
+	return IDEM_ERR_STORE;
+}
+
+static idem_err
+my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
+    const unsigned char fp[32], const char *owner, const char *request_id,
+    uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out)
+{
+	mysql_store *ms = (mysql_store *)s;
+	long long life_us = (long long)lifetime_ms * 1000;
+	long long ttl_us = (long long)inflight_ttl_ms * 1000;
+	unsigned long long n;
+	unsigned e;
+	int attempt;
+	params p;
+	row r;
+	idem_err err;
+
+	for (attempt = 0; attempt < RESERVE_ROUNDS; attempt++) {
+		if (attempt > 1)
+			backoff(attempt - 1);
+		if (mysql_query(c->m, "START TRANSACTION") != 0) {
+			e = mysql_errno(c->m);
+			idem_mysql_check(c, e);
+			idem_mysql_log_conn_error(ms->pool, "START TRANSACTION",
+			    c->m);
+			return IDEM_ERR_STORE;
+		}
+		out->outcome = IDEM_RESERVE_ACQUIRED;
+		if (k == NULL)
+			return IDEM_OK;
+		p_init(&p);
+		p_key(&p, k);
+		p_blob(&p, fp, 32);
+		p_str(&p, owner);
+		p_str(&p, request_id);
+		p_ll(&p, &life_us);
+		if ((e = tx_exec(c, T_INSERT, &p, &n)) != 0)
+			return tx_failed(ms, c, T_INSERT, e);
+		if (n == 1)
+			return IDEM_OK;
+		/* the INSERT found the row and holds a shared lock on it: this
+		 * consistent read sees its latest committed state */
+		p_init(&p);
+		p_key(&p, k);
+		if ((e = tx_exec(c, T_SELECT, &p, NULL)) != 0)
+			return tx_failed(ms, c, T_SELECT, e);
+		if ((err = fetch_row(ms, c, c->extra[T_SELECT], &r)) != IDEM_OK) {
+			tx_rollback(c);
+			return err;
+		}
+		if (!r.found) {
+			tx_rollback(c);
+			continue;
+		}
+		if (r.committed && r.expired) {
+			idem_stored_response_clear(&r.resp);
+			p_init(&p);
+			p_blob(&p, fp, 32);
+			p_str(&p, owner);
+			p_str(&p, request_id);
+			p_ll(&p, &life_us);
+			p_key(&p, k);
+			if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0)
+				return tx_failed(ms, c, T_REUSE, e);
+			if (n == 1)
+				return IDEM_OK;
+			tx_rollback(c);
+			continue;
+		}
+		memcpy(out->fingerprint, r.fp, 32);
+		if (r.committed) {
+			tx_rollback(c);
+			out->outcome = IDEM_RESERVE_COMMITTED;
+			out->response = r.resp;
+			return IDEM_OK;
+		}
+		/* a committed in_flight row: a two-phase reservation (another
+		 * route, or a node before this one took over) */
+		snprintf(out->owner, sizeof(out->owner), "%s", r.owner);
+		snprintf(out->request_id, sizeof(out->request_id), "%s",
+		    r.request_id);
+		out->lease_age_ms = r.lease_age_us > 0 ?
+		    (uint64_t)r.lease_age_us / 1000 : 0;
+		out->outcome = IDEM_RESERVE_IN_FLIGHT;
+		if (memcmp(r.fp, fp, 32) == 0 && r.lease_age_us > ttl_us) {
+			/* taken over inside the transaction: the old owner's
+			 * commit waits for ours, then finds another owner */
+			p_init(&p);
+			p_str(&p, owner);
+			p_str(&p, request_id);
+			p_ll(&p, &life_us);
+			p_key(&p, k);
+			p_str(&p, r.owner);
+			p_blob(&p, fp, 32);
+			p_ll(&p, &ttl_us);
+			if ((e = tx_exec(c, T_TAKEOVER, &p, &n)) != 0)
+				return tx_failed(ms, c, T_TAKEOVER, e);
+			if (n == 1) {
+				out->outcome = IDEM_RESERVE_TAKEN_OVER;
+				return IDEM_OK;
+			}
+		}
+		tx_rollback(c);
+		return IDEM_OK;
+	}
+	if (ms->base.metrics != NULL)
+		idem_metrics_outcome(ms->base.metrics, IDEM_OUTCOME_CONTENDED, 1);
+	return IDEM_ERR_BUSY;
+}
+
+static idem_err
+my_tx_record(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
+    const char *owner, const idem_stored_response *resp, uint64_t lifetime_ms)
+{
+	mysql_store *ms = (mysql_store *)s;
+	long long status = resp->status, life_us = (long long)lifetime_ms * 1000;
+	unsigned long long n;
+	unsigned e;
+	params p;
+
+	if (over_packet(ms, (uint64_t)resp->headers_len + resp->body_len))
+		return IDEM_ERR_TOO_LARGE;
+	p_init(&p);
+	p_ll(&p, &status);
+	p_blob(&p, resp->headers != NULL ? resp->headers : "",
+	    resp->headers_len);
+	p_blob(&p, resp->body != NULL ? resp->body : "", resp->body_len);
+	p_ll(&p, &life_us);
+	p_key(&p, k);
+	p_str(&p, owner);
+	if ((e = tx_exec(c, T_COMMIT, &p, &n)) != 0) {
+		/* the statement was undone; the transaction stays open for
+		 * a smaller answer */
+		if (permanent_error(e)) {
+			idem_mysql_log_error(ms->pool, "transaction",
+			    c->extra[T_COMMIT]);
+			return IDEM_ERR_TOO_LARGE;
+		}
+		return tx_failed(ms, c, T_COMMIT, e);
+	}
+	if (n != 1) {
+		tx_rollback(c);
+		return IDEM_ERR_NOT_FOUND;
+	}
+	return IDEM_OK;
+}
+
+/* Cuts c's socket, so the server sees the connection end at once and
+ * rolls back what it has not committed. */
+static void
+tx_cut(idem_mysql_conn *c)
+{
+	my_socket fd = mysql_get_socket(c->m);
+
+	c->broken = 1;
+	if ((int)fd >= 0)
+		shutdown(fd, SHUT_RDWR);
+}
+
+static idem_err
+my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
+    const char *owner, int commit, unsigned faults, int *unknown)
+{
+	mysql_store *ms = (mysql_store *)s;
+	unsigned e;
+	idem_err err;
+	row r;
+
+	*unknown = 0;
+	if (!commit) {
+		tx_rollback(c);
+		return IDEM_OK;
+	}
+	if (faults & IDEM_TX_FAULT_DIE_IN_COMMIT) {
+		/* the COMMIT reaches the server; its answer never comes back */
+		mysql_send_query(c->m, "COMMIT", 6);
+		raise(SIGKILL);
+	}
+	if (faults & IDEM_TX_FAULT_LOSE_BEFORE_COMMIT)
+		tx_cut(c);
+	if (faults & IDEM_TX_FAULT_LOSE_IN_COMMIT) {
+		mysql_send_query(c->m, "COMMIT", 6);
+		tx_cut(c);
+	}
+	if (!c->broken && mysql_commit(c->m) == 0)
+		return IDEM_OK;
+	e = c->m != NULL ? mysql_errno(c->m) : CR_SERVER_LOST;
+	idem_mysql_check(c, e);
+	if (!c->broken) {
+		/* the server answered: it rolled back (a deadlock; on Galera,
+		 * a certification failure) */
+		return tx_failed(ms, c, -1, e);
+	}
+	/* the connection was lost during COMMIT: it may or may not have
+	 * committed.  Once the server sees the connection gone it finishes
+	 * either way; a locking read waits for that and reads the truth. */
+	tx_cut(c);
+	if (k == NULL) {
+		*unknown = 1;
+		return IDEM_ERR_STORE;
+	}
+	if ((err = read_row_with(ms, S_SELECT_LOCKED, k, &r)) != IDEM_OK) {
+		*unknown = 1;
+		return IDEM_ERR_STORE;
+	}
+	idem_stored_response_clear(&r.resp);
+	if (r.found && r.committed && strcmp(r.owner, owner) == 0)
+		return IDEM_OK;
+	return IDEM_ERR_STORE;
+}
+
 static const idem_store_ops mysql_ops = {
 	"mysql", my_reserve, my_commit, my_release, my_renew, my_purge,
-	my_stats, my_close, my_release_prefix, my_lookup, my_census
+	my_stats, my_close, my_release_prefix, my_lookup, my_census,
+	my_tx_begin, my_tx_record, my_tx_end
 };
 
 /* Sets the store's limits from the schema's columns and the server's
