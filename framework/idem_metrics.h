@@ -41,6 +41,10 @@ typedef enum idem_outcome {
 	                              * retried, or answered 409 in flight */
 	IDEM_OUTCOME_ANSWER_NOT_STORED, /* a committable answer too large for
 	                              * the store: a stand-in was stored */
+	IDEM_OUTCOME_TX_ROLLED_BACK, /* a transactional route's committable
+	                              * answer whose transaction did not
+	                              * commit: 503, nothing done */
+	IDEM_OUTCOME_TX_UNKNOWN,     /* its COMMIT's outcome was lost: 503 */
 	IDEM_OUTCOME_COUNT
 } idem_outcome;
 

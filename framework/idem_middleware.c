@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,31 @@
 
 /* Most RELEASE, COMMIT and FORGET jobs kept for a store that is away. */
 #define MAX_BACKLOG 10000
+
+/* The request header that injects a fault (DESIGN.md section 4), read
+ * only when the environment has IDEMFCGI_TEST_FAULTS=1. */
+#define FAULT_HEADER "X-Idemfcgi-Fault"
+
+/* Whether req asks for the fault named point (see FAULT_HEADER). */
+static int
+fault(const idem_middleware *mw, const idem_request *req, const char *point)
+{
+	const char *v;
+
+	if (!mw->faults)
+		return 0;
+	v = idem_request_header(req, FAULT_HEADER);
+	return v != NULL && strcmp(v, point) == 0;
+}
+
+/* Dies at point when req asks for it: a worker killed there. */
+static void
+fault_die(const idem_middleware *mw, const idem_request *req,
+    const char *point)
+{
+	if (fault(mw, req, point))
+		raise(SIGKILL);
+}
 
 /* The key's hash for a log line (never the key itself), computed into buf
  * the first time a line needs it. */
@@ -271,6 +297,8 @@ idem_middleware_new(const idem_config *cfg, idem_store *store,
 	}
 	mw->cfg = cfg;
 	mw->store = store;
+	mw->faults = getenv("IDEMFCGI_TEST_FAULTS") != NULL &&
+	    strcmp(getenv("IDEMFCGI_TEST_FAULTS"), "1") == 0;
 	idem_random_id(mw->instance);
 	pthread_mutex_init(&mw->lock, NULL);
 	pthread_condattr_init(&ca);
@@ -898,6 +926,163 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 	}
 }
 
+/* Replaces res with the 503 of a transaction that did not commit, or
+ * whose outcome is unknown. */
+static void
+tx_refuse(idem_response *res, int unknown)
+{
+	if (unknown)
+		refuse(res, 503, "TRANSACTION_OUTCOME_UNKNOWN", "the connection "
+		    "to the database was lost while committing, and whether the "
+		    "request took effect could not be learned; retry with the "
+		    "same Idempotency-Key to get its answer", 1);
+	else
+		refuse(res, 503, "TRANSACTION_ROLLED_BACK", "the request's "
+		    "transaction could not be committed and was rolled back: "
+		    "nothing was done; retry", 1);
+}
+
+/* The IDEM_TX_FAULT_* bits req asks for. */
+static unsigned
+tx_faults(const idem_middleware *mw, const idem_request *req)
+{
+	return (fault(mw, req, "in-commit") ? IDEM_TX_FAULT_DIE_IN_COMMIT : 0) |
+	    (fault(mw, req, "lose-before-commit") ?
+	    IDEM_TX_FAULT_LOSE_BEFORE_COMMIT : 0) |
+	    (fault(mw, req, "lose-in-commit") ? IDEM_TX_FAULT_LOSE_IN_COMMIT : 0);
+}
+
+/* Whether an answer is stored (and a transaction committed): the handler
+ * succeeded with a status in commit-statuses. */
+static int
+committable(const idem_config *cfg, const idem_response *res, idem_err herr)
+{
+	return herr == IDEM_OK && res->status >= 100 && res->status <= 599 &&
+	    cfg->commit_status[res->status];
+}
+
+/*
+ * After a transactional route's handler ran in c's transaction: writes the
+ * answer into sk's record (sk NULL: no record) and commits, or rolls back
+ * when the answer is not stored.  A committable answer the store cannot
+ * hold is written as its stand-in.  When the transaction does not commit,
+ * res becomes a 503 saying so (or that the outcome is unknown).
+ */
+static void
+tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
+    const idem_store_key *sk, const char *owner, idem_response *res,
+    idem_err herr)
+{
+	idem_stored_response sr, sub;
+	stand_in_buf *buf = NULL;
+	const char *why = NULL;
+	int unknown = 0;
+	idem_err err = IDEM_OK;
+
+	if (!committable(mw->cfg, res, herr)) {
+		idem_store_tx_end(mw->store, c, sk, owner, 0, 0, &unknown);
+		if (sk != NULL) {
+			count(mw, IDEM_OUTCOME_RELEASED);
+			idem_log_event(req, IDEM_LOG_INFO, "released", owner,
+			    "rolled back (status %d%s); a retry runs again",
+			    res->status, herr != IDEM_OK ? ", the handler failed" :
+			    "");
+		}
+		return;
+	}
+	memset(&sr, 0, sizeof(sr));
+	if (sk != NULL) {
+		sr.status = res->status;
+		sr.body = res->body;
+		sr.body_len = res->len;
+		sr.headers = idem_headers_serialize(mw->cfg, res, &sr.headers_len);
+		why = sr.headers == NULL ? "out of memory" :
+		    too_large(mw, sr.headers_len, sr.body_len);
+		err = why != NULL ? IDEM_ERR_TOO_LARGE : idem_store_tx_record(
+		    mw->store, c, sk, owner, &sr, mw->cfg->lifetime);
+		if (err == IDEM_ERR_TOO_LARGE) {
+			count(mw, IDEM_OUTCOME_ANSWER_NOT_STORED);
+			idem_log_event(req, IDEM_LOG_WARN, "answer_not_stored", owner,
+			    "answer of %zu bytes (status %d) not stored: %s; retries "
+			    "get a notice that the request was executed",
+			    sr.headers_len + sr.body_len, sr.status, why != NULL ?
+			    why : "the store refused it as too large");
+			if ((buf = malloc(sizeof(*buf))) == NULL) {
+				err = IDEM_ERR_NOMEM;
+			} else {
+				stand_in(&sr, buf, &sub);
+				err = idem_store_tx_record(mw->store, c, sk, owner, &sub,
+				    mw->cfg->lifetime);
+			}
+			if (err == IDEM_ERR_TOO_LARGE || err == IDEM_ERR_NOMEM)
+				idem_store_tx_end(mw->store, c, sk, owner, 0, 0,
+				    &unknown);
+		}
+		free(sr.headers);
+		free(buf);
+	}
+	if (err == IDEM_OK) {
+		fault_die(mw, req, "after-record");
+		err = idem_store_tx_end(mw->store, c, sk, owner, 1,
+		    tx_faults(mw, req), &unknown);
+	}
+	if (err == IDEM_OK) {
+		if (sk != NULL)
+			count(mw, IDEM_OUTCOME_COMMITTED);
+		return;
+	}
+	/* not committed (or not known to be): the handler's answer is void */
+	if (err == IDEM_ERR_NOT_FOUND)
+		count(mw, IDEM_OUTCOME_FENCED);
+	else if (sk != NULL)
+		count(mw, unknown ? IDEM_OUTCOME_TX_UNKNOWN :
+		    IDEM_OUTCOME_TX_ROLLED_BACK);
+	idem_log_event(req, unknown ? IDEM_LOG_ERROR : IDEM_LOG_WARN, unknown ?
+	    "tx_outcome_unknown" : "tx_rolled_back", owner, "%s (status %d "
+	    "not sent): %s", unknown ? "the connection was lost during COMMIT "
+	    "and its outcome could not be read" : "the transaction did not "
+	    "commit", res->status, err == IDEM_ERR_NOT_FOUND ? "this request "
+	    "no longer held its key" : idem_strerror(err));
+	tx_refuse(res, unknown);
+}
+
+/* Runs a transactional route's handler with no key to record, in a
+ * transaction of its own. */
+static void
+tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
+    idem_next_fn next)
+{
+	idem_mysql_pool *pool = req->route->tx_pool;
+	idem_mysql_conn *c = idem_mysql_get(pool);
+	idem_reserve_result rr;
+	idem_err err;
+
+	if (c == NULL || idem_store_tx_begin(mw->store, c, NULL, NULL, NULL,
+	    NULL, 0, 0, &rr) != IDEM_OK) {
+		if (c != NULL)
+			idem_mysql_put(pool, c);
+		refuse(res, 503, "DATABASE_UNAVAILABLE", "the database is "
+		    "unavailable; retry later", 1);
+		return;
+	}
+	req->tx = c;
+	err = next(req, res);
+	req->tx = NULL;
+	fault_die(mw, req, "after-handler");
+	tx_finish(mw, req, c, NULL, NULL, res, err);
+	idem_mysql_put(pool, c);
+}
+
+void
+idem_middleware_plain(idem_middleware *mw, idem_request *req,
+    idem_response *res, idem_next_fn next)
+{
+	if (req->route->tx_pool != NULL)
+		tx_plain(mw, req, res, next);
+	else
+		next(req, res);
+}
+
 /* Marks l's handler as returned: a renewal refused from now on is the
  * commit landing, not a takeover. */
 static void
@@ -924,6 +1109,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	idem_lease *lease;
 	idem_store_key sk;
 	idem_reserve_result rr;
+	idem_mysql_pool *txpool = req->route->tx_pool;
+	idem_mysql_conn *txc = NULL;
 	uint64_t deadline = 0;
 	long pause = 5;
 	size_t klen;
@@ -935,7 +1122,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			refuse(res, 400, "IDEMPOTENCY_KEY_MISSING", "this route "
 			    "needs an Idempotency-Key header", 0);
 		} else {
-			next(req, res);
+			idem_middleware_plain(mw, req, res, next);
 		}
 		return;
 	}
@@ -964,9 +1151,18 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	idem_random_id(rnd);
 	idem_random_id(rnd + 16);
 	snprintf(owner, sizeof(owner), "%s.%s", mw->instance, rnd);
+	/* a transactional route reserves inside its handler's transaction */
+	if (txpool != NULL && (txc = idem_mysql_get(txpool)) == NULL) {
+		store_failed(mw, req, IDEM_ERR_STORE);
+		refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the "
+		    "idempotency store is unavailable; retry later", 1);
+		return;
+	}
 
 	for (;;) {
-		err = idem_store_reserve(mw->store, &sk, fp, owner,
+		err = txc != NULL ? idem_store_tx_begin(mw->store, txc, &sk, fp,
+		    owner, req->request_id, cfg->inflight_ttl, cfg->lifetime, &rr) :
+		    idem_store_reserve(mw->store, &sk, fp, owner,
 		    req->request_id, cfg->inflight_ttl, cfg->lifetime, &rr);
 		if (err == IDEM_ERR_BUSY) {
 			/* contention on this key: others are working on it */
@@ -977,11 +1173,14 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			store_failed(mw, req, err);
 			idem_reserve_result_clear(&rr);
 			/* a reservation that reached the store unanswered must
-			 * not hold the key until inflight-ttl */
-			lease_add(mw, IDEM_LEASE_FORGET, req, &sk, owner, NULL);
+			 * not hold the key until inflight-ttl (a transaction's
+			 * dies with it) */
+			if (txc == NULL)
+				lease_add(mw, IDEM_LEASE_FORGET, req, &sk, owner,
+				    NULL);
 			refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the "
 			    "idempotency store is unavailable; retry later", 1);
-			return;
+			goto out;
 		}
 		store_answered(mw, req);
 		if (rr.outcome == IDEM_RESERVE_ACQUIRED ||
@@ -993,7 +1192,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			refuse(res, (int)cfg->conflict_status,
 			    "IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used "
 			    "for a different request", 0);
-			return;
+			goto out;
 		}
 		if (rr.outcome == IDEM_RESERVE_COMMITTED) {
 			err = replay(cfg, &rr.response, res);
@@ -1003,7 +1202,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 				    "could not be replayed", 0);
 			else
 				count(mw, IDEM_OUTCOME_REPLAYED);
-			return;
+			goto out;
 		}
 		idem_reserve_result_clear(&rr);
 wait:
@@ -1015,7 +1214,7 @@ wait:
 			refuse(res, 409, "IDEMPOTENCY_IN_FLIGHT", "a request with "
 			    "this Idempotency-Key is being processed; retry "
 			    "later", 1);
-			return;
+			goto out;
 		}
 		idem_sleep_ms(pause);
 		if (pause < 100)
@@ -1032,11 +1231,24 @@ wait:
 		count(mw, IDEM_OUTCOME_ACQUIRED);
 	}
 	idem_reserve_result_clear(&rr);
+	if (txc != NULL) {
+		/* the open transaction holds the key: no lease to renew */
+		req->tx = txc;
+		err = next(req, res);
+		req->tx = NULL;
+		fault_die(mw, req, "after-handler");
+		tx_finish(mw, req, txc, &sk, owner, res, err);
+		goto out;
+	}
 	lease = lease_add(mw, IDEM_LEASE_RENEW, req, &sk, owner, NULL);
 	err = next(req, res);
+	fault_die(mw, req, "after-handler");
 	/* renewed until the commit's or release's outcome is known, so a
 	 * slow commit is never taken over */
 	lease_finishing(mw, lease);
 	finish(mw, req, &sk, owner, res, err);
 	lease_remove(mw, lease);
+out:
+	if (txc != NULL)
+		idem_mysql_put(txpool, txc);
 }

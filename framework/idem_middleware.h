@@ -70,6 +70,8 @@ typedef struct idem_middleware {
 	atomic_int store_down;
 	_Atomic uint64_t down_since;   /* ms */
 	atomic_ulong refused_down;     /* 503s since */
+	int faults;               /* IDEMFCGI_TEST_FAULTS=1: requests may
+	                           * inject faults (DESIGN.md section 4) */
 } idem_middleware;
 
 /* Runs the route's handler on req into res; returns its result. */
@@ -118,6 +120,14 @@ idem_policy idem_middleware_policy(const idem_middleware *mw,
  * handler and is called at most once.  Always leaves a complete response.
  */
 void idem_middleware_handle(idem_middleware *mw, idem_request *req,
+    idem_response *res, idem_next_fn next);
+
+/*
+ * Answers req without a key to record: runs next, and on a transactional
+ * route runs it inside a transaction of its own, committed when the answer
+ * would be stored (a status in commit-statuses) and else rolled back.
+ */
+void idem_middleware_plain(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next);
 
 /*

@@ -13,6 +13,7 @@
 #include "idem_log.h"
 #include "idem_mysql.h"
 #include "idem_plugin.h"
+#include "idem_store.h"
 
 /* A plugin name is a config section name: [a-z0-9_-], 1..32 bytes. */
 static int
@@ -223,6 +224,36 @@ idem_route_add(idem_app *app, const char *method, const char *tmpl,
 }
 
 idem_err
+idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
+    idem_policy policy, idem_handler_fn handler, void *data)
+{
+	const char *why = NULL;
+	idem_err err;
+
+	if (!app->cfg->idem_enabled)
+		why = "idempotency is disabled ([idempotency] enabled = false)";
+	else if (app->cfg->store != IDEM_STORE_MYSQL)
+		why = "the store is not MySQL ([idempotency] store = mysql): "
+		    "only a database store can commit the handler's writes with "
+		    "the answer";
+	else if (app->self->pool == NULL)
+		why = "the plugin has no MySQL pool: call idem_app_mysql_pool "
+		    "before idem_route_add_tx";
+	if (why != NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: plugin %s: route %s %s is "
+		    "transactional, but %s", app->cfg->path, app->path,
+		    method != NULL ? method : "(null)",
+		    tmpl != NULL ? tmpl : "(null)", why);
+		return IDEM_ERR_CONFIG;
+	}
+	if ((err = idem_route_add(app, method, tmpl, policy, handler, data))
+	    != IDEM_OK)
+		return err;
+	app->router->routes[app->router->nroutes - 1].tx_pool = app->self->pool;
+	return IDEM_OK;
+}
+
+idem_err
 idem_config_string(idem_app *app, const char *key, const char *def,
     const char **out)
 {
@@ -336,6 +367,12 @@ idem_app_mysql_pool(idem_app *app, const char *const *sql, size_t nsql)
 	if (idem_mysql_pool_new(app->cfg, sql, nsql, app->cfg->mysql_pool_size,
 	    &p) != IDEM_OK)
 		return NULL;
+	/* the store's statements for the plugin's transactional routes */
+	if (idem_app_uses_mysql(app) &&
+	    idem_store_mysql_tx_prepare(app->cfg, p) != IDEM_OK) {
+		idem_mysql_pool_free(p);
+		return NULL;
+	}
 	app->self->pool = p;
 	return p;
 }

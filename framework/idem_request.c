@@ -460,6 +460,12 @@ idem_request_route(const idem_request *req)
 	return req->route != NULL ? req->route->tmpl : NULL;
 }
 
+idem_mysql_conn *
+idem_request_tx(const idem_request *req)
+{
+	return req->tx;
+}
+
 json_t *
 idem_request_json(const idem_request *req, json_error_t *error)
 {

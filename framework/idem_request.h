@@ -57,6 +57,9 @@ struct idem_request {
 	unsigned char idem_scope[32];
 	idem_param params[IDEM_MAX_SEGMENTS];
 	size_t nparams;
+	/* a transactional route's connection while its handler runs, inside
+	 * the open transaction (borrowed from the route's pool) */
+	idem_mysql_conn *tx;
 };
 
 /* Why a request was refused before it reached a handler. */

@@ -271,6 +271,8 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 	if (svc->mw != NULL &&
 	    idem_middleware_policy(svc->mw, req) != IDEM_POLICY_OFF)
 		idem_middleware_handle(svc->mw, req, res, run_handler);
+	else if (svc->mw != NULL)
+		idem_middleware_plain(svc->mw, req, res, run_handler);
 	else
 		run_handler(req, res);
 	return;

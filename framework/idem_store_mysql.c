@@ -114,7 +114,24 @@ static const char *const sql[NSTMT] = {
 typedef struct mysql_store {
 	idem_store base;
 	idem_mysql_pool *pool;
+	/* sql with S_INSERT bounded by inflight-wait (see lock_wait_insert):
+	 * the statements of the pool */
+	const char *stmts[NSTMT];
+	char insert[1024];
 } mysql_store;
+
+/* Writes into buf (size bytes) S_INSERT waiting for a row lock at most
+ * cfg's inflight-wait (whole seconds, 0: not at all): a transactional
+ * route holds its key's row lock until it commits, and a duplicate then
+ * answers IN_FLIGHT instead of holding a worker for innodb_lock_wait_timeout
+ * (50 s by default). */
+static void
+lock_wait_insert(const idem_config *cfg, char *buf, size_t size)
+{
+	snprintf(buf, size, "SET STATEMENT innodb_lock_wait_timeout = %llu FOR "
+	    "%s", (unsigned long long)(cfg->inflight_wait + 999) / 1000,
+	    sql[S_INSERT]);
+}
 
 /* ------------------------------------------------------ binding helpers */
 
@@ -906,11 +923,7 @@ idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
 	char insert[1024];
 	const char *tsql[NTX];
 
-	/* a duplicate waits for the transaction holding its key at most
-	 * inflight-wait (whole seconds; 0: not at all) */
-	snprintf(insert, sizeof(insert), "SET STATEMENT innodb_lock_wait_timeout "
-	    "= %llu FOR %s", (unsigned long long)(cfg->inflight_wait + 999) /
-	    1000, sql[S_INSERT]);
+	lock_wait_insert(cfg, insert, sizeof(insert));
 	tsql[T_INSERT] = insert;
 	tsql[T_SELECT] = sql[S_SELECT];
 	tsql[T_TAKEOVER] = sql[S_TAKEOVER];
@@ -1207,7 +1220,10 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	if ((ms = calloc(1, sizeof(*ms))) == NULL)
 		return IDEM_ERR_NOMEM;
 	ms->base.ops = &mysql_ops;
-	err = idem_mysql_pool_new(cfg, sql, NSTMT, pool_size, &ms->pool);
+	memcpy(ms->stmts, sql, sizeof(sql));
+	lock_wait_insert(cfg, ms->insert, sizeof(ms->insert));
+	ms->stmts[S_INSERT] = ms->insert;
+	err = idem_mysql_pool_new(cfg, ms->stmts, NSTMT, pool_size, &ms->pool);
 	if (err != IDEM_OK) {
 		free(ms);
 		return err;

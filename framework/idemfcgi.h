@@ -63,6 +63,8 @@ typedef enum idem_log_level {
 
 typedef struct idem_request idem_request;
 typedef struct idem_response idem_response;
+/* A pooled database connection (see "database" below). */
+typedef struct idem_mysql_conn idem_mysql_conn;
 
 /*
  * Writes one line to stderr: time, level, and when req is not NULL its
@@ -96,6 +98,14 @@ const char *idem_request_remote_user(const idem_request *req);
 const char *idem_request_id(const idem_request *req);
 /* The route template that matched ("/accounts/{id}"); borrowed. */
 const char *idem_request_route(const idem_request *req);
+/*
+ * On a transactional route (idem_route_add_tx), the connection inside the
+ * request's open transaction: run the handler's statements on it
+ * (idem_mysql_stmt).  The handler never commits or rolls back, nor runs
+ * statements that do so implicitly (DDL, LOCK TABLES, START TRANSACTION).
+ * Borrowed until the handler returns; NULL on other routes.
+ */
+idem_mysql_conn *idem_request_tx(const idem_request *req);
 /*
  * Parses the body as JSON.  Returns a new reference (caller calls
  * json_decref) or NULL with *error filled (error may be NULL).
@@ -193,7 +203,22 @@ idem_err idem_config_duration(idem_app *app, const char *key, uint64_t def,
  * statement handles are MYSQL_STMT * from <mysql.h>.
  */
 typedef struct idem_mysql_pool idem_mysql_pool;
-typedef struct idem_mysql_conn idem_mysql_conn;
+
+/*
+ * Registers a transactional route (DESIGN.md section 2.6): like
+ * idem_route_add, but its handler runs inside a database transaction on a
+ * connection of the plugin's pool (make it first with idem_app_mysql_pool),
+ * which idem_request_tx hands it.  The record of the request's key is
+ * reserved and written in the same transaction, which the framework
+ * commits when the answer is stored (a status in commit-statuses) and
+ * rolls back otherwise (a handler error, 5xx, 429, ...): the handler's
+ * writes and its answer are committed together, exactly once, or not at
+ * all.  Needs idempotency enabled with store = mysql; else, or without a
+ * pool, returns IDEM_ERR_CONFIG after logging the route.
+ */
+idem_err idem_route_add_tx(idem_app *app, const char *method,
+    const char *tmpl, idem_policy policy, idem_handler_fn handler,
+    void *data);
 
 /* Whether idempotency records live in MySQL (enabled, store = mysql). */
 int idem_app_uses_mysql(const idem_app *app);

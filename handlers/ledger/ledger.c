@@ -10,7 +10,10 @@
  * amount a 422.  Balances live in memory (one table per process, under a
  * mutex, bounded by max-accounts) or, when the idempotency store is MySQL,
  * in the table ledger_accounts of the same database, each operation one
- * atomic statement.
+ * statement.  On MySQL, deposits and withdrawals are transactional routes
+ * ([ledger] transactional = true, the default): the balance changes in
+ * the transaction that stores the answer, so a change happens exactly
+ * once per key even when a worker is killed at any instant.
  */
 #include <ctype.h>
 #include <pthread.h>
@@ -165,10 +168,13 @@ db_balance_on(idem_mysql_conn *c, const char *id, long long *balance)
 	return o;
 }
 
+/* Moves amount on id: inside the request's transaction on a transactional
+ * route (tx not NULL), else as one autocommit statement. */
 static outcome
-db_move(ledger *lg, const char *id, long long amount, long long *balance)
+db_move(ledger *lg, idem_mysql_conn *tx, const char *id, long long amount,
+    long long *balance)
 {
-	idem_mysql_conn *c = idem_mysql_get(lg->pool);
+	idem_mysql_conn *c = tx != NULL ? tx : idem_mysql_get(lg->pool);
 	MYSQL_STMT *st;
 	MYSQL_BIND b[3];
 	unsigned long len;
@@ -205,7 +211,8 @@ db_move(ledger *lg, const char *id, long long amount, long long *balance)
 	} else {
 		*balance = (long long)mysql_stmt_insert_id(st);
 	}
-	idem_mysql_put(lg->pool, c);
+	if (tx == NULL)
+		idem_mysql_put(lg->pool, c);
 	return o;
 }
 
@@ -320,8 +327,8 @@ move(const idem_request *req, idem_response *res, ledger *lg, int sign)
 
 	if (id == NULL || read_amount(lg, req, res, &amount) != 0)
 		return IDEM_OK;
-	o = lg->pool != NULL ? db_move(lg, id, sign * amount, &balance) :
-	    mem_move(lg, id, sign * amount, &balance);
+	o = lg->pool != NULL ? db_move(lg, idem_request_tx(req), id,
+	    sign * amount, &balance) : mem_move(lg, id, sign * amount, &balance);
 	if (o != DONE)
 		return refuse(res, o, balance, amount);
 	return idem_response_json(res, 201, json_pack("{s:s, s:I}", "account",
@@ -379,7 +386,10 @@ static idem_err
 setup(idem_app *app, void **data)
 {
 	ledger *lg = calloc(1, sizeof(*lg));
+	idem_err (*add)(idem_app *, const char *, const char *, idem_policy,
+	    idem_handler_fn, void *);
 	idem_err err;
+	int tx;
 
 	if (lg == NULL)
 		return IDEM_ERR_NOMEM;
@@ -389,6 +399,8 @@ setup(idem_app *app, void **data)
 	    (err = idem_config_int(app, "max-amount", 1000000000000LL, 1,
 	    1000000000000000LL, &lg->max_amount)) != IDEM_OK)
 		goto fail;
+	if ((err = idem_config_bool(app, "transactional", 1, &tx)) != IDEM_OK)
+		goto fail;
 	if (idem_app_uses_mysql(app)) {
 		if ((err = idem_app_mysql_exec(app, create_table)) != IDEM_OK)
 			goto fail;
@@ -397,9 +409,12 @@ setup(idem_app *app, void **data)
 			goto fail;
 		}
 	}
-	if ((err = idem_route_add(app, "POST", "/accounts/{id}/deposit",
+	/* on MySQL a change and its answer commit together (exactly once
+	 * across crashes); in memory there is nothing to share */
+	add = lg->pool != NULL && tx ? idem_route_add_tx : idem_route_add;
+	if ((err = add(app, "POST", "/accounts/{id}/deposit",
 	    IDEM_POLICY_DEFAULT, deposit, lg)) != IDEM_OK ||
-	    (err = idem_route_add(app, "POST", "/accounts/{id}/withdraw",
+	    (err = add(app, "POST", "/accounts/{id}/withdraw",
 	    IDEM_POLICY_DEFAULT, withdraw, lg)) != IDEM_OK ||
 	    (err = idem_route_add(app, "GET", "/accounts/{id}",
 	    IDEM_POLICY_OFF, show, lg)) != IDEM_OK)

@@ -9,6 +9,7 @@
  * %XX so a line always has three fields.
  */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mysql.h>
 #include <uuid.h>
 
 #include "idemfcgi.h"
@@ -238,6 +240,80 @@ fail(const idem_request *req, idem_response *res, void *data)
 	return IDEM_ERR_HANDLER;
 }
 
+/* The side effects of /testkit/tx, one row per execution that commits. */
+static const char effects_table[] = "CREATE TABLE IF NOT EXISTS "
+    "testkit_effects (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+    "path VARCHAR(255) NOT NULL, idem_key VARBINARY(255) NULL, "
+    "exec CHAR(36) NOT NULL) ENGINE = InnoDB";
+static const char *const effects_sql[] = { "INSERT INTO testkit_effects "
+    "(path, idem_key, exec) VALUES (?, ?, ?)" };
+
+/* Dies with SIGKILL when the request's X-Testkit-Crash names point. */
+static void
+crash_at(const idem_request *req, const char *point)
+{
+	const char *v = idem_request_header(req, "X-Testkit-Crash");
+
+	if (v != NULL && strcmp(v, point) == 0)
+		raise(SIGKILL);
+}
+
+/* POST /testkit/tx/{code}: a transactional route.  Inserts its execution
+ * into testkit_effects in the request's transaction, sleeps ?ms=N, and
+ * answers code like status/{code}.  X-Testkit-Crash: before-writes or
+ * after-writes kills the worker there. */
+static idem_err
+tx(const idem_request *req, idem_response *res, void *data)
+{
+	long code = num_param(req, "code", 200, 599);
+	const char *key = idem_request_header(req, "Idempotency-Key");
+	const char *q = idem_request_query(req);
+	MYSQL_STMT *st = idem_mysql_stmt(idem_request_tx(req), 0);
+	MYSQL_BIND b[3];
+	unsigned long len[3];
+	char exec[37];
+	struct timespec ts;
+	long ms = 0;
+
+	if (code < 0)
+		return idem_response_problem(res, 400, "BAD_STATUS",
+		    "tx/{code} takes a code from 200 to 599");
+	if (strncmp(q, "ms=", 3) == 0)
+		ms = strtol(q + 3, NULL, 10);
+	crash_at(req, "before-writes");
+	new_exec(exec);
+	memset(b, 0, sizeof(b));
+	len[0] = strlen(idem_request_path(req));
+	len[1] = key != NULL ? strlen(key) : 0;
+	len[2] = 36;
+	b[0].buffer_type = MYSQL_TYPE_STRING;
+	b[0].buffer = (void *)idem_request_path(req);
+	b[1].buffer_type = key != NULL ? MYSQL_TYPE_BLOB : MYSQL_TYPE_NULL;
+	b[1].buffer = (void *)key;
+	b[2].buffer_type = MYSQL_TYPE_STRING;
+	b[2].buffer = exec;
+	for (int i = 0; i < 3; i++) {
+		b[i].buffer_length = len[i];
+		b[i].length = &len[i];
+	}
+	if (mysql_stmt_bind_param(st, b) != 0 || mysql_stmt_execute(st) != 0) {
+		idem_log(req, IDEM_LOG_ERROR, "testkit: %s", mysql_stmt_error(st));
+		idem_mysql_check(idem_request_tx(req), mysql_stmt_errno(st));
+		return IDEM_ERR_STORE;
+	}
+	crash_at(req, "after-writes");
+	if (ms > 0 && ms <= 600000) {
+		ts.tv_sec = ms / 1000;
+		ts.tv_nsec = (ms % 1000) * 1000000L;
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+	if (record(data, req, exec) != IDEM_OK)
+		return IDEM_ERR_IO;
+	return idem_response_json(res, (int)code, json_pack("{s:i, s:s}",
+	    "status", (int)code, "exec", exec));
+}
+
 /* POST /testkit/crash */
 static idem_err
 crash(const idem_request *req, idem_response *res, void *data)
@@ -353,6 +429,17 @@ setup(idem_app *app, void **data)
 		    routes[i].tmpl, IDEM_POLICY_DEFAULT, routes[i].fn, tk))
 		    != IDEM_OK)
 			goto fail;
+	if (idem_app_uses_mysql(app)) {
+		if ((err = idem_app_mysql_exec(app, effects_table)) != IDEM_OK)
+			goto fail;
+		if (idem_app_mysql_pool(app, effects_sql, 1) == NULL) {
+			err = IDEM_ERR_STORE;
+			goto fail;
+		}
+		if ((err = idem_route_add_tx(app, "POST", "/testkit/tx/{code}",
+		    IDEM_POLICY_DEFAULT, tx, tk)) != IDEM_OK)
+			goto fail;
+	}
 	*data = tk;
 	return IDEM_OK;
 fail:
