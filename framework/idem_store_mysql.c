@@ -962,7 +962,7 @@ static idem_err
 tx_failed(mysql_store *ms, idem_mysql_conn *c, int i, unsigned err)
 {
 	idem_mysql_check(c, err);
-	if (!c->broken && i >= 0)
+	if (!c->broken && i >= 0 && err != 1213 && err != 1205)
 		idem_mysql_log_error(ms->pool, "transaction", c->extra[i]);
 	tx_rollback(c);
 	if (err == 1213 || err == 1205) {
@@ -989,9 +989,13 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	row r;
 	idem_err err;
 
-	for (attempt = 0; attempt < RESERVE_ROUNDS; attempt++) {
-		if (attempt > 1)
-			backoff(attempt - 1);
+	/* a round ends early when the row vanished or changed, or when
+	 * others hold it (a lock wait, a deadlock: racing takers each hold
+	 * a shared lock and want an exclusive one); after a random pause
+	 * the next round starts a new transaction */
+	for (attempt = 0; attempt < CONTENTION_TRIES; attempt++) {
+		if (attempt > 0)
+			backoff(attempt);
 		if (mysql_query(c->m, "START TRANSACTION") != 0) {
 			e = mysql_errno(c->m);
 			idem_mysql_check(c, e);
@@ -1008,16 +1012,22 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 		p_str(&p, owner);
 		p_str(&p, request_id);
 		p_ll(&p, &life_us);
-		if ((e = tx_exec(c, T_INSERT, &p, &n)) != 0)
-			return tx_failed(ms, c, T_INSERT, e);
+		if ((e = tx_exec(c, T_INSERT, &p, &n)) != 0) {
+			if ((err = tx_failed(ms, c, T_INSERT, e)) != IDEM_ERR_BUSY)
+				return err;
+			continue;
+		}
 		if (n == 1)
 			return IDEM_OK;
 		/* the INSERT found the row and holds a shared lock on it: this
 		 * consistent read sees its latest committed state */
 		p_init(&p);
 		p_key(&p, k);
-		if ((e = tx_exec(c, T_SELECT, &p, NULL)) != 0)
-			return tx_failed(ms, c, T_SELECT, e);
+		if ((e = tx_exec(c, T_SELECT, &p, NULL)) != 0) {
+			if ((err = tx_failed(ms, c, T_SELECT, e)) != IDEM_ERR_BUSY)
+				return err;
+			continue;
+		}
 		if ((err = fetch_row(ms, c, c->extra[T_SELECT], &r)) != IDEM_OK) {
 			tx_rollback(c);
 			return err;
@@ -1034,8 +1044,11 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 			p_str(&p, request_id);
 			p_ll(&p, &life_us);
 			p_key(&p, k);
-			if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0)
-				return tx_failed(ms, c, T_REUSE, e);
+			if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0) {
+				if ((err = tx_failed(ms, c, T_REUSE, e)) != IDEM_ERR_BUSY)
+					return err;
+				continue;
+			}
 			if (n == 1)
 				return IDEM_OK;
 			tx_rollback(c);
@@ -1067,8 +1080,11 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 			p_str(&p, r.owner);
 			p_blob(&p, fp, 32);
 			p_ll(&p, &ttl_us);
-			if ((e = tx_exec(c, T_TAKEOVER, &p, &n)) != 0)
-				return tx_failed(ms, c, T_TAKEOVER, e);
+			if ((e = tx_exec(c, T_TAKEOVER, &p, &n)) != 0) {
+				if ((err = tx_failed(ms, c, T_TAKEOVER, e)) != IDEM_ERR_BUSY)
+					return err;
+				continue;
+			}
 			if (n == 1) {
 				out->outcome = IDEM_RESERVE_TAKEN_OVER;
 				return IDEM_OK;
@@ -1077,8 +1093,6 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 		tx_rollback(c);
 		return IDEM_OK;
 	}
-	if (ms->base.metrics != NULL)
-		idem_metrics_outcome(ms->base.metrics, IDEM_OUTCOME_CONTENDED, 1);
 	return IDEM_ERR_BUSY;
 }
 

@@ -190,7 +190,8 @@ f_close(idem_store *s)
 }
 
 static const idem_store_ops faulty_ops = { "faulty", f_reserve, f_commit,
-    f_release, f_renew, f_purge, NULL, f_close, NULL, NULL, NULL };
+    f_release, f_renew, f_purge, NULL, f_close, NULL, NULL, NULL, NULL,
+    NULL, NULL };
 
 /* ------------------------------------------------------------ fixture */
 

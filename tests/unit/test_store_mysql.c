@@ -186,3 +186,375 @@ Test(mysql, packet_lowered_at_run_time, .timeout = 120)
 	idem_config_free(cfg);
 	mariadb_destroy(&m);
 }
+
+/* ------------------------------------------------ transactional routes */
+
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mysql.h>
+
+#include "idem_mysql.h"
+
+/* A store and a plugin-like pool whose connections carry the store's
+ * transaction statements, as idem_app_mysql_pool makes them. */
+typedef struct txenv {
+	idem_config *cfg;
+	idem_store *st;
+	idem_mysql_pool *pool;
+} txenv;
+
+static txenv
+tx_open(const char *extra)
+{
+	char text[1400], section[600];
+	txenv e;
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	mariadb_conf(&m, section, sizeof(section));
+	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n%s\n%s"
+	    "pool-size = 16\n", extra != NULL ? extra : "", section);
+	cr_assert_eq(idem_config_load_string(text, "t.conf", &e.cfg), IDEM_OK);
+	cr_assert_eq(idem_store_mysql_new(e.cfg, 16, &e.st), IDEM_OK);
+	cr_assert_eq(idem_mysql_pool_new(e.cfg, NULL, 0, 16, &e.pool), IDEM_OK);
+	cr_assert_eq(idem_store_mysql_tx_prepare(e.cfg, e.pool), IDEM_OK);
+	return e;
+}
+
+static void
+tx_close(txenv *e)
+{
+	idem_mysql_pool_free(e->pool);
+	idem_store_close(e->st);
+	idem_config_free(e->cfg);
+}
+
+static idem_store_key
+tx_key(const char *name)
+{
+	idem_store_key k;
+
+	memset(&k, 0, sizeof(k));
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "%s-%ld-%d", name,
+	    (long)time(NULL), (int)getpid());
+	return k;
+}
+
+static const unsigned char TXFP[32] = { 7 };
+
+static idem_stored_response
+tx_answer(const char *body)
+{
+	idem_stored_response r;
+
+	memset(&r, 0, sizeof(r));
+	r.status = 201;
+	r.headers = "Content-Type: text/plain\r\n";
+	r.headers_len = strlen(r.headers);
+	r.body = (char *)body;
+	r.body_len = strlen(body);
+	return r;
+}
+
+static void
+tx_msleep(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+Test(tx, commit_then_replay_everywhere)
+{
+	txenv e = tx_open(NULL);
+	idem_store_key k = tx_key("txcommit");
+	idem_stored_response a = tx_answer("committed once");
+	idem_reserve_result rr;
+	idem_mysql_conn *c = idem_mysql_get(e.pool);
+	int unknown = 1;
+
+	cr_assert_not_null(c);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "o1", "r1", 30000,
+	    60000, &rr), IDEM_OK);
+	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_tx_record(e.st, c, &k, "o1", &a, 60000), IDEM_OK);
+	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "o1", 1, 0, &unknown),
+	    IDEM_OK);
+	cr_expect_eq(unknown, 0);
+	/* a two-phase reserve and a transactional one both replay it */
+	cr_assert_eq(idem_store_reserve(e.st, &k, TXFP, "o2", "r2", 30000, 60000,
+	    &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(rr.response.body_len, strlen("committed once"));
+	idem_reserve_result_clear(&rr);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "o3", "r3", 30000,
+	    60000, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(memcmp(rr.response.body, "committed once", 14), 0);
+	idem_reserve_result_clear(&rr);
+	idem_mysql_put(e.pool, c);
+	tx_close(&e);
+}
+
+Test(tx, rollback_leaves_nothing)
+{
+	txenv e = tx_open(NULL);
+	idem_store_key k = tx_key("txrollback");
+	idem_reserve_result rr;
+	idem_store_record rec;
+	idem_mysql_conn *c = idem_mysql_get(e.pool);
+	int unknown;
+
+	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "o1", "r1", 30000,
+	    60000, &rr), IDEM_OK);
+	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	/* not seen by anybody before it commits */
+	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_NOT_FOUND);
+	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "o1", 0, 0, &unknown),
+	    IDEM_OK);
+	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_NOT_FOUND);
+	cr_assert_eq(idem_store_reserve(e.st, &k, TXFP, "o2", "r2", 30000, 60000,
+	    &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	idem_mysql_put(e.pool, c);
+	tx_close(&e);
+}
+
+/* A transaction held open for hold_ms, then committed. */
+typedef struct holder {
+	txenv *e;
+	idem_store_key k;
+	const char *owner;
+	long hold_ms;
+	idem_err begin, end;
+	idem_reserve_outcome outcome;
+} holder;
+
+static void *
+hold(void *arg)
+{
+	holder *h = arg;
+	idem_stored_response a = tx_answer(h->owner);
+	idem_mysql_conn *c = idem_mysql_get(h->e->pool);
+	idem_reserve_result rr;
+	int unknown;
+
+	/* an inflight-ttl of 100 ms: a reservation idle longer is stale */
+	h->begin = idem_store_tx_begin(h->e->st, c, &h->k, TXFP, h->owner, "r",
+	    100, 60000, &rr);
+	h->outcome = rr.outcome;
+	idem_reserve_result_clear(&rr);
+	if (h->begin == IDEM_OK && (rr.outcome == IDEM_RESERVE_ACQUIRED ||
+	    rr.outcome == IDEM_RESERVE_TAKEN_OVER)) {
+		tx_msleep(h->hold_ms);
+		h->end = idem_store_tx_record(h->e->st, c, &h->k, h->owner, &a,
+		    60000);
+		if (h->end == IDEM_OK)
+			h->end = idem_store_tx_end(h->e->st, c, &h->k, h->owner, 1,
+			    0, &unknown);
+	}
+	idem_mysql_put(h->e->pool, c);
+	return NULL;
+}
+
+/* With inflight-wait 0 a duplicate answers at once (busy: someone holds
+ * the key); with inflight-wait 3s it waits for the commit and replays. */
+Test(tx, duplicates_wait_up_to_inflight_wait, .timeout = 60)
+{
+	txenv e0 = tx_open(NULL), e3 = tx_open("inflight-wait = 3s");
+	holder h = { &e0, tx_key("txdup"), "first", 1500, 0, 0, 0 };
+	idem_reserve_result rr;
+	idem_mysql_conn *c;
+	pthread_t t;
+
+	pthread_create(&t, NULL, hold, &h);
+	tx_msleep(300);
+	cr_expect_eq(idem_store_reserve(e0.st, &h.k, TXFP, "dup", "r", 30000,
+	    60000, &rr), IDEM_ERR_BUSY);
+	c = idem_mysql_get(e0.pool);
+	cr_expect_eq(idem_store_tx_begin(e0.st, c, &h.k, TXFP, "dup", "r",
+	    30000, 60000, &rr), IDEM_ERR_BUSY);
+	idem_mysql_put(e0.pool, c);
+	/* waits on the row lock until the first commits */
+	c = idem_mysql_get(e3.pool);
+	cr_assert_eq(idem_store_tx_begin(e3.st, c, &h.k, TXFP, "dup", "r",
+	    30000, 60000, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(rr.response.body_len, strlen("first"));
+	idem_reserve_result_clear(&rr);
+	idem_mysql_put(e3.pool, c);
+	pthread_join(t, NULL);
+	cr_expect_eq(h.begin, IDEM_OK);
+	cr_expect_eq(h.outcome, IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(h.end, IDEM_OK);
+	tx_close(&e0);
+	tx_close(&e3);
+}
+
+/* The old owner of a stale two-phase reservation that a transaction took
+ * over cannot commit: its UPDATE waits for the transaction, then finds
+ * another owner. */
+typedef struct late {
+	idem_store *st;
+	idem_store_key k;
+	idem_err err;
+} late;
+
+static void *
+late_commit(void *arg)
+{
+	late *l = arg;
+	idem_stored_response a = tx_answer("old");
+
+	l->err = idem_store_commit(l->st, &l->k, "old", &a, 60000);
+	return NULL;
+}
+
+Test(tx, takeover_fences_the_old_owner, .timeout = 60)
+{
+	txenv e = tx_open(NULL);
+	idem_store_key k = tx_key("txtakeover");
+	idem_stored_response a = tx_answer("new");
+	idem_reserve_result rr;
+	idem_store_record rec;
+	idem_mysql_conn *c = idem_mysql_get(e.pool);
+	late l = { e.st, k, IDEM_OK };
+	pthread_t t;
+	int unknown;
+
+	cr_assert_eq(idem_store_reserve(e.st, &k, TXFP, "old", "r", 100, 60000,
+	    &rr), IDEM_OK);
+	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	tx_msleep(300);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "new", "r2", 100,
+	    60000, &rr), IDEM_OK);
+	cr_assert_eq(rr.outcome, IDEM_RESERVE_TAKEN_OVER);
+	cr_expect_str_eq(rr.owner, "old");
+	pthread_create(&t, NULL, late_commit, &l);
+	tx_msleep(300);
+	cr_assert_eq(idem_store_tx_record(e.st, c, &k, "new", &a, 60000),
+	    IDEM_OK);
+	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "new", 1, 0, &unknown),
+	    IDEM_OK);
+	pthread_join(t, NULL);
+	/* refused (or, with a lock wait of 0, contended): never stored */
+	cr_expect(l.err == IDEM_ERR_NOT_FOUND || l.err == IDEM_ERR_BUSY,
+	    "old owner's commit: %s", idem_strerror(l.err));
+	cr_assert_eq(idem_store_lookup(e.st, &k, &rec), IDEM_OK);
+	cr_expect(rec.committed);
+	cr_expect_str_eq(rec.owner, "new");
+	cr_expect_eq(idem_store_commit(e.st, &k, "old", &a, 60000),
+	    IDEM_ERR_NOT_FOUND);
+	idem_mysql_put(e.pool, c);
+	tx_close(&e);
+}
+
+/* Many transactions race to take over one stale reservation: one wins. */
+Test(tx, racing_takeovers_one_winner, .timeout = 60)
+{
+	txenv e = tx_open(NULL);
+	holder h[8];
+	idem_reserve_result rr;
+	pthread_t t[8];
+	int i, won = 0, committed = 0;
+	idem_store_key k = tx_key("txrace");
+
+	cr_assert_eq(idem_store_reserve(e.st, &k, TXFP, "dead", "r", 100, 60000,
+	    &rr), IDEM_OK);
+	tx_msleep(300);
+	for (i = 0; i < 8; i++) {
+		h[i] = (holder){ &e, k, NULL, 300, 0, 0, 0 };
+		h[i].owner = i == 0 ? "t0" : i == 1 ? "t1" : i == 2 ? "t2" :
+		    i == 3 ? "t3" : i == 4 ? "t4" : i == 5 ? "t5" : i == 6 ? "t6" :
+		    "t7";
+		pthread_create(&t[i], NULL, hold, &h[i]);
+	}
+	for (i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		if (h[i].begin == IDEM_OK && h[i].outcome ==
+		    IDEM_RESERVE_TAKEN_OVER) {
+			won++;
+			committed += h[i].end == IDEM_OK;
+		}
+	}
+	cr_expect_eq(won, 1);
+	cr_expect_eq(committed, 1);
+	tx_close(&e);
+}
+
+/* A transaction whose connection the server kills (a partition, an
+ * operator, a dead worker) is rolled back whole: it cannot commit, and the
+ * key is free for a retry. */
+Test(tx, killed_connection_cannot_commit, .timeout = 60)
+{
+	txenv e = tx_open(NULL);
+	idem_store_key k = tx_key("txkilled");
+	idem_stored_response a = tx_answer("never");
+	idem_reserve_result rr;
+	idem_store_record rec;
+	idem_mysql_conn *c = idem_mysql_get(e.pool);
+	char sql[64], *out;
+	idem_err err;
+	mariadb m;
+	int unknown = 0;
+
+	mariadb_from_env(&m);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "killed-o1", "r1", 30000,
+	    60000, &rr), IDEM_OK);
+	snprintf(sql, sizeof(sql), "KILL %lu", mysql_thread_id(c->m));
+	free(mariadb_sql(&m, sql));
+	tx_msleep(200);
+	err = idem_store_tx_record(e.st, c, &k, "killed-o1", &a, 60000);
+	if (err == IDEM_OK)
+		err = idem_store_tx_end(e.st, c, &k, "killed-o1", 1, 0, &unknown);
+	cr_expect_neq(err, IDEM_OK);
+	idem_mysql_put(e.pool, c);
+	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_NOT_FOUND);
+	out = mariadb_sql(&m, "SELECT COUNT(*) FROM idempotency_keys WHERE "
+	    "owner = 'killed-o1'");
+	cr_expect(out != NULL && atoi(out) == 0, "%s", out ? out : "?");
+	free(out);
+	tx_close(&e);
+}
+
+/* A COMMIT whose connection is lost: its outcome is read back, never
+ * guessed. */
+Test(tx, lost_commit_is_resolved, .timeout = 60)
+{
+	txenv e = tx_open(NULL);
+	idem_store_key k1 = tx_key("txlost-in"), k2 = tx_key("txlost-before");
+	idem_stored_response a = tx_answer("maybe");
+	idem_reserve_result rr;
+	idem_store_record rec;
+	idem_mysql_conn *c;
+	int unknown = 1;
+
+	/* COMMIT sent, then the connection cut: it committed */
+	c = idem_mysql_get(e.pool);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, &k1, TXFP, "o1", "r1", 30000,
+	    60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_record(e.st, c, &k1, "o1", &a, 60000),
+	    IDEM_OK);
+	cr_expect_eq(idem_store_tx_end(e.st, c, &k1, "o1", 1,
+	    IDEM_TX_FAULT_LOSE_IN_COMMIT, &unknown), IDEM_OK);
+	cr_expect_eq(unknown, 0);
+	idem_mysql_put(e.pool, c);
+	cr_assert_eq(idem_store_lookup(e.st, &k1, &rec), IDEM_OK);
+	cr_expect(rec.committed);
+	/* cut before COMMIT: it did not */
+	unknown = 1;
+	c = idem_mysql_get(e.pool);
+	cr_assert_not_null(c);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, &k2, TXFP, "o2", "r2", 30000,
+	    60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_record(e.st, c, &k2, "o2", &a, 60000),
+	    IDEM_OK);
+	cr_expect_eq(idem_store_tx_end(e.st, c, &k2, "o2", 1,
+	    IDEM_TX_FAULT_LOSE_BEFORE_COMMIT, &unknown), IDEM_ERR_STORE);
+	cr_expect_eq(unknown, 0);
+	idem_mysql_put(e.pool, c);
+	cr_expect_eq(idem_store_lookup(e.st, &k2, &rec), IDEM_ERR_NOT_FOUND);
+	tx_close(&e);
+}
