@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,12 +103,15 @@ mariadb_destroy(mariadb *m)
 char *
 mariadb_sql(const mariadb *m, const char *sql)
 {
+	static atomic_uint calls;
 	char cmd[4096], out[300];
 	const char *src = getenv("IDEM_SRCDIR");
 	char *text;
 	FILE *fp;
 
-	snprintf(out, sizeof(out), "%s/sql.out", m->dir);
+	/* one file per call: tests run in parallel processes and threads */
+	snprintf(out, sizeof(out), "%s/sql.%d.%u.out", m->dir, (int)getpid(),
+	    atomic_fetch_add(&calls, 1));
 	if ((fp = fopen(out, "w")) == NULL)
 		return NULL;
 	fclose(fp);

@@ -1,0 +1,354 @@
+/*
+ * test_tx.c - transactional routes end to end (issue 14): the real
+ * idemfcgi with the testkit's POST /testkit/tx/{code} on a private MariaDB,
+ * whose side effect is a row of testkit_effects written in the request's
+ * transaction.  Workers are killed at each point of a first execution
+ * (X-Testkit-Crash in the handler, X-Idemfcgi-Fault in the framework, with
+ * IDEMFCGI_TEST_FAULTS=1); every retry's answer is checked against the
+ * database: a side effect is there exactly once, with the answer that
+ * replays.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "calls.h"
+#include "harness.h"
+#include "mariadb.h"
+
+static harness h;
+
+/* Starts h on MySQL with faults allowed, 8 threads, and idem under
+ * [idempotency]. */
+static void
+start(const char *idem)
+{
+	char rest[512];
+
+	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
+	snprintf(rest, sizeof(rest), "pool-size = 8\n[idempotency]\n%s\n",
+	    idem != NULL ? idem : "");
+	cr_assert_eq(harness_start_store(&h, 1, "threads = 8\nworkers = 1",
+	    rest), 0);
+}
+
+/* Rows of testkit_effects for key, and of them with exec (NULL: any). */
+static int
+effects(const char *key, const char *exec)
+{
+	char sql[512], *out;
+	int n;
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM testkit_effects WHERE "
+	    "idem_key = '%s'%s%s%s", key, exec != NULL ? " AND exec = '" : "",
+	    exec != NULL ? exec : "", exec != NULL ? "'" : "");
+	out = mariadb_sql(&m, sql);
+	cr_assert_not_null(out);
+	n = atoi(out);
+	free(out);
+	return n;
+}
+
+/* The state of key's record ("committed", "in_flight") or "none". */
+static const char *
+record_state(const char *key)
+{
+	static char state[32];
+	char sql[256], *out;
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	snprintf(sql, sizeof(sql), "SELECT state FROM idempotency_keys WHERE "
+	    "idem_key = '%s'", key);
+	out = mariadb_sql(&m, sql);
+	snprintf(state, sizeof(state), "%s", out != NULL && *out != '\0' ? out :
+	    "none");
+	state[strcspn(state, "\n")] = '\0';
+	free(out);
+	return state;
+}
+
+/* Sends c until it gets an answer other than IN_FLIGHT (the transaction
+ * of a killed worker ends when the server sees its connection close) or
+ * no answer (a worker being replaced), for up to 10 s. */
+static void
+send_until_settled(call *c)
+{
+	int i;
+
+	for (i = 0; i < 200; i++) {
+		call_send(c);
+		if (c->status != -1 && !(c->status == 409 &&
+		    strcmp(c->code, "IDEMPOTENCY_IN_FLIGHT") == 0))
+			return;
+		call_sleep(50);
+	}
+}
+
+Test(tx, first_execution_then_replays)
+{
+	const char *key = call_key("tx-first");
+	call a, b;
+
+	start(NULL);
+	a = call_one(h.addr, "/testkit/tx/201", key, NULL);
+	cr_assert_eq(a.status, 201, "%d %s", a.status, a.body_out);
+	cr_expect_str_eq(a.replayed, "");
+	b = call_one(h.addr, "/testkit/tx/201", key, NULL);
+	cr_expect_eq(b.status, 201);
+	cr_expect_str_eq(b.replayed, "true");
+	cr_expect_str_eq(b.exec, a.exec);
+	cr_expect_eq(effects(key, a.exec), 1);
+	cr_expect_eq(effects(key, NULL), 1);
+	cr_expect_str_eq(record_state(key), "committed");
+	cr_expect_eq(harness_count_key(&h, "/testkit/tx/201", key), 1);
+	/* a different request under the key: a conflict, nothing written */
+	b = call_one(h.addr, "/testkit/tx/201", key, "{\"other\":1}");
+	cr_expect_str_eq(b.code, "IDEMPOTENCY_CONFLICT");
+	cr_expect_eq(effects(key, NULL), 1);
+	harness_stop(&h);
+}
+
+/* A 5xx (or 429) rolls the handler's writes back with the reservation: a
+ * retry runs again, and nothing of the first remains; a deterministic 4xx
+ * commits them with the answer. */
+Test(tx, transient_answers_roll_back)
+{
+	const char *k503 = call_key("tx-503"), *k429 = call_key("tx-429"),
+	    *k422 = call_key("tx-422");
+	call a, b;
+
+	start(NULL);
+	a = call_one(h.addr, "/testkit/tx/503", k503, NULL);
+	cr_expect_eq(a.status, 503);
+	b = call_one(h.addr, "/testkit/tx/503", k503, NULL);
+	cr_expect_eq(b.status, 503);
+	cr_expect_str_neq(b.exec, a.exec);
+	cr_expect_eq(harness_count_key(&h, "/testkit/tx/503", k503), 2);
+	cr_expect_eq(effects(k503, NULL), 0);
+	cr_expect_str_eq(record_state(k503), "none");
+	a = call_one(h.addr, "/testkit/tx/429", k429, NULL);
+	cr_expect_eq(a.status, 429);
+	cr_expect_eq(effects(k429, NULL), 0);
+	a = call_one(h.addr, "/testkit/tx/422", k422, NULL);
+	cr_expect_eq(a.status, 422);
+	b = call_one(h.addr, "/testkit/tx/422", k422, NULL);
+	cr_expect_str_eq(b.replayed, "true");
+	cr_expect_eq(effects(k422, a.exec), 1);
+	cr_expect_eq(effects(k422, NULL), 1);
+	harness_stop(&h);
+}
+
+/* Without a key the handler still runs in a transaction of its own:
+ * committed for a 2xx, rolled back for a 5xx. */
+Test(tx, keyless_requests_have_their_own_transaction)
+{
+	call a;
+	mariadb m;
+	char *before, *after, *after5;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	start("required = false");
+	before = mariadb_sql(&m, "SELECT COUNT(*) FROM testkit_effects WHERE "
+	    "idem_key IS NULL");
+	a = call_one(h.addr, "/testkit/tx/201", NULL, NULL);
+	cr_expect_eq(a.status, 201);
+	after = mariadb_sql(&m, "SELECT COUNT(*) FROM testkit_effects WHERE "
+	    "idem_key IS NULL");
+	a = call_one(h.addr, "/testkit/tx/500", NULL, NULL);
+	cr_expect_eq(a.status, 500);
+	after5 = mariadb_sql(&m, "SELECT COUNT(*) FROM testkit_effects WHERE "
+	    "idem_key IS NULL");
+	cr_assert(before != NULL && after != NULL && after5 != NULL);
+	cr_expect_eq(atoi(after), atoi(before) + 1);
+	cr_expect_eq(atoi(after5), atoi(after));
+	free(before);
+	free(after);
+	free(after5);
+	harness_stop(&h);
+}
+
+/* A worker killed at each point of a first execution: the retry finds the
+ * database as if the first never happened (it runs, once), or, killed
+ * once COMMIT was sent, as if it had completed (it replays). */
+Test(tx, kill_at_each_point, .timeout = 120)
+{
+	static const struct {
+		const char *header;   /* the fault */
+		int committed;        /* whether the first execution took */
+	} points[] = {
+		{ "X-Testkit-Crash: before-writes", 0 },
+		{ "X-Testkit-Crash: after-writes", 0 },
+		{ "X-Idemfcgi-Fault: after-handler", 0 },
+		{ "X-Idemfcgi-Fault: after-record", 0 },
+		{ "X-Idemfcgi-Fault: in-commit", 1 },
+	};
+	size_t i;
+
+	start(NULL);
+	for (i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
+		char name[32];
+		const char *key;
+		call a, r;
+
+		snprintf(name, sizeof(name), "tx-kill-%zu", i);
+		key = call_key(name);
+		a = call_make(h.addr, "/testkit/tx/201", key, NULL);
+		snprintf(a.extra, sizeof(a.extra), "%s", points[i].header);
+		call_send(&a);
+		cr_expect_eq(a.status, -1, "%s: the worker answered %d",
+		    points[i].header, a.status);
+		r = call_make(h.addr, "/testkit/tx/201", key, NULL);
+		send_until_settled(&r);
+		cr_expect_eq(r.status, 201, "%s: retry got %d %s",
+		    points[i].header, r.status, r.body_out);
+		cr_expect_str_eq(r.replayed, points[i].committed ? "true" : "",
+		    "%s", points[i].header);
+		/* the answer is that of the one side effect there is */
+		cr_expect_eq(effects(key, NULL), 1, "%s: %d side effects",
+		    points[i].header, effects(key, NULL));
+		cr_expect_eq(effects(key, r.exec), 1, "%s", points[i].header);
+		cr_expect_str_eq(record_state(key), "committed");
+		call_send(&r);
+		cr_expect_str_eq(r.replayed, "true");
+		cr_expect_eq(effects(key, NULL), 1);
+	}
+	harness_stop(&h);
+}
+
+/* The connection lost while COMMIT is under way, the worker alive: the
+ * outcome is read back.  Cut after COMMIT was sent: it committed, and
+ * the client gets the answer; cut before: it did not, and the client is
+ * told nothing was done. */
+Test(tx, lost_commit_answers_the_truth, .timeout = 60)
+{
+	const char *kin = call_key("tx-lost-in"), *kbefore =
+	    call_key("tx-lost-before");
+	call a, r;
+
+	start(NULL);
+	a = call_make(h.addr, "/testkit/tx/201", kin, NULL);
+	snprintf(a.extra, sizeof(a.extra), "X-Idemfcgi-Fault: lose-in-commit");
+	call_send(&a);
+	cr_expect_eq(a.status, 201, "%d %s", a.status, a.body_out);
+	cr_expect_eq(effects(kin, a.exec), 1);
+	r = call_one(h.addr, "/testkit/tx/201", kin, NULL);
+	cr_expect_str_eq(r.replayed, "true");
+	cr_expect_str_eq(r.exec, a.exec);
+
+	a = call_make(h.addr, "/testkit/tx/201", kbefore, NULL);
+	snprintf(a.extra, sizeof(a.extra),
+	    "X-Idemfcgi-Fault: lose-before-commit");
+	call_send(&a);
+	cr_expect_eq(a.status, 503, "%d %s", a.status, a.body_out);
+	cr_expect_str_eq(a.code, "TRANSACTION_ROLLED_BACK");
+	cr_expect_eq(effects(kbefore, NULL), 0);
+	r = call_make(h.addr, "/testkit/tx/201", kbefore, NULL);
+	send_until_settled(&r);
+	cr_expect_eq(r.status, 201);
+	cr_expect_str_eq(r.replayed, "");
+	cr_expect_eq(effects(kbefore, NULL), 1);
+	harness_stop(&h);
+}
+
+/* A slow transactional handler, far past inflight-ttl: duplicates get
+ * 409 (inflight-wait 0) and never run it again; then they replay. */
+Test(tx, slow_handler_is_never_taken_over, .timeout = 60)
+{
+	const char *key = call_key("tx-slow");
+	call first, dup[4];
+	pthread_t t;
+	int i;
+
+	start("inflight-ttl = 1s");
+	first = call_make(h.addr, "/testkit/tx/201?ms=3000", key, NULL);
+	pthread_create(&t, NULL, call_thread, &first);
+	call_sleep(300);
+	for (i = 0; i < 4; i++) {
+		dup[i] = call_one(h.addr, "/testkit/tx/201?ms=3000", key, NULL);
+		cr_expect_eq(dup[i].status, 409, "%d %s", dup[i].status,
+		    dup[i].body_out);
+		call_sleep(500);
+	}
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 201);
+	dup[0] = call_one(h.addr, "/testkit/tx/201?ms=3000", key, NULL);
+	cr_expect_str_eq(dup[0].replayed, "true");
+	cr_expect_str_eq(dup[0].exec, first.exec);
+	cr_expect_eq(harness_count_key(&h, "/testkit/tx/201", key), 1);
+	cr_expect_eq(effects(key, NULL), 1);
+	harness_stop(&h);
+}
+
+/* With inflight-wait, a duplicate waits for the first's COMMIT and
+ * replays its answer. */
+Test(tx, duplicate_waits_and_replays, .timeout = 60)
+{
+	const char *key = call_key("tx-wait");
+	call first, dup;
+	pthread_t t;
+
+	start("inflight-wait = 5s");
+	first = call_make(h.addr, "/testkit/tx/201?ms=1000", key, NULL);
+	pthread_create(&t, NULL, call_thread, &first);
+	call_sleep(200);
+	dup = call_one(h.addr, "/testkit/tx/201?ms=1000", key, NULL);
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 201);
+	cr_expect_eq(dup.status, 201, "%d %s", dup.status, dup.body_out);
+	cr_expect_str_eq(dup.replayed, "true");
+	cr_expect_str_eq(dup.exec, first.exec);
+	cr_expect_eq(effects(key, NULL), 1);
+	harness_stop(&h);
+}
+
+/* Fencing, checked in SQL: a transaction that loses its key (here the
+ * server kills its connection, as it does to a partitioned node) cannot
+ * commit its side effect; the retry that takes the key is the one that
+ * counts, and the first is told nothing was done.  On a MariaDB of its
+ * own, so the one open transaction there is the first request's. */
+Test(tx, fenced_transaction_cannot_commit, .timeout = 120)
+{
+	const char *key = call_key("tx-fence");
+	char conf[1200], my[600], sql[256], *out;
+	call first, retry;
+	pthread_t t;
+	mariadb m;
+
+	cr_assert_eq(mariadb_start(&m), 0);
+	mariadb_conf(&m, my, sizeof(my));
+	snprintf(conf, sizeof(conf), "[idempotency]\nstore = mysql\n%s\n"
+	    "pool-size = 8\n", my);
+	cr_assert_eq(harness_start(&h, "threads = 8", conf), 0);
+	first = call_make(h.addr, "/testkit/tx/201?ms=2000", key, NULL);
+	pthread_create(&t, NULL, call_thread, &first);
+	call_sleep(500);
+	out = mariadb_sql(&m, "SELECT trx_mysql_thread_id FROM "
+	    "information_schema.innodb_trx WHERE trx_rows_modified > 0");
+	cr_assert(out != NULL && atoi(out) > 0, "no open transaction: %s",
+	    out != NULL ? out : "?");
+	snprintf(sql, sizeof(sql), "KILL %d", atoi(out));
+	free(out);
+	free(mariadb_sql(&m, sql));
+	retry = call_make(h.addr, "/testkit/tx/201", key, NULL);
+	send_until_settled(&retry);
+	cr_expect_eq(retry.status, 201, "%d %s", retry.status, retry.body_out);
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 503, "%d %s", first.status, first.body_out);
+	cr_expect_str_eq(first.code, "TRANSACTION_ROLLED_BACK");
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*), SUM(exec = '%s') FROM "
+	    "testkit_effects WHERE idem_key = '%s'", retry.exec, key);
+	out = mariadb_sql(&m, sql);
+	cr_expect(out != NULL && strncmp(out, "1\t1", 3) == 0,
+	    "side effects (all, the retry's): %s", out != NULL ? out : "?");
+	free(out);
+	retry = call_one(h.addr, "/testkit/tx/201", key, NULL);
+	cr_expect_str_eq(retry.replayed, "true");
+	harness_stop(&h);
+	mariadb_destroy(&m);
+}
