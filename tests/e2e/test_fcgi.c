@@ -520,6 +520,28 @@ Test(cli, check_bad)
 	free(out);
 }
 
+/* A transactional route needs a database store: refused at setup with
+ * the route named, on the memory store and with idempotency disabled. */
+Test(cli, transactional_route_needs_mysql)
+{
+	char *out;
+	int rc = harness_run("--check", "[server]\nplugins = "
+	    "@DIR@/tests/testkit/.libs/testkit.so\n[testkit]\nlog = /dev/null\n"
+	    "tx-route = true\n", &out);
+
+	cr_expect_eq(rc, 1);
+	cr_expect(strstr(out, "route POST /testkit/tx/{code} is transactional, "
+	    "but the store is not MySQL") != NULL, "%s", out);
+	free(out);
+	rc = harness_run("--check", "[server]\nplugins = "
+	    "@DIR@/tests/testkit/.libs/testkit.so\n[testkit]\nlog = /dev/null\n"
+	    "tx-route = true\n[idempotency]\nenabled = false\n", &out);
+	cr_expect_eq(rc, 1);
+	cr_expect(strstr(out, "route POST /testkit/tx/{code} is transactional, "
+	    "but idempotency is disabled") != NULL, "%s", out);
+	free(out);
+}
+
 Test(cli, wrong_abi_plugin)
 {
 	char *out;

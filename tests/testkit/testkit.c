@@ -399,6 +399,7 @@ setup(idem_app *app, void **data)
 	testkit *tk = calloc(1, sizeof(*tk));
 	const char *log = NULL;
 	idem_err err = IDEM_OK;
+	int tx_route;
 	size_t i;
 
 	if (tk == NULL)
@@ -429,6 +430,9 @@ setup(idem_app *app, void **data)
 		    routes[i].tmpl, IDEM_POLICY_DEFAULT, routes[i].fn, tk))
 		    != IDEM_OK)
 			goto fail;
+	/* tx-route = true registers it on any store, to see it refused */
+	if ((err = idem_config_bool(app, "tx-route", 0, &tx_route)) != IDEM_OK)
+		goto fail;
 	if (idem_app_uses_mysql(app)) {
 		if ((err = idem_app_mysql_exec(app, effects_table)) != IDEM_OK)
 			goto fail;
@@ -436,10 +440,11 @@ setup(idem_app *app, void **data)
 			err = IDEM_ERR_STORE;
 			goto fail;
 		}
-		if ((err = idem_route_add_tx(app, "POST", "/testkit/tx/{code}",
-		    IDEM_POLICY_DEFAULT, tx, tk)) != IDEM_OK)
-			goto fail;
 	}
+	if ((idem_app_uses_mysql(app) || tx_route) &&
+	    (err = idem_route_add_tx(app, "POST", "/testkit/tx/{code}",
+	    IDEM_POLICY_DEFAULT, tx, tk)) != IDEM_OK)
+		goto fail;
 	*data = tk;
 	return IDEM_OK;
 fail:
