@@ -1,5 +1,7 @@
 /*
- * test_chaos.c - two idemfcgi instances of two workers each on one MariaDB;
+ * test_chaos.c - two idemfcgi instances of two workers each on one MariaDB.
+ *
+ * kill_workers_under_load (the testkit, two-phase):
  * 1,000 requests over 200 keys, every key sent five times at once, while
  * workers are killed with SIGKILL at random.  Afterwards:
  *   - every key gets its final answer on retry, the same for all its calls;
@@ -7,6 +9,13 @@
  *     masters name those keys when they release them);
  *   - nothing is left in flight.
  * Bounded: 10 rounds of 100 calls, at most 8 kills.
+ *
+ * ledger_exactly_once (the ledger's transactional deposits, issue 14):
+ * 240 keys sent three times each, workers killed at random and at fixed
+ * points between the deposit and the commit, one instance killed whole:
+ * the balances hold every key's amount exactly once.
+ * ledger_two_phase_is_at_least_once: the same faults on the two-phase path
+ * deposit again, as docs/reliability.md says they do.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -153,6 +162,241 @@ Test(chaos, kill_workers_under_load, .timeout = 240)
 		free(out);
 	}
 	cr_expect_gt(kills, 0);
+	for (i = 0; i < 2; i++)
+		harness_stop(&node[i]);
+	unlink(log);
+}
+
+/* ------------------------------------------- the ledger, exactly once */
+
+#define LKEYS 240
+#define LSENDS 3
+#define LROUND 30
+#define ACCOUNTS 10
+
+/* The amount key i deposits. */
+static int
+amount_of(int i)
+{
+	return i % 97 + 1;
+}
+
+/* The sum of the balances of this run's accounts, from the database. */
+static long long
+ledger_sum(const mariadb *m, const char *run)
+{
+	char sql[256], *out;
+	long long sum;
+
+	snprintf(sql, sizeof(sql), "SELECT COALESCE(SUM(balance), 0) FROM "
+	    "ledger_accounts WHERE id LIKE '%s-%%'", run);
+	out = mariadb_sql(m, sql);
+	cr_assert_not_null(out);
+	sum = atoll(out);
+	free(out);
+	return sum;
+}
+
+/* Starts the two nodes of the ledger test, transactional or not. */
+static void
+start_ledger_nodes(const mariadb *m, int tx, const char *log)
+{
+	char rest[1500], my[600];
+	int i;
+
+	mariadb_conf(m, my, sizeof(my));
+	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
+	    "inflight-ttl = 60s\n%spool-size = 16\n[ledger]\ntransactional = %s\n",
+	    my, tx ? "true" : "false");
+	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(harness_start_log(&node[i], "workers = 2\n"
+		    "threads = 16", rest, log), 0);
+}
+
+/* The fault a send carries: every 8th key's first send is killed at a
+ * point between the handler's writes and the commit of its answer. */
+static const char *
+fault_of(int key, int send)
+{
+	static const char *const points[] = {
+		"X-Idemfcgi-Fault: after-handler",
+		"X-Idemfcgi-Fault: after-record",
+		"X-Idemfcgi-Fault: in-commit",
+	};
+
+	if (send != 0 || key % 8 != 0)
+		return "";
+	return points[(key / 8) % 3];
+}
+
+/* Round r of the ledger test: LROUND keys, each sent LSENDS times at once
+ * over both nodes. */
+typedef struct lround {
+	call *calls;
+	int n;
+} lround;
+
+static void *
+send_round(void *arg)
+{
+	lround *lr = arg;
+
+	call_all(lr->calls, lr->n);
+	return NULL;
+}
+
+/*
+ * Issue 14: on transactional routes the ledger is exactly once under
+ * kill -9 at any instant: two instances of two workers, LKEYS deposits
+ * sent LSENDS times each, workers killed at random and at fixed points
+ * between the writes and the commit, one whole instance killed mid-round
+ * and started again.  At the end every key has its 201, the same for all
+ * its sends, and the balances hold each key's amount exactly once.
+ */
+Test(chaos, ledger_exactly_once, .timeout = 300)
+{
+	static call c[LKEYS][LSENDS];
+	char run[32], path[LKEYS][96], log[128];
+	const char *bodies[97];
+	static char bodybuf[97][32];
+	long long expected = 0, got;
+	pthread_t kt, rt;
+	int i, j, r;
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	snprintf(run, sizeof(run), "%s", call_key("lx"));
+	snprintf(log, sizeof(log), "/tmp/idemfcgi-lchaos-%d.log", (int)getpid());
+	unlink(log);
+	start_ledger_nodes(&m, 1, log);
+	for (i = 0; i < 97; i++) {
+		snprintf(bodybuf[i], sizeof(bodybuf[i]), "{\"amount\":%d}", i + 1);
+		bodies[i] = bodybuf[i];
+	}
+	for (i = 0; i < LKEYS; i++) {
+		snprintf(path[i], sizeof(path[i]), "/accounts/%s-%d/deposit", run,
+		    i % ACCOUNTS);
+		expected += amount_of(i);
+	}
+	kills = 0;
+	running = 1;
+	pthread_create(&kt, NULL, killer, NULL);
+	for (r = 0; r < LKEYS / LROUND; r++) {
+		call round[LROUND * LSENDS];
+		lround lr = { round, LROUND * LSENDS };
+		for (i = 0; i < LROUND; i++) {
+			int k = r * LROUND + i;
+			char key[48];
+			snprintf(key, sizeof(key), "%s-k%d", run, k);
+			for (j = 0; j < LSENDS; j++) {
+				round[i * LSENDS + j] = call_make(node[j % 2].addr,
+				    path[k], key, bodies[amount_of(k) - 1]);
+				snprintf(round[i * LSENDS + j].extra,
+				    sizeof(round[i * LSENDS + j].extra), "%s",
+				    fault_of(k, j));
+			}
+		}
+		pthread_create(&rt, NULL, send_round, &lr);
+		if (r == LKEYS / LROUND / 2) {
+			/* a whole instance dies mid-round */
+			call_sleep(30);
+			harness_kill(&node[1]);
+		}
+		pthread_join(rt, NULL);
+		if (r == LKEYS / LROUND / 2) {
+			char rest[1500], my[600];
+			mariadb_conf(&m, my, sizeof(my));
+			snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
+			    "inflight-ttl = 60s\n%spool-size = 16\n[ledger]\n"
+			    "transactional = true\n", my);
+			cr_assert_eq(harness_start_log(&node[1], "workers = 2\n"
+			    "threads = 16", rest, log), 0);
+		}
+		for (i = 0; i < LROUND; i++)
+			for (j = 0; j < LSENDS; j++)
+				c[r * LROUND + i][j] = round[i * LSENDS + j];
+	}
+	running = 0;
+	pthread_join(kt, NULL);
+	cr_log_info("ledger: %d workers killed at random, one instance killed",
+	    kills);
+
+	/* every send without its final answer is retried until it has one */
+	for (i = 0; i < LKEYS; i++)
+		for (j = 0; j < LSENDS; j++) {
+			int tries;
+			c[i][j].addr = node[j % 2].addr;
+			c[i][j].extra[0] = '\0';
+			for (tries = 0; tries < 500 && c[i][j].status != 201;
+			    tries++) {
+				if (c[i][j].status != -1)
+					call_sleep(20);
+				call_send(&c[i][j]);
+			}
+			cr_expect_eq(c[i][j].status, 201, "key %d: %d %s", i,
+			    c[i][j].status, c[i][j].body_out);
+		}
+	got = ledger_sum(&m, run);
+	cr_expect_eq(got, expected, "balances hold %lld, the keys deposited "
+	    "%lld: a deposit ran %s", got, expected, got > expected ? "twice" :
+	    "not at all");
+	{
+		char *out = mariadb_sql(&m, "SELECT COUNT(*) FROM idempotency_keys "
+		    "WHERE state = 'in_flight'");
+		cr_expect(out != NULL && atoi(out) == 0, "left in flight: %s",
+		    out != NULL ? out : "?");
+		free(out);
+	}
+	for (i = 0; i < 2; i++)
+		harness_stop(&node[i]);
+	unlink(log);
+}
+
+/*
+ * The same faults on the two-phase path (transactional = false): a worker
+ * killed between the deposit and the commit of its answer is released,
+ * and the retry deposits again (at least once, docs/reliability.md).  The
+ * test above tells the difference.
+ */
+Test(chaos, ledger_two_phase_is_at_least_once, .timeout = 120)
+{
+	char run[32], path[96], key[48], log[128];
+	long long expected = 0, got;
+	int i, faulted = 0;
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	snprintf(run, sizeof(run), "%s", call_key("l2"));
+	snprintf(log, sizeof(log), "/tmp/idemfcgi-l2chaos-%d.log", (int)getpid());
+	unlink(log);
+	start_ledger_nodes(&m, 0, log);
+	snprintf(path, sizeof(path), "/accounts/%s-0/deposit", run);
+	for (i = 0; i < 12; i++) {
+		call a;
+		int tries;
+		snprintf(key, sizeof(key), "%s-k%d", run, i);
+		a = call_make(node[i % 2].addr, path, key, "{\"amount\":1}");
+		if (i % 3 == 0) {
+			snprintf(a.extra, sizeof(a.extra),
+			    "X-Idemfcgi-Fault: after-handler");
+			faulted++;
+		}
+		call_send(&a);
+		a.extra[0] = '\0';
+		for (tries = 0; tries < 500 && a.status != 201; tries++) {
+			call_sleep(20);
+			call_send(&a);
+		}
+		cr_expect_eq(a.status, 201, "key %d: %d %s", i, a.status,
+		    a.body_out);
+		expected += 1;
+	}
+	got = ledger_sum(&m, run);
+	cr_log_info("two-phase ledger: %lld deposited for %lld keys (%d killed "
+	    "after the deposit)", got, expected, faulted);
+	cr_expect_eq(got, expected + faulted, "each key killed after its "
+	    "deposit deposits again on retry");
 	for (i = 0; i < 2; i++)
 		harness_stop(&node[i]);
 	unlink(log);
