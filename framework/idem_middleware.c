@@ -16,6 +16,7 @@
 #include "idem_log.h"
 #include "idem_metrics.h"
 #include "idem_middleware.h"
+#include "idem_mysql.h"
 #include "idem_router.h"
 #include "idem_time.h"
 
@@ -1046,6 +1047,22 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 	tx_refuse(res, unknown);
 }
 
+/* Logs a handler that ended its own transaction (COMMIT, ROLLBACK, DDL):
+ * its writes no longer commit with the answer.  What follows then runs as
+ * the two-phase path would: the answer's UPDATE commits on its own when
+ * the reservation was committed with the handler's writes, and finds no
+ * row (503, not done) when it was rolled back. */
+static void
+tx_check_open(const idem_request *req, idem_mysql_conn *c, const char *owner)
+{
+	if (!c->broken && !idem_mysql_in_transaction(c))
+		idem_log_event(req, IDEM_LOG_ERROR, "tx_ended_by_handler", owner,
+		    "the handler of %s %s ended its transaction itself (COMMIT, "
+		    "ROLLBACK, DDL or LOCK TABLES): its writes are no longer "
+		    "committed with its answer; fix the plugin", req->route->method,
+		    req->route->tmpl);
+}
+
 /* Runs a transactional route's handler with no key to record, in a
  * transaction of its own. */
 static void
@@ -1053,7 +1070,7 @@ tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
     idem_next_fn next)
 {
 	idem_mysql_pool *pool = req->route->tx_pool;
-	idem_mysql_conn *c = idem_mysql_get(pool);
+	idem_mysql_conn *c = idem_mysql_take(pool);
 	idem_reserve_result rr;
 	idem_err err;
 
@@ -1069,6 +1086,7 @@ tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	err = next(req, res);
 	req->tx = NULL;
 	fault_die(mw, req, "after-handler");
+	tx_check_open(req, c, NULL);
 	tx_finish(mw, req, c, NULL, NULL, res, err);
 	idem_mysql_put(pool, c);
 }
@@ -1152,7 +1170,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	idem_random_id(rnd + 16);
 	snprintf(owner, sizeof(owner), "%s.%s", mw->instance, rnd);
 	/* a transactional route reserves inside its handler's transaction */
-	if (txpool != NULL && (txc = idem_mysql_get(txpool)) == NULL) {
+	if (txpool != NULL && (txc = idem_mysql_take(txpool)) == NULL) {
 		store_failed(mw, req, IDEM_ERR_STORE);
 		refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the "
 		    "idempotency store is unavailable; retry later", 1);
@@ -1237,6 +1255,7 @@ wait:
 		err = next(req, res);
 		req->tx = NULL;
 		fault_die(mw, req, "after-handler");
+		tx_check_open(req, txc, owner);
 		tx_finish(mw, req, txc, &sk, owner, res, err);
 		goto out;
 	}

@@ -27,6 +27,7 @@ struct idem_mysql_pool {
 	size_t nsql;
 	char **extra;               /* owned: see idem_mysql_pool_extra */
 	size_t nextra;
+	char *init;                 /* owned: run on each new connection */
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
 	idem_mysql_conn *conns;     /* size of them */
@@ -178,6 +179,14 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 }
 
 idem_err
+idem_mysql_pool_init(idem_mysql_pool *p, const char *sql)
+{
+	free(p->init);
+	p->init = strdup(sql);
+	return p->init != NULL ? IDEM_OK : IDEM_ERR_NOMEM;
+}
+
+idem_err
 idem_mysql_pool_extra(idem_mysql_pool *p, const char *const *extra,
     size_t nextra)
 {
@@ -216,6 +225,7 @@ disconnect(idem_mysql_pool *p, idem_mysql_conn *c)
 		mysql_close(c->m);
 	c->m = NULL;
 	c->broken = 0;
+	c->tx_mode = 0;
 }
 
 /* Reads the server's max_allowed_packet on c (it may change while we
@@ -268,6 +278,13 @@ connect_one(idem_mysql_pool *p, idem_mysql_conn *c)
 		return -1;
 	}
 	read_max_packet(p, c);
+	if (p->init != NULL && mysql_query(c->m, p->init) != 0) {
+		if (may_log(p))
+			idem_log(NULL, IDEM_LOG_ERROR, "mysql: %s: %s", p->init,
+			    mysql_error(c->m));
+		disconnect(p, c);
+		return -1;
+	}
 	for (i = 0; i < p->nsql + p->nextra; i++) {
 		c->stmts[i] = mysql_stmt_init(c->m);
 		if (c->stmts[i] == NULL || mysql_stmt_prepare(c->stmts[i],
@@ -285,6 +302,38 @@ connect_one(idem_mysql_pool *p, idem_mysql_conn *c)
 
 idem_mysql_conn *
 idem_mysql_get(idem_mysql_pool *p)
+{
+	idem_mysql_conn *c = idem_mysql_take(p);
+
+	/* a connection a transactional route used last: back to autocommit
+	 * for its plain user (nothing is open: its transaction ended) */
+	if (c != NULL && c->tx_mode) {
+		if (mysql_autocommit(c->m, 1) != 0) {
+			idem_mysql_check(c, mysql_errno(c->m));
+			c->broken = 1;
+			idem_mysql_put(p, c);
+			return NULL;
+		}
+		c->tx_mode = 0;
+	}
+	return c;
+}
+
+int
+idem_mysql_tx_mode(idem_mysql_conn *c)
+{
+	if (c->tx_mode)
+		return 0;
+	if (mysql_autocommit(c->m, 0) != 0) {
+		idem_mysql_check(c, mysql_errno(c->m));
+		return -1;
+	}
+	c->tx_mode = 1;
+	return 0;
+}
+
+idem_mysql_conn *
+idem_mysql_take(idem_mysql_pool *p)
 {
 	idem_mysql_conn *c = NULL;
 	struct timespec deadline;
@@ -320,6 +369,17 @@ idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c)
 	p->idle[p->nidle++] = c;
 	pthread_cond_signal(&p->freed);
 	pthread_mutex_unlock(&p->lock);
+}
+
+int
+idem_mysql_in_transaction(idem_mysql_conn *c)
+{
+	unsigned int status = 0;
+
+	if (c->m == NULL || c->broken ||
+	    mariadb_get_infov(c->m, MARIADB_CONNECTION_SERVER_STATUS, &status))
+		return 0;
+	return (status & SERVER_STATUS_IN_TRANS) != 0;
 }
 
 void *
@@ -367,6 +427,7 @@ idem_mysql_pool_free(idem_mysql_pool *p)
 	for (i = 0; p->extra != NULL && p->extra[i] != NULL; i++)
 		free(p->extra[i]);
 	free(p->extra);
+	free(p->init);
 	free(p->host);
 	free(p->socket);
 	free(p->user);

@@ -26,6 +26,7 @@ struct idem_mysql_conn {
 	MYSQL_STMT **stmts;      /* prepared, in the order given to the pool */
 	MYSQL_STMT **extra;      /* the pool's extra statements, after them */
 	int broken;              /* close when given back */
+	int tx_mode;             /* autocommit is off (idem_mysql_tx_mode) */
 };
 
 /*
@@ -68,6 +69,33 @@ uint64_t idem_mysql_max_packet(idem_mysql_pool *p);
 /* Logs a statement error (with the statement's index), rate-limited. */
 void idem_mysql_log_error(idem_mysql_pool *p, const char *what,
     MYSQL_STMT *st);
+
+/* Runs sql (copied; a SET of session variables) on each connection of p
+ * when it connects.  Before the first idem_mysql_get.  IDEM_OK or
+ * IDEM_ERR_NOMEM. */
+idem_err idem_mysql_pool_init(idem_mysql_pool *p, const char *sql);
+
+/*
+ * Takes a connection like idem_mysql_get, but leaves it in the mode its
+ * last user left it: for the framework's transactional path, which puts
+ * it in tx mode anyway.
+ */
+idem_mysql_conn *idem_mysql_take(idem_mysql_pool *p);
+
+/*
+ * Puts c in tx mode: autocommit off, so every statement belongs to a
+ * transaction that only COMMIT or ROLLBACK ends, and a transaction the
+ * server rolls back (a deadlock) is followed by a new one, never by
+ * statements that commit on their own.  A round trip the first time
+ * only; idem_mysql_get turns autocommit back on for plain use.  Returns
+ * 0, or -1 (c marked broken when the connection is lost).
+ */
+int idem_mysql_tx_mode(idem_mysql_conn *c);
+
+/* Whether c is inside a transaction (the server's own flag, no round
+ * trip): after a transactional handler, whether it left the transaction
+ * open as it must. */
+int idem_mysql_in_transaction(idem_mysql_conn *c);
 
 /* Logs a connection's last error, rate-limited like the above. */
 void idem_mysql_log_conn_error(idem_mysql_pool *p, const char *what,

@@ -907,9 +907,9 @@ my_close(idem_store *s)
 /*
  * A transactional route's handler and the record of its key share one
  * transaction on a connection of the plugin's pool (protocol (b) of
- * DESIGN.md section 2.6): START TRANSACTION; the reservation's INSERT
- * IGNORE; the handler's statements; the owner-checked UPDATE that stores
- * the answer; COMMIT.  One durable commit per first execution; a crash
+ * DESIGN.md section 2.6), with autocommit off: the reservation's INSERT
+ * IGNORE (which opens it); the handler's statements; the owner-checked
+ * UPDATE that stores the answer; COMMIT.  One durable commit per first execution; a crash
  * anywhere before COMMIT leaves nothing.  Until COMMIT the row exists only
  * inside the transaction: others' INSERT IGNORE waits on its lock (up to
  * inflight-wait, then IN_FLIGHT), so it needs no lease and cannot be taken
@@ -996,11 +996,11 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	for (attempt = 0; attempt < CONTENTION_TRIES; attempt++) {
 		if (attempt > 0)
 			backoff(attempt);
-		if (mysql_query(c->m, "START TRANSACTION") != 0) {
-			e = mysql_errno(c->m);
-			idem_mysql_check(c, e);
-			idem_mysql_log_conn_error(ms->pool, "START TRANSACTION",
-			    c->m);
+		/* autocommit off: the INSERT opens the transaction (no START
+		 * TRANSACTION round trip), and nothing after a rollback the
+		 * server makes on its own (a deadlock) ever commits alone */
+		if (idem_mysql_tx_mode(c) != 0) {
+			idem_mysql_log_conn_error(ms->pool, "autocommit", c->m);
 			return IDEM_ERR_STORE;
 		}
 		out->outcome = IDEM_RESERVE_ACQUIRED;
@@ -1240,6 +1240,15 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	err = idem_mysql_pool_new(cfg, ms->stmts, NSTMT, pool_size, &ms->pool);
 	if (err != IDEM_OK) {
 		free(ms);
+		return err;
+	}
+	/* the store's statements are short; a row lock held longer belongs
+	 * to a transactional route's open transaction, and waiting for it
+	 * must not stall the caller (the lease thread above all) for
+	 * innodb_lock_wait_timeout: a second, then contention */
+	if ((err = idem_mysql_pool_init(ms->pool, "SET SESSION "
+	    "innodb_lock_wait_timeout = 1")) != IDEM_OK) {
+		my_close(&ms->base);
 		return err;
 	}
 	/* the schema must be there, and of this version */

@@ -558,3 +558,76 @@ Test(tx, lost_commit_is_resolved, .timeout = 60)
 	cr_expect_eq(idem_store_lookup(e.st, &k2, &rec), IDEM_ERR_NOT_FOUND);
 	tx_close(&e);
 }
+
+/* A transaction the server rolls back on its own (a deadlock victim) is
+ * followed by a new transaction, never by statements that commit alone:
+ * a handler that goes on writing after the error has them rolled back
+ * with the rest. */
+typedef struct locker {
+	idem_mysql_conn *c;
+	const char *first, *second;
+	unsigned err;        /* of the second statement */
+} locker;
+
+static void *
+lock_two(void *arg)
+{
+	locker *l = arg;
+
+	mysql_query(l->c->m, l->first);
+	tx_msleep(300);
+	l->err = mysql_query(l->c->m, l->second) != 0 ? mysql_errno(l->c->m) : 0;
+	return NULL;
+}
+
+Test(tx, writes_after_a_deadlock_never_commit_alone, .timeout = 60)
+{
+	txenv e = tx_open(NULL);
+	idem_store_key ka = tx_key("txdeadlock-a"), kb = tx_key("txdeadlock-b");
+	idem_reserve_result rr;
+	idem_mysql_conn *a = idem_mysql_take(e.pool), *b = idem_mysql_take(e.pool);
+	locker la = { a, "UPDATE tx_rows SET v = v + 1 WHERE id = 1",
+	    "UPDATE tx_rows SET v = v + 1 WHERE id = 2", 0 };
+	locker lb = { b, "UPDATE tx_rows SET v = v + 1 WHERE id = 2",
+	    "UPDATE tx_rows SET v = v + 1 WHERE id = 1", 0 };
+	idem_mysql_conn *victim;
+	pthread_t ta, tb;
+	int unknown;
+	char *out;
+	mariadb m;
+
+	mariadb_from_env(&m);
+	free(mariadb_sql(&m, "CREATE TABLE IF NOT EXISTS tx_rows (id INT "
+	    "PRIMARY KEY, v INT) ENGINE = InnoDB; INSERT IGNORE INTO tx_rows "
+	    "VALUES (1, 0), (2, 0); CREATE TABLE IF NOT EXISTS tx_after (k "
+	    "VARCHAR(255)) ENGINE = InnoDB; GRANT ALL ON idem.* TO "
+	    "'idem'@'localhost'"));
+	cr_assert_eq(idem_store_tx_begin(e.st, a, &ka, TXFP, "dl-a", "r", 30000,
+	    60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_begin(e.st, b, &kb, TXFP, "dl-b", "r", 30000,
+	    60000, &rr), IDEM_OK);
+	pthread_create(&ta, NULL, lock_two, &la);
+	pthread_create(&tb, NULL, lock_two, &lb);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	cr_assert(la.err == 1213 || lb.err == 1213, "no deadlock: %u %u",
+	    la.err, lb.err);
+	victim = la.err == 1213 ? a : b;
+	/* the handler goes on as if nothing happened */
+	cr_assert_eq(mysql_query(victim->m, victim == a ?
+	    "INSERT INTO tx_after VALUES ('after-deadlock-a')" :
+	    "INSERT INTO tx_after VALUES ('after-deadlock-b')"), 0);
+	/* its answer's record finds no reservation: rolled back, all of it */
+	cr_expect_eq(idem_store_tx_record(e.st, victim, victim == a ? &ka : &kb,
+	    victim == a ? "dl-a" : "dl-b", &(idem_stored_response){ 201,
+	    NULL, 0, NULL, 0 }, 60000), IDEM_ERR_NOT_FOUND);
+	idem_store_tx_end(e.st, victim == a ? b : a, NULL, NULL, 0, 0, &unknown);
+	out = mariadb_sql(&m, "SELECT COUNT(*) FROM tx_after WHERE k LIKE "
+	    "'after-deadlock-%'");
+	cr_expect(out != NULL && atoi(out) == 0, "a write after the deadlock "
+	    "committed on its own: %s", out != NULL ? out : "?");
+	free(out);
+	idem_mysql_put(e.pool, a);
+	idem_mysql_put(e.pool, b);
+	tx_close(&e);
+}
