@@ -20,11 +20,15 @@ make -C "$b" install DESTDIR="$tmp/root" >"$tmp/install.log" 2>&1 ||
 pc=$(find "$tmp/root" -name idemfcgi.pc)
 [ -n "$pc" ] || fail 1 "make install installs idemfcgi.pc" "$tmp/install.log"
 echo "ok 1 - make install into a staging root"
-# --define-prefix: the .pc file names the configured prefix; the staged
-# one is two directories above it
-export PKG_CONFIG="pkg-config --define-prefix"
-export PKG_CONFIG_PATH="$(dirname "$pc")"
-libdir=$($PKG_CONFIG --variable=libdir idemfcgi)
+# The staged .pc file names the configured prefix; a copy names the
+# staging root instead.  (pkg-config --define-prefix would move the
+# system's .pc files too: mysqlclient's -I/usr/include/mariadb would
+# become -I/usr/lib/include/mariadb.)
+mkdir "$tmp/pkgconfig"
+prefix=$(sed -n 's/^prefix=//p' "$pc")
+sed "s|^prefix=.*|prefix=$tmp/root$prefix|" "$pc" >"$tmp/pkgconfig/idemfcgi.pc"
+export PKG_CONFIG_PATH="$tmp/pkgconfig"
+libdir=$(pkg-config --variable=libdir idemfcgi)
 bin=$(find "$tmp/root" -path '*/bin/idemfcgi')
 
 # a copy outside both trees, as a third party would have it
