@@ -9,56 +9,244 @@
  * the server's default idempotency policy: with a key, a retried POST gets
  * the first answer (the same id) instead of a second note.
  *
+ * Where the notes live follows [idempotency] store:
+ *  - memory: in the worker's memory, under a mutex; POST is a plain route.
+ *  - mysql: in the table "notes" of the store's database; POST is a
+ *    transactional route (idem_route_add_tx): its INSERT runs in the
+ *    transaction in which the framework reserves the key and stores the
+ *    answer, so the note and its answer commit together, once per key,
+ *    even when a worker dies at any instant.  Ids have gaps: a rolled-back
+ *    INSERT uses up its id.
+ *
  *   [notes]
- *   max-notes = 1000     # how many notes are kept
+ *   max-notes = 1000     # how many notes are kept (memory store only)
  *   max-length = 280     # bytes of text
+ *
+ * Which process runs what, and how often:
+ *  - idem_plugin_init and setup run each time a process loads the plugin:
+ *    in the master at start-up and at each reload (SIGHUP), and in
+ *    idemfcgi --check, to check the configuration (teardown follows at
+ *    once); then in each worker process, once, as it starts (also one
+ *    that replaces a dead worker).  So setup must be safe to repeat, at
+ *    once in many processes: CREATE TABLE IF NOT EXISTS, never a DROP or
+ *    a data change.
+ *  - handlers run in the worker processes, on any of their threads, many
+ *    at once: once per request that executes (never for a replay).
+ *    Memory is per worker process; with the memory store there is one.
+ *  - teardown runs after each setup that succeeded; in a worker, after
+ *    its last request.
  */
+#define _POSIX_C_SOURCE 200809L    /* strdup */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <idemfcgi.h>
+#include <mysql.h>
 
 typedef struct notes {
+	long long max_notes, max_length;
+	/* MySQL store */
+	idem_mysql_pool *pool;     /* owned by the server; NULL in memory */
+	/* memory store */
 	pthread_mutex_t lock;      /* handlers run on many threads */
 	char **text;               /* text[i] is note i + 1 */
-	long long count, max_notes, max_length;
+	long long count;
 } notes;
 
-/* POST /notes */
+/* ------------------------------------------------------------- MySQL */
+
+/* Run by setup in every process (see above), through
+ * idem_app_mysql_exec.  DDL commits implicitly: it belongs here, never in
+ * a transactional handler. */
+static const char create_table[] = "CREATE TABLE IF NOT EXISTS notes ("
+    "id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+    "text MEDIUMTEXT CHARACTER SET utf8mb4 NOT NULL) ENGINE = InnoDB";
+
+/* Prepared once on each connection of the plugin's pool, when it
+ * connects; idem_mysql_stmt(c, Q_...) hands them out. */
+enum { Q_INSERT, Q_SELECT, NQ };
+static const char *const queries[NQ] = {
+	[Q_INSERT] = "INSERT INTO notes (text) VALUES (?)",
+	[Q_SELECT] = "SELECT text FROM notes WHERE id = ?",
+};
+
+/*
+ * Inserts text on c, the connection of the request's transaction: the
+ * framework commits it with the answer, or rolls it back when the answer
+ * is not stored (5xx, 429, a handler error; see commit-statuses).  So a
+ * transactional handler
+ *  - never runs COMMIT, ROLLBACK or a statement that commits implicitly
+ *    (DDL such as CREATE TABLE, LOCK TABLES, START TRANSACTION, SET
+ *    autocommit);
+ *  - never writes through another connection (idem_mysql_get): that
+ *    commits on its own, and may wait for this transaction's locks;
+ *  - expects nothing done outside this transaction to roll back with it
+ *    (a call to another system: HTTP, mail, a queue, another database;
+ *    a file; the process's memory): the framework may still roll back
+ *    after the handler returned;
+ *  - after a statement fails (but for an error it expects, such as a
+ *    duplicate key), runs no other one and answers 503: a deadlock has
+ *    already rolled the whole transaction back (the key's reservation
+ *    too), and a further statement would commit on its own;
+ *  - answers a 4xx of commit-statuses (400, 404, 409, 422 by default)
+ *    only when its writes so far may commit: it is stored, and commits;
+ *  - is quick: the key's record and the rows it wrote stay locked until
+ *    the transaction ends.
+ * Returns 201 with *id set, or 503 (the transaction is rolled back).
+ */
+static int
+db_insert(const idem_request *req, idem_mysql_conn *c, const char *text,
+    long long *id)
+{
+	MYSQL_STMT *st = idem_mysql_stmt(c, Q_INSERT);
+	unsigned long len = strlen(text);
+	MYSQL_BIND b;
+
+	memset(&b, 0, sizeof(b));
+	b.buffer_type = MYSQL_TYPE_STRING;
+	b.buffer = (void *)text;
+	b.buffer_length = len;
+	b.length = &len;
+	if (mysql_stmt_bind_param(st, &b) != 0 || mysql_stmt_execute(st) != 0) {
+		idem_log(req, IDEM_LOG_ERROR, "notes: %s", mysql_stmt_error(st));
+		idem_mysql_check(c, mysql_stmt_errno(st));
+		return 503;
+	}
+	*id = (long long)mysql_stmt_insert_id(st);
+	return 201;
+}
+
+/* Reads note id on a connection of its own (autocommit: a read needs no
+ * transaction).  Returns 200 with *text set (caller frees), 404 or 503. */
+static int
+db_select(notes *n, long long id, char **text)
+{
+	idem_mysql_conn *c = idem_mysql_get(n->pool);
+	MYSQL_STMT *st;
+	MYSQL_BIND in, out;
+	unsigned long len = 0;
+	int rc, status = 503;
+
+	if (c == NULL)
+		return 503;
+	st = idem_mysql_stmt(c, Q_SELECT);
+	memset(&in, 0, sizeof(in));
+	in.buffer_type = MYSQL_TYPE_LONGLONG;
+	in.buffer = &id;
+	/* fetch the length first, then the text into a buffer that fits */
+	memset(&out, 0, sizeof(out));
+	out.buffer_type = MYSQL_TYPE_STRING;
+	out.length = &len;
+	if (mysql_stmt_bind_param(st, &in) == 0 &&
+	    mysql_stmt_execute(st) == 0 &&
+	    mysql_stmt_bind_result(st, &out) == 0) {
+		rc = mysql_stmt_fetch(st);
+		if (rc == MYSQL_NO_DATA) {
+			status = 404;
+		} else if ((rc == 0 || rc == MYSQL_DATA_TRUNCATED) &&
+		    (*text = malloc(len + 1)) != NULL) {
+			out.buffer = *text;
+			out.buffer_length = len + 1;
+			if (mysql_stmt_fetch_column(st, &out, 0, 0) == 0) {
+				(*text)[len] = '\0';
+				status = 200;
+			} else {
+				free(*text);
+			}
+		}
+	}
+	if (status == 503) {
+		idem_log(NULL, IDEM_LOG_ERROR, "notes: %s", mysql_stmt_error(st));
+		idem_mysql_check(c, mysql_stmt_errno(st));
+	}
+	mysql_stmt_free_result(st);
+	idem_mysql_put(n->pool, c);
+	return status;
+}
+
+/* ------------------------------------------------------------ memory */
+
+/* Returns 201 with *id set, 409 when max-notes are kept, or 503. */
+static int
+mem_insert(notes *n, const char *text, long long *id)
+{
+	char *copy = strdup(text);
+	int status = 201;
+
+	if (copy == NULL)
+		return 503;
+	pthread_mutex_lock(&n->lock);
+	if (n->count == n->max_notes) {
+		status = 409;
+		free(copy);
+	} else {
+		n->text[n->count] = copy;
+		*id = ++n->count;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return status;
+}
+
+/* Returns 200 with *text set (caller frees), 404 or 503. */
+static int
+mem_select(notes *n, long long id, char **text)
+{
+	int status = 404;
+
+	pthread_mutex_lock(&n->lock);
+	if (id >= 1 && id <= n->count)
+		status = (*text = strdup(n->text[id - 1])) != NULL ? 200 : 503;
+	pthread_mutex_unlock(&n->lock);
+	return status;
+}
+
+/* ---------------------------------------------------------- handlers */
+
+/* A 503: not stored, so a retry runs the handler again. */
+static idem_err
+unavailable(idem_response *res)
+{
+	idem_err err = idem_response_problem(res, 503, "NOTES_UNAVAILABLE",
+	    "the notes cannot be reached; retry later");
+
+	return err != IDEM_OK ? err :
+	    idem_response_header(res, "Retry-After", "1");
+}
+
+/* POST /notes.  On MySQL a transactional route: idem_request_tx is the
+ * connection inside the request's transaction (NULL in memory). */
 static idem_err
 create(const idem_request *req, idem_response *res, void *data)
 {
 	notes *n = data;
+	idem_mysql_conn *tx = idem_request_tx(req);
 	json_t *body = idem_request_json(req, NULL);   /* ours to decref */
 	const char *text = json_string_value(json_object_get(body, "text"));
-	char *copy;
-	long long id;
+	long long id = 0;
+	idem_err err;
+	int status;
 
 	if (text == NULL || strlen(text) > (size_t)n->max_length) {
+		/* a 422 is stored and commits: fine, nothing was written */
 		json_decref(body);
 		return idem_response_problem(res, 422, "INVALID_NOTE",
 		    "expected {\"text\": \"...\"} within max-length");
 	}
-	if ((copy = strdup(text)) == NULL) {
-		json_decref(body);
-		return IDEM_ERR_NOMEM;             /* the client gets a 500 */
+	status = tx != NULL ? db_insert(req, tx, text, &id) :
+	    mem_insert(n, text, &id);
+	if (status == 201) {
+		idem_log(req, IDEM_LOG_INFO, "notes: created note %lld", id);
+		err = idem_response_json(res, 201, json_pack("{s:I, s:s}", "id",
+		    (json_int_t)id, "text", text));
+	} else if (status == 409) {
+		err = idem_response_problem(res, 409, "NOTES_FULL",
+		    "max-notes notes are kept already");
+	} else {
+		err = unavailable(res);
 	}
 	json_decref(body);
-	pthread_mutex_lock(&n->lock);
-	if (n->count == n->max_notes) {
-		pthread_mutex_unlock(&n->lock);
-		free(copy);
-		return idem_response_problem(res, 409, "NOTES_FULL",
-		    "max-notes notes are kept already");
-	}
-	n->text[n->count] = copy;
-	id = ++n->count;
-	pthread_mutex_unlock(&n->lock);
-	idem_log(req, IDEM_LOG_INFO, "notes: created note %lld", id);
-	return idem_response_json(res, 201, json_pack("{s:I, s:s}", "id",
-	    (json_int_t)id, "text", copy));
+	return err;
 }
 
 /* GET /notes/{id} */
@@ -67,17 +255,23 @@ show(const idem_request *req, idem_response *res, void *data)
 {
 	notes *n = data;
 	long long id = atoll(idem_request_param(req, "id"));
-	json_t *j = NULL;
+	char *text = NULL;
+	idem_err err;
+	int status;
 
-	pthread_mutex_lock(&n->lock);
-	if (id >= 1 && id <= n->count)
-		j = json_pack("{s:I, s:s}", "id", (json_int_t)id,
-		    "text", n->text[id - 1]);
-	pthread_mutex_unlock(&n->lock);
-	if (j == NULL)
+	status = n->pool != NULL ? db_select(n, id, &text) :
+	    mem_select(n, id, &text);
+	if (status == 404)
 		return idem_response_problem(res, 404, "NOTE_NOT_FOUND", NULL);
-	return idem_response_json(res, 200, j);
+	if (status != 200)
+		return unavailable(res);
+	err = idem_response_json(res, 200, json_pack("{s:I, s:s}", "id",
+	    (json_int_t)id, "text", text));
+	free(text);
+	return err;
 }
+
+/* ------------------------------------------------------------- set-up */
 
 static void
 teardown(void *data)
@@ -85,6 +279,7 @@ teardown(void *data)
 	notes *n = data;
 	long long i;
 
+	/* n->pool belongs to the server, which frees it after teardown */
 	for (i = 0; i < n->count; i++)
 		free(n->text[i]);
 	free(n->text);
@@ -104,17 +299,35 @@ setup(idem_app *app, void **data)
 	if ((err = idem_config_int(app, "max-notes", 1000, 1, 1000000,
 	    &n->max_notes)) != IDEM_OK ||
 	    (err = idem_config_int(app, "max-length", 280, 1, 65536,
-	    &n->max_length)) != IDEM_OK ||
-	    (n->text = calloc((size_t)n->max_notes, sizeof(char *))) == NULL ||
-	    (err = idem_route_add(app, "POST", "/notes", IDEM_POLICY_DEFAULT,
-	    create, n)) != IDEM_OK ||
-	    (err = idem_route_add(app, "GET", "/notes/{id}", IDEM_POLICY_OFF,
-	    show, n)) != IDEM_OK) {
-		teardown(n);
-		return err != IDEM_OK ? err : IDEM_ERR_NOMEM;
+	    &n->max_length)) != IDEM_OK)
+		goto fail;
+	if (idem_app_uses_mysql(app)) {
+		/* the table first: the pool's connections prepare statements
+		 * that name it; then the pool, which idem_route_add_tx needs */
+		if ((err = idem_app_mysql_exec(app, create_table)) != IDEM_OK)
+			goto fail;
+		if ((n->pool = idem_app_mysql_pool(app, queries, NQ)) == NULL) {
+			err = IDEM_ERR_STORE;
+			goto fail;
+		}
+		err = idem_route_add_tx(app, "POST", "/notes",
+		    IDEM_POLICY_DEFAULT, create, n);
+	} else if ((n->text = calloc((size_t)n->max_notes,
+	    sizeof(char *))) == NULL) {
+		err = IDEM_ERR_NOMEM;
+	} else {
+		err = idem_route_add(app, "POST", "/notes", IDEM_POLICY_DEFAULT,
+		    create, n);
 	}
+	if (err != IDEM_OK ||
+	    (err = idem_route_add(app, "GET", "/notes/{id}", IDEM_POLICY_OFF,
+	    show, n)) != IDEM_OK)
+		goto fail;
 	*data = n;
 	return IDEM_OK;
+fail:
+	teardown(n);
+	return err;
 }
 
 int

@@ -2,29 +2,43 @@
 # TAP: the plugin SDK.  Installs idemfcgi into a temporary staging root
 # (make install DESTDIR=...), builds examples/notes there with nothing but
 # the installed header, library and pkg-config file, loads it into the
-# installed idemfcgi and calls it.
+# installed idemfcgi and calls it: on the memory store, then on the MySQL
+# store of a private MariaDB (tests/lib/mariadb-ctl), where its POST is a
+# transactional route.
 set -u
 b=${IDEM_BUILDDIR:?} s=${IDEM_SRCDIR:?}
 tmp=$(mktemp -d /tmp/idemfcgi-sdk.XXXXXX)
-pid=
-finish() {
+pid='' db=''
+stop_server() {
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	pid=
+}
+finish() {
+	stop_server
+	if [ -n "$db" ]; then
+		"$s/tests/lib/mariadb-ctl" stop "$db"
+		[ -n "${IDEM_KEEP:-}" ] || rm -rf "$db"
+	fi
 	rm -rf "$tmp"
 }
 trap finish EXIT
 fail() { echo "not ok $1 - $2"; sed 's/^/# /' "$3"; exit 1; }
-echo 1..4
+echo 1..9
 
 make -C "$b" install DESTDIR="$tmp/root" >"$tmp/install.log" 2>&1 ||
 	fail 1 "make install into a staging root" "$tmp/install.log"
 pc=$(find "$tmp/root" -name idemfcgi.pc)
 [ -n "$pc" ] || fail 1 "make install installs idemfcgi.pc" "$tmp/install.log"
 echo "ok 1 - make install into a staging root"
-# --define-prefix: the .pc file names the configured prefix; the staged
-# one is two directories above it
-export PKG_CONFIG="pkg-config --define-prefix"
-export PKG_CONFIG_PATH="$(dirname "$pc")"
-libdir=$($PKG_CONFIG --variable=libdir idemfcgi)
+# The staged .pc file names the configured prefix; a copy names the
+# staging root instead.  (pkg-config --define-prefix would move the
+# system's .pc files too: mysqlclient's -I/usr/include/mariadb would
+# become -I/usr/lib/include/mariadb.)
+mkdir "$tmp/pkgconfig"
+prefix=$(sed -n 's/^prefix=//p' "$pc")
+sed "s|^prefix=.*|prefix=$tmp/root$prefix|" "$pc" >"$tmp/pkgconfig/idemfcgi.pc"
+export PKG_CONFIG_PATH="$tmp/pkgconfig"
+libdir=$(pkg-config --variable=libdir idemfcgi)
 bin=$(find "$tmp/root" -path '*/bin/idemfcgi')
 
 # a copy outside both trees, as a third party would have it
@@ -50,15 +64,35 @@ export LD_LIBRARY_PATH="$libdir"
 	fail 3 "the installed idemfcgi loads the plugin" "$tmp/check.log"
 echo "ok 3 - the installed idemfcgi loads the plugin"
 
-"$bin" -c "$tmp/idemfcgi.conf" 2>"$tmp/server.log" &
-pid=$!
-i=0
-while [ ! -S "$tmp/idemfcgi.sock" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-post() {
-	printf '%s' "$2" | env -i REQUEST_METHOD=POST REQUEST_URI=/notes \
-	    CONTENT_LENGTH=${#2} HTTP_IDEMPOTENCY_KEY="$1" \
+# start_server CONF: runs the installed idemfcgi until finish, or
+# stop_server, and waits for its socket
+start_server() {
+	rm -f "$tmp/idemfcgi.sock"
+	"$bin" -c "$1" 2>>"$tmp/server.log" &
+	pid=$!
+	i=0
+	while [ ! -S "$tmp/idemfcgi.sock" ] && [ $i -lt 100 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+}
+# call METHOD URI [BODY [VAR=VALUE...]]: one request, the answer on stdout
+call() {
+	m=$1 u=$2 body=${3:-}
+	shift 2
+	[ $# -gt 0 ] && shift
+	printf '%s' "$body" | env -i REQUEST_METHOD="$m" REQUEST_URI="$u" \
+	    CONTENT_LENGTH=${#body} "$@" \
 	    cgi-fcgi -bind -connect "$tmp/idemfcgi.sock"
 }
+# post KEY BODY [VAR=VALUE...]
+post() {
+	k=$1 body=$2
+	shift 2
+	call POST /notes "$body" HTTP_IDEMPOTENCY_KEY="$k" "$@"
+}
+
+start_server "$tmp/idemfcgi.conf"
 first=$(post note-1 '{"text":"hello"}')
 again=$(post note-1 '{"text":"hello"}')
 other=$(post note-2 '{"text":"world"}')
@@ -69,3 +103,88 @@ echo "$again" | grep -q '{"id":1,"text":"hello"}' &&
 echo "$other" | grep -q '{"id":2,"text":"world"}' ||
 	fail 4 "the plugin answers, and a retry replays" "$tmp/calls.log"
 echo "ok 4 - the plugin answers, and a retry replays"
+stop_server
+
+# ------------------------------------------------------ the MySQL store
+# A private MariaDB under the build tree (where scripts/test finds what a
+# crash left), on its unix socket only: no port to race other tests for.
+mkdir -p "$b/tmp"
+db=$(mktemp -d "$b/tmp/mariadb.XXXXXX")
+"$s/tests/lib/mariadb-ctl" start "$db" 0 --skip-networking \
+	>"$tmp/mariadb.log" 2>&1 ||
+	fail 5 "a private MariaDB starts" "$tmp/mariadb.log"
+sql() { "$s/tests/lib/mariadb-ctl" sql "$db" "$1" 2>&1; }
+cat > "$tmp/idemfcgi-mysql.conf" <<CONF
+[server]
+listen = unix:$tmp/idemfcgi.sock
+plugins = $tmp/notes/notes.so
+[idempotency]
+store = mysql
+[mysql]
+socket = /tmp/idemfcgi-mdb-$(basename "$db").sock
+user = idem
+password-file = $db/password
+database = idem
+CONF
+: >"$tmp/server.log"
+# X-Idemfcgi-Fault: after-handler kills the worker between the handler
+# and the COMMIT (a test-only switch of the framework)
+export IDEMFCGI_TEST_FAULTS=1
+start_server "$tmp/idemfcgi-mysql.conf"
+[ -S "$tmp/idemfcgi.sock" ] && [ "$(sql 'SHOW TABLES LIKE "notes"')" = notes ] ||
+	fail 5 "on the MySQL store the plugin starts and creates its table" \
+	    "$tmp/server.log"
+echo "ok 5 - on the MySQL store the plugin starts and creates its table"
+
+first=$(post tx-1 '{"text":"hello"}')
+rows=$(sql 'SELECT id, text FROM notes')
+{ echo "$first"; echo "rows: $rows"; cat "$tmp/server.log"; } >"$tmp/calls.log"
+echo "$first" | grep -q '^Status: 201' &&
+echo "$first" | grep -q '{"id":1,"text":"hello"}' &&
+[ "$rows" = "$(printf '1\thello')" ] ||
+	fail 6 "on MySQL a keyed POST inserts one row" "$tmp/calls.log"
+echo "ok 6 - on MySQL a keyed POST inserts one row"
+
+again=$(post tx-1 '{"text":"hello"}')
+rows=$(sql 'SELECT id, text FROM notes')
+{ echo "$again"; echo "rows: $rows"; cat "$tmp/server.log"; } >"$tmp/calls.log"
+echo "$again" | grep -q 'Idempotent-Replayed: true' &&
+echo "$again" | grep -q '{"id":1,"text":"hello"}' &&
+[ "$rows" = "$(printf '1\thello')" ] ||
+	fail 7 "a retry replays the answer, and the table still has one row" \
+	    "$tmp/calls.log"
+echo "ok 7 - a retry replays the answer, and the table still has one row"
+
+got=$(call GET /notes/1)
+none=$(call GET /notes/99)
+{ echo "$got"; echo "$none"; cat "$tmp/server.log"; } >"$tmp/calls.log"
+echo "$got" | grep -q '{"id":1,"text":"hello"}' &&
+echo "$none" | grep -q '^Status: 404' ||
+	fail 8 "GET reads the note from the table" "$tmp/calls.log"
+echo "ok 8 - GET reads the note from the table"
+
+# a worker killed after its INSERT, before the COMMIT: the INSERT goes
+# with it; the retry (on the worker the master starts instead) inserts
+# once, and the next retry replays
+post tx-2 '{"text":"world"}' HTTP_X_IDEMFCGI_FAULT=after-handler \
+	>"$tmp/killed.out" 2>&1
+before=$(sql 'SELECT COUNT(*) FROM notes')
+i=0
+until retry=$(post tx-2 '{"text":"world"}') &&
+    echo "$retry" | grep -q '^Status: 201'; do
+	i=$((i + 1))
+	[ $i -gt 100 ] && break
+	sleep 0.1
+done
+again=$(post tx-2 '{"text":"world"}')
+rows=$(sql 'SELECT text, COUNT(*) FROM notes GROUP BY text ORDER BY text')
+{ cat "$tmp/killed.out"; echo "rows after the kill: $before"; echo "$retry"
+  echo "$again"; echo "rows: $rows"; cat "$tmp/server.log"; } >"$tmp/calls.log"
+[ "$before" = 1 ] &&
+echo "$retry" | grep -q '"text":"world"' &&
+echo "$again" | grep -q 'Idempotent-Replayed: true' &&
+[ "$(echo "$again" | grep '"text"')" = "$(echo "$retry" | grep '"text"')" ] &&
+[ "$rows" = "$(printf 'hello\t1\nworld\t1')" ] ||
+	fail 9 "a worker killed before the COMMIT leaves no row; the retry \
+inserts once" "$tmp/calls.log"
+echo "ok 9 - a worker killed before the COMMIT leaves no row; the retry inserts once"
