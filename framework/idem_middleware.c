@@ -23,7 +23,7 @@
 /* Most RELEASE, COMMIT and FORGET jobs kept for a store that is away. */
 #define MAX_BACKLOG 10000
 
-/* The request header that injects a fault (DESIGN.md section 4), read
+/* The request header that injects a fault (DESIGN.md 4), read
  * only when the environment has IDEMFCGI_TEST_FAULTS=1. */
 #define FAULT_HEADER "X-Idemfcgi-Fault"
 

@@ -71,7 +71,7 @@ typedef struct idem_middleware {
 	_Atomic uint64_t down_since;   /* ms */
 	atomic_ulong refused_down;     /* 503s since */
 	int faults;               /* IDEMFCGI_TEST_FAULTS=1: requests may
-	                           * inject faults (DESIGN.md section 4) */
+	                           * inject faults (DESIGN.md 4) */
 } idem_middleware;
 
 /* Runs the route's handler on req into res; returns its result. */

@@ -171,7 +171,7 @@ typedef struct idem_store_ops {
 	idem_err (*census)(idem_store *s, uint64_t inflight_ttl_ms,
 	    idem_store_census *out);
 	/*
-	 * Transactional routes (DESIGN.md section 2.6); NULL for a store
+	 * Transactional routes (DESIGN.md 2.7); NULL for a store
 	 * that cannot share a transaction with a handler (memory).  c is a
 	 * connection of the plugin's pool (idem_app_mysql_pool), borrowed.
 	 *

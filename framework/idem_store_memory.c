@@ -419,7 +419,7 @@ mem_close(idem_store *s)
 static const idem_store_ops memory_ops = {
 	"memory", mem_reserve, mem_commit, mem_release, mem_renew, mem_purge,
 	mem_stats, mem_close, mem_release_prefix, mem_lookup, mem_census,
-	NULL, NULL, NULL   /* no transactional routes: see DESIGN.md 2.6 */
+	NULL, NULL, NULL   /* no transactional routes: see DESIGN.md 2.7 */
 };
 
 idem_err

@@ -907,7 +907,7 @@ my_close(idem_store *s)
 /*
  * A transactional route's handler and the record of its key share one
  * transaction on a connection of the plugin's pool (protocol (b) of
- * DESIGN.md section 2.6), with autocommit off: the reservation's INSERT
+ * DESIGN.md 2.7), with autocommit off: the reservation's INSERT
  * IGNORE (which opens it); the handler's statements; the owner-checked
  * UPDATE that stores the answer; COMMIT.  One durable commit per first execution; a crash
  * anywhere before COMMIT leaves nothing.  Until COMMIT the row exists only

@@ -205,7 +205,7 @@ idem_err idem_config_duration(idem_app *app, const char *key, uint64_t def,
 typedef struct idem_mysql_pool idem_mysql_pool;
 
 /*
- * Registers a transactional route (DESIGN.md section 2.6): like
+ * Registers a transactional route (DESIGN.md 2.7): like
  * idem_route_add, but its handler runs inside a database transaction on a
  * connection of the plugin's pool (make it first with idem_app_mysql_pool),
  * which idem_request_tx hands it.  The record of the request's key is

@@ -50,3 +50,47 @@ Test(mysql_statements, per_request)
 	mariadb_destroy(&m);
 }
 
+
+/* A transactional first execution (DESIGN.md 2.7) costs the reservation,
+ * the handler's own statement, the record's UPDATE and one COMMIT: one
+ * durable commit.  A replay: the reservation, the read, a ROLLBACK that
+ * ends the transaction the INSERT opened. */
+Test(mysql_statements, per_transactional_request)
+{
+	harness h;
+	mariadb m;
+	char rest[1000], my[600];
+	long long e0, e1, e2, c0, c1, c2, r0, r1, r2;
+	call c;
+
+	cr_assert_eq(mariadb_start(&m), 0);
+	mariadb_conf_tcp(&m, my, sizeof(my));
+	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n%s"
+	    "pool-size = 1\n", my);
+	cr_assert_eq(harness_start(&h, "threads = 1", rest), 0);
+	/* the first request connects, prepares and turns autocommit off */
+	call_one(h.addr, "/testkit/tx/201", "warm", NULL);
+	e0 = mariadb_status(&m, "Com_stmt_execute");
+	c0 = mariadb_status(&m, "Com_commit");
+	r0 = mariadb_status(&m, "Com_rollback");
+	c = call_one(h.addr, "/testkit/tx/201", "tx-rt", NULL);
+	cr_expect_eq(c.status, 201);
+	e1 = mariadb_status(&m, "Com_stmt_execute");
+	c1 = mariadb_status(&m, "Com_commit");
+	r1 = mariadb_status(&m, "Com_rollback");
+	c = call_one(h.addr, "/testkit/tx/201", "tx-rt", NULL);
+	cr_expect_str_eq(c.replayed, "true");
+	e2 = mariadb_status(&m, "Com_stmt_execute");
+	c2 = mariadb_status(&m, "Com_commit");
+	r2 = mariadb_status(&m, "Com_rollback");
+	cr_expect_eq(e1 - e0, 3, "a first execution took %lld statements",
+	    e1 - e0);
+	cr_expect_eq(c1 - c0, 1, "a first execution took %lld commits",
+	    c1 - c0);
+	cr_expect_eq(r1 - r0, 0);
+	cr_expect_eq(e2 - e1, 2, "a replay took %lld statements", e2 - e1);
+	cr_expect_eq(c2 - c1, 0);
+	cr_expect_eq(r2 - r1, 1, "a replay took %lld rollbacks", r2 - r1);
+	harness_stop(&h);
+	mariadb_destroy(&m);
+}
