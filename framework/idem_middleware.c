@@ -889,6 +889,15 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 	free(buf);
 }
 
+/* Whether an answer is stored (and a transaction committed): the handler
+ * succeeded with a status in commit-statuses. */
+static int
+committable(const idem_config *cfg, const idem_response *res, idem_err herr)
+{
+	return herr == IDEM_OK && res->status >= 100 && res->status <= 599 &&
+	    cfg->commit_status[res->status];
+}
+
 /* After the handler: commit the answer or release the reservation. */
 static void
 finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
@@ -897,15 +906,12 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 	const char *why;
 	idem_err err;
 
-	if (herr != IDEM_OK)
-		why = "the handler failed";
-	else if (res->status < 100 || res->status > 599 ||
-	    !mw->cfg->commit_status[res->status])
-		why = "its status is not in commit-statuses";
-	else {
+	if (committable(mw->cfg, res, herr)) {
 		commit_answer(mw, req, sk, owner, res);
 		return;
 	}
+	why = herr != IDEM_OK ? "the handler failed" :
+	    "its status is not in commit-statuses";
 	err = idem_store_release(mw->store, sk, owner);
 	if (err == IDEM_OK) {
 		count(mw, IDEM_OUTCOME_RELEASED);
@@ -951,15 +957,6 @@ tx_faults(const idem_middleware *mw, const idem_request *req)
 	    (fault(mw, req, "lose-before-commit") ?
 	    IDEM_TX_FAULT_LOSE_BEFORE_COMMIT : 0) |
 	    (fault(mw, req, "lose-in-commit") ? IDEM_TX_FAULT_LOSE_IN_COMMIT : 0);
-}
-
-/* Whether an answer is stored (and a transaction committed): the handler
- * succeeded with a status in commit-statuses. */
-static int
-committable(const idem_config *cfg, const idem_response *res, idem_err herr)
-{
-	return herr == IDEM_OK && res->status >= 100 && res->status <= 599 &&
-	    cfg->commit_status[res->status];
 }
 
 /*
