@@ -428,14 +428,83 @@ read_row(mysql_store *ms, const idem_store_key *k, row *r)
 
 /* ----------------------------------------------------------- operations */
 
+/* What a reserve asks for, shared by the two-phase and the transactional
+ * reserve. */
+typedef struct reserve_args {
+	const idem_store_key *k;
+	const unsigned char *fp;
+	const char *owner, *request_id;
+	long long life_us, ttl_us;
+} reserve_args;
+
+/* The parameters of S_INSERT (and T_INSERT). */
+static void
+p_insert(params *p, const reserve_args *a)
+{
+	p_init(p);
+	p_key(p, a->k);
+	p_blob(p, a->fp, 32);
+	p_str(p, a->owner);
+	p_str(p, a->request_id);
+	p_ll(p, &a->life_us);
+}
+
+/* The parameters of S_REUSE: an expired committed row made ours. */
+static void
+p_reuse(params *p, const reserve_args *a)
+{
+	p_init(p);
+	p_blob(p, a->fp, 32);
+	p_str(p, a->owner);
+	p_str(p, a->request_id);
+	p_ll(p, &a->life_us);
+	p_key(p, a->k);
+}
+
+/* The parameters of S_TAKEOVER of old_owner's stale reservation. */
+static void
+p_takeover(params *p, const reserve_args *a, const char *old_owner)
+{
+	p_init(p);
+	p_str(p, a->owner);
+	p_str(p, a->request_id);
+	p_ll(p, &a->life_us);
+	p_key(p, a->k);
+	p_str(p, old_owner);
+	p_blob(p, a->fp, 32);
+	p_ll(p, &a->ttl_us);
+}
+
+/* Fills *out from a found row r that is live (not an expired committed
+ * one): COMMITTED with its answer (moved out of r), or IN_FLIGHT with its
+ * owner.  Returns whether it is an in-flight reservation of the same
+ * request whose lease is older than inflight-ttl: one to take over. */
+static int
+found_row(const reserve_args *a, row *r, idem_reserve_result *out)
+{
+	memcpy(out->fingerprint, r->fp, 32);
+	if (r->committed) {
+		out->outcome = IDEM_RESERVE_COMMITTED;
+		out->response = r->resp;
+		memset(&r->resp, 0, sizeof(r->resp));
+		return 0;
+	}
+	snprintf(out->owner, sizeof(out->owner), "%s", r->owner);
+	snprintf(out->request_id, sizeof(out->request_id), "%s", r->request_id);
+	out->lease_age_ms = r->lease_age_us > 0 ?
+	    (uint64_t)r->lease_age_us / 1000 : 0;
+	out->outcome = IDEM_RESERVE_IN_FLIGHT;
+	return memcmp(r->fp, a->fp, 32) == 0 && r->lease_age_us > a->ttl_us;
+}
+
 static idem_err
 my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
     const char *owner, const char *request_id, uint64_t inflight_ttl_ms,
     uint64_t lifetime_ms, idem_reserve_result *out)
 {
 	mysql_store *ms = (mysql_store *)s;
-	long long life_us = (long long)lifetime_ms * 1000;
-	long long ttl_us = (long long)inflight_ttl_ms * 1000;
+	reserve_args a = { k, fp, owner, request_id,
+	    (long long)lifetime_ms * 1000, (long long)inflight_ttl_ms * 1000 };
 	unsigned long long n;
 	int attempt, retried = 0;
 	params p;
@@ -448,12 +517,7 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 	for (attempt = 0; attempt < RESERVE_ROUNDS; attempt++) {
 		if (attempt > 1)
 			backoff(attempt - 1);
-		p_init(&p);
-		p_key(&p, k);
-		p_blob(&p, fp, 32);
-		p_str(&p, owner);
-		p_str(&p, request_id);
-		p_ll(&p, &life_us);
+		p_insert(&p, &a);
 		if ((err = exec_count(ms, S_INSERT, &p, &n, &retried)) != IDEM_OK)
 			return err;
 		if (n == 1) {
@@ -470,13 +534,8 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 			return IDEM_OK;
 		}
 		if (r.committed && r.expired) {
-			p_init(&p);
-			p_blob(&p, fp, 32);
-			p_str(&p, owner);
-			p_str(&p, request_id);
-			p_ll(&p, &life_us);
-			p_key(&p, k);
 			idem_stored_response_clear(&r.resp);
+			p_reuse(&p, &a);
 			if ((err = exec_count(ms, S_REUSE, &p, &n, NULL)) != IDEM_OK)
 				return err;
 			if (n == 1) {
@@ -485,27 +544,8 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 			}
 			continue;
 		}
-		memcpy(out->fingerprint, r.fp, 32);
-		if (r.committed) {
-			out->outcome = IDEM_RESERVE_COMMITTED;
-			out->response = r.resp;
-			return IDEM_OK;
-		}
-		snprintf(out->owner, sizeof(out->owner), "%s", r.owner);
-		snprintf(out->request_id, sizeof(out->request_id), "%s",
-		    r.request_id);
-		out->lease_age_ms = r.lease_age_us > 0 ?
-		    (uint64_t)r.lease_age_us / 1000 : 0;
-		out->outcome = IDEM_RESERVE_IN_FLIGHT;
-		if (memcmp(r.fp, fp, 32) == 0 && r.lease_age_us > ttl_us) {
-			p_init(&p);
-			p_str(&p, owner);
-			p_str(&p, request_id);
-			p_ll(&p, &life_us);
-			p_key(&p, k);
-			p_str(&p, r.owner);
-			p_blob(&p, fp, 32);
-			p_ll(&p, &ttl_us);
+		if (found_row(&a, &r, out)) {
+			p_takeover(&p, &a, r.owner);
 			if ((err = exec_count(ms, S_TAKEOVER, &p, &n, NULL))
 			    != IDEM_OK)
 				return err;
@@ -980,8 +1020,8 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
     uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out)
 {
 	mysql_store *ms = (mysql_store *)s;
-	long long life_us = (long long)lifetime_ms * 1000;
-	long long ttl_us = (long long)inflight_ttl_ms * 1000;
+	reserve_args a = { k, fp, owner, request_id,
+	    (long long)lifetime_ms * 1000, (long long)inflight_ttl_ms * 1000 };
 	unsigned long long n;
 	unsigned e;
 	int attempt;
@@ -1006,12 +1046,7 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 		out->outcome = IDEM_RESERVE_ACQUIRED;
 		if (k == NULL)
 			return IDEM_OK;
-		p_init(&p);
-		p_key(&p, k);
-		p_blob(&p, fp, 32);
-		p_str(&p, owner);
-		p_str(&p, request_id);
-		p_ll(&p, &life_us);
+		p_insert(&p, &a);
 		if ((e = tx_exec(c, T_INSERT, &p, &n)) != 0) {
 			if ((err = tx_failed(ms, c, T_INSERT, e)) != IDEM_ERR_BUSY)
 				return err;
@@ -1038,14 +1073,10 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 		}
 		if (r.committed && r.expired) {
 			idem_stored_response_clear(&r.resp);
-			p_init(&p);
-			p_blob(&p, fp, 32);
-			p_str(&p, owner);
-			p_str(&p, request_id);
-			p_ll(&p, &life_us);
-			p_key(&p, k);
+			p_reuse(&p, &a);
 			if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0) {
-				if ((err = tx_failed(ms, c, T_REUSE, e)) != IDEM_ERR_BUSY)
+				if ((err = tx_failed(ms, c, T_REUSE, e)) !=
+				    IDEM_ERR_BUSY)
 					return err;
 				continue;
 			}
@@ -1054,34 +1085,15 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 			tx_rollback(c);
 			continue;
 		}
-		memcpy(out->fingerprint, r.fp, 32);
-		if (r.committed) {
-			tx_rollback(c);
-			out->outcome = IDEM_RESERVE_COMMITTED;
-			out->response = r.resp;
-			return IDEM_OK;
-		}
-		/* a committed in_flight row: a two-phase reservation (another
-		 * route, or a node before this one took over) */
-		snprintf(out->owner, sizeof(out->owner), "%s", r.owner);
-		snprintf(out->request_id, sizeof(out->request_id), "%s",
-		    r.request_id);
-		out->lease_age_ms = r.lease_age_us > 0 ?
-		    (uint64_t)r.lease_age_us / 1000 : 0;
-		out->outcome = IDEM_RESERVE_IN_FLIGHT;
-		if (memcmp(r.fp, fp, 32) == 0 && r.lease_age_us > ttl_us) {
-			/* taken over inside the transaction: the old owner's
-			 * commit waits for ours, then finds another owner */
-			p_init(&p);
-			p_str(&p, owner);
-			p_str(&p, request_id);
-			p_ll(&p, &life_us);
-			p_key(&p, k);
-			p_str(&p, r.owner);
-			p_blob(&p, fp, 32);
-			p_ll(&p, &ttl_us);
+		/* an in_flight row here is committed: a two-phase reservation
+		 * (another route, or a node before this one took over); taken
+		 * over inside the transaction, its old owner's commit waits
+		 * for ours, then finds another owner */
+		if (found_row(&a, &r, out)) {
+			p_takeover(&p, &a, r.owner);
 			if ((e = tx_exec(c, T_TAKEOVER, &p, &n)) != 0) {
-				if ((err = tx_failed(ms, c, T_TAKEOVER, e)) != IDEM_ERR_BUSY)
+				if ((err = tx_failed(ms, c, T_TAKEOVER, e)) !=
+				    IDEM_ERR_BUSY)
 					return err;
 				continue;
 			}
