@@ -593,6 +593,20 @@ owned(mysql_store *ms, int i, params *p, const idem_store_key *k,
 	return IDEM_ERR_NOT_FOUND;
 }
 
+/* The first parameters of S_COMMIT: the answer and its lifetime (the key
+ * and owner follow). */
+static void
+p_answer(params *p, const long long *status, const idem_stored_response *resp,
+    const long long *life_us)
+{
+	p_init(p);
+	p_ll(p, status);
+	p_blob(p, resp->headers != NULL ? resp->headers : "",
+	    resp->headers_len);
+	p_blob(p, resp->body != NULL ? resp->body : "", resp->body_len);
+	p_ll(p, life_us);
+}
+
 /* Whether an answer of size bytes is over the packet the server takes
  * now (max_allowed_packet may have been lowered since start-up). */
 static int
@@ -615,12 +629,7 @@ my_commit(idem_store *s, const idem_store_key *k, const char *owner,
 
 	if (over_packet(ms, size))
 		return IDEM_ERR_TOO_LARGE;
-	p_init(&p);
-	p_ll(&p, &status);
-	p_blob(&p, resp->headers != NULL ? resp->headers : "",
-	    resp->headers_len);
-	p_blob(&p, resp->body != NULL ? resp->body : "", resp->body_len);
-	p_ll(&p, &life_us);
+	p_answer(&p, &status, resp, &life_us);
 	err = owned(ms, S_COMMIT, &p, k, owner);
 	/* a server that drops the connection on a packet over its limit
 	 * looks like an outage; the reconnect read the new limit */
@@ -1120,12 +1129,7 @@ my_tx_record(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 
 	if (over_packet(ms, (uint64_t)resp->headers_len + resp->body_len))
 		return IDEM_ERR_TOO_LARGE;
-	p_init(&p);
-	p_ll(&p, &status);
-	p_blob(&p, resp->headers != NULL ? resp->headers : "",
-	    resp->headers_len);
-	p_blob(&p, resp->body != NULL ? resp->body : "", resp->body_len);
-	p_ll(&p, &life_us);
+	p_answer(&p, &status, resp, &life_us);
 	p_key(&p, k);
 	p_str(&p, owner);
 	if ((e = tx_exec(c, T_COMMIT, &p, &n)) != 0) {
