@@ -1046,13 +1046,15 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 
 /* Logs a handler that ended its own transaction (COMMIT, ROLLBACK, DDL):
  * its writes no longer commit with the answer.  What follows then runs as
- * the two-phase path would: the answer's UPDATE commits on its own when
- * the reservation was committed with the handler's writes, and finds no
- * row (503, not done) when it was rolled back. */
+ * the two-phase path would: the answer's UPDATE commits when the
+ * reservation was committed with the handler's writes, and finds no row
+ * (503, not done) when it was rolled back.  A handler that commits and
+ * then writes again is in a new transaction and goes unnoticed. */
 static void
 tx_check_open(const idem_request *req, idem_mysql_conn *c, const char *owner)
 {
-	if (!c->broken && !idem_mysql_in_transaction(c))
+	/* the reservation opened it: open it must still be, autocommit off */
+	if (!c->broken && !idem_mysql_tx_intact(c))
 		idem_log_event(req, IDEM_LOG_ERROR, "tx_ended_by_handler", owner,
 		    "the handler of %s %s ended its transaction itself (COMMIT, "
 		    "ROLLBACK, DDL or LOCK TABLES): its writes are no longer "
@@ -1083,7 +1085,8 @@ tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	err = next(req, res);
 	req->tx = NULL;
 	fault_die(mw, req, "after-handler");
-	tx_check_open(req, c, NULL);
+	/* without a reservation the transaction opens with the handler's
+	 * first statement, if any: nothing to check */
 	tx_finish(mw, req, c, NULL, NULL, res, err);
 	idem_mysql_put(pool, c);
 }
@@ -1126,7 +1129,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	idem_reserve_result rr;
 	idem_mysql_pool *txpool = req->route->tx_pool;
 	idem_mysql_conn *txc = NULL;
-	uint64_t deadline = 0;
+	uint64_t deadline;
 	long pause = 5;
 	size_t klen;
 	idem_err err;
@@ -1174,6 +1177,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		return;
 	}
 
+	deadline = idem_now_ms() + cfg->inflight_wait;
 	for (;;) {
 		err = txc != NULL ? idem_store_tx_begin(mw->store, txc, &sk, fp,
 		    owner, req->request_id, cfg->inflight_ttl, cfg->lifetime, &rr) :
@@ -1221,9 +1225,9 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		}
 		idem_reserve_result_clear(&rr);
 wait:
-		/* in flight, same request: wait for it, or say so */
-		if (deadline == 0)
-			deadline = idem_now_ms() + cfg->inflight_wait;
+		/* in flight, same request: wait for it (from the first
+		 * attempt on: a transactional duplicate's attempt may itself
+		 * have waited), or say so */
 		if (idem_now_ms() >= deadline) {
 			count(mw, IDEM_OUTCOME_IN_FLIGHT);
 			refuse(res, 409, "IDEMPOTENCY_IN_FLIGHT", "a request with "

@@ -168,6 +168,7 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 			return IDEM_ERR_NOMEM;
 		}
 		p->conns[i].extra = p->conns[i].stmts + nsql;
+		p->conns[i].pool = p;
 		p->idle[p->nidle++] = &p->conns[i];
 	}
 	if ((err = read_password(cfg, &p->password)) != IDEM_OK) {
@@ -308,15 +309,21 @@ idem_mysql_get(idem_mysql_pool *p)
 	/* a connection a transactional route used last: back to autocommit
 	 * for its plain user (nothing is open: its transaction ended) */
 	if (c != NULL && c->tx_mode) {
-		if (mysql_autocommit(c->m, 1) != 0) {
-			idem_mysql_check(c, mysql_errno(c->m));
-			c->broken = 1;
+		/* a connection that fails this is not worth keeping */
+		if (mysql_autocommit(c->m, 1) != 0 && idem_mysql_reconnect(c) != 0) {
 			idem_mysql_put(p, c);
 			return NULL;
 		}
 		c->tx_mode = 0;
 	}
 	return c;
+}
+
+int
+idem_mysql_reconnect(idem_mysql_conn *c)
+{
+	disconnect(c->pool, c);
+	return connect_one(c->pool, c);
 }
 
 int
@@ -372,14 +379,18 @@ idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c)
 }
 
 int
-idem_mysql_in_transaction(idem_mysql_conn *c)
+idem_mysql_tx_intact(idem_mysql_conn *c)
 {
 	unsigned int status = 0;
 
 	if (c->m == NULL || c->broken ||
 	    mariadb_get_infov(c->m, MARIADB_CONNECTION_SERVER_STATUS, &status))
 		return 0;
-	return (status & SERVER_STATUS_IN_TRANS) != 0;
+	/* autocommit turned back on: tx mode must be set again */
+	if (status & SERVER_STATUS_AUTOCOMMIT)
+		c->tx_mode = 0;
+	return (status & SERVER_STATUS_IN_TRANS) != 0 &&
+	    !(status & SERVER_STATUS_AUTOCOMMIT);
 }
 
 void *

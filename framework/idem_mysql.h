@@ -27,6 +27,7 @@ struct idem_mysql_conn {
 	MYSQL_STMT **extra;      /* the pool's extra statements, after them */
 	int broken;              /* close when given back */
 	int tx_mode;             /* autocommit is off (idem_mysql_tx_mode) */
+	struct idem_mysql_pool *pool;  /* borrowed: the pool it belongs to */
 };
 
 /*
@@ -92,10 +93,15 @@ idem_mysql_conn *idem_mysql_take(idem_mysql_pool *p);
  */
 int idem_mysql_tx_mode(idem_mysql_conn *c);
 
-/* Whether c is inside a transaction (the server's own flag, no round
- * trip): after a transactional handler, whether it left the transaction
- * open as it must. */
-int idem_mysql_in_transaction(idem_mysql_conn *c);
+/* Closes c and connects it again (statements prepared, autocommit on).
+ * Returns 0, or -1 (logged, c left unconnected). */
+int idem_mysql_reconnect(idem_mysql_conn *c);
+
+/* Whether c is inside a transaction with autocommit off (the server's own
+ * flags, no round trip): after a transactional handler, whether it left
+ * its transaction open as it must.  A connection found with autocommit
+ * back on leaves tx mode, so the next transaction sets it off again. */
+int idem_mysql_tx_intact(idem_mysql_conn *c);
 
 /* Logs a connection's last error, rate-limited like the above. */
 void idem_mysql_log_conn_error(idem_mysql_pool *p, const char *what,

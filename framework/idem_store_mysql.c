@@ -120,16 +120,26 @@ typedef struct mysql_store {
 	char insert[1024];
 } mysql_store;
 
+/* The seconds a reservation's INSERT waits for a row lock: inflight-wait,
+ * rounded up, and at least 1 (MariaDB's lock waits are whole seconds; 0
+ * would turn any brief lock, a purge's gap lock, into a false IN_FLIGHT). */
+static unsigned long long
+insert_lock_wait(const idem_config *cfg)
+{
+	unsigned long long s = (cfg->inflight_wait + 999) / 1000;
+
+	return s > 0 ? s : 1;
+}
+
 /* Writes into buf (size bytes) S_INSERT waiting for a row lock at most
- * cfg's inflight-wait (whole seconds, 0: not at all): a transactional
- * route holds its key's row lock until it commits, and a duplicate then
- * answers IN_FLIGHT instead of holding a worker for innodb_lock_wait_timeout
- * (50 s by default). */
+ * insert_lock_wait: a transactional route holds its key's row lock until
+ * it commits, and a duplicate then answers IN_FLIGHT instead of holding a
+ * worker for innodb_lock_wait_timeout (50 s by default). */
 static void
 lock_wait_insert(const idem_config *cfg, char *buf, size_t size)
 {
 	snprintf(buf, size, "SET STATEMENT innodb_lock_wait_timeout = %llu FOR "
-	    "%s", (unsigned long long)(cfg->inflight_wait + 999) / 1000,
+	    "%s", insert_lock_wait(cfg),
 	    sql[S_INSERT]);
 }
 
@@ -254,13 +264,14 @@ run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 		}
 		if (err == 1213 || err == 1205) {
 			/* ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT: the statement
-			 * was rolled back; others are working on this key */
+			 * was rolled back; others are working on this key.  A
+			 * lock wait has waited all it may already: not again */
 			idem_mysql_put(ms->pool, c);
 			if (ms->base.metrics != NULL)
 				idem_metrics_outcome(ms->base.metrics,
 				    IDEM_OUTCOME_CONTENDED, 1);
 			fail = IDEM_ERR_BUSY;
-			if (++contended >= CONTENTION_TRIES)
+			if (err == 1205 || ++contended >= CONTENTION_TRIES)
 				break;
 			backoff(contended);
 			continue;
@@ -969,12 +980,24 @@ enum { T_INSERT, T_SELECT, T_TAKEOVER, T_REUSE, T_COMMIT, NTX };
 idem_err
 idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
 {
-	char insert[1024];
+	char insert[1024], init[128];
 	const char *tsql[NTX];
 
+	/* a transaction left idle longer than inflight-ttl is a hung or
+	 * partitioned node's, as far as anyone can tell: the server rolls
+	 * it back and frees its key, as a takeover would on the two-phase
+	 * path (MariaDB 10.3+; a plain user of the pool has no open write
+	 * transaction when idle) */
+	snprintf(init, sizeof(init), "SET SESSION idle_write_transaction_timeout "
+	    "= %llu", (unsigned long long)(cfg->inflight_ttl + 999) / 1000);
+	if (idem_mysql_pool_init(pool, init) != IDEM_OK)
+		return IDEM_ERR_NOMEM;
 	lock_wait_insert(cfg, insert, sizeof(insert));
 	tsql[T_INSERT] = insert;
-	tsql[T_SELECT] = sql[S_SELECT];
+	/* a locking read (the INSERT holds that lock already) opens no
+	 * snapshot: the handler's first read does, seeing what committed
+	 * before it */
+	tsql[T_SELECT] = SELECT_ROW " LOCK IN SHARE MODE";
 	tsql[T_TAKEOVER] = sql[S_TAKEOVER];
 	tsql[T_REUSE] = sql[S_REUSE];
 	tsql[T_COMMIT] = sql[S_COMMIT];
@@ -1033,7 +1056,7 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	    (long long)lifetime_ms * 1000, (long long)inflight_ttl_ms * 1000 };
 	unsigned long long n;
 	unsigned e;
-	int attempt;
+	int attempt, first = 1;
 	params p;
 	row r;
 	idem_err err;
@@ -1049,6 +1072,11 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 		 * TRANSACTION round trip), and nothing after a rollback the
 		 * server makes on its own (a deadlock) ever commits alone */
 		if (idem_mysql_tx_mode(c) != 0) {
+			if (first && c->broken && idem_mysql_reconnect(c) == 0) {
+				first = 0;
+				attempt--;
+				continue;
+			}
 			idem_mysql_log_conn_error(ms->pool, "autocommit", c->m);
 			return IDEM_ERR_STORE;
 		}
@@ -1057,14 +1085,25 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 			return IDEM_OK;
 		p_insert(&p, &a);
 		if ((e = tx_exec(c, T_INSERT, &p, &n)) != 0) {
-			if ((err = tx_failed(ms, c, T_INSERT, e)) != IDEM_ERR_BUSY)
+			if (first && c->broken && idem_mysql_reconnect(c) == 0) {
+				/* a connection that died idle in the pool (the
+				 * database restarted): once more on a new one */
+				first = 0;
+				attempt--;
+				continue;
+			}
+			/* a lock wait already waited inflight-wait for the
+			 * transaction that holds the key: in flight */
+			if ((err = tx_failed(ms, c, T_INSERT, e)) != IDEM_ERR_BUSY ||
+			    e == 1205)
 				return err;
 			continue;
 		}
+		first = 0;
 		if (n == 1)
 			return IDEM_OK;
 		/* the INSERT found the row and holds a shared lock on it: this
-		 * consistent read sees its latest committed state */
+		 * read sees its latest committed state */
 		p_init(&p);
 		p_key(&p, k);
 		if ((e = tx_exec(c, T_SELECT, &p, NULL)) != 0) {
@@ -1190,14 +1229,18 @@ my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 		return IDEM_OK;
 	e = c->m != NULL ? mysql_errno(c->m) : CR_SERVER_LOST;
 	idem_mysql_check(c, e);
-	if (!c->broken) {
-		/* the server answered: it rolled back (a deadlock; on Galera,
-		 * a certification failure) */
+	if (!c->broken && (e == 1213 || e == 1205)) {
+		/* the server rolled back (a deadlock; on Galera, a
+		 * certification failure) */
 		return tx_failed(ms, c, -1, e);
 	}
-	/* the connection was lost during COMMIT: it may or may not have
-	 * committed.  Once the server sees the connection gone it finishes
-	 * either way; a locking read waits for that and reads the truth. */
+	/* the connection was lost during COMMIT, or COMMIT failed in a way
+	 * that does not say what became of it (killed, an error after the
+	 * engine committed): it may or may not have committed.  Once the
+	 * server sees the connection gone it finishes either way; a locking
+	 * read waits for that and reads the truth. */
+	if (!c->broken)
+		idem_mysql_log_conn_error(ms->pool, "COMMIT", c->m);
 	tx_cut(c);
 	if (k == NULL) {
 		*unknown = 1;
