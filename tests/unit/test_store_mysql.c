@@ -631,3 +631,54 @@ Test(tx, writes_after_a_deadlock_never_commit_alone, .timeout = 60)
 	idem_mysql_put(e.pool, b);
 	tx_close(&e);
 }
+
+/* Review: on the REUSE (and TAKEOVER) path, my_tx_begin's T_SELECT is a
+ * consistent read, so the REPEATABLE READ snapshot of the handler's
+ * transaction is taken at reservation time, not at the handler's first
+ * read: a row another transaction commits between the two is invisible to
+ * the handler (ledger: a withdrawal's UPDATE matches no row, its SELECT
+ * then says ACCOUNT_NOT_FOUND for an account that exists, and that 404 is
+ * stored).  A locking T_SELECT (LOCK IN SHARE MODE: the INSERT already
+ * holds that lock) would create no read view. */
+Test(review, reuse_does_not_fix_the_handlers_snapshot, .timeout = 60)
+{
+	txenv e = tx_open(NULL);
+	idem_store_key k = tx_key("rvsnapshot");
+	idem_stored_response a = tx_answer("old");
+	idem_reserve_result rr;
+	idem_mysql_conn *c;
+	mariadb m;
+	char *out;
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+	int seen = -1, unknown;
+
+	mariadb_from_env(&m);
+	free(mariadb_sql(&m, "CREATE TABLE IF NOT EXISTS rv_acc (id INT "
+	    "PRIMARY KEY) ENGINE = InnoDB; DELETE FROM rv_acc; GRANT ALL ON "
+	    "idem.* TO 'idem'@'localhost'"));
+	/* a record committed with a 1 ms lifetime: expired */
+	cr_assert_eq(idem_store_reserve(e.st, &k, TXFP, "o0", "r", 30000, 60000,
+	    &rr), IDEM_OK);
+	cr_assert_eq(idem_store_commit(e.st, &k, "o0", &a, 1), IDEM_OK);
+	tx_msleep(50);
+	c = idem_mysql_get(e.pool);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "o1", "r1", 30000,
+	    60000, &rr), IDEM_OK);
+	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	/* committed by somebody else after the reservation, before the
+	 * handler reads */
+	out = mariadb_sql(&m, "INSERT INTO rv_acc VALUES (1)");
+	free(out);
+	/* the handler's first read */
+	cr_assert_eq(mysql_query(c->m, "SELECT COUNT(*) FROM rv_acc"), 0);
+	res = mysql_store_result(c->m);
+	if (res != NULL && (row = mysql_fetch_row(res)) != NULL)
+		seen = atoi(row[0]);
+	mysql_free_result(res);
+	idem_store_tx_end(e.st, c, &k, "o1", 0, 0, &unknown);
+	idem_mysql_put(e.pool, c);
+	cr_expect_eq(seen, 1, "the handler's first read did not see a row "
+	    "committed before it ran (snapshot taken at reservation)");
+	tx_close(&e);
+}
