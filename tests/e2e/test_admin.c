@@ -155,7 +155,7 @@ Test(admin, show_release_purge)
 	free(st);
 
 	/* a live lease: a handler runs it; release refuses */
-	slow = call_make(h.addr, "/testkit/sleep/2500", live, NULL);
+	slow = call_make(h.addr, "/testkit/sleep/5000", live, NULL);
 	pthread_create(&t, NULL, alice_thread, &slow);
 	call_sleep(1500);
 	snprintf(args, sizeof(args), "release %s --scope alice --yes", live);

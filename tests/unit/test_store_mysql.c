@@ -359,12 +359,13 @@ hold(void *arg)
 	return NULL;
 }
 
-/* With inflight-wait 0 a duplicate answers at once (busy: someone holds
- * the key); with inflight-wait 3s it waits for the commit and replays. */
+/* With inflight-wait 0 a duplicate answers busy (someone holds the key)
+ * after the shortest lock wait, a second; with inflight-wait 4s it waits
+ * for the commit and replays. */
 Test(tx, duplicates_wait_up_to_inflight_wait, .timeout = 60)
 {
-	txenv e0 = tx_open(NULL), e3 = tx_open("inflight-wait = 3s");
-	holder h = { &e0, tx_key("txdup"), "first", 1500, 0, 0, 0 };
+	txenv e0 = tx_open(NULL), e3 = tx_open("inflight-wait = 4s");
+	holder h = { &e0, tx_key("txdup"), "first", 3500, 0, 0, 0 };
 	idem_reserve_result rr;
 	idem_mysql_conn *c;
 	pthread_t t;
@@ -632,15 +633,13 @@ Test(tx, writes_after_a_deadlock_never_commit_alone, .timeout = 60)
 	tx_close(&e);
 }
 
-/* Review: on the REUSE (and TAKEOVER) path, my_tx_begin's T_SELECT is a
- * consistent read, so the REPEATABLE READ snapshot of the handler's
- * transaction is taken at reservation time, not at the handler's first
- * read: a row another transaction commits between the two is invisible to
- * the handler (ledger: a withdrawal's UPDATE matches no row, its SELECT
- * then says ACCOUNT_NOT_FOUND for an account that exists, and that 404 is
- * stored).  A locking T_SELECT (LOCK IN SHARE MODE: the INSERT already
- * holds that lock) would create no read view. */
-Test(review, reuse_does_not_fix_the_handlers_snapshot, .timeout = 60)
+/* On the REUSE (and TAKEOVER) path the reservation reads the row: were
+ * that a consistent read, the REPEATABLE READ snapshot of the handler's
+ * transaction would date from the reservation, and a row committed
+ * between the two would be invisible to the handler (the ledger would
+ * answer, and store, ACCOUNT_NOT_FOUND for an account that exists).  The
+ * read is a locking one, which opens no snapshot. */
+Test(tx, handler_snapshot_starts_at_its_first_read, .timeout = 60)
 {
 	txenv e = tx_open(NULL);
 	idem_store_key k = tx_key("rvsnapshot");
