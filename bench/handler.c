@@ -1,22 +1,148 @@
 /*
- * handler.c - the handler every benchmark configuration serves: POST
- * /bench/{x} answers 201 with a small JSON body.  The same handler runs
- * bare (idempotency disabled) and under each store.
+ * handler.c - the handler every benchmark configuration serves.
+ *
+ *   POST /bench/{x}        201 with a small JSON body, no other side
+ *                          effect.  The same handler runs bare
+ *                          (idempotency disabled) and under each store.
+ *
+ * With the MySQL store, two more routes whose side effect is one small
+ * write (+1 on this worker thread's row of bench_writes), so first
+ * executions cost the database what a real mutation does:
+ *
+ *   POST /bench-write/{x}  the write as one autocommit statement on a
+ *                          connection of the plugin's pool, under the
+ *                          two-phase path (reserve; write; commit the
+ *                          record: three durable commits per first
+ *                          execution)
+ *   POST /bench-tx/{x}     a transactional route (idem_route_add_tx): the
+ *                          write runs in the request's transaction,
+ *                          between the reservation and the record of the
+ *                          answer (one durable commit)
+ *
+ * Both answer 201 like /bench/{x}.  Each worker thread writes its own row,
+ * so no two requests wait on one row lock: what is measured is the
+ * protocol, not contention on a hot row.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mysql.h>
+
 #include "idemfcgi.h"
+
+enum { Q_WRITE, NQ };
+
+static const char *const queries[NQ] = {
+	[Q_WRITE] = "INSERT INTO bench_writes (id, n) VALUES (?, 1) "
+	    "ON DUPLICATE KEY UPDATE n = n + 1",
+};
+
+static const char create_table[] = "CREATE TABLE IF NOT EXISTS bench_writes "
+    "(id BIGINT NOT NULL PRIMARY KEY, n BIGINT NOT NULL) ENGINE = InnoDB";
+
+static atomic_int next_slot;
+static _Thread_local long long row = -1;
+
+/* This thread's row: the process id and a number per thread, so threads
+ * of several workers never share one. */
+static long long
+thread_row(void)
+{
+	if (row < 0)
+		row = (long long)getpid() * 1024 +
+		    (atomic_fetch_add(&next_slot, 1) % 1024);
+	return row;
+}
 
 static idem_err
 answer(const idem_request *req, idem_response *res, void *data)
 {
+	(void)data;
 	return idem_response_json(res, 201, json_pack("{s:s, s:b}", "x",
 	    idem_request_param(req, "x"), "ok", 1));
+}
+
+/* The write on c (in the request's transaction, or autocommit).  Returns
+ * 0, or -1 after logging and marking c lost when the error says so. */
+static int
+write_row(idem_mysql_conn *c)
+{
+	MYSQL_STMT *st = idem_mysql_stmt(c, Q_WRITE);
+	MYSQL_BIND b;
+	long long id = thread_row();
+
+	memset(&b, 0, sizeof(b));
+	b.buffer_type = MYSQL_TYPE_LONGLONG;
+	b.buffer = &id;
+	if (mysql_stmt_bind_param(st, &b) != 0 || mysql_stmt_execute(st) != 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "bench: %s", mysql_stmt_error(st));
+		idem_mysql_check(c, mysql_stmt_errno(st));
+		return -1;
+	}
+	/* 1: inserted, 2: updated */
+	return mysql_stmt_affected_rows(st) >= 1 ? 0 : -1;
+}
+
+/* The answer after a failed write: 503, which is never stored (the
+ * transactional route rolls back). */
+static idem_err
+unavailable(idem_response *res)
+{
+	idem_response_problem(res, 503, "BENCH_UNAVAILABLE",
+	    "the bench write failed");
+	return idem_response_header(res, "Retry-After", "1");
+}
+
+/* POST /bench-write/{x}: the write in autocommit, then the answer. */
+static idem_err
+answer_write(const idem_request *req, idem_response *res, void *data)
+{
+	idem_mysql_pool *pool = data;
+	idem_mysql_conn *c = idem_mysql_get(pool);
+	int rc;
+
+	if (c == NULL)
+		return unavailable(res);
+	rc = write_row(c);
+	idem_mysql_put(pool, c);
+	return rc == 0 ? answer(req, res, NULL) : unavailable(res);
+}
+
+/* POST /bench-tx/{x}: the write in the request's transaction. */
+static idem_err
+answer_tx(const idem_request *req, idem_response *res, void *data)
+{
+	idem_mysql_conn *c = idem_request_tx(req);
+
+	(void)data;
+	if (c == NULL || write_row(c) != 0)
+		return unavailable(res);
+	return answer(req, res, NULL);
 }
 
 static idem_err
 setup(idem_app *app, void **data)
 {
-	return idem_route_add(app, "POST", "/bench/{x}", IDEM_POLICY_DEFAULT,
-	    answer, NULL);
+	idem_mysql_pool *pool;
+	idem_err err;
+
+	(void)data;
+	if ((err = idem_route_add(app, "POST", "/bench/{x}",
+	    IDEM_POLICY_DEFAULT, answer, NULL)) != IDEM_OK)
+		return err;
+	if (!idem_app_uses_mysql(app))
+		return IDEM_OK;
+	if ((err = idem_app_mysql_exec(app, create_table)) != IDEM_OK)
+		return err;
+	if ((pool = idem_app_mysql_pool(app, queries, NQ)) == NULL)
+		return IDEM_ERR_STORE;
+	if ((err = idem_route_add(app, "POST", "/bench-write/{x}",
+	    IDEM_POLICY_DEFAULT, answer_write, pool)) != IDEM_OK)
+		return err;
+	return idem_route_add_tx(app, "POST", "/bench-tx/{x}",
+	    IDEM_POLICY_DEFAULT, answer_tx, NULL);
 }
 
 int

@@ -33,6 +33,7 @@ body(void *ctx, char *buf, size_t len)
 static idem_err
 answer(const idem_request *req, idem_response *res, void *data)
 {
+	(void)data;
 	return idem_response_json(res, 201, json_pack("{s:s, s:b}", "x",
 	    idem_request_param(req, "x"), "ok", 1));
 }
