@@ -105,10 +105,10 @@ static const char *const sql[NSTMT] = {
 	[S_OLDEST] = "SELECT scope_hash, idem_key, owner, request_id, "
 	    AGE("reserved_at") ", " AGE("lease_at") " FROM idempotency_keys "
 	    "WHERE state = 'in_flight' ORDER BY reserved_at LIMIT 1",
-	/* waits (up to a second a try) for a transaction holding the row to
-	 * end: how an ambiguous COMMIT learns its outcome */
-	[S_SELECT_LOCKED] = "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
-	    SELECT_ROW " LOCK IN SHARE MODE",
+	/* waits (up to the store's lock wait, a second) for a transaction
+	 * holding the row to end: how an ambiguous COMMIT learns its
+	 * outcome; inside a transaction, a read that opens no snapshot */
+	[S_SELECT_LOCKED] = SELECT_ROW " LOCK IN SHARE MODE",
 };
 
 typedef struct mysql_store {
@@ -122,7 +122,8 @@ typedef struct mysql_store {
 
 /* The seconds a reservation's INSERT waits for a row lock: inflight-wait,
  * rounded up, and at least 1 (MariaDB's lock waits are whole seconds; 0
- * would turn any brief lock, a purge's gap lock, into a false IN_FLIGHT). */
+ * would turn any brief lock, concurrent inserts' next-key locks or a
+ * purge's gap locks, into a false IN_FLIGHT). */
 static unsigned long long
 insert_lock_wait(const idem_config *cfg)
 {
@@ -209,6 +210,20 @@ permanent_error(unsigned err)
 	    err == 1118 /* ER_TOO_BIG_ROWSIZE */;
 }
 
+/* Whether err (a mysql_errno) is contention: ER_LOCK_DEADLOCK or
+ * ER_LOCK_WAIT_TIMEOUT, whose statement (or, for a deadlock, transaction)
+ * was rolled back because others are working on the same rows.  Counted
+ * in the metrics. */
+static int
+contention(mysql_store *ms, unsigned err)
+{
+	if (err != 1213 && err != 1205)
+		return 0;
+	if (ms->base.metrics != NULL)
+		idem_metrics_outcome(ms->base.metrics, IDEM_OUTCOME_CONTENDED, 1);
+	return 1;
+}
+
 /* Sleeps a random 1..2^n ms: the back-off after the n-th deadlock. */
 static void
 backoff(int n)
@@ -262,14 +277,10 @@ run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 			idem_mysql_put(ms->pool, c);
 			return IDEM_ERR_TOO_LARGE;
 		}
-		if (err == 1213 || err == 1205) {
-			/* ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT: the statement
-			 * was rolled back; others are working on this key.  A
-			 * lock wait has waited all it may already: not again */
+		if (contention(ms, err)) {
+			/* a lock wait has waited all it may already: not
+			 * again */
 			idem_mysql_put(ms->pool, c);
-			if (ms->base.metrics != NULL)
-				idem_metrics_outcome(ms->base.metrics,
-				    IDEM_OUTCOME_CONTENDED, 1);
 			fail = IDEM_ERR_BUSY;
 			if (err == 1205 || ++contended >= CONTENTION_TRIES)
 				break;
@@ -997,7 +1008,7 @@ idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
 	/* a locking read (the INSERT holds that lock already) opens no
 	 * snapshot: the handler's first read does, seeing what committed
 	 * before it */
-	tsql[T_SELECT] = SELECT_ROW " LOCK IN SHARE MODE";
+	tsql[T_SELECT] = sql[S_SELECT_LOCKED];
 	tsql[T_TAKEOVER] = sql[S_TAKEOVER];
 	tsql[T_REUSE] = sql[S_REUSE];
 	tsql[T_COMMIT] = sql[S_COMMIT];
@@ -1033,17 +1044,13 @@ tx_rollback(idem_mysql_conn *c)
 static idem_err
 tx_failed(mysql_store *ms, idem_mysql_conn *c, int i, unsigned err)
 {
+	int contended = contention(ms, err);
+
 	idem_mysql_check(c, err);
-	if (!c->broken && i >= 0 && err != 1213 && err != 1205)
+	if (!c->broken && i >= 0 && !contended)
 		idem_mysql_log_error(ms->pool, "transaction", c->extra[i]);
 	tx_rollback(c);
-	if (err == 1213 || err == 1205) {
-		if (ms->base.metrics != NULL)
-			idem_metrics_outcome(ms->base.metrics,
-			    IDEM_OUTCOME_CONTENDED, 1);
-		return IDEM_ERR_BUSY;
-	}
-	return IDEM_ERR_STORE;
+	return contended ? IDEM_ERR_BUSY : IDEM_ERR_STORE;
 }
 
 static idem_err
@@ -1231,7 +1238,7 @@ my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	idem_mysql_check(c, e);
 	if (!c->broken && (e == 1213 || e == 1205)) {
 		/* the server rolled back (a deadlock; on Galera, a
-		 * certification failure) */
+		 * certification failure): contention */
 		return tx_failed(ms, c, -1, e);
 	}
 	/* the connection was lost during COMMIT, or COMMIT failed in a way
