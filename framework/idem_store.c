@@ -70,8 +70,12 @@ idem_store_tx_record(idem_store *s, idem_mysql_conn *c,
 	uint64_t t0 = start(s);
 	idem_err err = s->ops->tx_record(s, c, k, owner, resp, lifetime_ms);
 
-	return err == IDEM_ERR_TOO_LARGE ? err : timed(s, IDEM_STORE_OP_COMMIT,
-	    t0, err);
+	/* one commit is one operation: a record that succeeds is timed with
+	 * the COMMIT (tx_end) that follows it, one that ends the commit
+	 * (the transaction rolled back) here; too large is no failure */
+	if (err == IDEM_OK || err == IDEM_ERR_TOO_LARGE)
+		return err;
+	return timed(s, IDEM_STORE_OP_COMMIT, t0, err);
 }
 
 idem_err

@@ -203,6 +203,33 @@ served_by(const harness *h, const char *rid)
 	return pid;
 }
 
+/* A transactional route's store operations are counted once each: the
+ * reservation inside the transaction a reserve, the record's UPDATE with
+ * its COMMIT one commit, a ROLLBACK one release. */
+Test(ops, transactional_operations_counted_once)
+{
+	harness h;
+	char *text;
+	const char *key = call_key("ops-tx"), *k503 = call_key("ops-tx-503");
+
+	start(&h, 1, "threads = 2", "[metrics]\nenabled = true\n");
+	cr_expect_eq(call_one(h.addr, "/testkit/tx/201", key, NULL).status, 201);
+	cr_expect_eq(call_one(h.addr, "/testkit/tx/201", key, NULL).status, 201);
+	cr_expect_eq(call_one(h.addr, "/testkit/tx/503", k503, NULL).status, 503);
+	text = scrape(&h, NULL);
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_count"
+	    "{op=\"reserve\"}"), 3, "%s", text);
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_count"
+	    "{op=\"commit\"}"), 1, "%s", text);
+	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_count"
+	    "{op=\"release\"}"), 1, "%s", text);
+	cr_expect_eq(outcome(text, "committed"), 1);
+	cr_expect_eq(outcome(text, "replayed"), 1);
+	cr_expect_eq(outcome(text, "released"), 1);
+	free(text);
+	harness_stop(&h);
+}
+
 /* Two workers over MySQL: a scrape answered by one worker counts what
  * the other did, and the master's restarts and releases. */
 Test(ops, metrics_cover_every_worker)
