@@ -290,6 +290,7 @@ idem_middleware_new(const idem_config *cfg, idem_store *store,
     idem_middleware **out)
 {
 	idem_middleware *mw = calloc(1, sizeof(*mw));
+	const char *faults;
 	pthread_condattr_t ca;
 
 	if (mw == NULL) {
@@ -298,8 +299,8 @@ idem_middleware_new(const idem_config *cfg, idem_store *store,
 	}
 	mw->cfg = cfg;
 	mw->store = store;
-	mw->faults = getenv("IDEMFCGI_TEST_FAULTS") != NULL &&
-	    strcmp(getenv("IDEMFCGI_TEST_FAULTS"), "1") == 0;
+	faults = getenv("IDEMFCGI_TEST_FAULTS");
+	mw->faults = faults != NULL && strcmp(faults, "1") == 0;
 	idem_random_id(mw->instance);
 	pthread_mutex_init(&mw->lock, NULL);
 	pthread_condattr_init(&ca);
@@ -528,6 +529,15 @@ refuse(idem_response *res, int status, const char *code, const char *detail,
 		if (idem_response_header(res, "Retry-After", ra) != IDEM_OK)
 			res->status = 500;
 	}
+}
+
+/* Replaces res with the 503 of a store that failed: the handler did not
+ * run (fail closed). */
+static void
+refuse_store_unavailable(idem_response *res)
+{
+	refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the idempotency "
+	    "store is unavailable; retry later", 1);
 }
 
 /*
@@ -1172,8 +1182,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	/* a transactional route reserves inside its handler's transaction */
 	if (txpool != NULL && (txc = idem_mysql_take(txpool)) == NULL) {
 		store_failed(mw, req, IDEM_ERR_STORE);
-		refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the "
-		    "idempotency store is unavailable; retry later", 1);
+		refuse_store_unavailable(res);
 		return;
 	}
 
@@ -1197,8 +1206,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			if (txc == NULL)
 				lease_add(mw, IDEM_LEASE_FORGET, req, &sk, owner,
 				    NULL);
-			refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the "
-			    "idempotency store is unavailable; retry later", 1);
+			refuse_store_unavailable(res);
 			goto out;
 		}
 		store_answered(mw, req);
