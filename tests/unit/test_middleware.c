@@ -40,15 +40,19 @@ counting(const idem_request *req, idem_response *res, void *data)
 	if (strncmp(q, "big", 3) == 0 || strncmp(q, "mid", 3) == 0) {
 		size_t len = q[0] == 'b' ? 5000 : 1000;
 		char *big = malloc(len);
+		idem_err err;
+
 		memset(big, 'b', len);
-		idem_response_write(res, big, len);
+		err = idem_response_write(res, big, len);
 		free(big);
-		return idem_response_status(res, 200);
+		return err != IDEM_OK ? err : idem_response_status(res, 200);
 	}
 	snprintf(body, sizeof(body), "{\"call\":%d}", n);
-	idem_response_header(res, "X-Custom", "kept");
-	idem_response_status(res, status);
-	idem_response_header(res, "Content-Type", "application/json");
+	if (idem_response_header(res, "X-Custom", "kept") != IDEM_OK ||
+	    idem_response_status(res, status) != IDEM_OK ||
+	    idem_response_header(res, "Content-Type", "application/json") !=
+	    IDEM_OK)
+		return IDEM_ERR_HANDLER;
 	return idem_response_write(res, body, strlen(body));
 }
 

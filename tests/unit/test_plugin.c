@@ -83,7 +83,37 @@ Test(plugin, wrong_abi_refused_by_name)
 {
 	refused("[server]\nplugins = @B@/tests/plugins/.libs/bad_abi.so\n",
 	    IDEM_ERR_PLUGIN, "bad_abi.so: built for plugin ABI version 42, "
-	    "this idemfcgi has version 1");
+	    "this idemfcgi has version 2");
+}
+
+/* The ABI grows at the end of idem_plugin without a version bump: a plugin
+ * built against a later header loads while it sets no hook this server
+ * lacks. */
+Test(plugin, later_header_accepted_without_new_hooks)
+{
+	idem_service *svc;
+	char *log;
+	idem_err err = service("[server]\nplugins = "
+	    "@B@/tests/plugins/.libs/grown.so\n", &svc, &log);
+
+	cr_expect_eq(err, IDEM_OK, "%s", log);
+	idem_service_free(svc);
+	free(log);
+}
+
+Test(plugin, later_hooks_refused)
+{
+	setenv("GROWN", "hook", 1);
+	refused("[server]\nplugins = @B@/tests/plugins/.libs/grown.so\n",
+	    IDEM_ERR_PLUGIN, "grown.so: it sets hooks of a later idemfcgi");
+}
+
+Test(plugin, struct_size_checked)
+{
+	setenv("GROWN", "small", 1);
+	refused("[server]\nplugins = @B@/tests/plugins/.libs/grown.so\n",
+	    IDEM_ERR_PLUGIN, "grown.so: struct_size 4 is not the size of an "
+	    "idem_plugin");
 }
 
 Test(plugin, failing_setup)
