@@ -224,7 +224,8 @@ headers(const idem_request *req, idem_response *res, void *data)
 }
 
 /* POST /testkit/fat-headers/{n}: 201 with n headers X-Fill-1.. of 8000 bytes
- * each (an answer whose headers outgrow a store's column). */
+ * each (an answer whose headers outgrow a store's column), Location and
+ * Content-Location (which a stand-in keeps). */
 static idem_err
 fat_headers(const idem_request *req, idem_response *res, void *data)
 {
@@ -246,6 +247,9 @@ fat_headers(const idem_request *req, idem_response *res, void *data)
 	free(value);
 	if (err == IDEM_OK)
 		err = idem_response_header(res, "Location", "/testkit/made/1");
+	if (err == IDEM_OK)
+		err = idem_response_header(res, "Content-Location",
+		    "/testkit/made/1/answer");
 	return err != IDEM_OK ? err : finish(data, req, res, 201, NULL);
 }
 

@@ -1310,3 +1310,28 @@ Test(fingerprint, sha256_known_answer)
 	cr_expect_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223"
 	    "b00361a396177a9cb410ff61f20015ad");
 }
+
+/* Issue 12.4: stopping makes a last attempt at a deferred release too, so
+ * the key is free for its retry at once, not answered 409 until
+ * inflight-ttl. */
+Test(mw, stop_flushes_deferred_release, .init = setup_default,
+    .fini = teardown)
+{
+	idem_store_key sk;
+	idem_store_record rec;
+	reply r;
+
+	fs->fail_release = 1;
+	r = post("/c?s=500", "{}", KEY("k4h"), NULL);
+	cr_expect_eq(r.status, 500);
+	cr_expect_eq(fs->releases, 1);
+	cr_expect_eq(svc->mw->backlog, 1, "the release waits for the store");
+	fs->fail_release = 0;
+	cr_expect_eq(idem_middleware_flush(svc->mw, 2000), 0);
+	cr_expect_eq(fs->releases, 2, "the last attempt");
+	memset(&sk, 0, sizeof(sk));
+	strcpy(sk.key, "k4h");
+	sk.key_len = 3;
+	cr_expect_eq(idem_store_lookup(fs->inner, &sk, &rec),
+	    IDEM_ERR_NOT_FOUND, "the reservation is gone");
+}
