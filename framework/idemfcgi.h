@@ -98,9 +98,11 @@ IDEM_API const char *idem_request_query(const idem_request *req);
  * A request header by its HTTP name ("Idempotency-Key"), case-insensitive;
  * NULL when absent.  Content-Type and Content-Length are found too.  Borrowed.
  */
-IDEM_API const char *idem_request_header(const idem_request *req, const char *name);
+IDEM_API const char *idem_request_header(const idem_request *req,
+    const char *name);
 /* A path parameter of the route template ("id" for "{id}"); NULL if none. */
-IDEM_API const char *idem_request_param(const idem_request *req, const char *name);
+IDEM_API const char *idem_request_param(const idem_request *req,
+    const char *name);
 /* The body and its length (*len may be NULL); never NULL, NUL-terminated. */
 IDEM_API const char *idem_request_body(const idem_request *req, size_t *len);
 /* The authenticated user (REMOTE_USER), NULL when absent.  Borrowed. */
@@ -113,34 +115,39 @@ IDEM_API const char *idem_request_route(const idem_request *req);
  * Parses the body as JSON.  Returns a new reference (caller calls
  * json_decref) or NULL with *error filled (error may be NULL).
  */
-IDEM_API json_t *idem_request_json(const idem_request *req, json_error_t *error);
+IDEM_API json_t *idem_request_json(const idem_request *req,
+    json_error_t *error);
 
 /* --------------------------------------------------------------- response */
 
 /* Sets the status code (100..599).  The default is 200. */
-IDEM_API IDEM_WUR idem_err idem_response_status(idem_response *res, int status);
+IDEM_API IDEM_WUR idem_err
+idem_response_status(idem_response *res, int status);
 /*
  * Adds a header.  Name and value are copied; a name or value with CR, LF or
  * NUL, or a name that is not an HTTP token, is refused with IDEM_ERR_INVALID.
  * Status and Content-Length are set by the framework and refused here.  A
  * response holds up to 64 headers (IDEM_ERR_TOO_LARGE beyond).
  */
-IDEM_API IDEM_WUR idem_err idem_response_header(idem_response *res, const char *name,
-    const char *value);
+IDEM_API IDEM_WUR idem_err
+idem_response_header(idem_response *res, const char *name, const char *value);
 /* Appends len bytes to the body (copied). */
-IDEM_API IDEM_WUR idem_err idem_response_write(idem_response *res, const void *data, size_t len);
+IDEM_API IDEM_WUR idem_err
+idem_response_write(idem_response *res, const void *data, size_t len);
 /*
  * Sets status, Content-Type: application/json and the body to the compact
  * encoding of json.  Steals the reference to json (even on error).
  */
-IDEM_API IDEM_WUR idem_err idem_response_json(idem_response *res, int status, json_t *json);
+IDEM_API IDEM_WUR idem_err
+idem_response_json(idem_response *res, int status, json_t *json);
 /*
  * Sets a problem response (RFC 9457, application/problem+json):
  * {"status":..,"title":..,"code":..,"detail":..}.  code and detail may be
  * NULL; title defaults to the reason phrase of status.
  */
-IDEM_API IDEM_WUR idem_err idem_response_problem(idem_response *res, int status,
-    const char *code, const char *detail);
+IDEM_API IDEM_WUR idem_err
+idem_response_problem(idem_response *res, int status, const char *code,
+    const char *detail);
 /* The status set so far. */
 IDEM_API int idem_response_get_status(const idem_response *res);
 
@@ -174,9 +181,9 @@ typedef struct idem_app idem_app;
  * IDEM_ERR_EXISTS when the same method and template shape is registered,
  * IDEM_ERR_INVALID for a malformed template.
  */
-IDEM_API IDEM_WUR idem_err idem_route_add(idem_app *app, const char *method,
-    const char *tmpl, idem_policy policy, idem_handler_fn handler,
-    void *data);
+IDEM_API IDEM_WUR idem_err
+idem_route_add(idem_app *app, const char *method, const char *tmpl,
+    idem_policy policy, idem_handler_fn handler, void *data);
 
 /*
  * Read keys of the plugin's own config section.  Each returns IDEM_OK with
@@ -185,16 +192,20 @@ IDEM_API IDEM_WUR idem_err idem_route_add(idem_app *app, const char *method,
  * refused as unknown after setup.  String results are borrowed for the
  * lifetime of the server.
  */
-IDEM_API IDEM_WUR idem_err idem_config_string(idem_app *app, const char *key, const char *def,
+IDEM_API IDEM_WUR idem_err
+idem_config_string(idem_app *app, const char *key, const char *def,
     const char **out);
-IDEM_API IDEM_WUR idem_err idem_config_int(idem_app *app, const char *key, long long def,
-    long long min, long long max, long long *out);
-IDEM_API IDEM_WUR idem_err idem_config_bool(idem_app *app, const char *key, int def, int *out);
+IDEM_API IDEM_WUR idem_err
+idem_config_int(idem_app *app, const char *key, long long def, long long min,
+    long long max, long long *out);
+IDEM_API IDEM_WUR idem_err
+idem_config_bool(idem_app *app, const char *key, int def, int *out);
 /* Sizes: "512", "64k", "1m", "1g" (powers of 1024). */
-IDEM_API IDEM_WUR idem_err idem_config_size(idem_app *app, const char *key, uint64_t def,
-    uint64_t *out);
+IDEM_API IDEM_WUR idem_err
+idem_config_size(idem_app *app, const char *key, uint64_t def, uint64_t *out);
 /* Durations in milliseconds: "500ms", "30s", "5m", "24h", "2d", "PT30M". */
-IDEM_API IDEM_WUR idem_err idem_config_duration(idem_app *app, const char *key, uint64_t def,
+IDEM_API IDEM_WUR idem_err
+idem_config_duration(idem_app *app, const char *key, uint64_t def,
     uint64_t *out);
 
 /*
