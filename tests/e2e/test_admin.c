@@ -21,8 +21,8 @@
 static void
 start(harness *h)
 {
-	cr_assert_eq(harness_start_store(h, 1, NULL, "[idempotency]\n"
-	    "inflight-ttl = 1s\nscope = header:X-Api-Key\n"), 0);
+	cr_assert_eq(harness_start(h, &(harness_opts){ .mysql = 1,
+	    .idem = "inflight-ttl = 1s\nscope = header:X-Api-Key" }), 0);
 }
 
 /* Runs idemfcgi-admin -c conf ARGS; *out gets stdout, *err stderr (caller

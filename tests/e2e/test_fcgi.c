@@ -26,8 +26,9 @@ static harness h;
 static void
 start_default(void)
 {
-	cr_assert_eq(harness_start(&h, "max-body = 1k\nthreads = 4\n",
-	    "[idempotency]\nrequired = false\n"), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){
+	    .server = "max-body = 1k\nthreads = 4", .idem = "required = false" }),
+	    0);
 }
 
 static void
@@ -266,8 +267,8 @@ Test(fcgi, mount_and_path_info, .fini = stop_default)
 	    "/accounts/x y/deposit", "CONTENT_LENGTH", "12", NULL };
 	fc_response r;
 
-	cr_assert_eq(harness_start(&h, "mount = /api", "[idempotency]\n"
-	    "required = false\n"), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "mount = /api",
+	    .idem = "required = false" }), 0);
 	cr_assert_eq(fc_http(h.addr, "POST", "/api/accounts/m/deposit", NULL,
 	    "{\"amount\":1}", &r), 0);
 	cr_expect_eq(r.status, 201, "%s", r.body);
@@ -344,8 +345,8 @@ Test(shutdown, sigterm_drains_in_flight)
 	job jb;
 	fc_response r;
 
-	cr_assert_eq(harness_start(&h, NULL, "[idempotency]\nrequired = false\n"),
-	    0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){
+	    .idem = "required = false" }), 0);
 	pthread_create(&t, NULL, slow_request, &jb);
 	msleep(20);
 	cr_assert_eq(kill(h.pid, SIGTERM), 0);
@@ -363,7 +364,7 @@ Test(shutdown, sigint_when_idle)
 {
 	int status = -1, i;
 
-	cr_assert_eq(harness_start(&h, NULL, "[testkit]\n"), 0);
+	cr_assert_eq(harness_start(&h, NULL), 0);
 	kill(h.pid, SIGINT);
 	for (i = 0; i < 500 && waitpid(h.pid, &status, WNOHANG) != h.pid; i++)
 		msleep(10);

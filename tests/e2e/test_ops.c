@@ -21,7 +21,8 @@
 static void
 start(harness *h, int mysql, const char *server, const char *rest)
 {
-	cr_assert_eq(harness_start_store(h, mysql, server, rest), 0);
+	cr_assert_eq(harness_start(h, &(harness_opts){ .server = server,
+	    .mysql = mysql, .rest = rest }), 0);
 }
 
 /* GET path; returns the status, *body (caller frees) and the request id

@@ -19,11 +19,8 @@
 static void
 start(harness *h, int mysql, const char *server, const char *idem)
 {
-	char rest[600];
-
-	snprintf(rest, sizeof(rest), "[idempotency]\n%s\n",
-	    idem != NULL ? idem : "");
-	cr_assert_eq(harness_start_store(h, mysql, server, rest), 0);
+	cr_assert_eq(harness_start(h, &(harness_opts){ .server = server,
+	    .idem = idem, .mysql = mysql }), 0);
 }
 
 /* The workers of h once there are n of them (the master forks them after

@@ -125,19 +125,6 @@ spawn(char *const argv[], const char *out_path)
 	return pid;
 }
 
-int
-harness_start(harness *h, const char *server_extra, const char *rest)
-{
-	return harness_start_log(h, server_extra, rest, NULL);
-}
-
-int
-harness_start_log(harness *h, const char *server_extra, const char *rest,
-    const char *log_path)
-{
-	return harness_start_at(h, server_extra, rest, log_path, NULL);
-}
-
 /* Whether addr ("unix:/path" or "HOST:PORT") accepts connections. */
 static int
 can_connect(const char *addr)
@@ -169,27 +156,46 @@ can_connect(const char *addr)
 }
 
 int
-harness_start_at(harness *h, const char *server_extra, const char *rest,
-    const char *log_path, const char *listen)
+harness_start(harness *h, const harness_opts *opts)
 {
-	char bin[512], *argv[4];
+	static const harness_opts none;
+	const harness_opts *o = opts != NULL ? opts : &none;
+	int mysql = o->mysql || o->mysql_tcp;
+	char bin[512], my[600] = "", *argv[4];
 	const char *b = harness_builddir();
 	FILE *fp;
 	int i;
 
 	memset(h, 0, sizeof(*h));
+	if (mysql) {
+		mariadb env;
+		const mariadb *db = o->db;
+		if (db == NULL) {
+			if (mariadb_from_env(&env) != 0) {
+				fprintf(stderr, "harness_start: no MariaDB for "
+				    "mysql\n");
+				return -1;
+			}
+			db = &env;
+		}
+		if (o->mysql_tcp)
+			mariadb_conf_tcp(db, my, sizeof(my));
+		else
+			mariadb_conf(db, my, sizeof(my));
+	}
 	snprintf(h->dir, sizeof(h->dir), "/tmp/idemfcgi-test.XXXXXX");
 	if (mkdtemp(h->dir) == NULL)
 		return -1;
 	/* web servers' workers (www-data) reach the socket through it */
 	chmod(h->dir, 0755);
-	if (listen != NULL)
-		snprintf(h->addr, sizeof(h->addr), "%s", listen);
+	if (o->listen != NULL)
+		snprintf(h->addr, sizeof(h->addr), "%s", o->listen);
 	else
 		snprintf(h->addr, sizeof(h->addr), "unix:%s/fcgi.sock", h->dir);
 	snprintf(h->conf, sizeof(h->conf), "%s/idemfcgi.conf", h->dir);
-	if (log_path != NULL)
-		snprintf(h->testkit_log, sizeof(h->testkit_log), "%s", log_path);
+	if (o->testkit_log != NULL)
+		snprintf(h->testkit_log, sizeof(h->testkit_log), "%s",
+		    o->testkit_log);
 	else
 		snprintf(h->testkit_log, sizeof(h->testkit_log), "%s/testkit.log",
 		    h->dir);
@@ -200,9 +206,11 @@ harness_start_at(harness *h, const char *server_extra, const char *rest,
 	fprintf(fp, "[server]\nlisten = %s\nsocket-mode = 0666\n"
 	    "shutdown-grace = 10s\n"
 	    "plugins = %s/tests/testkit/.libs/testkit.so\n"
-	    "    %s/.libs/ledger.so\n%s\n%s\n[testkit]\nlog = %s\n",
-	    h->addr, b, b, server_extra != NULL ? server_extra : "",
-	    rest != NULL ? rest : "", h->testkit_log);
+	    "    %s/.libs/ledger.so\n%s\n"
+	    "[idempotency]\n%s%s\n%s%s\n[testkit]\nlog = %s\n",
+	    h->addr, b, b, o->server != NULL ? o->server : "",
+	    mysql ? "store = mysql\n" : "", o->idem != NULL ? o->idem : "", my,
+	    o->rest != NULL ? o->rest : "", h->testkit_log);
 	fclose(fp);
 	snprintf(bin, sizeof(bin), "%s/idemfcgi", b);
 	argv[0] = bin;
@@ -413,23 +421,6 @@ harness_run(const char *args, const char *conf_text, char **output)
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-int
-harness_start_store(harness *h, int mysql, const char *server,
-    const char *rest)
-{
-	char conf[3000], my[600] = "";
-	mariadb m;
-
-	if (mysql) {
-		if (mariadb_from_env(&m) != 0)
-			return -1;
-		mariadb_conf(&m, my, sizeof(my));
-	}
-	snprintf(conf, sizeof(conf), "[idempotency]\nstore = %s\n%s\n%s",
-	    mysql ? "mysql" : "memory", my, rest != NULL ? rest : "");
-	return harness_start(h, server, conf);
 }
 
 double

@@ -33,32 +33,41 @@ int harness_free_port(void);
 /* $IDEM_BUILDDIR, where the binary and plugins were built. */
 const char *harness_builddir(void);
 
-/*
- * Writes a config ([server] listen and plugins, [testkit] log, then
- * server_extra under [server] and rest after it; both may be NULL) and
- * starts idemfcgi on it.  Waits until the socket answers.  Returns 0, or
- * -1 when it did not come up (its stderr is printed).
- */
-int harness_start(harness *h, const char *server_extra, const char *rest);
-
-/* harness_start with the testkit log at log_path (shared by several
- * instances, so executions are counted across them); NULL: private. */
-int harness_start_log(harness *h, const char *server_extra, const char *rest,
-    const char *log_path);
-
-/* harness_start_log listening on listen ("127.0.0.1:PORT"); NULL: the unix
- * socket in the directory. */
-int harness_start_at(harness *h, const char *server_extra, const char *rest,
-    const char *log_path, const char *listen);
+struct mariadb;
 
 /*
- * harness_start on the memory store, or with mysql on the MariaDB of the
- * test program (mariadb_from_env).  rest follows the [idempotency] and
- * [mysql] sections, so it starts with a section of its own.  Returns 0 or
- * -1.
+ * How to start an instance; every field may be left zero.  The config it
+ * writes, in this order:
+ *
+ *   [server]       listen, socket-mode 0666, shutdown-grace 10s, the
+ *                  testkit and ledger plugins, then the server lines
+ *   [idempotency]  with mysql: store = mysql; then the idem lines
+ *   [mysql]        with mysql: the section for db, over its unix socket
+ *                  (or TCP)
+ *   rest           further sections; with mysql, lines before its first
+ *                  section header still belong to [mysql] ("pool-size")
+ *   [testkit]      log = the testkit log
  */
-int harness_start_store(harness *h, int mysql, const char *server,
-    const char *rest);
+typedef struct harness_opts {
+	const char *server;        /* lines under [server] */
+	const char *idem;          /* lines under [idempotency] */
+	const char *rest;          /* the rest, as above */
+	int mysql;                 /* store = mysql on db */
+	int mysql_tcp;             /* with mysql: [mysql] over TCP */
+	const struct mariadb *db;  /* NULL: the program's (mariadb_from_env) */
+	const char *testkit_log;   /* shared by several instances, so
+	                            * executions are counted across them;
+	                            * NULL: a private one in the directory */
+	const char *listen;        /* "127.0.0.1:PORT"; NULL: the unix
+	                            * socket in the directory */
+} harness_opts;
+
+/*
+ * Writes the config of opts (NULL: all defaults) in a private directory
+ * and starts idemfcgi on it.  Waits until the socket answers.  Returns 0,
+ * or -1 when it did not come up (its stderr is printed).
+ */
+int harness_start(harness *h, const harness_opts *opts);
 
 /* The value of one series ("name" or "name{labels}") in Prometheus text,
  * or -1 when it is absent. */

@@ -182,15 +182,17 @@ websrv_start(websrv *w, websrv_kind kind, const char *idem_conf)
 	switch (kind) {
 	case WS_LIGHTTPD:
 	case WS_APACHE_UNIX:
-		rc = harness_start_at(&w->idem, "threads = 16\nmax-body = 64k",
-		    idem_conf, w->testkit_log, NULL);
+		rc = harness_start(&w->idem, &(harness_opts){
+		    .server = "threads = 16\nmax-body = 64k", .rest = idem_conf,
+		    .testkit_log = w->testkit_log });
 		snprintf(sock, sizeof(sock), "%s", w->idem.addr + 5);
 		break;
 	case WS_APACHE_TCP:
 		snprintf(listen, sizeof(listen), "127.0.0.1:%d",
 		    harness_free_port());
-		rc = harness_start_at(&w->idem, "threads = 16\nmax-body = 64k",
-		    idem_conf, w->testkit_log, listen);
+		rc = harness_start(&w->idem, &(harness_opts){
+		    .server = "threads = 16\nmax-body = 64k", .rest = idem_conf,
+		    .testkit_log = w->testkit_log, .listen = listen });
 		break;
 	default:
 		snprintf(sock, sizeof(sock), "%s/spawned.sock", w->dir);
