@@ -259,13 +259,10 @@ static const char *
 conf_file(const char *text)
 {
 	static char path[128];
-	FILE *fp;
 
 	snprintf(path, sizeof(path), "/tmp/idemfcgi-admin-%ld.conf",
 	    (long)getpid());
-	cr_assert_not_null(fp = fopen(path, "w"));
-	fputs(text, fp);
-	fclose(fp);
+	cr_assert_eq(harness_write_conf(path, text), 0);
 	return path;
 }
 

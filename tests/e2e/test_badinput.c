@@ -113,8 +113,8 @@ table(int mysql)
 
 	memset(long_key, 'k', 256);
 	memset(huge_header, 'h', sizeof(huge_header) - 1);
-	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "max-body = 64k",
-	    .mysql = mysql }), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){
+	    .server = "max-body = 64k", .mysql = mysql }), 0);
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		const row *r = &rows[i];
 		fc_response out = send_row(&h, r);

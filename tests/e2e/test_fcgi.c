@@ -392,19 +392,17 @@ Test(shutdown, sighup_is_harmless, .init = start_default,
 
 Test(sockets, tcp)
 {
-	char conf[256], addr[64], bin[512], *argv[4];
-	const char *b = harness_builddir();
+	char conf[256], text[256], addr[64], bin[512], *argv[4];
 	fc_response r;
-	FILE *fp;
 	pid_t pid;
 	int port = harness_free_port(), i, status;
 
 	snprintf(conf, sizeof(conf), "/tmp/idemfcgi-tcp-%d.conf", (int)getpid());
-	fp = fopen(conf, "w");
-	fprintf(fp, "[server]\nlisten = 127.0.0.1:%d\nplugins = "
-	    "%s/.libs/ledger.so\n[idempotency]\nrequired = false\n", port, b);
-	fclose(fp);
-	snprintf(bin, sizeof(bin), "%s/idemfcgi", b);
+	snprintf(text, sizeof(text), "[server]\nlisten = 127.0.0.1:%d\nplugins = "
+	    "@BUILDDIR@/.libs/ledger.so\n[idempotency]\nrequired = false\n",
+	    port);
+	harness_write_conf(conf, text);
+	snprintf(bin, sizeof(bin), "%s/idemfcgi", harness_builddir());
 	argv[0] = bin;
 	argv[1] = "-c";
 	argv[2] = conf;
@@ -433,20 +431,17 @@ Test(sockets, fd0_from_the_web_server)
 {
 	char dir[] = "/tmp/idemfcgi-fd0.XXXXXX", conf[128], sock[128],
 	    addr[160], bin[512], *argv[4];
-	const char *b = harness_builddir();
 	struct sockaddr_un sa;
 	fc_response r;
-	FILE *fp;
 	pid_t pid;
 	int fd, status;
 
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(conf, sizeof(conf), "%s/c.conf", dir);
 	snprintf(sock, sizeof(sock), "%s/s.sock", dir);
-	fp = fopen(conf, "w");
-	fprintf(fp, "[server]\nplugins = %s/.libs/ledger.so\n"
-	    "[idempotency]\nrequired = false\n", b);
-	fclose(fp);
+	harness_write_conf(conf,
+	    "[server]\nplugins = @BUILDDIR@/.libs/ledger.so\n"
+	    "[idempotency]\nrequired = false\n");
 	/* what spawn-fcgi and lighttpd's bin-path do */
 	fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	memset(&sa, 0, sizeof(sa));
@@ -455,7 +450,7 @@ Test(sockets, fd0_from_the_web_server)
 	memcpy(sa.sun_path, sock, strlen(sock) + 1);
 	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	cr_assert_eq(listen(fd, 16), 0);
-	snprintf(bin, sizeof(bin), "%s/idemfcgi", b);
+	snprintf(bin, sizeof(bin), "%s/idemfcgi", harness_builddir());
 	argv[0] = bin;
 	argv[1] = "-c";
 	argv[2] = conf;
@@ -483,8 +478,8 @@ Test(sockets, fd0_from_the_web_server)
 Test(sockets, no_listen_and_no_socket)
 {
 	char *out;
-	int rc = harness_run("", "[server]\nplugins = @DIR@/.libs/ledger.so\n",
-	    &out);
+	int rc = harness_run("",
+	    "[server]\nplugins = @BUILDDIR@/.libs/ledger.so\n", &out);
 
 	cr_expect_eq(rc, 1);
 	cr_expect(strstr(out, "fd 0 is not a listening socket") != NULL, "%s",
@@ -498,7 +493,7 @@ Test(cli, check_good)
 {
 	char *out;
 	int rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
-	    "plugins = @DIR@/.libs/ledger.so\n[ledger]\nmax-accounts = 10\n",
+	    "plugins = @BUILDDIR@/.libs/ledger.so\n[ledger]\nmax-accounts = 10\n",
 	    &out);
 
 	cr_expect_eq(rc, 0, "%s", out);
@@ -527,16 +522,17 @@ Test(cli, transactional_route_needs_mysql)
 {
 	char *out;
 	int rc = harness_run("--check", "[server]\nplugins = "
-	    "@DIR@/tests/testkit/.libs/testkit.so\n[testkit]\nlog = /dev/null\n"
-	    "tx-route = true\n", &out);
+	    "@BUILDDIR@/tests/testkit/.libs/testkit.so\n[testkit]\n"
+	    "log = /dev/null\ntx-route = true\n", &out);
 
 	cr_expect_eq(rc, 1);
 	cr_expect(strstr(out, "route POST /testkit/tx/{code} is transactional, "
 	    "but the store is not MySQL") != NULL, "%s", out);
 	free(out);
 	rc = harness_run("--check", "[server]\nplugins = "
-	    "@DIR@/tests/testkit/.libs/testkit.so\n[testkit]\nlog = /dev/null\n"
-	    "tx-route = true\n[idempotency]\nenabled = false\n", &out);
+	    "@BUILDDIR@/tests/testkit/.libs/testkit.so\n[testkit]\n"
+	    "log = /dev/null\ntx-route = true\n[idempotency]\nenabled = false\n",
+	    &out);
 	cr_expect_eq(rc, 1);
 	cr_expect(strstr(out, "route POST /testkit/tx/{code} is transactional, "
 	    "but idempotency is disabled") != NULL, "%s", out);
@@ -547,7 +543,7 @@ Test(cli, wrong_abi_plugin)
 {
 	char *out;
 	int rc = harness_run("--check", "[server]\nplugins = "
-	    "@DIR@/tests/plugins/.libs/bad_abi.so\n", &out);
+	    "@BUILDDIR@/tests/plugins/.libs/bad_abi.so\n", &out);
 
 	cr_expect_eq(rc, 1);
 	cr_expect(strstr(out, "bad_abi.so: built for plugin ABI version 42")
@@ -590,9 +586,7 @@ Test(sockets, spawn_fcgi)
 {
 	char dir[] = "/tmp/idemfcgi-spawn.XXXXXX", conf[128], sock[128],
 	    addr[160], bin[512];
-	const char *b = harness_builddir();
 	fc_response r;
-	FILE *fp;
 	pid_t pid;
 	int status, i;
 
@@ -600,10 +594,9 @@ Test(sockets, spawn_fcgi)
 	snprintf(conf, sizeof(conf), "%s/c.conf", dir);
 	snprintf(sock, sizeof(sock), "%s/s.sock", dir);
 	snprintf(addr, sizeof(addr), "unix:%s", sock);
-	snprintf(bin, sizeof(bin), "%s/idemfcgi", b);
-	fp = fopen(conf, "w");
-	fprintf(fp, "[server]\nplugins = %s/.libs/ledger.so\n", b);
-	fclose(fp);
+	snprintf(bin, sizeof(bin), "%s/idemfcgi", harness_builddir());
+	harness_write_conf(conf,
+	    "[server]\nplugins = @BUILDDIR@/.libs/ledger.so\n");
 	if ((pid = fork()) == 0) {
 		execlp("spawn-fcgi", "spawn-fcgi", "-n", "-s", sock, "-M", "0660",
 		    "--", bin, "-c", conf, (char *)NULL);

@@ -423,7 +423,7 @@ Test(ops, builtin_paths_checked)
 
 	/* a literal built-in path would hide a plugin's template there */
 	rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
-	    "policy-path = /accounts/7\nplugins = @DIR@/.libs/ledger.so\n",
+	    "policy-path = /accounts/7\nplugins = @BUILDDIR@/.libs/ledger.so\n",
 	    &out);
 	cr_expect_eq(rc, 1, "%s", out);
 	cr_expect(strstr(out, "GET /accounts/7 would hide GET /accounts/{id} "
@@ -432,7 +432,7 @@ Test(ops, builtin_paths_checked)
 	/* another method is no conflict */
 	rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
 	    "policy-path = /accounts/7/deposit\n"
-	    "plugins = @DIR@/.libs/ledger.so\n", &out);
+	    "plugins = @BUILDDIR@/.libs/ledger.so\n", &out);
 	cr_expect_eq(rc, 0, "%s", out);
 	free(out);
 }

@@ -161,9 +161,7 @@ harness_start(harness *h, const harness_opts *opts)
 	static const harness_opts none;
 	const harness_opts *o = opts != NULL ? opts : &none;
 	int mysql = o->mysql || o->mysql_tcp;
-	char bin[512], my[600] = "", *argv[4];
-	const char *b = harness_builddir();
-	FILE *fp;
+	char bin[512], my[600] = "", text[8192], *argv[4];
 	int i;
 
 	memset(h, 0, sizeof(*h));
@@ -201,18 +199,17 @@ harness_start(harness *h, const harness_opts *opts)
 		    h->dir);
 	snprintf(h->stderr_log, sizeof(h->stderr_log), "%s/stderr.log",
 	    h->dir);
-	if ((fp = fopen(h->conf, "w")) == NULL)
-		return -1;
-	fprintf(fp, "[server]\nlisten = %s\nsocket-mode = 0666\n"
+	snprintf(text, sizeof(text), "[server]\nlisten = %s\nsocket-mode = 0666\n"
 	    "shutdown-grace = 10s\n"
-	    "plugins = %s/tests/testkit/.libs/testkit.so\n"
-	    "    %s/.libs/ledger.so\n%s\n"
+	    "plugins = @BUILDDIR@/tests/testkit/.libs/testkit.so\n"
+	    "    @BUILDDIR@/.libs/ledger.so\n%s\n"
 	    "[idempotency]\n%s%s\n%s%s\n[testkit]\nlog = %s\n",
-	    h->addr, b, b, o->server != NULL ? o->server : "",
+	    h->addr, o->server != NULL ? o->server : "",
 	    mysql ? "store = mysql\n" : "", o->idem != NULL ? o->idem : "", my,
 	    o->rest != NULL ? o->rest : "", h->testkit_log);
-	fclose(fp);
-	snprintf(bin, sizeof(bin), "%s/idemfcgi", b);
+	if (harness_write_conf(h->conf, text) != 0)
+		return -1;
+	snprintf(bin, sizeof(bin), "%s/idemfcgi", harness_builddir());
 	argv[0] = bin;
 	argv[1] = "-c";
 	argv[2] = h->conf;
@@ -362,23 +359,24 @@ harness_logged(const harness *h, const char *text)
 	return found;
 }
 
-/* Replaces every "@DIR@" of text with dir into a new string. */
-static char *
-subst_dir(const char *text, const char *dir)
+char *
+harness_subst(const char *text)
 {
+	static const char ph[] = "@BUILDDIR@";
+	const size_t pl = sizeof(ph) - 1;
+	const char *dir = harness_builddir(), *p;
 	size_t n = 0, dl = strlen(dir);
-	const char *p;
 	char *out, *w;
 
-	for (p = text; (p = strstr(p, "@DIR@")) != NULL; p += 5)
+	for (p = text; (p = strstr(p, ph)) != NULL; p += pl)
 		n++;
 	if ((out = malloc(strlen(text) + n * dl + 1)) == NULL)
 		return NULL;
 	for (w = out, p = text; *p != '\0'; ) {
-		if (strncmp(p, "@DIR@", 5) == 0) {
+		if (strncmp(p, ph, pl) == 0) {
 			memcpy(w, dir, dl);
 			w += dl;
-			p += 5;
+			p += pl;
 		} else {
 			*w++ = *p++;
 		}
@@ -388,11 +386,25 @@ subst_dir(const char *text, const char *dir)
 }
 
 int
+harness_write_conf(const char *path, const char *text)
+{
+	char *t = harness_subst(text);
+	FILE *fp;
+	int rc = -1;
+
+	if (t != NULL && (fp = fopen(path, "w")) != NULL) {
+		rc = fputs(t, fp) < 0 ? -1 : 0;
+		if (fclose(fp) != 0)
+			rc = -1;
+	}
+	free(t);
+	return rc;
+}
+
+int
 harness_run(const char *args, const char *conf_text, char **output)
 {
 	char dir[] = "/tmp/idemfcgi-run.XXXXXX", conf[128], out[128], cmd[1200];
-	char *text;
-	FILE *fp;
 	int status;
 
 	*output = NULL;
@@ -401,14 +413,8 @@ harness_run(const char *args, const char *conf_text, char **output)
 	snprintf(conf, sizeof(conf), "%s/test.conf", dir);
 	snprintf(out, sizeof(out), "%s/out", dir);
 	if (conf_text != NULL) {
-		if ((text = subst_dir(conf_text, harness_builddir())) == NULL ||
-		    (fp = fopen(conf, "w")) == NULL) {
-			free(text);
+		if (harness_write_conf(conf, conf_text) != 0)
 			return -1;
-		}
-		fputs(text, fp);
-		fclose(fp);
-		free(text);
 		snprintf(cmd, sizeof(cmd), "'%s/idemfcgi' %s -c '%s' >'%s' 2>&1 "
 		    "</dev/null", harness_builddir(), args, conf, out);
 	} else {

@@ -99,13 +99,23 @@ int harness_logged(const harness *h, const char *text);
 /* harness_logged, waiting up to 5 s for the line to be written. */
 int harness_await_log(const harness *h, const char *text);
 
+/*
+ * The placeholder of test config texts: "@BUILDDIR@", the build directory
+ * (where the binary and the plugins are).  harness_subst returns text with
+ * it replaced (caller frees; NULL when out of memory); harness_write_conf
+ * writes that to path (returns 0 or -1).  harness_start and harness_run
+ * write their configs through it, so their texts may use it too.
+ */
+char *harness_subst(const char *text);
+int harness_write_conf(const char *path, const char *text);
+
 /* Reads a whole file (caller frees); NULL if it cannot. */
 char *harness_slurp(const char *path);
 
 /*
  * Runs "idemfcgi ARGS -c FILE" on a config of the given text (written to a
- * temporary file; "@DIR@" in it becomes the build directory) and waits;
- * with conf_text NULL, no -c is added.
+ * temporary file by harness_write_conf) and waits; with conf_text NULL, no
+ * -c is added.
  * Returns the exit status; *output (caller frees) gets stdout and stderr.
  */
 int harness_run(const char *args, const char *conf_text, char **output);

@@ -65,13 +65,17 @@ write_file(const char *dir, const char *name, const char *text)
 static int
 write_spawn_conf(websrv *w, const char *idem_conf)
 {
-	char text[4096];
-	const char *b = harness_builddir();
+	char text[4096], path[400];
 
 	snprintf(text, sizeof(text), "[server]\nthreads = 8\nmax-body = 64k\n"
-	    "plugins = %s/tests/testkit/.libs/testkit.so %s/.libs/ledger.so\n"
-	    "%s\n[testkit]\nlog = %s\n", b, b, idem_conf, w->testkit_log);
-	return write_file(w->dir, "idemfcgi.conf", text);
+	    "plugins = @BUILDDIR@/tests/testkit/.libs/testkit.so "
+	    "@BUILDDIR@/.libs/ledger.so\n%s\n[testkit]\nlog = %s\n", idem_conf,
+	    w->testkit_log);
+	snprintf(path, sizeof(path), "%s/idemfcgi.conf", w->dir);
+	if (harness_write_conf(path, text) != 0)
+		return -1;
+	chmod(path, 0644);
+	return 0;
 }
 
 static int
