@@ -127,8 +127,8 @@ Test(chaos, kill_workers_under_load, .timeout = 240)
 			    c[i][j].status, c[i][j].body_out);
 		}
 
-	logs[0] = harness_slurp(node[0].stderr_log);
-	logs[1] = harness_slurp(node[1].stderr_log);
+	logs[0] = harness_log(&node[0]);
+	logs[1] = harness_log(&node[1]);
 	for (i = 0; i < KEYS; i++) {
 		unsigned char zero[32] = { 0 };
 		char hash[17];

@@ -143,7 +143,7 @@ Test(mysql_outage, killed_under_load, .init = take_turn, .timeout = 120)
 			cr_expect_eq(c->status, 201, "never answered: %d %s",
 			    c->status, c->body_out);
 		}
-	log = harness_slurp(h.stderr_log);
+	log = harness_log(&h);
 	for (i = 0; i < 4; i++)
 		for (j = 0; j < 40; j++) {
 			size_t runs;

@@ -186,7 +186,7 @@ Test(ops, metrics_count_a_scripted_sequence)
 static long
 served_by(const harness *h, const char *rid)
 {
-	char *log = harness_slurp(h->stderr_log), needle[120], *p;
+	char *log = harness_log(h), needle[120], *p;
 	long pid = -1;
 
 	snprintf(needle, sizeof(needle), "req=%s ", rid);
@@ -279,7 +279,7 @@ Test(ops, metrics_cover_every_worker)
 	/* the slow request and the first scrape were two workers' work */
 	snprintf(rid_slow, sizeof(rid_slow), "%s", "");
 	{
-		char *log = harness_slurp(h.stderr_log), *p;
+		char *log = harness_log(&h), *p;
 		/* the slow request's line names its route and 201 */
 		p = log != NULL ? strstr(log, "POST /testkit/sleep/1500 -> 201") :
 		    NULL;
@@ -481,7 +481,7 @@ Test(ops, json_log_lines)
 	call_send(&c);
 	cr_expect_eq(c.status, 201, "%d %s", c.status, c.body_out);
 	harness_stop(&dead);
-	log = harness_slurp(h.stderr_log);
+	log = harness_log(&h);
 	cr_expect_eq(harness_stop(&h), 0);
 	cr_assert_not_null(log);
 	cr_expect(strstr(log, "-key-") == NULL, "a raw key logged");

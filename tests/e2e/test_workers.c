@@ -135,7 +135,7 @@ Test(workers, late_reservation_of_dead_worker_swept)
 	snprintf(needle, sizeof(needle), "worker %d started (instance ",
 	    pids[0]);
 	cr_assert(harness_await_log(&h, needle));
-	log = harness_slurp(h.stderr_log);
+	log = harness_log(&h);
 	cr_assert_not_null(p = strstr(log, needle));
 	snprintf(instance, sizeof(instance), "%.16s", p + strlen(needle));
 	free(log);

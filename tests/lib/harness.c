@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "idem_log.h"
 #include "mariadb.h"
 
 ssize_t
@@ -66,22 +67,19 @@ harness_builddir(void)
 	return d != NULL ? d : ".";
 }
 
-char *
-harness_slurp(const char *path)
+/* The rest of fp, in a new string (caller frees), or NULL. */
+static char *
+read_all(FILE *fp)
 {
-	FILE *fp = fopen(path, "r");
 	char *buf = NULL;
 	size_t len = 0, cap = 0, n;
 
-	if (fp == NULL)
-		return NULL;
 	do {
 		if (len + 4096 + 1 > cap) {
 			char *g;
 			cap = cap ? cap * 2 : 8192;
 			if ((g = realloc(buf, cap)) == NULL) {
 				free(buf);
-				fclose(fp);
 				return NULL;
 			}
 			buf = g;
@@ -89,8 +87,20 @@ harness_slurp(const char *path)
 		n = fread(buf + len, 1, 4096, fp);
 		len += n;
 	} while (n > 0);
-	fclose(fp);
 	buf[len] = '\0';
+	return buf;
+}
+
+char *
+harness_slurp(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	char *buf;
+
+	if (fp == NULL)
+		return NULL;
+	buf = read_all(fp);
+	fclose(fp);
 	return buf;
 }
 
@@ -349,14 +359,45 @@ harness_await_log(const harness *h, const char *text)
 	return 0;
 }
 
+char *
+harness_log(const harness *h)
+{
+	return harness_slurp(h->stderr_log);
+}
+
 int
 harness_logged(const harness *h, const char *text)
 {
-	char *all = harness_slurp(h->stderr_log);
+	char *all = harness_log(h);
 	int found = all != NULL && strstr(all, text) != NULL;
 
 	free(all);
 	return found;
+}
+
+int
+harness_capture_begin(harness_capture *c)
+{
+	c->old_fd = -1;
+	if ((c->fp = tmpfile()) == NULL)
+		return -1;
+	c->old_fd = idem_log_set_fd(fileno(c->fp));
+	return 0;
+}
+
+char *
+harness_capture_end(harness_capture *c)
+{
+	char *buf;
+
+	if (c->fp == NULL)
+		return NULL;
+	idem_log_set_fd(c->old_fd);
+	rewind(c->fp);
+	buf = read_all(c->fp);
+	fclose(c->fp);
+	c->fp = NULL;
+	return buf;
 }
 
 char *

@@ -7,6 +7,7 @@
 #define HARNESS_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 typedef struct harness {
@@ -94,10 +95,29 @@ size_t harness_count(const harness *h, const char *path);
 /* Lines of the testkit log with this path and Idempotency-Key. */
 size_t harness_count_key(const harness *h, const char *path, const char *key);
 
-/* Whether idemfcgi's stderr so far contains text. */
+/*
+ * What a server logged, one family for every test:
+ * - an idemfcgi of harness_start: harness_log is its stderr so far (caller
+ *   frees; NULL if it cannot be read), harness_logged whether that
+ *   contains text, harness_await_log the same waiting up to 5 s for the
+ *   line to be written;
+ * - the library in this process (unit tests): between
+ *   harness_capture_begin and harness_capture_end, the lines idem_log
+ *   writes go to a temporary file; _end returns them (caller frees; NULL
+ *   if nothing could be captured) and gives the log its fd back.  The
+ *   level is the caller's (idem_log_set_level).
+ */
+char *harness_log(const harness *h);
 int harness_logged(const harness *h, const char *text);
-/* harness_logged, waiting up to 5 s for the line to be written. */
 int harness_await_log(const harness *h, const char *text);
+
+typedef struct harness_capture {
+	FILE *fp;
+	int old_fd;
+} harness_capture;
+/* Returns 0, or -1 when no temporary file could be made. */
+int harness_capture_begin(harness_capture *c);
+char *harness_capture_end(harness_capture *c);
 
 /*
  * The placeholder of test config texts: "@BUILDDIR@", the build directory

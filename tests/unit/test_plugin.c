@@ -10,7 +10,6 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
-#include "idem_log.h"
 #include "idem_service.h"
 
 /* Builds a service from config text; returns the error and the log. */
@@ -18,22 +17,16 @@ static idem_err
 service(const char *text, idem_service **svc, char **log)
 {
 	char *conf = harness_subst(text);
-	FILE *fp = tmpfile();
-	int old = idem_log_set_fd(fileno(fp));
+	harness_capture cap;
 	idem_config *cfg;
 	idem_err err;
-	size_t n;
 
+	harness_capture_begin(&cap);
 	*svc = NULL;
 	err = idem_config_load_string(conf, "unit.conf", &cfg);
 	if (err == IDEM_OK)
 		err = idem_service_new(cfg, "/nonexistent-plugin-dir", svc);
-	idem_log_set_fd(old);
-	*log = calloc(1, 65536);
-	rewind(fp);
-	n = fread(*log, 1, 65535, fp);
-	(*log)[n] = '\0';
-	fclose(fp);
+	*log = harness_capture_end(&cap);
 	free(conf);
 	return err;
 }
