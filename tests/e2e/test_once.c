@@ -20,16 +20,13 @@
 static void
 start(harness *h, int mysql, int threads, const char *idem)
 {
-	char server[64], rest[512];
+	char server[64], pool[32];
 
 	snprintf(server, sizeof(server), "threads = %d\nmax-body = 2m",
 	    threads);
-	if (mysql)	/* after the [mysql] section */
-		snprintf(rest, sizeof(rest), "pool-size = %d\n[idempotency]\n"
-		    "%s\n", threads, idem != NULL ? idem : "");
-	else
-		snprintf(rest, sizeof(rest), "%s\n", idem != NULL ? idem : "");
-	cr_assert_eq(harness_start_store(h, mysql, server, rest), 0);
+	snprintf(pool, sizeof(pool), "pool-size = %d\n", threads);
+	cr_assert_eq(harness_start(h, &(harness_opts){ .server = server,
+	    .idem = idem, .mysql = mysql, .rest = mysql ? pool : NULL }), 0);
 }
 
 /* What one client saw, by kind of answer. */

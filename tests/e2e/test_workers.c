@@ -20,11 +20,8 @@
 static void
 start(harness *h, int mysql, const char *server, const char *idem)
 {
-	char rest[600];
-
-	snprintf(rest, sizeof(rest), "[idempotency]\n%s\n",
-	    idem != NULL ? idem : "");
-	cr_assert_eq(harness_start_store(h, mysql, server, rest), 0);
+	cr_assert_eq(harness_start(h, &(harness_opts){ .server = server,
+	    .idem = idem, .mysql = mysql }), 0);
 }
 
 /* The workers of h once there are n of them (the master forks them after
@@ -139,7 +136,7 @@ Test(workers, late_reservation_of_dead_worker_swept)
 	snprintf(needle, sizeof(needle), "worker %d started (instance ",
 	    pids[0]);
 	cr_assert(harness_await_log(&h, needle));
-	log = harness_slurp(h.stderr_log);
+	log = harness_log(&h);
 	cr_assert_not_null(p = strstr(log, needle));
 	snprintf(instance, sizeof(instance), "%.16s", p + strlen(needle));
 	free(log);

@@ -11,6 +11,7 @@
 #include "idem_config.h"
 #include "idem_log.h"
 #include "idem_service.h"
+#include "harness.h"
 #include "mariadb.h"
 #include "store_suite.h"
 
@@ -142,22 +143,19 @@ Test(mysql, refuses_max_response_it_cannot_store)
  * global. */
 Test(mysql, refuses_a_packet_that_holds_no_answer, .timeout = 120)
 {
-	char text[1024], section[600], log[4096];
+	char text[1024], section[600], *log;
 	idem_config *cfg;
 	idem_service *svc = NULL;
 	idem_store *s = NULL;
-	FILE *fp = tmpfile();
-	size_t n;
-	int old;
+	harness_capture cap;
 	mariadb m;
 
-	cr_assert_not_null(fp);
 	cr_assert_eq(mariadb_start(&m), 0);
 	mariadb_conf(&m, section, sizeof(section));
 	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n"
 	    "max-response = 512\n%spool-size = 1\n", section);
 	free(mariadb_sql(&m, "SET GLOBAL max_allowed_packet = 4096"));
-	old = idem_log_set_fd(fileno(fp));
+	cr_assert_eq(harness_capture_begin(&cap), 0);
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
 	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
 	cr_expect_null(s);
@@ -168,13 +166,11 @@ Test(mysql, refuses_a_packet_that_holds_no_answer, .timeout = 120)
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
 	cr_expect_neq(idem_service_new(cfg, "/nowhere", &svc), IDEM_OK);
 	idem_service_free(svc);
-	idem_log_set_fd(old);
-	rewind(fp);
-	n = fread(log, 1, sizeof(log) - 1, fp);
-	log[n] = '\0';
-	fclose(fp);
+	log = harness_capture_end(&cap);
+	cr_assert_not_null(log);
 	cr_expect_not_null(strstr(log, "max_allowed_packet is 4096 bytes"),
 	    "log: %s", log);
+	free(log);
 	/* one step up (the server counts in KiB) leaves 1 KiB: it opens */
 	free(mariadb_sql(&m, "SET GLOBAL max_allowed_packet = 5120"));
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
