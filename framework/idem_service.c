@@ -26,7 +26,7 @@
 static idem_err
 check_limits(const idem_config *cfg, const idem_store *store)
 {
-	const idem_store_limits *lim = &store->limits;
+	const idem_store_limits *lim = idem_store_get_limits(store);
 	uint64_t most = lim->body;
 
 	if (lim->total > 0 && (most == 0 || lim->total < most))
@@ -36,7 +36,8 @@ check_limits(const idem_config *cfg, const idem_store *store)
 	idem_log(NULL, IDEM_LOG_ERROR, "%s: [idempotency] max-response = %llu "
 	    "is more than the %s store can hold in one answer (%llu bytes: %s"
 	    "): lower it%s", cfg->path, (unsigned long long)cfg->max_response,
-	    store->ops->name, (unsigned long long)most, lim->total == most ?
+	    idem_store_name(store), (unsigned long long)most,
+	    lim->total == most ?
 	    "what one statement can carry, the server's max_allowed_packet "
 	    "less 4 KiB" : "the size of its body column", lim->total == most ?
 	    ", or raise max_allowed_packet" : "");
