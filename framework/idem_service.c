@@ -129,10 +129,8 @@ idem_service_set_metrics(idem_service *svc, idem_metrics *m, unsigned slot)
 			    "%s %s is counted as route=\"unmatched\"",
 			    IDEM_METRICS_ROUTES - 1, rt->method, rt->tmpl);
 	}
-	if (svc->mw != NULL) {
-		svc->mw->metrics = m;
-		svc->mw->store->metrics = m;
-	}
+	if (svc->mw != NULL)
+		idem_middleware_set_metrics(svc->mw, m);
 }
 
 unsigned long
@@ -143,7 +141,8 @@ idem_service_purge(idem_service *svc)
 
 	if (svc->mw == NULL)
 		return 0;
-	err = idem_store_purge_all(svc->mw->store, PURGE_BATCH, &total);
+	err = idem_store_purge_all(idem_middleware_store(svc->mw), PURGE_BATCH,
+	    &total);
 	if (err != IDEM_OK)
 		idem_log(NULL, IDEM_LOG_ERROR, "purging expired records: %s",
 		    idem_strerror(err));

@@ -230,8 +230,7 @@ setup_with(const char *idem_conf)
 	/* wrap the store the service opened */
 	fs = calloc(1, sizeof(*fs));
 	fs->base.ops = &faulty_ops;
-	fs->inner = svc->mw->store;
-	svc->mw->store = &fs->base;
+	fs->inner = idem_middleware_swap_store(svc->mw, &fs->base);
 	atomic_store(&calls, 0);
 	atomic_store(&stored, 0);
 	idem_log_set_level(IDEM_LOG_ERROR + 1);
@@ -860,7 +859,7 @@ Test(mw, store_outage_logged_once_and_counted, .init = setup_metrics,
 	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
 	    "{outcome=\"committed\"}"), 1);
 	free(text);
-	cr_expect_eq(svc->mw->backlog, 0, "the jobs are done");
+	cr_expect_eq(idem_middleware_backlog(svc->mw), 0, "the jobs are done");
 }
 
 /* Starts capturing log lines from level up into a temporary file. */
@@ -966,7 +965,7 @@ Test(mw, stop_flushes_deferred_commit, .init = setup_default,
 	fs->fail_commit = 1;
 	r = post("/c", "{}", KEY("k4f"), NULL);
 	cr_expect_eq(r.status, 201);
-	cr_expect_eq(svc->mw->backlog, 1, "the commit waits for the store");
+	cr_expect_eq(idem_middleware_backlog(svc->mw), 1, "the commit waits for the store");
 	fs->fail_commit = 0;
 	cr_expect_eq(idem_middleware_flush(svc->mw, 2000), 0);
 	cr_expect_eq(atomic_load(&stored), 1);
@@ -1059,7 +1058,7 @@ Test(mw, contention_is_in_flight, .init = setup_default, .fini = teardown)
 	expect_problem(&r, 409, "IDEMPOTENCY_IN_FLIGHT");
 	cr_expect_str_eq(r.retry_after, "1");
 	cr_expect_eq(atomic_load(&calls), 0);
-	cr_expect_eq(atomic_load(&svc->mw->store_down), 0, "not an outage");
+	cr_expect_eq(idem_middleware_store_down(svc->mw), 0, "not an outage");
 }
 
 Test(mw, transient_statuses_released, .init = setup_default,
@@ -1181,7 +1180,7 @@ Test(mw, store_refusal_replayed_as_notice, .init = setup_default,
 	cr_expect_str_eq(r.replayed, "true");
 	cr_expect_eq(atomic_load(&calls), 2);
 	cr_expect_eq(fs->releases, 0);
-	cr_expect_eq(svc->mw->backlog, 0, "nothing left to retry");
+	cr_expect_eq(idem_middleware_backlog(svc->mw), 0, "nothing left to retry");
 }
 
 Test(mw, in_flight_duplicate)
@@ -1206,8 +1205,8 @@ Test(mw, in_flight_duplicate)
 	memset(&sk, 0, sizeof(sk));
 	strcpy(sk.key, "k7");
 	sk.key_len = 2;
-	cr_assert_eq(idem_store_reserve(svc->mw->store, &sk, fp, "other",
-	    "first-request", 30000, 60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(idem_middleware_store(svc->mw), &sk, fp,
+	    "other", "first-request", 30000, 60000, &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	r = post("/c", "{}", KEY("k7"), NULL);
 	expect_problem(&r, 409, "IDEMPOTENCY_IN_FLIGHT");
