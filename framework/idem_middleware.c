@@ -179,10 +179,9 @@ idem_middleware_policy(const idem_middleware *mw, const idem_request *req)
 	return idem_route_policy(mw->cfg, req->route);
 }
 
-/* Replaces res with a problem; retry_after > 0 adds Retry-After. */
-static void
-refuse(idem_response *res, int status, const char *code, const char *detail,
-    int retry_after)
+void
+idem_answer_problem(idem_response *res, int status, const char *code,
+    const char *detail, int retry_after)
 {
 	char ra[16];
 
@@ -204,8 +203,8 @@ refuse(idem_response *res, int status, const char *code, const char *detail,
 static void
 refuse_store_unavailable(idem_response *res)
 {
-	refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the idempotency "
-	    "store is unavailable; retry later", 1);
+	idem_answer_problem(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the "
+	    "idempotency store is unavailable; retry later", 1);
 }
 
 /*
@@ -352,11 +351,13 @@ store_key(const idem_middleware *mw, const idem_request *req, const char *key,
 		    IDEM_SCOPE_HEADER ? "the header " : "", mw->cfg->scope ==
 		    IDEM_SCOPE_HEADER ? mw->cfg->scope_header :
 		    "the authenticated user");
-		refuse(res, 400, "IDEMPOTENCY_SCOPE_MISSING", detail, 0);
+		idem_answer_problem(res, 400, "IDEMPOTENCY_SCOPE_MISSING", detail,
+		    0);
 		return -1;
 	}
 	if (idem_scope_hash(mw->cfg, who, sk->scope) != IDEM_OK) {
-		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
+		idem_answer_problem(res, 500, "OUT_OF_MEMORY", "out of memory",
+		    0);
 		return -1;
 	}
 	return 0;
@@ -607,25 +608,23 @@ committable(const idem_config *cfg, const idem_response *res, idem_err herr)
 	    cfg->commit_status[res->status];
 }
 
-/* After the handler: commit the answer or release the reservation. */
+/*
+ * Deletes the reservation of an answer that is not stored (status status,
+ * the handler's result herr), so a retry runs again; when the store is
+ * away or contended, the release is retried by the lease thread.
+ */
 static void
-finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
-    const char *owner, idem_response *res, idem_err herr)
+release_reservation(idem_middleware *mw, const idem_request *req,
+    const idem_store_key *sk, const char *owner, int status, idem_err herr)
 {
-	const char *why;
-	idem_err err;
-
-	if (committable(mw->cfg, res, herr)) {
-		commit_answer(mw, req, sk, owner, res);
-		return;
-	}
-	why = herr != IDEM_OK ? "the handler failed" :
+	const char *why = herr != IDEM_OK ? "the handler failed" :
 	    "its status is not in commit-statuses";
-	err = idem_store_release(mw->store, sk, owner);
+	idem_err err = idem_store_release(mw->store, sk, owner);
+
 	if (err == IDEM_OK) {
 		count(mw, IDEM_OUTCOME_RELEASED);
 		idem_log_event(req, IDEM_LOG_INFO, "released", owner, "released "
-		    "(status %d: %s); a retry runs again", res->status, why);
+		    "(status %d: %s); a retry runs again", status, why);
 	} else if (err == IDEM_ERR_NOT_FOUND) {
 		count(mw, IDEM_OUTCOME_FENCED);
 		idem_log_event(req, IDEM_LOG_WARN, "fenced", owner, "release "
@@ -640,22 +639,6 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 		    "release failed: %s; retries get 409 until inflight-ttl "
 		    "passes", idem_strerror(err));
 	}
-}
-
-/* Replaces res with the 503 of a transaction that did not commit, or
- * whose outcome is unknown. */
-static void
-tx_refuse(idem_response *res, int unknown)
-{
-	if (unknown)
-		refuse(res, 503, "TRANSACTION_OUTCOME_UNKNOWN", "the connection "
-		    "to the database was lost while committing, and whether the "
-		    "request took effect could not be learned; retry with the "
-		    "same Idempotency-Key to get its answer", 1);
-	else
-		refuse(res, 503, "TRANSACTION_ROLLED_BACK", "the request's "
-		    "transaction could not be committed and was rolled back: "
-		    "nothing was done; retry", 1);
 }
 
 /* The IDEM_TX_FAULT_* bits req asks for. */
@@ -750,7 +733,15 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 	    "and its outcome could not be read" : "the transaction did not "
 	    "commit", res->status, err == IDEM_ERR_NOT_FOUND ? "this request "
 	    "no longer held its key" : idem_strerror(err));
-	tx_refuse(res, unknown);
+	if (unknown)
+		idem_answer_problem(res, 503, "TRANSACTION_OUTCOME_UNKNOWN", "the "
+		    "connection to the database was lost while committing, and "
+		    "whether the request took effect could not be learned; retry "
+		    "with the same Idempotency-Key to get its answer", 1);
+	else
+		idem_answer_problem(res, 503, "TRANSACTION_ROLLED_BACK", "the "
+		    "request's transaction could not be committed and was rolled "
+		    "back: nothing was done; retry", 1);
 }
 
 /* Logs a handler that ended its own transaction (COMMIT, ROLLBACK, DDL):
@@ -786,8 +777,8 @@ tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	    NULL, 0, 0, &rr) != IDEM_OK) {
 		if (c != NULL)
 			idem_mysql_put(pool, c);
-		refuse(res, 503, "DATABASE_UNAVAILABLE", "the database is "
-		    "unavailable; retry later", 1);
+		idem_answer_problem(res, 503, "DATABASE_UNAVAILABLE", "the "
+		    "database is unavailable; retry later", 1);
 		return;
 	}
 	req->tx = c;
@@ -834,8 +825,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	if (key == NULL) {
 		if (idem_middleware_policy(mw, req) == IDEM_POLICY_REQUIRED) {
 			count(mw, IDEM_OUTCOME_KEY_MISSING);
-			refuse(res, 400, "IDEMPOTENCY_KEY_MISSING", "this route "
-			    "needs an Idempotency-Key header", 0);
+			idem_answer_problem(res, 400, "IDEMPOTENCY_KEY_MISSING",
+			    "this route needs an Idempotency-Key header", 0);
 		} else {
 			idem_middleware_plain(mw, req, res, next);
 		}
@@ -846,7 +837,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		count(mw, IDEM_OUTCOME_KEY_INVALID);
 		snprintf(detail, sizeof(detail), "an Idempotency-Key here is %s",
 		    formats[cfg->key_format]);
-		refuse(res, 400, "IDEMPOTENCY_KEY_INVALID", detail, 0);
+		idem_answer_problem(res, 400, "IDEMPOTENCY_KEY_INVALID", detail,
+		    0);
 		return;
 	}
 	if (store_key(mw, req, req->idem_keybuf, &sk, res) < 0) {
@@ -858,7 +850,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	req->idem_key_len = sk.key_len;
 	memcpy(req->idem_scope, sk.scope, sizeof(sk.scope));
 	if (idem_fingerprint(req, fp) != IDEM_OK) {
-		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
+		idem_answer_problem(res, 500, "OUT_OF_MEMORY", "out of memory",
+		    0);
 		return;
 	}
 	/* "<instance>.<random>": the master releases a dead worker's
@@ -903,7 +896,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		if (memcmp(rr.fingerprint, fp, 32) != 0) {
 			idem_reserve_result_clear(&rr);
 			count(mw, IDEM_OUTCOME_CONFLICT);
-			refuse(res, (int)cfg->conflict_status,
+			idem_answer_problem(res, (int)cfg->conflict_status,
 			    "IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used "
 			    "for a different request", 0);
 			goto out;
@@ -912,8 +905,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			err = replay(cfg, &rr.response, res);
 			idem_reserve_result_clear(&rr);
 			if (err != IDEM_OK)
-				refuse(res, 500, "REPLAY_FAILED", "the stored answer "
-				    "could not be replayed", 0);
+				idem_answer_problem(res, 500, "REPLAY_FAILED",
+				    "the stored answer could not be replayed", 0);
 			else
 				count(mw, IDEM_OUTCOME_REPLAYED);
 			goto out;
@@ -925,9 +918,9 @@ wait:
 		 * have waited), or say so */
 		if (idem_now_ms() >= deadline) {
 			count(mw, IDEM_OUTCOME_IN_FLIGHT);
-			refuse(res, 409, "IDEMPOTENCY_IN_FLIGHT", "a request with "
-			    "this Idempotency-Key is being processed; retry "
-			    "later", 1);
+			idem_answer_problem(res, 409, "IDEMPOTENCY_IN_FLIGHT",
+			    "a request with this Idempotency-Key is being "
+			    "processed; retry later", 1);
 			goto out;
 		}
 		idem_sleep_ms(pause);
@@ -962,7 +955,10 @@ wait:
 	/* renewed until the commit's or release's outcome is known, so a
 	 * slow commit is never taken over */
 	idem_leases_finishing(mw->leases, lease);
-	finish(mw, req, &sk, owner, res, err);
+	if (committable(cfg, res, err))
+		commit_answer(mw, req, &sk, owner, res);
+	else
+		release_reservation(mw, req, &sk, owner, res->status, err);
 	idem_leases_remove(mw->leases, lease);
 out:
 	if (txc != NULL)

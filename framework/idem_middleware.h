@@ -109,6 +109,14 @@ void idem_middleware_plain(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next);
 
 /*
+ * Replaces res with a problem+json answer (RFC 9457) of status, code and
+ * detail (both borrowed for the call); retry_after > 0 adds that
+ * Retry-After.  When the answer cannot be built, res is a bare 500.
+ */
+void idem_answer_problem(idem_response *res, int status, const char *code,
+    const char *detail, int retry_after);
+
+/*
  * Whether a response header named name (any case) is stored for replay:
  * not one of the fixed never-stored headers (Set-Cookie, Date,
  * X-Request-Id, the hop-by-hop ones, Idempotent-Replayed) nor one of cfg's

@@ -180,18 +180,6 @@ idem_service_free(idem_service *svc)
 	free(svc);
 }
 
-/* Replaces res with a problem response. */
-static void
-problem(idem_response *res, const idem_problem *pb)
-{
-	idem_response_clear(res);
-	if (idem_response_problem(res, pb->status, pb->code, pb->detail)
-	    != IDEM_OK) {
-		idem_response_clear(res);
-		res->status = 500;
-	}
-}
-
 /* Runs the route's handler; a failure becomes a 500 problem.  Returns the
  * handler's result. */
 static idem_err
@@ -205,12 +193,10 @@ run_handler(idem_request *req, idem_response *res)
 		idem_metrics_handler(rt->metrics, rt->metrics_row,
 		    idem_metrics_now_ns() - t0);
 	if (err != IDEM_OK) {
-		idem_problem pb;
 		idem_log(req, IDEM_LOG_ERROR, "handler %s %s (plugin %s) failed: "
 		    "%s", rt->method, rt->tmpl, rt->owner, idem_strerror(err));
-		idem_problem_set(&pb, 500, "HANDLER_FAILED",
-		    "the handler failed; the request may be retried");
-		problem(res, &pb);
+		idem_answer_problem(res, 500, "HANDLER_FAILED", "the handler "
+		    "failed; the request may be retried", 0);
 	}
 	return err;
 }
@@ -244,20 +230,23 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 		    req->path != NULL ? req->path : "-");
 	if (err != IDEM_OK) {
 		idem_log(req, IDEM_LOG_WARN, "refused: %s", pb.detail);
-		problem(res, &pb);
+		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		    0);
 		goto drain;
 	}
 	err = idem_router_match(svc->router, req, allow, sizeof(allow));
 	if (err == IDEM_ERR_NOT_FOUND) {
 		idem_problem_set(&pb, 404, "ROUTE_NOT_FOUND",
 		    "no route for %s", req->path);
-		problem(res, &pb);
+		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		    0);
 		goto drain;
 	}
 	if (err != IDEM_OK) {
 		idem_problem_set(&pb, 405, "METHOD_NOT_ALLOWED",
 		    "%s is not allowed on %s", req->method, req->path);
-		problem(res, &pb);
+		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		    0);
 		if (idem_response_header(res, "Allow", allow) != IDEM_OK)
 			res->status = 500;
 		goto drain;
@@ -265,7 +254,8 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 	err = idem_request_read_body(req, svc->cfg->max_body, rd, rdctx, &pb);
 	if (err != IDEM_OK) {
 		idem_log(req, IDEM_LOG_WARN, "refused: %s", pb.detail);
-		problem(res, &pb);
+		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		    0);
 		goto drain;
 	}
 	if (svc->mw != NULL &&
