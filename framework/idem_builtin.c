@@ -93,10 +93,11 @@ metrics_handler(const idem_request *req, idem_response *res, void *data)
 	}
 	memset(&info, 0, sizeof(info));
 	if (svc->mw != NULL) {
-		info.name = svc->mw->store->ops->name;
+		idem_store *store = idem_middleware_store(svc->mw);
+		info.name = idem_store_name(store);
 		if (svc->cfg->store == IDEM_STORE_MEMORY) {
 			idem_store_stats st;
-			idem_store_stats_get(svc->mw->store, &st);
+			idem_store_stats_get(store, &st);
 			info.memory = 1;
 			info.entries = st.entries;
 			info.in_flight = st.in_flight;

@@ -1,18 +1,18 @@
 /*
- * idem_middleware.c - reserve, run, commit or release, replay.
+ * idem_middleware.c - reserve, run, commit or release, replay.  The leases
+ * of the reservations and the jobs a store outage defers are idem_lease.c's.
  */
 #include "config.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
-
-#include <utlist.h>
 
 #include "idem_key.h"
+#include "idem_lease.h"
 #include "idem_log.h"
 #include "idem_metrics.h"
 #include "idem_middleware.h"
@@ -20,12 +20,26 @@
 #include "idem_router.h"
 #include "idem_time.h"
 
-/* Most RELEASE, COMMIT and FORGET jobs kept for a store that is away. */
-#define MAX_BACKLOG 10000
-
 /* The request header that injects a fault (DESIGN.md 4), read
  * only when the environment has IDEMFCGI_TEST_FAULTS=1. */
 #define FAULT_HEADER "X-Idemfcgi-Fault"
+
+struct idem_middleware {
+	const idem_config *cfg;   /* borrowed */
+	idem_store *store;        /* owned */
+	struct idem_metrics *metrics; /* borrowed; NULL: not counted */
+	char instance[17];        /* owner tokens start with it and '.' */
+	/* the leases of this process's reservations, renewed while their
+	 * handlers run, and the commits and releases that met an outage */
+	idem_leases *leases;      /* owned */
+	/* a store outage is logged when it begins and when it ends, not on
+	 * every request it refuses */
+	atomic_int store_down;
+	_Atomic uint64_t down_since;   /* ms */
+	atomic_ulong refused_down;     /* 503s since */
+	int faults;               /* IDEMFCGI_TEST_FAULTS=1: requests may
+	                           * inject faults (DESIGN.md 4) */
+};
 
 /* Whether req asks for the fault named point (see FAULT_HEADER). */
 static int
@@ -48,16 +62,6 @@ fault_die(const idem_middleware *mw, const idem_request *req,
 		raise(SIGKILL);
 }
 
-/* The key's hash for a log line (never the key itself), computed into buf
- * the first time a line needs it. */
-static const char *
-key_hash(const idem_store_key *sk, char buf[17])
-{
-	if (buf[0] == '\0')
-		idem_key_hash(sk->scope, sk->key, sk->key_len, buf);
-	return buf;
-}
-
 /* Counts an outcome when mw has metrics. */
 static void
 count(const idem_middleware *mw, idem_outcome o)
@@ -66,224 +70,9 @@ count(const idem_middleware *mw, idem_outcome o)
 		idem_metrics_outcome(mw->metrics, o, 1);
 }
 
-/* The log context of a lease: its request, route, key hash, owner. */
-static const idem_log_ctx *
-lease_ctx(idem_lease *l, idem_log_ctx *ctx, const char *event)
-{
-	memset(ctx, 0, sizeof(*ctx));
-	ctx->request_id = l->request_id[0] != '\0' ? l->request_id : NULL;
-	ctx->method = l->method;
-	ctx->route = l->route;
-	ctx->key_hash = key_hash(&l->key, l->keyhash);
-	ctx->event = event;
-	ctx->owner = l->owner;
-	return ctx;
-}
-
-/* Whether a store error may clear up by itself: an outage or contention. */
-static int
-transient(idem_err err)
-{
-	return err == IDEM_ERR_STORE || err == IDEM_ERR_BUSY;
-}
-
-static idem_err commit_stand_in(idem_middleware *mw, const idem_store_key *sk,
-    const char *owner, const idem_stored_response *sr);
-static const char *too_large(const idem_middleware *mw, size_t headers_len,
-    size_t body_len);
-
-/* Runs one job of l (a copy taken under the lock), then, when renew is
- * set and l stays, renews its lease.  Returns 1 when the job is finished
- * and l can go, 0 to keep it for the next round; *err_out (when not NULL)
- * gets the job's store result. */
-static int
-run_job(idem_middleware *mw, idem_lease *l, int renew, idem_err *err_out)
-{
-	idem_log_ctx ctx;
-	idem_err err;
-
-	switch (l->job) {
-	case IDEM_LEASE_RELEASE:
-		err = idem_store_release(mw->store, &l->key, l->owner);
-		if (err == IDEM_OK) {
-			count(mw, IDEM_OUTCOME_RELEASED);
-			idem_log_at(lease_ctx(l, &ctx, "released"), IDEM_LOG_INFO,
-			    "released after the store came back");
-		} else if (err == IDEM_ERR_NOT_FOUND) {
-			count(mw, IDEM_OUTCOME_FENCED);
-			idem_log_at(lease_ctx(l, &ctx, "fenced"), IDEM_LOG_WARN,
-			    "release refused after the store came back: the "
-			    "reservation was taken over meanwhile");
-		}
-		/* no renewal: the handler is done; a retry may take it over */
-		if (err_out != NULL)
-			*err_out = err;
-		return !transient(err);
-	case IDEM_LEASE_FORGET:
-		/* no renewal: nothing runs under it, and it may not exist */
-		err = idem_store_release(mw->store, &l->key, l->owner);
-		if (err == IDEM_OK)
-			idem_log_at(lease_ctx(l, &ctx, NULL), IDEM_LOG_DEBUG,
-			    "deleted the reservation of a reserve that got no "
-			    "answer");
-		if (err_out != NULL)
-			*err_out = err;
-		return !transient(err);
-	case IDEM_LEASE_COMMIT:
-		/* an answer that was already too large waits as it is, and
-		 * only its stand-in is ever written */
-		if (too_large(mw, l->answer.headers_len, l->answer.body_len)
-		    != NULL)
-			err = commit_stand_in(mw, &l->key, l->owner, &l->answer);
-		else
-			err = idem_store_commit(mw->store, &l->key, l->owner,
-			    &l->answer, mw->cfg->lifetime);
-		if (err == IDEM_ERR_TOO_LARGE) {
-			idem_log_at(lease_ctx(l, &ctx, "answer_not_stored"),
-			    IDEM_LOG_WARN, "the store refused the answer as too "
-			    "large; storing a stand-in saying it was executed");
-			count(mw, IDEM_OUTCOME_ANSWER_NOT_STORED);
-			err = commit_stand_in(mw, &l->key, l->owner, &l->answer);
-		}
-		if (err == IDEM_OK) {
-			count(mw, IDEM_OUTCOME_COMMITTED);
-			idem_log_at(lease_ctx(l, &ctx, "committed"), IDEM_LOG_INFO,
-			    "answer stored after the store came back");
-		} else if (err == IDEM_ERR_NOT_FOUND) {
-			count(mw, IDEM_OUTCOME_FENCED);
-			idem_log_at(lease_ctx(l, &ctx, "fenced"), IDEM_LOG_WARN,
-			    "answer never stored: the reservation was taken over "
-			    "while the store was away; a retry ran again");
-		}
-		if (err_out != NULL)
-			*err_out = err;
-		if (!transient(err)) {
-			if (err != IDEM_OK && err != IDEM_ERR_NOT_FOUND)
-				idem_log_at(lease_ctx(l, &ctx, "commit_failed"),
-				    IDEM_LOG_ERROR, "answer never stored: %s; "
-				    "the key frees after inflight-ttl",
-				    idem_strerror(err));
-			return 1;
-		}
-		if (!renew)
-			return 0;
-		break;
-	case IDEM_LEASE_RENEW:
-		break;
-	}
-	err = idem_store_renew(mw->store, &l->key, l->owner);
-	if (err == IDEM_ERR_NOT_FOUND)
-		l->lost = 1;
-	else if (err != IDEM_OK)
-		idem_log_at(lease_ctx(l, &ctx, NULL), IDEM_LOG_WARN,
-		    "lease renewal: %s", idem_strerror(err));
-	return 0;
-}
-
-/* Frees a lease and what it owns. */
-static void
-lease_free(idem_lease *l)
-{
-	idem_stored_response_clear(&l->answer);
-	free(l);
-}
-
-/*
- * The lease thread: every inflight-ttl/3, renews the lease of every
- * reservation a handler of this process holds, so a live handler is never
- * taken over; and retries the commits and releases that met a store
- * outage, so the keys they hold come free (or get their answer) soon after
- * the store is back instead of after inflight-ttl.  A renewal the store
- * refuses means the reservation was taken over (this process stalled for
- * longer than inflight-ttl): the lease is marked lost, and the handler's
- * commit will be refused (fencing).
- */
-static void *
-renewer(void *arg)
-{
-	idem_middleware *mw = arg;
-	uint64_t period = mw->cfg->inflight_ttl / 3;
-	struct timespec next;
-
-	if (period < 10)
-		period = 10;
-	pthread_mutex_lock(&mw->lock);
-	clock_gettime(CLOCK_MONOTONIC, &next);
-	while (!mw->stopping) {
-		idem_lease *l, *copy = NULL, **orig = NULL;
-		unsigned char *done = NULL;
-		size_t n = 0, i;
-
-		idem_timespec_add(&next, period);
-		while (!mw->stopping &&
-		    pthread_cond_timedwait(&mw->wake, &mw->lock, &next) == 0)
-			;
-		if (mw->stopping)
-			break;
-		DL_COUNT(mw->leases, l, n);
-		if (n == 0 || (copy = calloc(n, sizeof(*copy))) == NULL ||
-		    (orig = calloc(n, sizeof(*orig))) == NULL ||
-		    (done = calloc(n, 1)) == NULL) {
-			free(copy);
-			free(orig);
-			continue;
-		}
-		/* shallow copies: the answers stay with the list, which only
-		 * this thread shortens for the jobs other than RENEW */
-		i = 0;
-		DL_FOREACH(mw->leases, l) {
-			orig[i] = l;
-			copy[i++] = *l;
-		}
-		pthread_mutex_unlock(&mw->lock);
-		/* a stop does not wait for a whole round */
-		for (i = 0; i < n && !atomic_load(&mw->stopping); i++)
-			done[i] = (unsigned char)run_job(mw, &copy[i], 1, NULL);
-		pthread_mutex_lock(&mw->lock);
-		for (i = 0; i < n; i++) {
-			if (copy[i].job != IDEM_LEASE_RENEW &&
-			    (done[i] || copy[i].lost)) {
-				/* only this thread removes these: orig[i] is live */
-				if (!done[i]) {
-					idem_log_ctx ctx;
-					count(mw, IDEM_OUTCOME_FENCED);
-					idem_log_at(lease_ctx(&copy[i], &ctx, "fenced"),
-					    IDEM_LOG_WARN, "the reservation was taken "
-					    "over while the store was away; its answer "
-					    "is not stored");
-				}
-				DL_DELETE(mw->leases, orig[i]);
-				mw->backlog--;
-				lease_free(orig[i]);
-				continue;
-			}
-			if (!copy[i].lost)
-				continue;
-			/* a handler may have removed its lease meanwhile (and
-			 * its memory be reused): match pointer and owner */
-			DL_FOREACH(mw->leases, l)
-				if (l == orig[i] && !l->lost &&
-				    strcmp(l->owner, copy[i].owner) == 0) {
-					idem_log_ctx ctx;
-					l->lost = 1;
-					/* a commit that just landed; a refused
-					 * one is logged by the commit */
-					if (l->finishing)
-						break;
-					idem_log_at(lease_ctx(l, &ctx, "lease_lost"),
-					    IDEM_LOG_WARN, "lease lost: the reservation "
-					    "was taken over; this handler's answer will "
-					    "not be stored");
-					break;
-				}
-		}
-		free(copy);
-		free(orig);
-		free(done);
-	}
-	pthread_mutex_unlock(&mw->lock);
-	return NULL;
-}
+static idem_err commit_deferred(void *arg, const idem_store_key *sk,
+    const char *owner, const idem_stored_response *sr,
+    const idem_log_ctx *ctx);
 
 idem_err
 idem_middleware_new(const idem_config *cfg, idem_store *store,
@@ -291,9 +80,10 @@ idem_middleware_new(const idem_config *cfg, idem_store *store,
 {
 	idem_middleware *mw = calloc(1, sizeof(*mw));
 	const char *faults;
-	pthread_condattr_t ca;
 
-	if (mw == NULL) {
+	if (mw == NULL || idem_leases_new(store, cfg->inflight_ttl,
+	    commit_deferred, mw, &mw->leases) != IDEM_OK) {
+		free(mw);
 		idem_store_close(store);
 		return IDEM_ERR_NOMEM;
 	}
@@ -302,15 +92,6 @@ idem_middleware_new(const idem_config *cfg, idem_store *store,
 	faults = getenv("IDEMFCGI_TEST_FAULTS");
 	mw->faults = faults != NULL && strcmp(faults, "1") == 0;
 	idem_random_id(mw->instance);
-	pthread_mutex_init(&mw->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&mw->wake, &ca);
-	pthread_condattr_destroy(&ca);
-	mw->renewing = pthread_create(&mw->renewer, NULL, renewer, mw) == 0;
-	if (!mw->renewing)
-		idem_log(NULL, IDEM_LOG_WARN, "no lease renewal thread: slow "
-		    "handlers may be taken over after inflight-ttl");
 	*out = mw;
 	return IDEM_OK;
 }
@@ -321,170 +102,57 @@ idem_middleware_set_instance(idem_middleware *mw, const char *id)
 	snprintf(mw->instance, sizeof(mw->instance), "%s", id);
 }
 
-/* Stops the lease thread (when it runs) and waits for it. */
-static void
-stop_renewer(idem_middleware *mw)
-{
-	if (!mw->renewing)
-		return;
-	pthread_mutex_lock(&mw->lock);
-	mw->stopping = 1;
-	pthread_cond_signal(&mw->wake);
-	pthread_mutex_unlock(&mw->lock);
-	pthread_join(mw->renewer, NULL);
-	mw->renewing = 0;
-}
-
-/* Logs a job that exits unwritten, at error level with its key hash. */
-static void
-log_dropped(idem_lease *l)
-{
-	static const char *const what[] = {
-		[IDEM_LEASE_RELEASE] = "its release was not written: retries "
-		    "get 409 until inflight-ttl passes, then run the handler",
-		[IDEM_LEASE_COMMIT] = "its answer was not stored: a retry "
-		    "takes the key over after inflight-ttl (at once when the "
-		    "master releases the keys of a worker that did not stop "
-		    "cleanly) and runs the handler again",
-		[IDEM_LEASE_FORGET] = "a reservation that got no answer may "
-		    "remain: retries get 409 until inflight-ttl passes",
-	};
-	idem_log_ctx ctx;
-
-	idem_log_at(lease_ctx(l, &ctx, "dropped_at_exit"), IDEM_LOG_ERROR,
-	    "stopping while the store is away: %s", what[l->job]);
-}
-
 unsigned
 idem_middleware_flush(idem_middleware *mw, uint64_t budget_ms)
 {
-	uint64_t deadline = idem_now_ms() + budget_ms;
-	idem_lease *jobs = NULL, *l, *tmp;
-	unsigned left = 0;
-
-	pthread_mutex_lock(&mw->lock);
-	if (mw->flushed) {
-		pthread_mutex_unlock(&mw->lock);
-		return 0;
-	}
-	mw->flushed = 1;
-	pthread_mutex_unlock(&mw->lock);
-	stop_renewer(mw);
-	/* handlers still running after shutdown-grace may touch the list:
-	 * take the jobs out of it */
-	pthread_mutex_lock(&mw->lock);
-	DL_FOREACH_SAFE(mw->leases, l, tmp)
-		if (l->job != IDEM_LEASE_RENEW) {
-			DL_DELETE(mw->leases, l);
-			DL_APPEND(jobs, l);
-			mw->backlog--;
-		}
-	pthread_mutex_unlock(&mw->lock);
-	while (jobs != NULL && idem_now_ms() < deadline) {
-		DL_FOREACH_SAFE(jobs, l, tmp) {
-			idem_err err = IDEM_OK;
-			if (idem_now_ms() >= deadline)
-				break;
-			if (run_job(mw, l, 0, &err)) {
-				DL_DELETE(jobs, l);
-				lease_free(l);
-			} else if (err == IDEM_ERR_STORE) {
-				/* still away: each try costs its timeouts, so
-				 * the others wait for the next round */
-				break;
-			}
-		}
-		if (jobs != NULL && idem_now_ms() + 100 < deadline)
-			idem_sleep_ms(100);
-	}
-	DL_FOREACH_SAFE(jobs, l, tmp) {
-		log_dropped(l);
-		DL_DELETE(jobs, l);
-		lease_free(l);
-		left++;
-	}
-	return left;
+	return idem_leases_flush(mw->leases, budget_ms);
 }
 
 void
 idem_middleware_free(idem_middleware *mw)
 {
-	idem_lease *l, *tmp;
-
 	if (mw == NULL)
 		return;
 	idem_middleware_flush(mw, mw->cfg->shutdown_grace);
-	DL_FOREACH_SAFE(mw->leases, l, tmp) {
-		DL_DELETE(mw->leases, l);
-		lease_free(l);
-	}
-	pthread_cond_destroy(&mw->wake);
-	pthread_mutex_destroy(&mw->lock);
+	idem_leases_free(mw->leases);
 	idem_store_close(mw->store);
 	free(mw);
 }
 
-/* Registers a reservation with the lease thread: to renew while its
- * handler runs, or to release or commit (answer copied) once the store is
- * back.  Returns the lease (NULL when out of memory or, for the store
- * outage jobs, over MAX_BACKLOG: then the key frees after inflight-ttl). */
-static idem_lease *
-lease_add(idem_middleware *mw, idem_lease_job job, const idem_request *req,
-    const idem_store_key *sk, const char *owner,
-    const idem_stored_response *ans)
+idem_store *
+idem_middleware_store(const idem_middleware *mw)
 {
-	idem_lease *l = calloc(1, sizeof(*l));
-
-	if (l == NULL)
-		return NULL;
-	l->job = job;
-	l->key = *sk;
-	snprintf(l->owner, sizeof(l->owner), "%s", owner);
-	snprintf(l->request_id, sizeof(l->request_id), "%s", req->request_id);
-	if (req->route != NULL) {
-		l->method = req->route->method;
-		l->route = req->route->tmpl;
-	}
-	if (ans != NULL && idem_stored_response_copy(&l->answer, ans) != IDEM_OK) {
-		free(l);
-		return NULL;
-	}
-	pthread_mutex_lock(&mw->lock);
-	if (job != IDEM_LEASE_RENEW) {
-		if (mw->flushed) {
-			/* a handler that outlived shutdown-grace: nothing
-			 * will run this job any more */
-			pthread_mutex_unlock(&mw->lock);
-			log_dropped(l);
-			lease_free(l);
-			return NULL;
-		}
-		if (mw->backlog >= MAX_BACKLOG) {
-			pthread_mutex_unlock(&mw->lock);
-			lease_free(l);
-			return NULL;
-		}
-		mw->backlog++;
-	}
-	DL_APPEND(mw->leases, l);
-	pthread_mutex_unlock(&mw->lock);
-	return l;
+	return mw->store;
 }
 
-/* Unregisters l; returns whether its lease was lost. */
-static int
-lease_remove(idem_middleware *mw, idem_lease *l)
+idem_store *
+idem_middleware_swap_store(idem_middleware *mw, idem_store *store)
 {
-	int lost;
+	idem_store *old = mw->store;
 
-	if (l == NULL)
-		return 0;
-	pthread_mutex_lock(&mw->lock);
-	DL_DELETE(mw->leases, l);
-	lost = l->lost;
-	pthread_mutex_unlock(&mw->lock);
-	lease_free(l);
-	return lost;
+	mw->store = store;
+	idem_leases_set_store(mw->leases, store);
+	return old;
+}
+
+void
+idem_middleware_set_metrics(idem_middleware *mw, struct idem_metrics *m)
+{
+	mw->metrics = m;
+	idem_store_set_metrics(mw->store, m);
+	idem_leases_set_metrics(mw->leases, m);
+}
+
+unsigned
+idem_middleware_backlog(idem_middleware *mw)
+{
+	return idem_leases_backlog(mw->leases);
+}
+
+int
+idem_middleware_store_down(const idem_middleware *mw)
+{
+	return atomic_load(&mw->store_down);
 }
 
 /* Methods that change nothing (RFC 9110 section 9.2.1): the default policy
@@ -511,10 +179,9 @@ idem_middleware_policy(const idem_middleware *mw, const idem_request *req)
 	return idem_route_policy(mw->cfg, req->route);
 }
 
-/* Replaces res with a problem; retry_after > 0 adds Retry-After. */
-static void
-refuse(idem_response *res, int status, const char *code, const char *detail,
-    int retry_after)
+void
+idem_answer_problem(idem_response *res, int status, const char *code,
+    const char *detail, int retry_after)
 {
 	char ra[16];
 
@@ -536,8 +203,8 @@ refuse(idem_response *res, int status, const char *code, const char *detail,
 static void
 refuse_store_unavailable(idem_response *res)
 {
-	refuse(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the idempotency "
-	    "store is unavailable; retry later", 1);
+	idem_answer_problem(res, 503, "IDEMPOTENCY_STORE_UNAVAILABLE", "the "
+	    "idempotency store is unavailable; retry later", 1);
 }
 
 /*
@@ -684,11 +351,13 @@ store_key(const idem_middleware *mw, const idem_request *req, const char *key,
 		    IDEM_SCOPE_HEADER ? "the header " : "", mw->cfg->scope ==
 		    IDEM_SCOPE_HEADER ? mw->cfg->scope_header :
 		    "the authenticated user");
-		refuse(res, 400, "IDEMPOTENCY_SCOPE_MISSING", detail, 0);
+		idem_answer_problem(res, 400, "IDEMPOTENCY_SCOPE_MISSING", detail,
+		    0);
 		return -1;
 	}
 	if (idem_scope_hash(mw->cfg, who, sk->scope) != IDEM_OK) {
-		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
+		idem_answer_problem(res, 500, "OUT_OF_MEMORY", "out of memory",
+		    0);
 		return -1;
 	}
 	return 0;
@@ -736,7 +405,7 @@ store_answered(idem_middleware *mw, const idem_request *req)
 static const char *
 too_large(const idem_middleware *mw, size_t headers_len, size_t body_len)
 {
-	const idem_store_limits *lim = &mw->store->limits;
+	const idem_store_limits *lim = idem_store_get_limits(mw->store);
 	uint64_t total = (uint64_t)headers_len + body_len;
 
 	if (total > mw->cfg->max_response)
@@ -835,6 +504,36 @@ commit_stand_in(idem_middleware *mw, const idem_store_key *sk,
 }
 
 /*
+ * The lease thread's writer of a deferred commit (idem_lease_commit_fn):
+ * commits sr, or its stand-in when the store cannot hold it.  An answer
+ * that was already too large waits as it is, and only its stand-in is
+ * ever written.  Returns what the commit returned.
+ */
+static idem_err
+commit_deferred(void *arg, const idem_store_key *sk, const char *owner,
+    const idem_stored_response *sr, const idem_log_ctx *ctx)
+{
+	idem_middleware *mw = arg;
+	idem_log_ctx c;
+	idem_err err;
+
+	if (too_large(mw, sr->headers_len, sr->body_len) != NULL)
+		err = commit_stand_in(mw, sk, owner, sr);
+	else
+		err = idem_store_commit(mw->store, sk, owner, sr,
+		    mw->cfg->lifetime);
+	if (err == IDEM_ERR_TOO_LARGE) {
+		c = *ctx;
+		c.event = "answer_not_stored";
+		idem_log_at(&c, IDEM_LOG_WARN, "the store refused the answer as "
+		    "too large; storing a stand-in saying it was executed");
+		count(mw, IDEM_OUTCOME_ANSWER_NOT_STORED);
+		err = commit_stand_in(mw, sk, owner, sr);
+	}
+	return err;
+}
+
+/*
  * Stores res as the answer of the key: a committable answer is never
  * released.  When the store cannot hold it (over max-response or the
  * store's limits, or refused as too large), a stand-in saying the request
@@ -884,8 +583,9 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 		idem_log_event(req, IDEM_LOG_WARN, "fenced", owner, "commit "
 		    "refused: this request no longer holds its reservation (taken "
 		    "over or released); its answer was not stored");
-	} else if (transient(err) && tried->headers != NULL &&
-	    lease_add(mw, IDEM_LEASE_COMMIT, req, sk, owner, tried) != NULL) {
+	} else if (idem_store_err_transient(err) && tried->headers != NULL &&
+	    idem_leases_add(mw->leases, IDEM_LEASE_COMMIT, req, sk, owner,
+	    tried) != NULL) {
 		idem_log_event(req, err == IDEM_ERR_BUSY ? IDEM_LOG_WARN :
 		    IDEM_LOG_ERROR, "commit_deferred", owner, "commit failed: "
 		    "%s; it is retried in the background while the reservation "
@@ -908,31 +608,29 @@ committable(const idem_config *cfg, const idem_response *res, idem_err herr)
 	    cfg->commit_status[res->status];
 }
 
-/* After the handler: commit the answer or release the reservation. */
+/*
+ * Deletes the reservation of an answer that is not stored (status status,
+ * the handler's result herr), so a retry runs again; when the store is
+ * away or contended, the release is retried by the lease thread.
+ */
 static void
-finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
-    const char *owner, idem_response *res, idem_err herr)
+release_reservation(idem_middleware *mw, const idem_request *req,
+    const idem_store_key *sk, const char *owner, int status, idem_err herr)
 {
-	const char *why;
-	idem_err err;
-
-	if (committable(mw->cfg, res, herr)) {
-		commit_answer(mw, req, sk, owner, res);
-		return;
-	}
-	why = herr != IDEM_OK ? "the handler failed" :
+	const char *why = herr != IDEM_OK ? "the handler failed" :
 	    "its status is not in commit-statuses";
-	err = idem_store_release(mw->store, sk, owner);
+	idem_err err = idem_store_release(mw->store, sk, owner);
+
 	if (err == IDEM_OK) {
 		count(mw, IDEM_OUTCOME_RELEASED);
 		idem_log_event(req, IDEM_LOG_INFO, "released", owner, "released "
-		    "(status %d: %s); a retry runs again", res->status, why);
+		    "(status %d: %s); a retry runs again", status, why);
 	} else if (err == IDEM_ERR_NOT_FOUND) {
 		count(mw, IDEM_OUTCOME_FENCED);
 		idem_log_event(req, IDEM_LOG_WARN, "fenced", owner, "release "
 		    "refused: this request no longer holds its reservation");
-	} else if (lease_add(mw, IDEM_LEASE_RELEASE, req, sk, owner, NULL)
-	    != NULL) {
+	} else if (idem_leases_add(mw->leases, IDEM_LEASE_RELEASE, req, sk,
+	    owner, NULL) != NULL) {
 		idem_log_event(req, err == IDEM_ERR_BUSY ? IDEM_LOG_WARN :
 		    IDEM_LOG_ERROR, "release_deferred", owner, "release failed: "
 		    "%s; it is retried in the background", idem_strerror(err));
@@ -941,22 +639,6 @@ finish(idem_middleware *mw, const idem_request *req, const idem_store_key *sk,
 		    "release failed: %s; retries get 409 until inflight-ttl "
 		    "passes", idem_strerror(err));
 	}
-}
-
-/* Replaces res with the 503 of a transaction that did not commit, or
- * whose outcome is unknown. */
-static void
-tx_refuse(idem_response *res, int unknown)
-{
-	if (unknown)
-		refuse(res, 503, "TRANSACTION_OUTCOME_UNKNOWN", "the connection "
-		    "to the database was lost while committing, and whether the "
-		    "request took effect could not be learned; retry with the "
-		    "same Idempotency-Key to get its answer", 1);
-	else
-		refuse(res, 503, "TRANSACTION_ROLLED_BACK", "the request's "
-		    "transaction could not be committed and was rolled back: "
-		    "nothing was done; retry", 1);
 }
 
 /* The IDEM_TX_FAULT_* bits req asks for. */
@@ -1051,7 +733,15 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 	    "and its outcome could not be read" : "the transaction did not "
 	    "commit", res->status, err == IDEM_ERR_NOT_FOUND ? "this request "
 	    "no longer held its key" : idem_strerror(err));
-	tx_refuse(res, unknown);
+	if (unknown)
+		idem_answer_problem(res, 503, "TRANSACTION_OUTCOME_UNKNOWN", "the "
+		    "connection to the database was lost while committing, and "
+		    "whether the request took effect could not be learned; retry "
+		    "with the same Idempotency-Key to get its answer", 1);
+	else
+		idem_answer_problem(res, 503, "TRANSACTION_ROLLED_BACK", "the "
+		    "request's transaction could not be committed and was rolled "
+		    "back: nothing was done; retry", 1);
 }
 
 /* Logs a handler that ended its own transaction (COMMIT, ROLLBACK, DDL):
@@ -1087,8 +777,8 @@ tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	    NULL, 0, 0, &rr) != IDEM_OK) {
 		if (c != NULL)
 			idem_mysql_put(pool, c);
-		refuse(res, 503, "DATABASE_UNAVAILABLE", "the database is "
-		    "unavailable; retry later", 1);
+		idem_answer_problem(res, 503, "DATABASE_UNAVAILABLE", "the "
+		    "database is unavailable; retry later", 1);
 		return;
 	}
 	req->tx = c;
@@ -1109,18 +799,6 @@ idem_middleware_plain(idem_middleware *mw, idem_request *req,
 		tx_plain(mw, req, res, next);
 	else
 		next(req, res);
-}
-
-/* Marks l's handler as returned: a renewal refused from now on is the
- * commit landing, not a takeover. */
-static void
-lease_finishing(idem_middleware *mw, idem_lease *l)
-{
-	if (l == NULL)
-		return;
-	pthread_mutex_lock(&mw->lock);
-	l->finishing = 1;
-	pthread_mutex_unlock(&mw->lock);
 }
 
 void
@@ -1147,8 +825,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	if (key == NULL) {
 		if (idem_middleware_policy(mw, req) == IDEM_POLICY_REQUIRED) {
 			count(mw, IDEM_OUTCOME_KEY_MISSING);
-			refuse(res, 400, "IDEMPOTENCY_KEY_MISSING", "this route "
-			    "needs an Idempotency-Key header", 0);
+			idem_answer_problem(res, 400, "IDEMPOTENCY_KEY_MISSING",
+			    "this route needs an Idempotency-Key header", 0);
 		} else {
 			idem_middleware_plain(mw, req, res, next);
 		}
@@ -1159,7 +837,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		count(mw, IDEM_OUTCOME_KEY_INVALID);
 		snprintf(detail, sizeof(detail), "an Idempotency-Key here is %s",
 		    formats[cfg->key_format]);
-		refuse(res, 400, "IDEMPOTENCY_KEY_INVALID", detail, 0);
+		idem_answer_problem(res, 400, "IDEMPOTENCY_KEY_INVALID", detail,
+		    0);
 		return;
 	}
 	if (store_key(mw, req, req->idem_keybuf, &sk, res) < 0) {
@@ -1171,7 +850,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	req->idem_key_len = sk.key_len;
 	memcpy(req->idem_scope, sk.scope, sizeof(sk.scope));
 	if (idem_fingerprint(req, fp) != IDEM_OK) {
-		refuse(res, 500, "OUT_OF_MEMORY", "out of memory", 0);
+		idem_answer_problem(res, 500, "OUT_OF_MEMORY", "out of memory",
+		    0);
 		return;
 	}
 	/* "<instance>.<random>": the master releases a dead worker's
@@ -1204,8 +884,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			 * not hold the key until inflight-ttl (a transaction's
 			 * dies with it) */
 			if (txc == NULL)
-				lease_add(mw, IDEM_LEASE_FORGET, req, &sk, owner,
-				    NULL);
+				idem_leases_add(mw->leases, IDEM_LEASE_FORGET, req,
+				    &sk, owner, NULL);
 			refuse_store_unavailable(res);
 			goto out;
 		}
@@ -1216,7 +896,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		if (memcmp(rr.fingerprint, fp, 32) != 0) {
 			idem_reserve_result_clear(&rr);
 			count(mw, IDEM_OUTCOME_CONFLICT);
-			refuse(res, (int)cfg->conflict_status,
+			idem_answer_problem(res, (int)cfg->conflict_status,
 			    "IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used "
 			    "for a different request", 0);
 			goto out;
@@ -1225,8 +905,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 			err = replay(cfg, &rr.response, res);
 			idem_reserve_result_clear(&rr);
 			if (err != IDEM_OK)
-				refuse(res, 500, "REPLAY_FAILED", "the stored answer "
-				    "could not be replayed", 0);
+				idem_answer_problem(res, 500, "REPLAY_FAILED",
+				    "the stored answer could not be replayed", 0);
 			else
 				count(mw, IDEM_OUTCOME_REPLAYED);
 			goto out;
@@ -1238,9 +918,9 @@ wait:
 		 * have waited), or say so */
 		if (idem_now_ms() >= deadline) {
 			count(mw, IDEM_OUTCOME_IN_FLIGHT);
-			refuse(res, 409, "IDEMPOTENCY_IN_FLIGHT", "a request with "
-			    "this Idempotency-Key is being processed; retry "
-			    "later", 1);
+			idem_answer_problem(res, 409, "IDEMPOTENCY_IN_FLIGHT",
+			    "a request with this Idempotency-Key is being "
+			    "processed; retry later", 1);
 			goto out;
 		}
 		idem_sleep_ms(pause);
@@ -1268,14 +948,18 @@ wait:
 		tx_finish(mw, req, txc, &sk, owner, res, err);
 		goto out;
 	}
-	lease = lease_add(mw, IDEM_LEASE_RENEW, req, &sk, owner, NULL);
+	lease = idem_leases_add(mw->leases, IDEM_LEASE_RENEW, req, &sk, owner,
+	    NULL);
 	err = next(req, res);
 	fault_die(mw, req, "after-handler");
 	/* renewed until the commit's or release's outcome is known, so a
 	 * slow commit is never taken over */
-	lease_finishing(mw, lease);
-	finish(mw, req, &sk, owner, res, err);
-	lease_remove(mw, lease);
+	idem_leases_finishing(mw->leases, lease);
+	if (committable(cfg, res, err))
+		commit_answer(mw, req, &sk, owner, res);
+	else
+		release_reservation(mw, req, &sk, owner, res->status, err);
+	idem_leases_remove(mw->leases, lease);
 out:
 	if (txc != NULL)
 		idem_mysql_put(txpool, txc);

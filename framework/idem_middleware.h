@@ -8,13 +8,11 @@
  * refuse (conflict, in flight, store unavailable).  After the handler:
  * commit the answer when its status is in commit-statuses (a stand-in
  * saying it was executed when the answer is too large to store), else
- * release the reservation so a retry runs again.
+ * release the reservation so a retry runs again.  Leases and the jobs a
+ * store outage defers are idem_lease.h's, which the middleware drives.
  */
 #ifndef IDEM_MIDDLEWARE_H
 #define IDEM_MIDDLEWARE_H
-
-#include <pthread.h>
-#include <stdatomic.h>
 
 #include "idem_config.h"
 #include "idem_request.h"
@@ -23,56 +21,11 @@
 /* The header a replayed answer carries, with the value "true". */
 #define IDEM_REPLAYED_HEADER "Idempotent-Replayed"
 
-/* What the background thread does for a reservation of this process. */
-typedef enum idem_lease_job {
-	IDEM_LEASE_RENEW = 0,     /* a handler runs under it: keep it alive */
-	IDEM_LEASE_RELEASE,       /* a release met a store outage: release it
-	                           * when possible */
-	IDEM_LEASE_COMMIT,        /* a commit met a store outage: commit the
-	                           * answer when possible, renewing meanwhile */
-	IDEM_LEASE_FORGET         /* a reserve got no answer, so the record may
-	                           * or may not exist: delete it if it does */
-} idem_lease_job;
+/* The protocol's state: config, store, leases (idem_lease.h), the outage
+ * log.  Opaque: use the functions below. */
+typedef struct idem_middleware idem_middleware;
 
-typedef struct idem_lease {
-	idem_lease_job job;
-	idem_store_key key;
-	char owner[IDEM_OWNER_MAX + 1];
-	char keyhash[17];
-	/* for the log lines of the lease thread: the request that reserved */
-	char request_id[IDEM_RID_MAX + 1];
-	const char *method, *route;   /* borrowed from the router */
-	int lost;                 /* renewal found it taken over */
-	int finishing;            /* RENEW: its handler returned and its
-	                           * commit or release is under way */
-	idem_stored_response answer;  /* IDEM_LEASE_COMMIT: owned */
-	struct idem_lease *prev, *next;
-} idem_lease;
-
-typedef struct idem_middleware {
-	const idem_config *cfg;   /* borrowed */
-	idem_store *store;        /* owned */
-	struct idem_metrics *metrics; /* borrowed; NULL: not counted */
-	char instance[17];        /* owner tokens start with it and '.' */
-	/* lease renewal: every inflight-ttl/3 a thread renews the lease of
-	 * every reservation in leases, so a live handler is never taken over */
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	pthread_t renewer;
-	int renewing;             /* the thread runs */
-	atomic_int stopping;      /* read between jobs without the lock */
-	int flushed;              /* idem_middleware_flush has run: jobs
-	                           * queued later are dropped (logged) */
-	idem_lease *leases;       /* utlist */
-	unsigned backlog;         /* jobs other than RENEW queued */
-	/* a store outage is logged when it begins and when it ends, not on
-	 * every request it refuses */
-	atomic_int store_down;
-	_Atomic uint64_t down_since;   /* ms */
-	atomic_ulong refused_down;     /* 503s since */
-	int faults;               /* IDEMFCGI_TEST_FAULTS=1: requests may
-	                           * inject faults (DESIGN.md 4) */
-} idem_middleware;
+struct idem_metrics;
 
 /* Runs the route's handler on req into res; returns its result. */
 typedef idem_err (*idem_next_fn)(idem_request *req, idem_response *res);
@@ -102,6 +55,31 @@ unsigned idem_middleware_flush(idem_middleware *mw, uint64_t budget_ms);
 /* Flushes (see above), closes the store and frees mw.  NULL is fine. */
 void idem_middleware_free(idem_middleware *mw);
 
+/* The store mw talks to (owned by mw; borrowed by the caller for mw's
+ * life), for the purge, the metrics route and tests. */
+idem_store *idem_middleware_store(const idem_middleware *mw);
+
+/*
+ * Makes mw talk to store (taken over) instead, and returns the store it
+ * had (now the caller's), for tests that wrap a store.  Only while no
+ * request runs and no job waits.
+ */
+idem_store *idem_middleware_swap_store(idem_middleware *mw,
+    idem_store *store);
+
+/* Counts mw's outcomes and times its store's operations into m
+ * (borrowed; must outlive mw or be replaced first; NULL: not counted). */
+void idem_middleware_set_metrics(idem_middleware *mw,
+    struct idem_metrics *m);
+
+/* How many commits, releases and deletions wait for the store to come
+ * back (idem_leases_backlog). */
+unsigned idem_middleware_backlog(idem_middleware *mw);
+
+/* Whether mw counts the store as down: its last request met an outage
+ * (contention is not one). */
+int idem_middleware_store_down(const idem_middleware *mw);
+
 /*
  * The policy of rt under cfg: its own, or for IDEM_POLICY_DEFAULT off on
  * the safe methods (GET, HEAD, OPTIONS, TRACE) and on every other method
@@ -129,6 +107,14 @@ void idem_middleware_handle(idem_middleware *mw, idem_request *req,
  */
 void idem_middleware_plain(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next);
+
+/*
+ * Replaces res with a problem+json answer (RFC 9457) of status, code and
+ * detail (both borrowed for the call); retry_after > 0 adds that
+ * Retry-After.  When the answer cannot be built, res is a bare 500.
+ */
+void idem_answer_problem(idem_response *res, int status, const char *code,
+    const char *detail, int retry_after);
 
 /*
  * Whether a response header named name (any case) is stored for replay:

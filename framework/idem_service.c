@@ -26,7 +26,7 @@
 static idem_err
 check_limits(const idem_config *cfg, const idem_store *store)
 {
-	const idem_store_limits *lim = &store->limits;
+	const idem_store_limits *lim = idem_store_get_limits(store);
 	uint64_t most = lim->body;
 
 	if (lim->total > 0 && (most == 0 || lim->total < most))
@@ -36,7 +36,8 @@ check_limits(const idem_config *cfg, const idem_store *store)
 	idem_log(NULL, IDEM_LOG_ERROR, "%s: [idempotency] max-response = %llu "
 	    "is more than the %s store can hold in one answer (%llu bytes: %s"
 	    "): lower it%s", cfg->path, (unsigned long long)cfg->max_response,
-	    store->ops->name, (unsigned long long)most, lim->total == most ?
+	    idem_store_name(store), (unsigned long long)most,
+	    lim->total == most ?
 	    "what one statement can carry, the server's max_allowed_packet "
 	    "less 4 KiB" : "the size of its body column", lim->total == most ?
 	    ", or raise max_allowed_packet" : "");
@@ -146,10 +147,8 @@ idem_service_set_metrics(idem_service *svc, idem_metrics *m, unsigned slot)
 			    "%s %s is counted as route=\"unmatched\"",
 			    IDEM_METRICS_ROUTES - 1, rt->method, rt->tmpl);
 	}
-	if (svc->mw != NULL) {
-		svc->mw->metrics = m;
-		svc->mw->store->metrics = m;
-	}
+	if (svc->mw != NULL)
+		idem_middleware_set_metrics(svc->mw, m);
 }
 
 unsigned long
@@ -160,7 +159,8 @@ idem_service_purge(idem_service *svc)
 
 	if (svc->mw == NULL)
 		return 0;
-	err = idem_store_purge_all(svc->mw->store, PURGE_BATCH, &total);
+	err = idem_store_purge_all(idem_middleware_store(svc->mw), PURGE_BATCH,
+	    &total);
 	if (err != IDEM_OK)
 		idem_log(NULL, IDEM_LOG_ERROR, "purging expired records: %s",
 		    idem_strerror(err));
@@ -198,18 +198,6 @@ idem_service_free(idem_service *svc)
 	free(svc);
 }
 
-/* Replaces res with a problem response. */
-static void
-problem(idem_response *res, const idem_problem *pb)
-{
-	idem_response_clear(res);
-	if (idem_response_problem(res, pb->status, pb->code, pb->detail)
-	    != IDEM_OK) {
-		idem_response_clear(res);
-		res->status = 500;
-	}
-}
-
 /* Runs the route's handler; a failure becomes a 500 problem.  Returns the
  * handler's result. */
 static idem_err
@@ -223,12 +211,10 @@ run_handler(idem_request *req, idem_response *res)
 		idem_metrics_handler(rt->metrics, rt->metrics_row,
 		    idem_metrics_now_ns() - t0);
 	if (err != IDEM_OK) {
-		idem_problem pb;
 		idem_log(req, IDEM_LOG_ERROR, "handler %s %s (plugin %s) failed: "
 		    "%s", rt->method, rt->tmpl, rt->owner, idem_strerror(err));
-		idem_problem_set(&pb, 500, "HANDLER_FAILED",
-		    "the handler failed; the request may be retried");
-		problem(res, &pb);
+		idem_answer_problem(res, 500, "HANDLER_FAILED", "the handler "
+		    "failed; the request may be retried", 0);
 	}
 	return err;
 }
@@ -262,20 +248,23 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 		    req->path != NULL ? req->path : "-");
 	if (err != IDEM_OK) {
 		idem_log(req, IDEM_LOG_WARN, "refused: %s", pb.detail);
-		problem(res, &pb);
+		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		    0);
 		goto drain;
 	}
 	err = idem_router_match(svc->router, req, allow, sizeof(allow));
 	if (err == IDEM_ERR_NOT_FOUND) {
 		idem_problem_set(&pb, 404, "ROUTE_NOT_FOUND",
 		    "no route for %s", req->path);
-		problem(res, &pb);
+		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		    0);
 		goto drain;
 	}
 	if (err != IDEM_OK) {
 		idem_problem_set(&pb, 405, "METHOD_NOT_ALLOWED",
 		    "%s is not allowed on %s", req->method, req->path);
-		problem(res, &pb);
+		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		    0);
 		if (idem_response_header(res, "Allow", allow) != IDEM_OK)
 			res->status = 500;
 		goto drain;
@@ -283,7 +272,8 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 	err = idem_request_read_body(req, svc->cfg->max_body, rd, rdctx, &pb);
 	if (err != IDEM_OK) {
 		idem_log(req, IDEM_LOG_WARN, "refused: %s", pb.detail);
-		problem(res, &pb);
+		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		    0);
 		goto drain;
 	}
 	if (svc->mw != NULL &&

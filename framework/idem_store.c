@@ -168,6 +168,30 @@ idem_store_stats_get(idem_store *s, idem_store_stats *st)
 		s->ops->stats(s, st);
 }
 
+const char *
+idem_store_name(const idem_store *s)
+{
+	return s->ops->name;
+}
+
+const idem_store_limits *
+idem_store_get_limits(const idem_store *s)
+{
+	return &s->limits;
+}
+
+void
+idem_store_set_metrics(idem_store *s, struct idem_metrics *m)
+{
+	s->metrics = m;
+}
+
+int
+idem_store_err_transient(idem_err err)
+{
+	return err == IDEM_ERR_STORE || err == IDEM_ERR_BUSY;
+}
+
 void
 idem_store_close(idem_store *s)
 {

@@ -274,6 +274,16 @@ idem_err idem_store_census_get(idem_store *s, uint64_t inflight_ttl_ms,
  * many records went.  Returns IDEM_OK or the first error. */
 idem_err idem_store_purge_all(idem_store *s, unsigned batch,
     unsigned long *total);
+/* The store's name ("memory", "mysql"; static, never freed). */
+const char *idem_store_name(const idem_store *s);
+/* What one stored answer may hold in s (owned by s). */
+const idem_store_limits *idem_store_get_limits(const idem_store *s);
+/* Times every operation of s into m (borrowed; must outlive s or be
+ * replaced first; NULL: not timed). */
+void idem_store_set_metrics(idem_store *s, struct idem_metrics *m);
+/* Whether a store error may clear up by itself: an outage
+ * (IDEM_ERR_STORE) or contention (IDEM_ERR_BUSY). */
+int idem_store_err_transient(idem_err err);
 /* Closes s; NULL is fine. */
 void idem_store_close(idem_store *s);
 

@@ -400,6 +400,35 @@ harness_capture_end(harness_capture *c)
 	return buf;
 }
 
+int
+harness_capture_level(harness_capture *c, int level)
+{
+	if (harness_capture_begin(c) != 0)
+		return -1;
+	idem_log_set_level((idem_log_level)level);
+	return 0;
+}
+
+void
+harness_capture_into(harness_capture *c, char *buf, size_t size)
+{
+	char *text = harness_capture_end(c);
+
+	idem_log_set_level(IDEM_LOG_ERROR + 1);
+	snprintf(buf, size, "%s", text != NULL ? text : "");
+	free(text);
+}
+
+int
+harness_occurrences(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (; (hay = strstr(hay, needle)) != NULL; hay++)
+		n++;
+	return n;
+}
+
 char *
 harness_subst(const char *text)
 {

@@ -118,6 +118,14 @@ typedef struct harness_capture {
 /* Returns 0, or -1 when no temporary file could be made. */
 int harness_capture_begin(harness_capture *c);
 char *harness_capture_end(harness_capture *c);
+/* harness_capture_begin, with idem_log's level set to level (an
+ * idem_log_level).  Returns 0 or -1. */
+int harness_capture_level(harness_capture *c, int level);
+/* harness_capture_end into buf (size bytes, always NUL-terminated), and
+ * idem_log silent again (level above error). */
+void harness_capture_into(harness_capture *c, char *buf, size_t size);
+/* How often needle occurs in hay. */
+int harness_occurrences(const char *hay, const char *needle);
 
 /*
  * The placeholder of test config texts: "@BUILDDIR@", the build directory

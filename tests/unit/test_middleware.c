@@ -234,8 +234,7 @@ setup_with(const char *idem_conf)
 	/* wrap the store the service opened */
 	fs = calloc(1, sizeof(*fs));
 	fs->base.ops = &faulty_ops;
-	fs->inner = svc->mw->store;
-	svc->mw->store = &fs->base;
+	fs->inner = idem_middleware_swap_store(svc->mw, &fs->base);
 	atomic_store(&calls, 0);
 	atomic_store(&stored, 0);
 	idem_log_set_level(IDEM_LOG_ERROR + 1);
@@ -859,40 +858,10 @@ Test(mw, store_outage_logged_once_and_counted, .init = setup_metrics,
 	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
 	    "{outcome=\"committed\"}"), 1);
 	free(text);
-	cr_expect_eq(svc->mw->backlog, 0, "the jobs are done");
+	cr_expect_eq(idem_middleware_backlog(svc->mw), 0, "the jobs are done");
 }
 
 static harness_capture capture;
-
-/* Starts capturing log lines from level up (harness_capture). */
-static void
-log_begin(idem_log_level level)
-{
-	cr_assert_eq(harness_capture_begin(&capture), 0);
-	idem_log_set_level(level);
-}
-
-/* Stops capturing; the lines so far into buf. */
-static void
-log_end(char *buf, size_t size)
-{
-	char *text = harness_capture_end(&capture);
-
-	idem_log_set_level(IDEM_LOG_ERROR + 1);
-	snprintf(buf, size, "%s", text != NULL ? text : "");
-	free(text);
-}
-
-/* How often needle occurs in hay. */
-static int
-occurrences(const char *hay, const char *needle)
-{
-	int n = 0;
-
-	for (; (hay = strstr(hay, needle)) != NULL; hay++)
-		n++;
-	return n;
-}
 
 /* With scope = none the key ignores the principal the web server passes:
  * one warning per process when a keyed request carries one (REMOTE_USER
@@ -904,32 +873,32 @@ Test(mw, unscoped_principal_warned_once)
 	reply r;
 
 	setup_with("scope = header:X-Api-Key");
-	log_begin(IDEM_LOG_WARN);
+	cr_assert_eq(harness_capture_level(&capture, IDEM_LOG_WARN), 0);
 	r = post("/c", "{}", KEY("s1"), "HTTP_X_API_KEY=k");
 	cr_expect_eq(r.status, 201);
 	r = post("/c", "{}", KEY("s2"), "REMOTE_USER=alice");
 	expect_problem(&r, 400, "IDEMPOTENCY_SCOPE_MISSING");
-	log_end(log, sizeof(log));
-	cr_expect_eq(occurrences(log, "unscoped_principal"), 0, "%s", log);
+	harness_capture_into(&capture, log, sizeof(log));
+	cr_expect_eq(harness_occurrences(log, "unscoped_principal"), 0, "%s", log);
 	teardown();
 
 	setup_default();
-	log_begin(IDEM_LOG_WARN);
+	cr_assert_eq(harness_capture_level(&capture, IDEM_LOG_WARN), 0);
 	r = post("/c", "{}", KEY("u0"), NULL);
 	r = post("/opt", "{}", NULL, "REMOTE_USER=alice");
 	cr_expect_eq(r.status, 201);
-	log_end(log, sizeof(log));
-	cr_expect_eq(occurrences(log, "unscoped_principal"), 0,
+	harness_capture_into(&capture, log, sizeof(log));
+	cr_expect_eq(harness_occurrences(log, "unscoped_principal"), 0,
 	    "no principal, or no key: %s", log);
-	log_begin(IDEM_LOG_WARN);
+	cr_assert_eq(harness_capture_level(&capture, IDEM_LOG_WARN), 0);
 	r = post("/c", "{}", KEY("u1"), "REMOTE_USER=alice");
 	cr_expect_eq(r.status, 201);
 	r = post("/c", "{}", KEY("u1"), "REMOTE_USER=bob");
 	cr_expect_str_eq(r.replayed, "true");
 	r = post("/c", "{}", KEY("u2"), "HTTP_AUTHORIZATION=Bearer x");
 	r = post("/opt", "{}", KEY("u3"), "HTTP_AUTHORIZATION=Bearer y");
-	log_end(log, sizeof(log));
-	cr_expect_eq(occurrences(log, "unscoped_principal"), 1, "%s", log);
+	harness_capture_into(&capture, log, sizeof(log));
+	cr_expect_eq(harness_occurrences(log, "unscoped_principal"), 1, "%s", log);
 	cr_expect(strstr(log, " warn ") != NULL, "%s", log);
 	cr_expect(strstr(log, "scope = none") != NULL, "%s", log);
 	teardown();
@@ -958,7 +927,7 @@ Test(mw, stop_flushes_deferred_commit, .init = setup_default,
 	fs->fail_commit = 1;
 	r = post("/c", "{}", KEY("k4f"), NULL);
 	cr_expect_eq(r.status, 201);
-	cr_expect_eq(svc->mw->backlog, 1, "the commit waits for the store");
+	cr_expect_eq(idem_middleware_backlog(svc->mw), 1, "the commit waits for the store");
 	fs->fail_commit = 0;
 	cr_expect_eq(idem_middleware_flush(svc->mw, 2000), 0);
 	cr_expect_eq(atomic_load(&stored), 1);
@@ -977,9 +946,9 @@ Test(mw, stop_logs_what_it_drops, .init = setup_default, .fini = teardown)
 
 	fs->fail_commit = 1;
 	post("/c", "{}", KEY("k4g"), NULL);
-	log_begin(IDEM_LOG_ERROR);
+	cr_assert_eq(harness_capture_level(&capture, IDEM_LOG_ERROR), 0);
 	cr_expect_eq(idem_middleware_flush(svc->mw, 300), 1);
-	log_end(log, sizeof(log));
+	harness_capture_into(&capture, log, sizeof(log));
 	cr_expect(strstr(log, "event=dropped_at_exit") != NULL, "%s", log);
 	cr_expect(strstr(log, "key=") != NULL, "%s", log);
 	cr_expect(strstr(log, "k4g") == NULL, "never the key itself: %s", log);
@@ -1049,7 +1018,7 @@ Test(mw, contention_is_in_flight, .init = setup_default, .fini = teardown)
 	expect_problem(&r, 409, "IDEMPOTENCY_IN_FLIGHT");
 	cr_expect_str_eq(r.retry_after, "1");
 	cr_expect_eq(atomic_load(&calls), 0);
-	cr_expect_eq(atomic_load(&svc->mw->store_down), 0, "not an outage");
+	cr_expect_eq(idem_middleware_store_down(svc->mw), 0, "not an outage");
 }
 
 Test(mw, transient_statuses_released, .init = setup_default,
@@ -1171,7 +1140,7 @@ Test(mw, store_refusal_replayed_as_notice, .init = setup_default,
 	cr_expect_str_eq(r.replayed, "true");
 	cr_expect_eq(atomic_load(&calls), 2);
 	cr_expect_eq(fs->releases, 0);
-	cr_expect_eq(svc->mw->backlog, 0, "nothing left to retry");
+	cr_expect_eq(idem_middleware_backlog(svc->mw), 0, "nothing left to retry");
 }
 
 Test(mw, in_flight_duplicate)
@@ -1196,8 +1165,8 @@ Test(mw, in_flight_duplicate)
 	memset(&sk, 0, sizeof(sk));
 	strcpy(sk.key, "k7");
 	sk.key_len = 2;
-	cr_assert_eq(idem_store_reserve(svc->mw->store, &sk, fp, "other",
-	    "first-request", 30000, 60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(idem_middleware_store(svc->mw), &sk, fp,
+	    "other", "first-request", 30000, 60000, &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	r = post("/c", "{}", KEY("k7"), NULL);
 	expect_problem(&r, 409, "IDEMPOTENCY_IN_FLIGHT");
@@ -1311,7 +1280,8 @@ Test(mw, stop_flushes_deferred_release, .init = setup_default,
 	r = post("/c?s=500", "{}", KEY("k4h"), NULL);
 	cr_expect_eq(r.status, 500);
 	cr_expect_eq(fs->releases, 1);
-	cr_expect_eq(svc->mw->backlog, 1, "the release waits for the store");
+	cr_expect_eq(idem_middleware_backlog(svc->mw), 1,
+	    "the release waits for the store");
 	fs->fail_release = 0;
 	cr_expect_eq(idem_middleware_flush(svc->mw, 2000), 0);
 	cr_expect_eq(fs->releases, 2, "the last attempt");
