@@ -454,15 +454,16 @@ idem_app_mysql_exec(idem_app *app, const char *sql)
 	err = idem_mysql_exec(p, sql);
 	idem_mysql_pool_free(p);
 	if (err != IDEM_OK)
-		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: a statement of its "
-		    "setup failed", app->path);
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: a statement of "
+		    "its %s failed", app->path, app->deploying ? "deploy" :
+		    "setup");
 	return err;
 }
 
 idem_mysql_pool *
 idem_app_mysql_pool(idem_app *app, const char *const *sql, size_t nsql)
 {
-	idem_mysql_pool *p;
+	idem_mysql_pool *p = NULL;
 
 	if (setup_only(app, "idem_app_mysql_pool") != 0)
 		return NULL;
@@ -471,13 +472,15 @@ idem_app_mysql_pool(idem_app *app, const char *const *sql, size_t nsql)
 		    "plugin", app->path);
 		return NULL;
 	}
+	/* with the store's statements for the plugin's transactional
+	 * routes */
 	if (idem_mysql_pool_new(app->cfg, sql, nsql, app->cfg->mysql_pool_size,
-	    &p) != IDEM_OK)
-		return NULL;
-	/* the store's statements for the plugin's transactional routes */
-	if (idem_app_uses_mysql(app) &&
-	    idem_store_mysql_tx_prepare(app->cfg, p) != IDEM_OK) {
-		idem_mysql_pool_free(p);
+	    &p) != IDEM_OK || (idem_app_uses_mysql(app) &&
+	    idem_store_mysql_tx_prepare(app->cfg, p) != IDEM_OK)) {
+		if (p != NULL)
+			idem_mysql_pool_free(p);
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: its MySQL pool could "
+		    "not be made", app->path);
 		return NULL;
 	}
 	app->self->pool = p;

@@ -124,10 +124,12 @@ IDEM_API json_t *idem_request_json(const idem_request *req,
 IDEM_API IDEM_WUR idem_err
 idem_response_status(idem_response *res, int status);
 /*
- * Adds a header.  Name and value are copied; a name or value with CR, LF or
- * NUL, or a name that is not an HTTP token, is refused with IDEM_ERR_INVALID.
- * Status and Content-Length are set by the framework and refused here.  A
- * response holds up to 64 headers (IDEM_ERR_TOO_LARGE beyond).
+ * Adds a header.  Name and value are copied.  Refused with
+ * IDEM_ERR_INVALID: a name that is not an HTTP token or is over 128 bytes,
+ * a value with a control character other than TAB (CR, LF, NUL, DEL, ...)
+ * or of 8192 bytes or more, and the headers the framework sets (Status,
+ * Content-Length, X-Request-Id).  A response holds up to 64 headers
+ * (IDEM_ERR_TOO_LARGE beyond); IDEM_ERR_NOMEM when out of memory.
  */
 IDEM_API IDEM_WUR idem_err
 idem_response_header(idem_response *res, const char *name, const char *value);
@@ -177,9 +179,13 @@ typedef struct idem_app idem_app;
 /*
  * Registers a route: method ("GET", "POST", ...), a path template whose
  * segments are literals or "{name}" (one whole segment each), the
- * idempotency policy and the handler.  Templates are copied.  Returns
- * IDEM_ERR_EXISTS when the same method and template shape is registered,
- * IDEM_ERR_INVALID for a malformed template.
+ * idempotency policy and the handler.  Method and template are copied;
+ * data is the plugin's, passed to each call of handler.  Only in setup.
+ * Returns IDEM_OK; IDEM_ERR_EXISTS when the same method and template shape
+ * is registered; IDEM_ERR_INVALID for a malformed method or template (not
+ * starting with '/', over 4096 bytes or 32 segments, an empty or
+ * half-braced segment, a parameter named twice) or a call outside setup;
+ * IDEM_ERR_NOMEM.  Each is logged with the plugin's file.
  */
 IDEM_API IDEM_WUR idem_err
 idem_route_add(idem_app *app, const char *method, const char *tmpl,

@@ -2,7 +2,7 @@
  * idemfcgi_mysql.h - the part of the idemfcgi API for plugins that keep
  * their own data in the database of the MySQL store ([idempotency] store =
  * mysql), with the server's [mysql] settings: a pool of connections with
- * prepared statements, setup-time DDL, and transactional routes whose
+ * prepared statements, DDL in the deploy hook, and transactional routes whose
  * handler's writes commit with the answer (DESIGN.md 2.7).
  *
  * Include it after (or instead of) idemfcgi.h; it includes <mysql.h>, so
@@ -32,8 +32,11 @@ IDEM_API int idem_app_uses_mysql(const idem_app *app);
 /*
  * Runs one statement (DDL such as CREATE TABLE IF NOT EXISTS) on the
  * [mysql] database, on a connection of its own; for a plugin's deploy
- * hook.  sql is borrowed for the call.  Returns IDEM_OK or IDEM_ERR_STORE
- * (logged).
+ * hook (refused in the configuration check, where nothing may change).
+ * sql is borrowed for the call.  Returns IDEM_OK; IDEM_ERR_STORE (the
+ * statement or the connection failed), IDEM_ERR_INVALID (called in the
+ * check), IDEM_ERR_CONFIG (an unreadable password file) or IDEM_ERR_NOMEM;
+ * each logged.
  */
 IDEM_API IDEM_WUR idem_err
 idem_app_mysql_exec(idem_app *app, const char *sql);
