@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "idemfcgi.h"
+#include "idem_parse.h"   /* the scalars of the key table */
 
 typedef enum idem_key_format {
 	IDEM_KEY_OPAQUE = 0,
@@ -151,19 +152,5 @@ void idem_config_error(idem_config *cfg, unsigned line, const char *section,
 /* Whether addr (a textual IPv4 or IPv6 address, as in REMOTE_ADDR) is in
  * one of the n blocks of list.  Returns 1 or 0 (also for a bad addr). */
 int idem_cidr_match(const idem_cidr *list, size_t n, const char *addr);
-
-/* "64k" -> 65536.  Returns IDEM_OK or IDEM_ERR_INVALID. */
-idem_err idem_parse_size(const char *s, uint64_t *out);
-/* "500ms", "30s", "5m", "24h", "2d", "PT1H30M", "P1D", "0" -> ms. */
-idem_err idem_parse_duration(const char *s, uint64_t *out_ms);
-/* ms as an ISO-8601 duration in hours, minutes and seconds, the way
- * java.time.Duration writes it: 86400000 -> "PT24H", 1500 -> "PT1.500S".
- * Returns buf. */
-char *idem_format_iso_duration(uint64_t ms, char *buf, size_t size);
-/* "true|yes|on|1" / "false|no|off|0" */
-idem_err idem_parse_bool(const char *s, int *out);
-/* A whole decimal integer in [min, max]. */
-idem_err idem_parse_int(const char *s, long long min, long long max,
-    long long *out);
 
 #endif
