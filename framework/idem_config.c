@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <arpa/inet.h>
 #include <ini.h>
 
 #include "idem_config.h"
@@ -275,39 +274,6 @@ parse_omit(idem_config *cfg, const char *v, int continued)
 	return NULL;
 }
 
-/* Parses "ADDR" or "ADDR/BITS" (IPv4 or IPv6) into *c.  Returns 0 or -1. */
-static int
-parse_cidr(const char *v, idem_cidr *c)
-{
-	char addr[INET6_ADDRSTRLEN + 1];
-	const char *slash = strchr(v, '/');
-	size_t len = slash != NULL ? (size_t)(slash - v) : strlen(v);
-	long long bits;
-	unsigned max;
-
-	if (len == 0 || len >= sizeof(addr))
-		return -1;
-	memcpy(addr, v, len);
-	addr[len] = '\0';
-	memset(c, 0, sizeof(*c));
-	if (inet_pton(AF_INET, addr, c->addr) == 1) {
-		c->family = AF_INET;
-		max = 32;
-	} else if (inet_pton(AF_INET6, addr, c->addr) == 1) {
-		c->family = AF_INET6;
-		max = 128;
-	} else {
-		return -1;
-	}
-	c->bits = max;
-	if (slash != NULL) {
-		if (idem_parse_int(slash + 1, 0, max, &bits) != IDEM_OK)
-			return -1;
-		c->bits = (unsigned)bits;
-	}
-	return 0;
-}
-
 /* Parses [metrics] allow: address blocks, or "any". */
 static const char *
 parse_allow(idem_config *cfg, const char *v, int continued)
@@ -332,9 +298,9 @@ parse_allow(idem_config *cfg, const char *v, int continued)
 		}
 		cfg->metrics_allow = grown;
 		if (strcmp(words[i], "any") == 0) {
-			parse_cidr("0.0.0.0/0", &grown[cfg->nmetrics_allow++]);
-			parse_cidr("::/0", &grown[cfg->nmetrics_allow++]);
-		} else if (parse_cidr(words[i], &grown[cfg->nmetrics_allow])
+			idem_cidr_parse("0.0.0.0/0", &grown[cfg->nmetrics_allow++]);
+			idem_cidr_parse("::/0", &grown[cfg->nmetrics_allow++]);
+		} else if (idem_cidr_parse(words[i], &grown[cfg->nmetrics_allow])
 		    == 0) {
 			cfg->nmetrics_allow++;
 		} else {
@@ -348,41 +314,6 @@ parse_allow(idem_config *cfg, const char *v, int continued)
 	if (why == NULL && cfg->nmetrics_allow == 0)
 		why = "at least one address is needed";
 	return why;
-}
-
-int
-idem_cidr_match(const idem_cidr *list, size_t n, const char *addr)
-{
-	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	    0xff, 0xff };
-	unsigned char a[16];
-	int family;
-	size_t i;
-
-	if (addr == NULL)
-		return 0;
-	if (inet_pton(AF_INET, addr, a) == 1) {
-		family = AF_INET;
-	} else if (inet_pton(AF_INET6, addr, a) == 1) {
-		family = AF_INET6;
-		/* ::ffff:10.1.2.3 is an IPv4 client */
-		if (memcmp(a, mapped, 12) == 0) {
-			memmove(a, a + 12, 4);
-			family = AF_INET;
-		}
-	} else {
-		return 0;
-	}
-	for (i = 0; i < n; i++) {
-		unsigned full = list[i].bits / 8, rest = list[i].bits % 8;
-		if (list[i].family != family ||
-		    memcmp(list[i].addr, a, full) != 0)
-			continue;
-		if (rest == 0 || ((list[i].addr[full] ^ a[full]) &
-		    (0xff << (8 - rest)) & 0xff) == 0)
-			return 1;
-	}
-	return 0;
 }
 
 /* A built-in route's path: absolute, no white space or '?'.  Returns NULL

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "idemfcgi.h"
+#include "idem_cidr.h"    /* [metrics] allow */
 #include "idem_parse.h"   /* the scalars of the key table */
 
 typedef enum idem_key_format {
@@ -31,14 +32,6 @@ typedef enum idem_store_kind {
 	IDEM_STORE_MEMORY = 0,
 	IDEM_STORE_MYSQL
 } idem_store_kind;
-
-/* An address block of [metrics] allow: family AF_INET or AF_INET6, the
- * address in network order, and the prefix length. */
-typedef struct idem_cidr {
-	int family;
-	unsigned char addr[16];
-	unsigned bits;
-} idem_cidr;
 
 /* One key = value of a plugin's section. */
 typedef struct idem_config_entry {
@@ -148,9 +141,5 @@ idem_config_entry *idem_config_find(idem_config *cfg, const char *section,
 void idem_config_error(idem_config *cfg, unsigned line, const char *section,
     const char *key, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-
-/* Whether addr (a textual IPv4 or IPv6 address, as in REMOTE_ADDR) is in
- * one of the n blocks of list.  Returns 1 or 0 (also for a bad addr). */
-int idem_cidr_match(const idem_cidr *list, size_t n, const char *addr);
 
 #endif
