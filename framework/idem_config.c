@@ -41,6 +41,23 @@ idem_config_error(idem_config *cfg, unsigned line, const char *section,
 
 /* ------------------------------------------------------ the key table */
 
+const char *const idem_key_format_names[IDEM_KEY__MAX] = {
+	[IDEM_KEY_OPAQUE] = "opaque",
+	[IDEM_KEY_UUID] = "uuid",
+	[IDEM_KEY_UUIDV7] = "uuidv7",
+};
+
+const char *const idem_scope_names[IDEM_SCOPE__MAX] = {
+	[IDEM_SCOPE_NONE] = "none",
+	[IDEM_SCOPE_REMOTE_USER] = "remote-user",
+	[IDEM_SCOPE_HEADER] = "header",
+};
+
+const char *const idem_store_names[IDEM_STORE__MAX] = {
+	[IDEM_STORE_MEMORY] = "memory",
+	[IDEM_STORE_MYSQL] = "mysql",
+};
+
 typedef enum key_kind {
 	K_STRING,    /* char *, replaced */
 	K_UINT,      /* unsigned, in [min, max] */
@@ -347,11 +364,65 @@ set_string(char **slot, const char *v)
 	return IDEM_OK;
 }
 
+/* Finds v among the n names of an enumeration (in any case with nocase).
+ * Returns its index, or -1 with "expected a, b or c" in why. */
+static int
+name_index(const char *const *names, size_t n, const char *v, int nocase,
+    char *why, size_t size)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < n; i++)
+		if ((nocase ? strcasecmp(v, names[i]) : strcmp(v, names[i]))
+		    == 0)
+			return (int)i;
+	len = (size_t)snprintf(why, size, "expected");
+	for (i = 0; i < n && len < size; i++)
+		len += (size_t)snprintf(why + len, size - len, "%s%s",
+		    i == 0 ? " " : i + 1 < n ? ", " : " or ", names[i]);
+	return -1;
+}
+
+/* Parses [idempotency] scope: none, remote-user or header:NAME.  Returns
+ * NULL or why not (in why). */
+static const char *
+parse_scope(idem_config *cfg, const char *v, char *why, size_t size)
+{
+	const char *header = idem_scope_names[IDEM_SCOPE_HEADER];
+	size_t hlen = strlen(header);
+	int i;
+
+	if (strncmp(v, header, hlen) == 0 && v[hlen] == ':') {
+		v += hlen + 1;
+		if (!is_token(v) || strlen(v) > 128) {
+			snprintf(why, size, "%s:NAME needs an HTTP header name",
+			    header);
+			return why;
+		}
+		if (set_string(&cfg->scope_header, v) != IDEM_OK)
+			return "out of memory";
+		cfg->scope = IDEM_SCOPE_HEADER;
+		return NULL;
+	}
+	/* the names but the last, which takes a header name */
+	if ((i = name_index(idem_scope_names, IDEM_SCOPE_HEADER, v, 0, why,
+	    size)) < 0) {
+		snprintf(why, size, "expected %s, %s or %s:NAME",
+		    idem_scope_names[IDEM_SCOPE_NONE],
+		    idem_scope_names[IDEM_SCOPE_REMOTE_USER], header);
+		return why;
+	}
+	cfg->scope = (idem_scope_kind)i;
+	return NULL;
+}
+
 /* Parses a K_SPECIAL key.  Returns NULL or the message of a bad value. */
 static const char *
 special(idem_config *cfg, const key_def *d, const char *v, int continued)
 {
+	static char msg[192];
 	long long mode;
+	int i;
 
 	if (strcmp(d->key, "listen") == 0) {
 		const char *why = check_listen(v);
@@ -388,23 +459,17 @@ special(idem_config *cfg, const key_def *d, const char *v, int continued)
 		return NULL;
 	}
 	if (strcmp(d->key, "log-level") == 0) {
-		static const char *const names[] = { "debug", "info", "warn",
-		    "error" };
-		int i;
-		for (i = 0; i < 4; i++)
-			if (strcasecmp(v, names[i]) == 0) {
-				cfg->log_level = (idem_log_level)i;
-				return NULL;
-			}
-		return "expected debug, info, warn or error";
+		if ((i = name_index(idem_log_level_names, IDEM_LOG__MAX, v, 1,
+		    msg, sizeof(msg))) < 0)
+			return msg;
+		cfg->log_level = (idem_log_level)i;
+		return NULL;
 	}
 	if (strcmp(d->key, "log-format") == 0) {
-		if (strcmp(v, "text") == 0)
-			cfg->log_json = 0;
-		else if (strcmp(v, "json") == 0)
-			cfg->log_json = 1;
-		else
-			return "expected text or json";
+		if ((i = name_index(idem_log_format_names,
+		    IDEM_LOG_FORMAT__MAX, v, 0, msg, sizeof(msg))) < 0)
+			return msg;
+		cfg->log_json = i == IDEM_LOG_JSON;
 		return NULL;
 	}
 	if (strcmp(d->key, "policy-path") == 0 ||
@@ -424,45 +489,25 @@ special(idem_config *cfg, const key_def *d, const char *v, int continued)
 	if (strcmp(d->key, "allow") == 0)
 		return parse_allow(cfg, v, continued);
 	if (strcmp(d->key, "store") == 0) {
-		if (strcmp(v, "memory") == 0)
-			cfg->store = IDEM_STORE_MEMORY;
-		else if (strcmp(v, "mysql") == 0)
-			cfg->store = IDEM_STORE_MYSQL;
-		else
-			return "expected memory or mysql";
+		if ((i = name_index(idem_store_names, IDEM_STORE__MAX, v, 0,
+		    msg, sizeof(msg))) < 0)
+			return msg;
+		cfg->store = (idem_store_kind)i;
 		return NULL;
 	}
 	if (strcmp(d->key, "key-format") == 0) {
-		if (strcmp(v, "opaque") == 0)
-			cfg->key_format = IDEM_KEY_OPAQUE;
-		else if (strcmp(v, "uuid") == 0)
-			cfg->key_format = IDEM_KEY_UUID;
-		else if (strcmp(v, "uuidv7") == 0)
-			cfg->key_format = IDEM_KEY_UUIDV7;
-		else
-			return "expected opaque, uuid or uuidv7";
+		if ((i = name_index(idem_key_format_names, IDEM_KEY__MAX, v, 0,
+		    msg, sizeof(msg))) < 0)
+			return msg;
+		cfg->key_format = (idem_key_format)i;
 		return NULL;
 	}
 	if (strcmp(d->key, "commit-statuses") == 0)
 		return parse_statuses(v, cfg->commit_status);
 	if (strcmp(d->key, "replay-omit-headers") == 0)
 		return parse_omit(cfg, v, continued);
-	if (strcmp(d->key, "scope") == 0) {
-		if (strcmp(v, "none") == 0) {
-			cfg->scope = IDEM_SCOPE_NONE;
-		} else if (strcmp(v, "remote-user") == 0) {
-			cfg->scope = IDEM_SCOPE_REMOTE_USER;
-		} else if (strncmp(v, "header:", 7) == 0) {
-			if (!is_token(v + 7) || strlen(v + 7) > 128)
-				return "header:NAME needs an HTTP header name";
-			if (set_string(&cfg->scope_header, v + 7) != IDEM_OK)
-				return "out of memory";
-			cfg->scope = IDEM_SCOPE_HEADER;
-		} else {
-			return "expected none, remote-user or header:NAME";
-		}
-		return NULL;
-	}
+	if (strcmp(d->key, "scope") == 0)
+		return parse_scope(cfg, v, msg, sizeof(msg));
 	return "no parser for this key";
 }
 

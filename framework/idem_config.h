@@ -16,22 +16,36 @@
 #include "idem_cidr.h"    /* [metrics] allow */
 #include "idem_parse.h"   /* the scalars of the key table */
 
+/*
+ * The enumerations of [idempotency], each with one table of its names,
+ * indexed by the enum: the key table parses them, the policy route
+ * advertises them.  The __MAX counts are defines, not enumerators, so a
+ * switch over the enum stays exhaustive.  (Log levels and formats:
+ * idem_log.h.)
+ */
 typedef enum idem_key_format {
 	IDEM_KEY_OPAQUE = 0,
 	IDEM_KEY_UUID,
 	IDEM_KEY_UUIDV7
 } idem_key_format;
+#define IDEM_KEY__MAX (IDEM_KEY_UUIDV7 + 1)
+extern const char *const idem_key_format_names[IDEM_KEY__MAX];
 
+/* scope = header:NAME is IDEM_SCOPE_HEADER, named "header". */
 typedef enum idem_scope_kind {
 	IDEM_SCOPE_NONE = 0,
 	IDEM_SCOPE_REMOTE_USER,
 	IDEM_SCOPE_HEADER
 } idem_scope_kind;
+#define IDEM_SCOPE__MAX (IDEM_SCOPE_HEADER + 1)
+extern const char *const idem_scope_names[IDEM_SCOPE__MAX];
 
 typedef enum idem_store_kind {
 	IDEM_STORE_MEMORY = 0,
 	IDEM_STORE_MYSQL
 } idem_store_kind;
+#define IDEM_STORE__MAX (IDEM_STORE_MYSQL + 1)
+extern const char *const idem_store_names[IDEM_STORE__MAX];
 
 /* One key = value of a plugin's section. */
 typedef struct idem_config_entry {

@@ -457,3 +457,48 @@ Test(duration, iso_format)
 	cr_expect_str_eq(idem_format_iso_duration(172800000, buf, sizeof(buf)),
 	    "PT48H");
 }
+
+/* Each enumeration has one name table: the values the config takes, the
+ * names its messages list, the names the logger and the policy route
+ * print.  The messages are as they were before the tables. */
+Test(config, enum_names)
+{
+	idem_config *cfg;
+	idem_err err;
+	char *log;
+	size_t i;
+
+	cr_expect_str_eq(idem_key_format_names[IDEM_KEY_UUIDV7], "uuidv7");
+	cr_expect_str_eq(idem_scope_names[IDEM_SCOPE_REMOTE_USER],
+	    "remote-user");
+	cr_expect_str_eq(idem_store_names[IDEM_STORE_MYSQL], "mysql");
+	cr_expect_str_eq(idem_log_level_names[IDEM_LOG_WARN], "warn");
+	cr_expect_str_eq(idem_log_format_names[IDEM_LOG_JSON], "json");
+	for (i = 0; i < IDEM_LOG__MAX; i++)
+		cr_expect_not_null(idem_log_level_names[i]);
+
+	/* log-level alone takes any case */
+	log = load_capture("[server]\nlog-level = DEBUG\nlog-format = json\n"
+	    "[idempotency]\nkey-format = uuid\nscope = remote-user\n", &cfg,
+	    &err);
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	free(log);
+	cr_expect_eq(cfg->log_level, IDEM_LOG_DEBUG);
+	cr_expect_eq(cfg->log_json, 1);
+	cr_expect_eq(cfg->key_format, IDEM_KEY_UUID);
+	cr_expect_eq(cfg->scope, IDEM_SCOPE_REMOTE_USER);
+	idem_config_free(cfg);
+
+	refused("[server]\nlog-level = verbose\n", "test.conf:2: [server] "
+	    "log-level: bad value \"verbose\": expected debug, info, warn or "
+	    "error");
+	refused("[server]\nlog-format = JSON\n", "bad value \"JSON\": expected "
+	    "text or json");
+	refused("[idempotency]\nstore = Memory\n", "expected memory or mysql");
+	refused("[idempotency]\nkey-format = UUID\n",
+	    "expected opaque, uuid or uuidv7");
+	refused("[idempotency]\nscope = header\n",
+	    "expected none, remote-user or header:NAME");
+	refused("[idempotency]\nscope = header:X Y\n",
+	    "header:NAME needs an HTTP header name");
+}
