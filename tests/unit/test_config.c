@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+
 #include <criterion/criterion.h>
 
 #include "idem_config.h"
@@ -501,4 +503,100 @@ Test(config, enum_names)
 	    "expected none, remote-user or header:NAME");
 	refused("[idempotency]\nscope = header:X Y\n",
 	    "header:NAME needs an HTTP header name");
+}
+
+/* Expects every value of cfg to be the documented default (DESIGN.md
+ * section 3 and idemfcgi.conf(5)). */
+static void
+expect_defaults(const idem_config *cfg)
+{
+	unsigned s;
+
+	/* [server] */
+	cr_expect_null(cfg->listen);
+	cr_expect_eq(cfg->socket_mode, 0660);
+	cr_expect_eq(cfg->workers, 1);
+	cr_expect_eq(cfg->threads, 8);
+	cr_expect_eq(cfg->max_body, 1048576);
+	cr_expect_eq(cfg->max_headers, 100);
+	cr_expect_eq(cfg->max_header_size, 8192);
+	cr_expect_eq(cfg->max_params_size, 65536);
+	cr_expect_str_eq(cfg->mount, "");
+	cr_expect_null(cfg->plugins);
+	cr_expect_eq(cfg->nplugins, 0);
+	cr_expect_eq(cfg->shutdown_grace, 30000);
+	cr_expect_eq(cfg->log_level, IDEM_LOG_INFO);
+	cr_expect_eq(cfg->log_json, 0);
+	cr_expect_str_eq(cfg->policy_path, "/idempotency");
+	/* [idempotency] */
+	cr_expect_eq(cfg->idem_enabled, 1);
+	cr_expect_eq(cfg->store, IDEM_STORE_MEMORY);
+	cr_expect_eq(cfg->key_format, IDEM_KEY_OPAQUE);
+	cr_expect_eq(cfg->required, 1);
+	cr_expect_eq(cfg->lifetime, 86400000);
+	cr_expect_eq(cfg->inflight_ttl, 30000);
+	cr_expect_eq(cfg->inflight_wait, 0);
+	for (s = 0; s < 600; s++)
+		cr_expect_eq(cfg->commit_status[s], (s >= 200 && s < 300) ||
+		    s == 400 || s == 404 || s == 409 || s == 422,
+		    "commit status %u", s);
+	cr_expect_eq(cfg->conflict_status, 409);
+	cr_expect_eq(cfg->scope, IDEM_SCOPE_NONE);
+	cr_expect_null(cfg->scope_header);
+	cr_expect_eq(cfg->max_entries, 100000);
+	cr_expect_eq(cfg->max_response, 1048576);
+	cr_expect_eq(cfg->cleanup_interval, 300000);
+	cr_expect_null(cfg->replay_omit);
+	cr_expect_eq(cfg->nreplay_omit, 0);
+	/* [mysql] */
+	cr_expect_str_eq(cfg->mysql_host, "127.0.0.1");
+	cr_expect_eq(cfg->mysql_port, 3306);
+	cr_expect_null(cfg->mysql_socket);
+	cr_expect_null(cfg->mysql_user);
+	cr_expect_null(cfg->mysql_password_file);
+	cr_expect_null(cfg->mysql_database);
+	cr_expect_eq(cfg->mysql_pool_size, 8);
+	cr_expect_eq(cfg->mysql_connect_timeout, 2000);
+	cr_expect_eq(cfg->mysql_read_timeout, 5000);
+	cr_expect_eq(cfg->mysql_write_timeout, 5000);
+	/* [metrics] */
+	cr_expect_eq(cfg->metrics_enabled, 0);
+	cr_expect_str_eq(cfg->metrics_path, "/metrics");
+	cr_assert_eq(cfg->nmetrics_allow, 2);
+	cr_expect_eq(cfg->metrics_allow[0].family, AF_INET);
+	cr_expect_eq(cfg->metrics_allow[0].bits, 32);
+	cr_expect_eq(memcmp(cfg->metrics_allow[0].addr, "\x7f\0\0\1", 4), 0);
+	cr_expect_eq(cfg->metrics_allow[1].family, AF_INET6);
+	cr_expect_eq(cfg->metrics_allow[1].bits, 128);
+	cr_expect_eq(memcmp(cfg->metrics_allow[1].addr,
+	    "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\1", 16), 0);
+	/* no plugin sections, no errors */
+	cr_expect_eq(cfg->nentries, 0);
+	cr_expect_eq(cfg->errors, 0);
+}
+
+/* An empty file, a file of empty sections and idem_config_defaults give
+ * every documented default. */
+Test(config, empty_file_defaults)
+{
+	static const char *const texts[] = { "", "\n# nothing\n",
+	    "[server]\n[idempotency]\n[metrics]\n[mysql]\n" };
+	idem_config *cfg;
+	idem_err err;
+	char *log;
+	size_t i;
+
+	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		log = load_capture(texts[i], &cfg, &err);
+		cr_assert_eq(err, IDEM_OK, "%s", log);
+		cr_expect_str_eq(log, "");
+		free(log);
+		cr_expect_str_eq(cfg->path, "test.conf");
+		expect_defaults(cfg);
+		idem_config_free(cfg);
+	}
+	cr_assert_eq(idem_config_defaults(&cfg), IDEM_OK);
+	cr_expect_str_eq(cfg->path, "(defaults)");
+	expect_defaults(cfg);
+	idem_config_free(cfg);
 }
