@@ -1,11 +1,12 @@
 /*
  * idem_config.h - the configuration file (DESIGN.md section 3).
  *
- * idem_config_load() parses the INI file with inih, checks every key of the
- * [server], [idempotency] and [mysql] sections against a table of types and
- * ranges, and keeps the keys of every other section for the plugin of that
- * name.  Every problem is logged as "FILE:LINE: [section] key: message" and
- * parsing goes on, so one run reports them all.
+ * idem_config_load() parses the INI file with inih (idem_config.c), checks
+ * every key of the [server], [idempotency], [metrics] and [mysql] sections
+ * against the key table of types, ranges and defaults
+ * (idem_config_keys.c), and keeps the keys of every other section for the
+ * plugin of that name.  Every problem is logged as "FILE:LINE: [section]
+ * key: message" and parsing goes on, so one run reports them all.
  */
 #ifndef IDEM_CONFIG_H
 #define IDEM_CONFIG_H
@@ -133,7 +134,10 @@ idem_err idem_config_load(const char *path, idem_config **out);
 idem_err idem_config_load_string(const char *text, const char *name,
     idem_config **out);
 
-/* A configuration with every default, as if from an empty file. */
+/* A configuration with every default, as if from an empty file: each
+ * key's default text parsed by the key table.  Returns IDEM_OK with *out
+ * (caller frees with idem_config_free), IDEM_ERR_NOMEM, or IDEM_ERR_CONFIG
+ * (logged) when a row of the table is wrong. */
 idem_err idem_config_defaults(idem_config **out);
 
 /* Frees cfg and everything it owns.  NULL is allowed. */
@@ -146,6 +150,11 @@ void idem_config_free(idem_config *cfg);
  */
 idem_err idem_config_check_unused(idem_config *cfg,
     const char *const *plugin_names);
+
+/* Whether name is a core section ([server], [idempotency], [metrics],
+ * [mysql]: the sections of the key table), which no plugin may take as
+ * its name.  Returns 1 or 0. */
+int idem_config_is_core_section(const char *name);
 
 /* Finds a plugin key (not a core one); NULL when absent.  Marks it used. */
 idem_config_entry *idem_config_find(idem_config *cfg, const char *section,

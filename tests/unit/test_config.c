@@ -600,3 +600,21 @@ Test(config, empty_file_defaults)
 	expect_defaults(cfg);
 	idem_config_free(cfg);
 }
+
+/* Out of range: the message gives the row's range, in the key's unit. */
+Test(config, range_messages)
+{
+	refused("[server]\nmax-header-size = 10\n", "test.conf:2: [server] "
+	    "max-header-size: bad value \"10\": must be from 64 to 1048576 "
+	    "bytes");
+	refused("[server]\nshutdown-grace = 2h\n", "[server] shutdown-grace: "
+	    "bad value \"2h\": must be from 0ms to 3600000ms");
+	refused("[idempotency]\nmax-entries = 0\n", "[idempotency] "
+	    "max-entries: bad value \"0\": expected a whole number from 1 to "
+	    "100000000");
+	refused("[mysql]\nport = 65536\n", "expected a whole number from 1 to "
+	    "65535");
+	refused("[mysql]\nhost =\n", "[mysql] host: bad value \"\": an empty "
+	    "value");
+	refused("[idempotency]\nrequired = 2\n", "expected true or false");
+}
