@@ -106,9 +106,6 @@ resolve(const char *entry, const char *cfg_path, const char *plugin_dir)
 	return out;
 }
 
-static const char *const core_sections[] = { "server", "idempotency",
-    "mysql", NULL };
-
 idem_err
 idem_plugins_load(idem_config *cfg, idem_router *router,
     const char *plugin_dir, idem_plugins **out)
@@ -137,10 +134,7 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 		ps->n = i + 1;
 		if (err != IDEM_OK)
 			break;
-		for (j = 0; core_sections[j] != NULL; j++)
-			if (strcmp(core_sections[j], lp->desc.name) == 0)
-				break;
-		if (core_sections[j] != NULL) {
+		if (idem_config_is_core_section(lp->desc.name)) {
 			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: the name \"%s\" "
 			    "is reserved", lp->path, lp->desc.name);
 			err = IDEM_ERR_PLUGIN;
