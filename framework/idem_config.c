@@ -32,9 +32,12 @@ idem_config_error(idem_config *cfg, unsigned line, const char *section,
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	cfg->errors++;
-	if (key != NULL)
+	if (key != NULL && section != NULL)
 		idem_log(NULL, IDEM_LOG_ERROR, "%s:%u: [%s] %s: %s", cfg->path,
 		    line, section, key, msg);
+	else if (key != NULL)   /* a key outside any section */
+		idem_log(NULL, IDEM_LOG_ERROR, "%s:%u: %s: %s", cfg->path,
+		    line, key, msg);
 	else if (section != NULL)
 		idem_log(NULL, IDEM_LOG_ERROR, "%s:%u: [%s]: %s", cfg->path,
 		    line, section, msg);

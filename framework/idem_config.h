@@ -160,7 +160,8 @@ int idem_config_is_core_section(const char *name);
 idem_config_entry *idem_config_find(idem_config *cfg, const char *section,
     const char *key);
 
-/* Logs "FILE:LINE: [section] key: message" and counts the error. */
+/* Logs "FILE:LINE: [section] key: message" (without the parts that are
+ * NULL) and counts the error. */
 void idem_config_error(idem_config *cfg, unsigned line, const char *section,
     const char *key, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

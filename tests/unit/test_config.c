@@ -257,6 +257,9 @@ Test(config, refused_with_file_line_key)
 	refused("[server]\nthreads = 4\nthreads = 5\n",
 	    "test.conf:3: [server] threads: given twice (first on line 2)");
 	refused("threads = 4\n", "outside a section");
+	refused("\nthreads = 4\n", "test.conf:2: threads: key outside a section "
+	    "(put it under [server], [idempotency], [metrics], [mysql] or a "
+	    "plugin's section)");
 	refused("[server\nthreads = 4\n", "test.conf:1: syntax error");
 	refused("[server]\njust words\n", "test.conf:2: syntax error");
 	refused("[idempotency]\nstore = mysql\n", "store = mysql needs a user");
