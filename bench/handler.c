@@ -28,9 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <mysql.h>
-
-#include "idemfcgi.h"
+#include "idemfcgi_mysql.h"
 
 enum { Q_WRITE, NQ };
 
@@ -90,9 +88,11 @@ write_row(idem_mysql_conn *c)
 static idem_err
 unavailable(idem_response *res)
 {
-	idem_response_problem(res, 503, "BENCH_UNAVAILABLE",
+	idem_err err = idem_response_problem(res, 503, "BENCH_UNAVAILABLE",
 	    "the bench write failed");
-	return idem_response_header(res, "Retry-After", "1");
+
+	return err != IDEM_OK ? err :
+	    idem_response_header(res, "Retry-After", "1");
 }
 
 /* POST /bench-write/{x}: the write in autocommit, then the answer. */
@@ -134,8 +134,6 @@ setup(idem_app *app, void **data)
 		return err;
 	if (!idem_app_uses_mysql(app))
 		return IDEM_OK;
-	if ((err = idem_app_mysql_exec(app, create_table)) != IDEM_OK)
-		return err;
 	if ((pool = idem_app_mysql_pool(app, queries, NQ)) == NULL)
 		return IDEM_ERR_STORE;
 	if ((err = idem_route_add(app, "POST", "/bench-write/{x}",
@@ -145,11 +143,22 @@ setup(idem_app *app, void **data)
 	    IDEM_POLICY_DEFAULT, answer_tx, NULL);
 }
 
+/* Creates the table of the write rows, once per start. */
+static idem_err
+deploy(idem_app *app, void *data)
+{
+	(void)data;
+	return idem_app_uses_mysql(app) ?
+	    idem_app_mysql_exec(app, create_table) : IDEM_OK;
+}
+
 int
 idem_plugin_init(idem_plugin *p)
 {
 	p->abi_version = IDEM_ABI_VERSION;
+	p->struct_size = sizeof(*p);
 	p->name = "bench";
 	p->setup = setup;
+	p->deploy = deploy;
 	return 0;
 }

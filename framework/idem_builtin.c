@@ -57,8 +57,8 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 		json_decref(doc);
 		return IDEM_ERR_NOMEM;
 	}
-	for (i = 0; i < svc->router->nroutes; i++) {
-		const idem_route *rt = &svc->router->routes[i];
+	for (i = 0; i < idem_router_count(svc->router); i++) {
+		const idem_route *rt = idem_router_at(svc->router, i);
 		if (strcmp(rt->owner, IDEM_BUILTIN_OWNER) == 0)
 			continue;
 		if (json_array_append_new(routes, json_pack("{s:s, s:s, s:s}",
@@ -135,12 +135,12 @@ idem_builtin_check(const idem_service *svc)
 	idem_err err = IDEM_OK;
 	size_t i, j;
 
-	for (i = 0; i < r->nroutes; i++) {
-		const idem_route *b = &r->routes[i];
+	for (i = 0; i < idem_router_count(r); i++) {
+		const idem_route *b = idem_router_at(r, i);
 		if (strcmp(b->owner, IDEM_BUILTIN_OWNER) != 0)
 			continue;
-		for (j = 0; j < r->nroutes; j++) {
-			const idem_route *p = &r->routes[j];
+		for (j = 0; j < idem_router_count(r); j++) {
+			const idem_route *p = idem_router_at(r, j);
 			if (strcmp(p->owner, IDEM_BUILTIN_OWNER) == 0 ||
 			    !idem_route_covers(p, b))
 				continue;

@@ -75,8 +75,10 @@ worker_main(master *m, const char *instance, unsigned slot)
 		idem_middleware_set_instance(svc->mw, instance);
 	idem_service_set_metrics(svc, m->metrics, slot);
 	rc = idem_server_run(svc, m->fd);
-	if (rc == 0)
-		idem_service_free(svc);
+	/* teardown, unless handlers still run (see idemfcgi.h "Lifecycle") */
+	if (rc == IDEM_SERVER_ABANDONED)
+		return 1;
+	idem_service_free(svc);
 	return rc;
 }
 
@@ -317,7 +319,7 @@ reload(master *m)
 		return;
 	}
 	/* check everything (plugins, store) before replacing anything */
-	if (idem_service_new(cfg, m->plugin_dir, &svc) != IDEM_OK) {
+	if (idem_service_check(cfg, m->plugin_dir, 1, &svc) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not reloaded; the workers "
 		    "keep the old configuration", m->path);
 		return;

@@ -393,10 +393,10 @@ idem_mysql_tx_intact(idem_mysql_conn *c)
 	    !(status & SERVER_STATUS_AUTOCOMMIT);
 }
 
-void *
+MYSQL_STMT *
 idem_mysql_stmt(idem_mysql_conn *c, size_t i)
 {
-	return c->stmts[i];
+	return i < c->pool->nsql ? c->stmts[i] : NULL;
 }
 
 idem_err

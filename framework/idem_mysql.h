@@ -16,6 +16,7 @@
 #include <mysql.h>
 
 #include "idemfcgi.h"
+#include "idemfcgi_mysql.h"
 #include "idem_config.h"
 
 /* Most extra statements a pool takes (idem_mysql_pool_extra). */
@@ -55,7 +56,7 @@ idem_err idem_mysql_pool_extra(idem_mysql_pool *p, const char *const *extra,
     size_t nextra);
 
 /* idem_mysql_get, idem_mysql_put, idem_mysql_stmt and idem_mysql_check
- * are in idemfcgi.h: plugins use them too.  idem_mysql_get waits for a
+ * are in idemfcgi_mysql.h: plugins use them too.  idem_mysql_get waits for a
  * free connection up to the connect plus read timeout and logs failures at
  * most once every few seconds. */
 

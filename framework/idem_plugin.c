@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <dlfcn.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -30,14 +31,52 @@ name_ok(const char *s)
 	return n > 0;
 }
 
+/* Room given to idem_plugin_init: an idem_plugin of a later idemfcgi.h,
+ * with hooks appended, still fits. */
+#define PLUGIN_ROOM 512
+/* The size of the ABI 2 idem_plugin, the smallest accepted. */
+#define PLUGIN_BASE_SIZE (offsetof(idem_plugin, teardown) + \
+	sizeof(void (*)(void *)))
+
+/* Checks the struct_size a plugin reported and that it sets no hook this
+ * server does not know.  Returns IDEM_OK or IDEM_ERR_PLUGIN (logged). */
+static idem_err
+check_size(const char *path, const unsigned char *room)
+{
+	const idem_plugin *p = (const idem_plugin *)room;
+	size_t i;
+
+	if (p->struct_size < PLUGIN_BASE_SIZE || p->struct_size > PLUGIN_ROOM) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: struct_size %u is not "
+		    "the size of an idem_plugin: set p->struct_size = "
+		    "sizeof(*p) in %s", path, p->struct_size,
+		    IDEM_PLUGIN_SYMBOL);
+		return IDEM_ERR_PLUGIN;
+	}
+	for (i = sizeof(*p); i < p->struct_size; i++)
+		if (room[i] != 0) {
+			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: it sets hooks "
+			    "of a later idemfcgi than this one: upgrade "
+			    "idemfcgi, or rebuild the plugin against this "
+			    "idemfcgi.h", path);
+			return IDEM_ERR_PLUGIN;
+		}
+	return IDEM_OK;
+}
+
 idem_err
 idem_plugin_open(const char *path, idem_loaded_plugin *lp)
 {
 	int (*init)(idem_plugin *);
+	union {
+		idem_plugin p;
+		unsigned char b[PLUGIN_ROOM];
+	} room;
 	void *sym;
 	int rc;
 
 	memset(lp, 0, sizeof(*lp));
+	memset(&room, 0, sizeof(room));
 	if ((lp->path = strdup(path)) == NULL)
 		return IDEM_ERR_NOMEM;
 	lp->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -55,14 +94,17 @@ idem_plugin_open(const char *path, idem_loaded_plugin *lp)
 	}
 	/* POSIX guarantees this conversion for dlsym results */
 	*(void **)&init = sym;
-	rc = init(&lp->desc);
-	if (lp->desc.abi_version != IDEM_ABI_VERSION) {
+	rc = init(&room.p);
+	if (room.p.abi_version != IDEM_ABI_VERSION) {
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: built for plugin ABI "
 		    "version %u, this idemfcgi has version %u: rebuild the "
 		    "plugin against this idemfcgi.h", path,
-		    lp->desc.abi_version, IDEM_ABI_VERSION);
+		    room.p.abi_version, IDEM_ABI_VERSION);
 		return IDEM_ERR_PLUGIN;
 	}
+	if (check_size(path, room.b) != IDEM_OK)
+		return IDEM_ERR_PLUGIN;
+	lp->desc = room.p;
 	if (rc != 0) {
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: %s returned %d", path,
 		    IDEM_PLUGIN_SYMBOL, rc);
@@ -106,9 +148,23 @@ resolve(const char *entry, const char *cfg_path, const char *plugin_dir)
 	return out;
 }
 
+/* Fills the context a plugin's hooks get. */
+static void
+app_init(idem_app *app, idem_config *cfg, idem_router *router,
+    idem_loaded_plugin *lp, int check)
+{
+	memset(app, 0, sizeof(*app));
+	app->cfg = cfg;
+	app->router = router;
+	app->name = lp->desc.name;
+	app->path = lp->path;
+	app->self = lp;
+	app->check = check;
+}
+
 idem_err
 idem_plugins_load(idem_config *cfg, idem_router *router,
-    const char *plugin_dir, idem_plugins **out)
+    const char *plugin_dir, int check, idem_plugins **out)
 {
 	idem_plugins *ps;
 	idem_err err = IDEM_OK;
@@ -151,11 +207,7 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 			break;
 		}
 		ps->names[i] = lp->desc.name;
-		app.cfg = cfg;
-		app.router = router;
-		app.name = lp->desc.name;
-		app.path = lp->path;
-		app.self = lp;
+		app_init(&app, cfg, router, lp, check);
 		if ((err = lp->desc.setup(&app, &lp->data)) != IDEM_OK) {
 			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: setup failed: %s",
 			    lp->path, idem_strerror(err));
@@ -173,6 +225,30 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 		return err;
 	}
 	*out = ps;
+	return IDEM_OK;
+}
+
+idem_err
+idem_plugins_deploy(idem_plugins *ps, idem_config *cfg, idem_router *router)
+{
+	idem_err err;
+	size_t i;
+
+	for (i = 0; i < ps->n; i++) {
+		idem_loaded_plugin *lp = &ps->items[i];
+		idem_app app;
+
+		if (lp->desc.deploy == NULL)
+			continue;
+		app_init(&app, cfg, router, lp, 0);
+		app.deploying = 1;
+		if ((err = lp->desc.deploy(&app, lp->data)) != IDEM_OK) {
+			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: deploy failed: "
+			    "%s", lp->path, idem_strerror(err));
+			return err == IDEM_ERR_CONFIG ? err : IDEM_ERR_PLUGIN;
+		}
+		idem_log(NULL, IDEM_LOG_DEBUG, "plugin %s deployed", lp->path);
+	}
 	return IDEM_OK;
 }
 
@@ -196,14 +272,36 @@ idem_plugins_free(idem_plugins *ps)
 	free(ps);
 }
 
-/* --------------------------------------- the API a plugin's setup calls */
+/* --------------------------------------- the API a plugin's hooks call */
+
+/* Refuses what only setup may do when app is deploy's.  Returns 0 when
+ * allowed, else -1 (logged). */
+static int
+setup_only(const idem_app *app, const char *what)
+{
+	if (!app->deploying)
+		return 0;
+	idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: %s in deploy: only setup "
+	    "may do that", app->path, what);
+	return -1;
+}
+
+int
+idem_app_is_check(const idem_app *app)
+{
+	return app->check;
+}
 
 idem_err
 idem_route_add(idem_app *app, const char *method, const char *tmpl,
     idem_policy policy, idem_handler_fn handler, void *data)
 {
-	idem_err err = idem_router_add(app->router, method, tmpl, policy,
-	    handler, data, app->name);
+	idem_err err;
+
+	if (setup_only(app, "idem_route_add") != 0)
+		return IDEM_ERR_INVALID;
+	err = idem_router_add(app->router, method, tmpl, policy, handler, data,
+	    app->name);
 
 	if (err != IDEM_OK)
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: route %s %s: %s",
@@ -243,7 +341,8 @@ idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
 	if ((err = idem_route_add(app, method, tmpl, policy, handler, data))
 	    != IDEM_OK)
 		return err;
-	app->router->routes[app->router->nroutes - 1].tx_pool = app->self->pool;
+	idem_router_at(app->router, idem_router_count(app->router) - 1)->tx_pool =
+	    app->self->pool;
 	return IDEM_OK;
 }
 
@@ -338,6 +437,12 @@ idem_app_mysql_exec(idem_app *app, const char *sql)
 	idem_mysql_pool *p;
 	idem_err err;
 
+	if (app->check) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_mysql_exec "
+		    "in the configuration check: a check changes nothing; run "
+		    "DDL in the deploy hook", app->path);
+		return IDEM_ERR_INVALID;
+	}
 	if ((err = idem_mysql_pool_new(app->cfg, NULL, 0, 1, &p)) != IDEM_OK)
 		return err;
 	err = idem_mysql_exec(p, sql);
@@ -353,6 +458,8 @@ idem_app_mysql_pool(idem_app *app, const char *const *sql, size_t nsql)
 {
 	idem_mysql_pool *p;
 
+	if (setup_only(app, "idem_app_mysql_pool") != 0)
+		return NULL;
 	if (app->self->pool != NULL) {
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: one MySQL pool per "
 		    "plugin", app->path);

@@ -1,10 +1,12 @@
 /*
- * idem_plugin.h - loading handler plugins (shared objects).
+ * idem_plugin.h - loading handler plugins (shared objects) and running
+ * their hooks (the lifecycle of idemfcgi.h).
  *
  * Each path of [server] plugins is opened with dlopen(RTLD_NOW), its
- * idem_plugin_init is called, the ABI version it reports is checked, and
- * its setup registers routes and reads its config section.  Any failure
- * stops start-up with a message that names the file.
+ * idem_plugin_init is called, the ABI version and struct size it reports
+ * are checked, and its setup registers routes and reads its config
+ * section.  Any failure stops start-up with a message that names the
+ * file.
  */
 #ifndef IDEM_PLUGIN_H
 #define IDEM_PLUGIN_H
@@ -35,17 +37,29 @@ struct idem_app {
 	const char *name;            /* borrowed: the plugin's section */
 	const char *path;            /* borrowed: the plugin's file */
 	idem_loaded_plugin *self;    /* borrowed: where its pool is kept */
+	int check;                   /* the master's check (idem_app_is_check) */
+	int deploying;               /* in deploy: no routes, no pool */
 };
 
 /*
- * Loads every plugin of cfg->plugins, in order, registering routes in
- * router, then refuses config keys no plugin read.  A relative path is
- * taken from the directory of the config file, a bare file name from
- * plugin_dir.  Returns IDEM_OK with *out (caller frees with
- * idem_plugins_free), or IDEM_ERR_PLUGIN / IDEM_ERR_CONFIG after logging.
+ * Loads every plugin of cfg->plugins, in order, and runs its setup, which
+ * registers routes in router; check says whether this is the master's
+ * check (idem_app_is_check).  Then refuses config keys no plugin read.  A
+ * relative path is taken from the directory of the config file, a bare
+ * file name from plugin_dir.  cfg and router are borrowed and must outlive
+ * *out.  Returns IDEM_OK with *out (caller frees with idem_plugins_free),
+ * or IDEM_ERR_PLUGIN / IDEM_ERR_CONFIG after logging.
  */
 idem_err idem_plugins_load(idem_config *cfg, idem_router *router,
-    const char *plugin_dir, idem_plugins **out);
+    const char *plugin_dir, int check, idem_plugins **out);
+
+/*
+ * Runs each plugin's deploy hook, in order, with the data of its setup.
+ * Returns IDEM_OK, or IDEM_ERR_PLUGIN / IDEM_ERR_CONFIG at the first that
+ * failed (logged with the plugin's file).
+ */
+idem_err idem_plugins_deploy(idem_plugins *plugins, idem_config *cfg,
+    idem_router *router);
 
 /* Calls every teardown (in reverse order), then dlcloses. NULL is fine. */
 void idem_plugins_free(idem_plugins *plugins);

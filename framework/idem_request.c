@@ -11,6 +11,7 @@
 #include <string.h>
 
 
+#include "idemfcgi_mysql.h"
 #include "idem_request.h"
 #include "idem_router.h"
 #include "idem_time.h"

@@ -9,10 +9,28 @@
 
 #include "idem_router.h"
 
+struct idem_router {
+	idem_route *routes;              /* owned */
+	size_t nroutes;
+	size_t cap;
+};
+
 idem_router *
 idem_router_new(void)
 {
 	return calloc(1, sizeof(idem_router));
+}
+
+size_t
+idem_router_count(const idem_router *r)
+{
+	return r->nroutes;
+}
+
+idem_route *
+idem_router_at(const idem_router *r, size_t i)
+{
+	return &r->routes[i];
 }
 
 void

@@ -32,15 +32,17 @@ typedef struct idem_route {
 	unsigned metrics_row;            /* its row there */
 } idem_route;
 
-typedef struct idem_router {
-	idem_route *routes;              /* owned */
-	size_t nroutes;
-	size_t cap;
-} idem_router;
+typedef struct idem_router idem_router;
 
 /* An empty router; caller frees with idem_router_free. */
 idem_router *idem_router_new(void);
 void idem_router_free(idem_router *r);
+
+/* How many routes r holds. */
+size_t idem_router_count(const idem_router *r);
+/* Route i (< idem_router_count), in the order added; borrowed from r until
+ * the next idem_router_add. */
+idem_route *idem_router_at(const idem_router *r, size_t i);
 
 /*
  * Adds a route (method and tmpl are copied; data and owner are borrowed).

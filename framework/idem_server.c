@@ -530,7 +530,7 @@ idem_server_run(idem_service *svc, int listen_fd)
 		    1000);
 	}
 	if (!drained)
-		return 1;
+		return IDEM_SERVER_ABANDONED;
 	for (i = 0; i < n; i++)
 		pthread_join(tids[i], NULL);
 	free(tids);

@@ -28,10 +28,15 @@ void idem_server_block_signals(void);
  */
 int idem_server_listen(const idem_config *cfg);
 
+/* What idem_server_run returns when shutdown-grace ran out with requests
+ * in flight: their threads still run, so svc must not be freed. */
+#define IDEM_SERVER_ABANDONED 2
+
 /*
  * Serves svc (borrowed) on listen_fd until SIGTERM or SIGINT.  Returns 0
- * when every request in flight finished, 1 when shutdown-grace ran out or
- * the threads could not start.
+ * when every request in flight finished, 1 when the threads could not
+ * start (none is left running), IDEM_SERVER_ABANDONED when shutdown-grace
+ * ran out.
  */
 int idem_server_run(idem_service *svc, int listen_fd);
 

@@ -70,8 +70,11 @@ open_middleware(idem_service *svc)
 	return idem_middleware_new(svc->cfg, store, &svc->mw);
 }
 
-idem_err
-idem_service_new(idem_config *cfg, const char *plugin_dir, idem_service **out)
+/* Builds a service as idem_service_new, or as the master's check when
+ * check (and then deploys when deploy). */
+static idem_err
+build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
+    idem_service **out)
 {
 	idem_service *svc = calloc(1, sizeof(*svc));
 	idem_err err;
@@ -91,12 +94,14 @@ idem_service_new(idem_config *cfg, const char *plugin_dir, idem_service **out)
 		svc->own_metrics = 1;
 	}
 	if (err == IDEM_OK)
-		err = idem_plugins_load(cfg, svc->router, plugin_dir,
+		err = idem_plugins_load(cfg, svc->router, plugin_dir, check,
 		    &svc->plugins);
 	if (err == IDEM_OK)
 		err = idem_builtin_check(svc);
 	if (err == IDEM_OK && cfg->idem_enabled)
 		err = open_middleware(svc);
+	if (err == IDEM_OK && deploy)
+		err = idem_plugins_deploy(svc->plugins, svc->cfg, svc->router);
 	if (err != IDEM_OK) {
 		idem_service_free(svc);
 		return err;
@@ -104,6 +109,19 @@ idem_service_new(idem_config *cfg, const char *plugin_dir, idem_service **out)
 	idem_service_set_metrics(svc, svc->metrics, 0);
 	*out = svc;
 	return IDEM_OK;
+}
+
+idem_err
+idem_service_new(idem_config *cfg, const char *plugin_dir, idem_service **out)
+{
+	return build(cfg, plugin_dir, 0, 0, out);
+}
+
+idem_err
+idem_service_check(idem_config *cfg, const char *plugin_dir, int deploy,
+    idem_service **out)
+{
+	return build(cfg, plugin_dir, 1, deploy, out);
 }
 
 void
@@ -119,8 +137,8 @@ idem_service_set_metrics(idem_service *svc, idem_metrics *m, unsigned slot)
 	}
 	svc->metrics = m;
 	svc->slot = slot;
-	for (i = 0; i < svc->router->nroutes; i++) {
-		idem_route *rt = &svc->router->routes[i];
+	for (i = 0; i < idem_router_count(svc->router); i++) {
+		idem_route *rt = idem_router_at(svc->router, i);
 		rt->metrics = m;
 		rt->metrics_row = idem_metrics_route(m, rt->method, rt->tmpl);
 		if (rt->metrics_row == 0)

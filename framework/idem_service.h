@@ -28,13 +28,23 @@ typedef struct idem_service {
 } idem_service;
 
 /*
- * Builds a service from cfg (taken over, even on failure): loads the
- * plugins and checks that every config key was used.  plugin_dir is where
- * bare plugin names are looked up.  Returns IDEM_OK with *out (caller frees
- * with idem_service_free) or the error, already logged.
+ * Builds a service that serves requests (a worker's, or a test's) from
+ * cfg (taken over, even on failure): loads the plugins and checks that
+ * every config key was used.  plugin_dir is where bare plugin names are
+ * looked up.  Returns IDEM_OK with *out (caller frees with
+ * idem_service_free) or the error, already logged.
  */
 idem_err idem_service_new(idem_config *cfg, const char *plugin_dir,
     idem_service **out);
+
+/*
+ * Builds the master's check of cfg, as idem_service_new but with
+ * idem_app_is_check true in the plugins' setup; then, when deploy, runs
+ * their deploy hooks (a start or a reload, not --check).  The service
+ * never serves a request: the master frees it, keeping the config.
+ */
+idem_err idem_service_check(idem_config *cfg, const char *plugin_dir,
+    int deploy, idem_service **out);
 
 /*
  * Deletes expired idempotency records in batches until a batch comes back

@@ -25,6 +25,11 @@
 
 #include "idemfcgi.h"
 
+/* The pool and connection of idemfcgi_mysql.h, named without <mysql.h>
+ * (C11 allows the same typedef twice). */
+typedef struct idem_mysql_pool idem_mysql_pool;
+typedef struct idem_mysql_conn idem_mysql_conn;
+
 #define IDEM_KEY_MAX 255        /* bytes of an Idempotency-Key */
 #define IDEM_OWNER_MAX 64       /* bytes of an owner token */
 #define IDEM_RID_MAX 64         /* bytes of a request id */

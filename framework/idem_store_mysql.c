@@ -14,9 +14,10 @@
  * A statement that fails because the connection was lost (the database
  * restarted) is retried once on a fresh connection; the owner checks make
  * that retry safe.  A deadlock or lock wait timeout is contention on one
- * key, not an outage: retried a few times after a short random pause, then
- * reported as IDEM_ERR_BUSY.  An error that no retry can cure (data too
- * long, packet too large, truncation) is IDEM_ERR_TOO_LARGE.
+ * key, not an outage, reported as IDEM_ERR_BUSY: a deadlock after a few
+ * retries with a short random pause, a lock wait (which has waited all it
+ * may) at once.  An error that no retry can cure (data too long, packet
+ * too large, truncation) is IDEM_ERR_TOO_LARGE.
  */
 #include "config.h"
 
@@ -234,8 +235,8 @@ backoff(int n)
 /*
  * Runs statement i with p on a pooled connection: once more on a fresh
  * connection when the old one turned out to be dead, up to
- * CONTENTION_TRIES times with a random back-off on a deadlock or lock
- * wait.  With keep set, the connection is returned in *held for the
+ * CONTENTION_TRIES times with a random back-off on a deadlock (a lock wait
+ * is not retried).  With keep set, the connection is returned in *held for the
  * caller to read results and give back; else *affected gets the affected
  * rows.  *retried (when not NULL) says whether an attempt before the last
  * lost its connection, so it may or may not have been applied.  Returns
@@ -1270,8 +1271,11 @@ static const idem_store_ops mysql_ops = {
 };
 
 /* Sets the store's limits from the schema's columns and the server's
- * max_allowed_packet, which the pool read when it connected.  Returns
- * IDEM_OK or IDEM_ERR_STORE (logged). */
+ * max_allowed_packet, which the pool read when it connected.  A packet
+ * that leaves no room for an answer besides PACKET_SLACK is refused: every
+ * commit, the stand-in's too, would fail, and each key would stay in
+ * flight until inflight-ttl.  Returns IDEM_OK or IDEM_ERR_STORE
+ * (logged). */
 static idem_err
 set_limits(mysql_store *ms)
 {
@@ -1282,10 +1286,18 @@ set_limits(mysql_store *ms)
 		    "max_allowed_packet");
 		return IDEM_ERR_STORE;
 	}
+	if (packet <= PACKET_SLACK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "mysql store: the server's "
+		    "max_allowed_packet is %llu bytes, and a commit needs %llu "
+		    "besides the answer: no answer could be stored; raise "
+		    "max_allowed_packet (16 MiB by default) to more than "
+		    "max-response plus %llu", (unsigned long long)packet,
+		    PACKET_SLACK, PACKET_SLACK);
+		return IDEM_ERR_STORE;
+	}
 	ms->base.limits.headers = HEADERS_COLUMN_MAX;
 	ms->base.limits.body = BODY_COLUMN_MAX;
-	ms->base.limits.total = packet > PACKET_SLACK ? packet - PACKET_SLACK :
-	    0;
+	ms->base.limits.total = packet - PACKET_SLACK;
 	return IDEM_OK;
 }
 

@@ -1,15 +1,19 @@
 /*
  * idemfcgi.h - the public API of idemfcgi, for handler plugins.
+ * idemfcgi_mysql.h adds what plugins that keep data in the MySQL store's
+ * database use.  libidemfcgi exports exactly the functions declared in
+ * these two headers (IDEM_API).
  *
  * A plugin is a shared object that exports one function,
  *
  *     int idem_plugin_init(idem_plugin *p);
  *
- * which fills *p (ABI version first) and returns 0.  The server checks
- * p->abi_version against IDEM_ABI_VERSION, then calls p->setup once, where
- * the plugin reads its own config section ([name]) and registers its routes
- * with idem_route_add().  Handlers run concurrently on the worker threads:
- * whatever a plugin shares between requests must be thread-safe.
+ * which fills *p (ABI version and struct size first) and returns 0.  The
+ * server checks them, then runs the plugin's hooks as "Lifecycle" at the
+ * end of this file says: setup reads the plugin's own config section
+ * ([name]) and registers its routes with idem_route_add().  Handlers run
+ * concurrently on a worker's threads: whatever a plugin shares between
+ * requests must be thread-safe.
  *
  * Ownership, everywhere in this header:
  *  - "borrowed" pointers belong to the framework and stay valid only for
@@ -28,8 +32,17 @@
 extern "C" {
 #endif
 
-/* Bumped whenever idem_plugin or any function below changes incompatibly. */
-#define IDEM_ABI_VERSION 1
+/* Marks the functions libidemfcgi exports (everything else is hidden). */
+#define IDEM_API __attribute__((visibility("default")))
+/* An idem_err result must be looked at. */
+#define IDEM_WUR __attribute__((warn_unused_result))
+
+/*
+ * Bumped whenever idem_plugin or any function below changes incompatibly.
+ * Adding a hook at the end of idem_plugin, or a function, is not such a
+ * change (see struct_size).
+ */
+#define IDEM_ABI_VERSION 2
 
 /* Error codes of every idem_* function.  IDEM_OK is 0. */
 typedef enum idem_err {
@@ -50,7 +63,7 @@ typedef enum idem_err {
 } idem_err;
 
 /* Returns a static, human-readable description of err. */
-const char *idem_strerror(idem_err err);
+IDEM_API const char *idem_strerror(idem_err err);
 
 /* ---------------------------------------------------------------- logging */
 
@@ -63,8 +76,6 @@ typedef enum idem_log_level {
 
 typedef struct idem_request idem_request;
 typedef struct idem_response idem_response;
-/* A pooled database connection (see "database" below). */
-typedef struct idem_mysql_conn idem_mysql_conn;
 
 /*
  * Writes one line to stderr: time, level, and when req is not NULL its
@@ -72,74 +83,73 @@ typedef struct idem_mysql_conn idem_mysql_conn;
  * or as one JSON object ([server] log-format).  Control characters in the
  * message are escaped.
  */
-void idem_log(const idem_request *req, idem_log_level level,
+IDEM_API void idem_log(const idem_request *req, idem_log_level level,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---------------------------------------------------------------- request */
 
 /* The HTTP method ("GET", "POST", ...).  Borrowed. */
-const char *idem_request_method(const idem_request *req);
+IDEM_API const char *idem_request_method(const idem_request *req);
 /* The routed path, percent-decoded, without the mount prefix.  Borrowed. */
-const char *idem_request_path(const idem_request *req);
+IDEM_API const char *idem_request_path(const idem_request *req);
 /* The raw query string without '?', "" when absent.  Borrowed. */
-const char *idem_request_query(const idem_request *req);
+IDEM_API const char *idem_request_query(const idem_request *req);
 /*
  * A request header by its HTTP name ("Idempotency-Key"), case-insensitive;
  * NULL when absent.  Content-Type and Content-Length are found too.  Borrowed.
  */
-const char *idem_request_header(const idem_request *req, const char *name);
+IDEM_API const char *idem_request_header(const idem_request *req,
+    const char *name);
 /* A path parameter of the route template ("id" for "{id}"); NULL if none. */
-const char *idem_request_param(const idem_request *req, const char *name);
+IDEM_API const char *idem_request_param(const idem_request *req,
+    const char *name);
 /* The body and its length (*len may be NULL); never NULL, NUL-terminated. */
-const char *idem_request_body(const idem_request *req, size_t *len);
+IDEM_API const char *idem_request_body(const idem_request *req, size_t *len);
 /* The authenticated user (REMOTE_USER), NULL when absent.  Borrowed. */
-const char *idem_request_remote_user(const idem_request *req);
+IDEM_API const char *idem_request_remote_user(const idem_request *req);
 /* The request id (X-Request-Id when sane, else generated).  Borrowed. */
-const char *idem_request_id(const idem_request *req);
+IDEM_API const char *idem_request_id(const idem_request *req);
 /* The route template that matched ("/accounts/{id}"); borrowed. */
-const char *idem_request_route(const idem_request *req);
-/*
- * On a transactional route (idem_route_add_tx), the connection inside the
- * request's open transaction: run the handler's statements on it
- * (idem_mysql_stmt).  The handler never commits or rolls back, nor runs
- * statements that do so implicitly (DDL, LOCK TABLES, START TRANSACTION).
- * Borrowed until the handler returns; NULL on other routes.
- */
-idem_mysql_conn *idem_request_tx(const idem_request *req);
+IDEM_API const char *idem_request_route(const idem_request *req);
 /*
  * Parses the body as JSON.  Returns a new reference (caller calls
  * json_decref) or NULL with *error filled (error may be NULL).
  */
-json_t *idem_request_json(const idem_request *req, json_error_t *error);
+IDEM_API json_t *idem_request_json(const idem_request *req,
+    json_error_t *error);
 
 /* --------------------------------------------------------------- response */
 
 /* Sets the status code (100..599).  The default is 200. */
-idem_err idem_response_status(idem_response *res, int status);
+IDEM_API IDEM_WUR idem_err
+idem_response_status(idem_response *res, int status);
 /*
  * Adds a header.  Name and value are copied; a name or value with CR, LF or
  * NUL, or a name that is not an HTTP token, is refused with IDEM_ERR_INVALID.
  * Status and Content-Length are set by the framework and refused here.  A
  * response holds up to 64 headers (IDEM_ERR_TOO_LARGE beyond).
  */
-idem_err idem_response_header(idem_response *res, const char *name,
-    const char *value);
+IDEM_API IDEM_WUR idem_err
+idem_response_header(idem_response *res, const char *name, const char *value);
 /* Appends len bytes to the body (copied). */
-idem_err idem_response_write(idem_response *res, const void *data, size_t len);
+IDEM_API IDEM_WUR idem_err
+idem_response_write(idem_response *res, const void *data, size_t len);
 /*
  * Sets status, Content-Type: application/json and the body to the compact
  * encoding of json.  Steals the reference to json (even on error).
  */
-idem_err idem_response_json(idem_response *res, int status, json_t *json);
+IDEM_API IDEM_WUR idem_err
+idem_response_json(idem_response *res, int status, json_t *json);
 /*
  * Sets a problem response (RFC 9457, application/problem+json):
  * {"status":..,"title":..,"code":..,"detail":..}.  code and detail may be
  * NULL; title defaults to the reason phrase of status.
  */
-idem_err idem_response_problem(idem_response *res, int status,
-    const char *code, const char *detail);
+IDEM_API IDEM_WUR idem_err
+idem_response_problem(idem_response *res, int status, const char *code,
+    const char *detail);
 /* The status set so far. */
-int idem_response_get_status(const idem_response *res);
+IDEM_API int idem_response_get_status(const idem_response *res);
 
 /* ---------------------------------------------------------------- plugins */
 
@@ -171,9 +181,9 @@ typedef struct idem_app idem_app;
  * IDEM_ERR_EXISTS when the same method and template shape is registered,
  * IDEM_ERR_INVALID for a malformed template.
  */
-idem_err idem_route_add(idem_app *app, const char *method,
-    const char *tmpl, idem_policy policy, idem_handler_fn handler,
-    void *data);
+IDEM_API IDEM_WUR idem_err
+idem_route_add(idem_app *app, const char *method, const char *tmpl,
+    idem_policy policy, idem_handler_fn handler, void *data);
 
 /*
  * Read keys of the plugin's own config section.  Each returns IDEM_OK with
@@ -182,93 +192,95 @@ idem_err idem_route_add(idem_app *app, const char *method,
  * refused as unknown after setup.  String results are borrowed for the
  * lifetime of the server.
  */
-idem_err idem_config_string(idem_app *app, const char *key, const char *def,
+IDEM_API IDEM_WUR idem_err
+idem_config_string(idem_app *app, const char *key, const char *def,
     const char **out);
-idem_err idem_config_int(idem_app *app, const char *key, long long def,
-    long long min, long long max, long long *out);
-idem_err idem_config_bool(idem_app *app, const char *key, int def, int *out);
+IDEM_API IDEM_WUR idem_err
+idem_config_int(idem_app *app, const char *key, long long def, long long min,
+    long long max, long long *out);
+IDEM_API IDEM_WUR idem_err
+idem_config_bool(idem_app *app, const char *key, int def, int *out);
 /* Sizes: "512", "64k", "1m", "1g" (powers of 1024). */
-idem_err idem_config_size(idem_app *app, const char *key, uint64_t def,
-    uint64_t *out);
+IDEM_API IDEM_WUR idem_err
+idem_config_size(idem_app *app, const char *key, uint64_t def, uint64_t *out);
 /* Durations in milliseconds: "500ms", "30s", "5m", "24h", "2d", "PT30M". */
-idem_err idem_config_duration(idem_app *app, const char *key, uint64_t def,
+IDEM_API IDEM_WUR idem_err
+idem_config_duration(idem_app *app, const char *key, uint64_t def,
     uint64_t *out);
 
-/* --------------------------------------------------------- database */
+/*
+ * Whether app is the master's check of the configuration (1) rather than
+ * a process that will serve requests (0).  A check registers routes and
+ * reads config like a real start, but none of its routes will ever run:
+ * setup makes no outside change there (no DDL, no call to another
+ * service).  See "Lifecycle".
+ */
+IDEM_API int idem_app_is_check(const idem_app *app);
 
 /*
- * Plugins that keep their own data in the database of the MySQL store
- * ([idempotency] store = mysql) use the server's [mysql] settings through
- * these.  A pool hands out connections whose statements are prepared once;
- * statement handles are MYSQL_STMT * from <mysql.h>.
+ * What a plugin's idem_plugin_init fills in.  The server hands init a
+ * zeroed struct: a hook left NULL is absent.
  */
-typedef struct idem_mysql_pool idem_mysql_pool;
-
-/*
- * Registers a transactional route (DESIGN.md 2.7): like
- * idem_route_add, but its handler runs inside a database transaction on a
- * connection of the plugin's pool (make it first with idem_app_mysql_pool),
- * which idem_request_tx hands it.  The record of the request's key is
- * reserved and written in the same transaction, which the framework
- * commits when the answer is stored (a status in commit-statuses) and
- * rolls back otherwise (a handler error, 5xx, 429, ...): the handler's
- * writes and its answer are committed together, exactly once, or not at
- * all.  Needs idempotency enabled with store = mysql; else, or without a
- * pool, returns IDEM_ERR_CONFIG after logging the route.
- */
-idem_err idem_route_add_tx(idem_app *app, const char *method,
-    const char *tmpl, idem_policy policy, idem_handler_fn handler,
-    void *data);
-
-/* Whether idempotency records live in MySQL (enabled, store = mysql). */
-int idem_app_uses_mysql(const idem_app *app);
-
-/*
- * Runs one statement (DDL such as CREATE TABLE IF NOT EXISTS) on the
- * [mysql] database during setup.  Returns IDEM_OK or IDEM_ERR_STORE
- * (logged).
- */
-idem_err idem_app_mysql_exec(idem_app *app, const char *sql);
-
-/*
- * A pool of [mysql] pool-size connections, each preparing the nsql
- * statements of sql (borrowed: static storage) when it connects.  The
- * server owns the pool and frees it after the plugin's teardown.  Returns
- * NULL (logged) when it cannot be made.
- */
-idem_mysql_pool *idem_app_mysql_pool(idem_app *app, const char *const *sql,
-    size_t nsql);
-
-/*
- * Takes a connected connection (NULL when the database cannot be reached
- * within the timeouts: answer 503).  Give it back with idem_mysql_put.
- */
-idem_mysql_conn *idem_mysql_get(idem_mysql_pool *p);
-/* Gives c back; closes it when idem_mysql_check saw it was lost. */
-void idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c);
-/* Statement i of c (a MYSQL_STMT *), borrowed until idem_mysql_put. */
-void *idem_mysql_stmt(idem_mysql_conn *c, size_t i);
-/* After a failed call, with its mysql_stmt_errno: marks c lost if the
- * error means the connection is gone, so the next taker reconnects. */
-void idem_mysql_check(idem_mysql_conn *c, unsigned err);
-
-/* What a plugin's idem_plugin_init fills in. */
 typedef struct idem_plugin {
 	/* Must be first, and set to IDEM_ABI_VERSION. */
 	unsigned int abi_version;
+	/* Set to sizeof(idem_plugin): hooks added after teardown by a later
+	 * idemfcgi.h are absent in plugins built before them, and a plugin
+	 * built against a later header is accepted as long as the hooks
+	 * this server does not know are NULL. */
+	unsigned int struct_size;
 	/* Short name, also the config section; static storage. */
 	const char *name;
 	/*
-	 * Called once at start-up, before any request: read config, register
-	 * routes.  *data is passed to teardown.  A non-OK return stops start-up;
-	 * setup then frees what it allocated itself (teardown is not called).
+	 * Reads config, registers routes, makes the plugin's pool; once per
+	 * process that loads the plugin (see "Lifecycle").  *data, owned by
+	 * the plugin, is passed to deploy and teardown in the same process.
+	 * A non-OK return stops start-up (or refuses a reload); setup then
+	 * frees what it allocated itself (teardown is not called).  Required.
 	 */
 	idem_err (*setup)(idem_app *app, void **data);
-	/* Called once at shutdown after the last request; may be NULL. */
+	/*
+	 * Makes the changes a deployment needs once (CREATE TABLE IF NOT
+	 * EXISTS, migrations): in the master, once per start and per reload,
+	 * after every plugin's setup passed the check and before any worker
+	 * starts; never for --check.  data is what this process's setup
+	 * returned.  A non-OK return stops start-up (or refuses the reload).
+	 * May be NULL.
+	 */
+	idem_err (*deploy)(idem_app *app, void *data);
+	/* Frees what setup made; once after each setup that succeeded, in the
+	 * same process, after its last request (see "Lifecycle" for when it
+	 * cannot run).  May be NULL. */
 	void (*teardown)(void *data);
 } idem_plugin;
 
-/* The one symbol a plugin exports. */
+/*
+ * Lifecycle.  idemfcgi runs as a master process and the workers it forks;
+ * a plugin's data never crosses a fork (threads and connections do not
+ * survive one), so each process sets the plugin up for itself:
+ *
+ *   hook              process   how often
+ *   idem_plugin_init  each      each time a process loads the plugin
+ *   setup             master    at start-up, for --check and on each
+ *                               SIGHUP: the check (idem_app_is_check 1)
+ *                     worker    once, after fork, before its first
+ *                               request (idem_app_is_check 0); also in a
+ *                               worker that replaces a dead one
+ *   deploy            master    once per start and per reload, after the
+ *                               check passed, before the workers start;
+ *                               never for --check
+ *   handlers          worker    per request, concurrently on its threads
+ *   teardown          both      after each setup that succeeded: the
+ *                               master's at the end of its check (after
+ *                               deploy), a worker's after its last request
+ *
+ * teardown does not run when the process is killed (SIGKILL, a crash),
+ * when a worker's shutdown-grace ends with handlers still running (they
+ * may still use data, so the worker exits without freeing it), or after
+ * a setup that failed.
+ */
+
+/* The one symbol a plugin exports (the plugin's, not libidemfcgi's). */
 #define IDEM_PLUGIN_SYMBOL "idem_plugin_init"
 int idem_plugin_init(idem_plugin *p);
 

@@ -98,17 +98,17 @@ main(int argc, char **argv)
 	}
 	idem_log_set_level(cfg->log_level);
 	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
-	if (idem_service_new(cfg, IDEM_PLUGINDIR, &svc) != IDEM_OK) {
+	if (idem_service_check(cfg, IDEM_PLUGINDIR, !check, &svc) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
 		return 1;
 	}
 	if (check) {
 		size_t i, builtin = 0;
-		for (i = 0; i < svc->router->nroutes; i++)
-			builtin += strcmp(svc->router->routes[i].owner,
+		for (i = 0; i < idem_router_count(svc->router); i++)
+			builtin += strcmp(idem_router_at(svc->router, i)->owner,
 			    IDEM_BUILTIN_OWNER) == 0;
 		printf("%s: configuration OK (%zu route(s) of plugins, %zu "
-		    "built in)\n", path, svc->router->nroutes - builtin,
+		    "built in)\n", path, idem_router_count(svc->router) - builtin,
 		    builtin);
 		idem_service_free(svc);
 		return 0;

@@ -22,27 +22,28 @@
  *   max-notes = 1000     # how many notes are kept (memory store only)
  *   max-length = 280     # bytes of text
  *
- * Which process runs what, and how often:
+ * Which process runs what, and how often (idemfcgi.h, "Lifecycle"):
  *  - idem_plugin_init and setup run each time a process loads the plugin:
- *    in the master at start-up and at each reload (SIGHUP), and in
- *    idemfcgi --check, to check the configuration (teardown follows at
- *    once); then in each worker process, once, as it starts (also one
- *    that replaces a dead worker).  So setup must be safe to repeat, at
- *    once in many processes: CREATE TABLE IF NOT EXISTS, never a DROP or
- *    a data change.
+ *    in the master to check the configuration (at start-up, for
+ *    idemfcgi --check and at each reload: idem_app_is_check is true,
+ *    teardown follows at once, and nothing outside may change); then in
+ *    each worker process, once, as it starts (also one that replaces a
+ *    dead worker).
+ *  - deploy runs in the master once per start and per reload, after the
+ *    check, before the workers start; never for --check: the table is
+ *    created there (IF NOT EXISTS: a reload runs it again).
  *  - handlers run in the worker processes, on any of their threads, many
  *    at once: once per request that executes (never for a replay).
  *    Memory is per worker process; with the memory store there is one.
- *  - teardown runs after each setup that succeeded; in a worker, after
- *    its last request.
+ *  - teardown runs after each setup that succeeded, in the same process;
+ *    in a worker, after its last request.
  */
 #define _POSIX_C_SOURCE 200809L    /* strdup */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <idemfcgi.h>
-#include <mysql.h>
+#include <idemfcgi_mysql.h>
 
 typedef struct notes {
 	long long max_notes, max_length;
@@ -56,9 +57,8 @@ typedef struct notes {
 
 /* ------------------------------------------------------------- MySQL */
 
-/* Run by setup in every process (see above), through
- * idem_app_mysql_exec.  DDL commits implicitly: it belongs here, never in
- * a transactional handler. */
+/* Run by deploy (see above), through idem_app_mysql_exec.  DDL commits
+ * implicitly: it belongs there, never in a transactional handler. */
 static const char create_table[] = "CREATE TABLE IF NOT EXISTS notes ("
     "id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
     "text MEDIUMTEXT CHARACTER SET utf8mb4 NOT NULL) ENGINE = InnoDB";
@@ -302,10 +302,9 @@ setup(idem_app *app, void **data)
 	    &n->max_length)) != IDEM_OK)
 		goto fail;
 	if (idem_app_uses_mysql(app)) {
-		/* the table first: the pool's connections prepare statements
-		 * that name it; then the pool, which idem_route_add_tx needs */
-		if ((err = idem_app_mysql_exec(app, create_table)) != IDEM_OK)
-			goto fail;
+		/* the pool, which idem_route_add_tx needs; its connections
+		 * prepare statements naming the table when they connect, in
+		 * the workers, after deploy made it */
 		if ((n->pool = idem_app_mysql_pool(app, queries, NQ)) == NULL) {
 			err = IDEM_ERR_STORE;
 			goto fail;
@@ -330,12 +329,23 @@ fail:
 	return err;
 }
 
+/* Creates the table, once per start (and per reload). */
+static idem_err
+deploy(idem_app *app, void *data)
+{
+	(void)data;
+	return idem_app_uses_mysql(app) ?
+	    idem_app_mysql_exec(app, create_table) : IDEM_OK;
+}
+
 int
 idem_plugin_init(idem_plugin *p)
 {
 	p->abi_version = IDEM_ABI_VERSION;
+	p->struct_size = sizeof(*p);
 	p->name = "notes";
 	p->setup = setup;
+	p->deploy = deploy;
 	p->teardown = teardown;
 	return 0;
 }

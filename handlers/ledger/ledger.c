@@ -21,10 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <mysql.h>
 #include <uthash.h>
 
-#include "idemfcgi.h"
+#include "idemfcgi_mysql.h"
 
 #define ID_MAX 64
 
@@ -244,25 +243,27 @@ id_ok(const char *id)
 	return n > 0;
 }
 
-/* The {id} of the path, or NULL after a 400 in res. */
-static const char *
-account_id(const idem_request *req, idem_response *res)
+/*
+ * Puts the {id} of the path in *id.  Returns IDEM_OK, with *id NULL after
+ * a 400 in res, or the error of answering (the client then gets a 500, not
+ * a half-made answer that would be stored).
+ */
+static idem_err
+account_id(const idem_request *req, idem_response *res, const char **id)
 {
-	const char *id = idem_request_param(req, "id");
-
-	if (id == NULL || !id_ok(id)) {
-		idem_response_problem(res, 400, "INVALID_ACCOUNT_ID",
-		    "an account id is 1 to 64 of A-Z a-z 0-9 _ . -");
-		return NULL;
-	}
-	return id;
+	*id = idem_request_param(req, "id");
+	if (*id != NULL && id_ok(*id))
+		return IDEM_OK;
+	*id = NULL;
+	return idem_response_problem(res, 400, "INVALID_ACCOUNT_ID",
+	    "an account id is 1 to 64 of A-Z a-z 0-9 _ . -");
 }
 
 /*
- * Reads {"amount": n} from the body into *amount.  Returns 0, or -1 after
- * putting the problem in res.
+ * Reads {"amount": n} from the body into *amount.  Returns IDEM_OK, with
+ * *amount 0 after putting the problem in res, or the error of answering.
  */
-static int
+static idem_err
 read_amount(const ledger *lg, const idem_request *req, idem_response *res,
     long long *amount)
 {
@@ -270,10 +271,10 @@ read_amount(const ledger *lg, const idem_request *req, idem_response *res,
 	json_t *body = idem_request_json(req, &jerr), *a;
 	char detail[200];
 
+	*amount = 0;
 	if (body == NULL) {
 		snprintf(detail, sizeof(detail), "malformed JSON: %s", jerr.text);
-		idem_response_problem(res, 400, "MALFORMED_JSON", detail);
-		return -1;
+		return idem_response_problem(res, 400, "MALFORMED_JSON", detail);
 	}
 	a = json_is_object(body) ? json_object_get(body, "amount") : NULL;
 	if (a == NULL || !json_is_integer(a) || json_integer_value(a) <= 0 ||
@@ -281,12 +282,11 @@ read_amount(const ledger *lg, const idem_request *req, idem_response *res,
 		snprintf(detail, sizeof(detail), "expected {\"amount\": n} with "
 		    "n a whole number from 1 to %lld", lg->max_amount);
 		json_decref(body);
-		idem_response_problem(res, 422, "INVALID_AMOUNT", detail);
-		return -1;
+		return idem_response_problem(res, 422, "INVALID_AMOUNT", detail);
 	}
 	*amount = (long long)json_integer_value(a);
 	json_decref(body);
-	return 0;
+	return IDEM_OK;
 }
 
 /* Answers an outcome that is not DONE. */
@@ -310,10 +310,13 @@ refuse(idem_response *res, outcome o, long long balance, long long amount)
 	case FULL:
 		return idem_response_problem(res, 422, "LEDGER_FULL",
 		    "the ledger holds max-accounts accounts");
-	default:
-		idem_response_problem(res, 503, "LEDGER_UNAVAILABLE",
-		    "the ledger database is unavailable; retry later");
-		return idem_response_header(res, "Retry-After", "1");
+	default: {
+		idem_err err = idem_response_problem(res, 503,
+		    "LEDGER_UNAVAILABLE", "the ledger database is unavailable; "
+		    "retry later");
+		return err != IDEM_OK ? err :
+		    idem_response_header(res, "Retry-After", "1");
+	}
 	}
 }
 
@@ -321,12 +324,14 @@ refuse(idem_response *res, outcome o, long long balance, long long amount)
 static idem_err
 move(const idem_request *req, idem_response *res, ledger *lg, int sign)
 {
-	const char *id = account_id(req, res);
+	const char *id;
 	long long amount, balance = 0;
+	idem_err err;
 	outcome o;
 
-	if (id == NULL || read_amount(lg, req, res, &amount) != 0)
-		return IDEM_OK;
+	if ((err = account_id(req, res, &id)) != IDEM_OK || id == NULL ||
+	    (err = read_amount(lg, req, res, &amount)) != IDEM_OK || amount == 0)
+		return err;
 	o = lg->pool != NULL ? db_move(lg, idem_request_tx(req), id,
 	    sign * amount, &balance) : mem_move(lg, id, sign * amount, &balance);
 	if (o != DONE)
@@ -352,12 +357,13 @@ static idem_err
 show(const idem_request *req, idem_response *res, void *data)
 {
 	ledger *lg = data;
-	const char *id = account_id(req, res);
+	const char *id;
 	long long balance = 0;
+	idem_err err;
 	outcome o;
 
-	if (id == NULL)
-		return IDEM_OK;
+	if ((err = account_id(req, res, &id)) != IDEM_OK || id == NULL)
+		return err;
 	o = lg->pool != NULL ? db_balance(lg, id, &balance) :
 	    mem_balance(lg, id, &balance);
 	if (o != DONE)
@@ -402,8 +408,6 @@ setup(idem_app *app, void **data)
 	if ((err = idem_config_bool(app, "transactional", 1, &tx)) != IDEM_OK)
 		goto fail;
 	if (idem_app_uses_mysql(app)) {
-		if ((err = idem_app_mysql_exec(app, create_table)) != IDEM_OK)
-			goto fail;
 		if ((lg->pool = idem_app_mysql_pool(app, queries, NQ)) == NULL) {
 			err = IDEM_ERR_STORE;
 			goto fail;
@@ -426,12 +430,23 @@ fail:
 	return err;
 }
 
+/* Creates the accounts table, once per start (not for --check). */
+static idem_err
+deploy(idem_app *app, void *data)
+{
+	(void)data;
+	return idem_app_uses_mysql(app) ?
+	    idem_app_mysql_exec(app, create_table) : IDEM_OK;
+}
+
 int
 idem_plugin_init(idem_plugin *p)
 {
 	p->abi_version = IDEM_ABI_VERSION;
+	p->struct_size = sizeof(*p);
 	p->name = "ledger";
 	p->setup = setup;
+	p->deploy = deploy;
 	p->teardown = teardown;
 	return 0;
 }

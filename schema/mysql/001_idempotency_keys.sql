@@ -5,9 +5,15 @@
 CREATE TABLE IF NOT EXISTS idempotency_keys (
   -- SHA-256 of the scope (the principal), all zero bytes for scope = none
   scope_hash   BINARY(32)      NOT NULL,
-  -- the Idempotency-Key as the client sent it (1 to 255 visible ASCII)
+  -- the Idempotency-Key as idemfcgi reads it (1 to 255 bytes of visible
+  -- ASCII): an sf-string without its quotes and escapes ("k" and k are
+  -- one key), a uuid or uuidv7 key lower-cased; see docs/protocol.md,
+  -- "The key"
   idem_key     VARBINARY(255)  NOT NULL,
-  -- SHA-256 of method, route, path, canonical query and body
+  -- SHA-256 of the method, the route template, each percent-decoded path
+  -- segment, the query (sorted by name), the media type of Content-Type
+  -- and the body (canonical only for a JSON media type, else the bytes);
+  -- see docs/protocol.md, "What counts as the same request"
   fingerprint  BINARY(32)      NOT NULL,
   state        ENUM('in_flight', 'committed') NOT NULL,
   -- who holds an in_flight record; a commit or release must name it

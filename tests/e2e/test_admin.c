@@ -21,8 +21,8 @@
 static void
 start(harness *h)
 {
-	cr_assert_eq(harness_start_store(h, 1, NULL, "[idempotency]\n"
-	    "inflight-ttl = 1s\nscope = header:X-Api-Key\n"), 0);
+	cr_assert_eq(harness_start(h, &(harness_opts){ .mysql = 1,
+	    .idem = "inflight-ttl = 1s\nscope = header:X-Api-Key" }), 0);
 }
 
 /* Runs idemfcgi-admin -c conf ARGS; *out gets stdout, *err stderr (caller
@@ -259,13 +259,10 @@ static const char *
 conf_file(const char *text)
 {
 	static char path[128];
-	FILE *fp;
 
 	snprintf(path, sizeof(path), "/tmp/idemfcgi-admin-%ld.conf",
 	    (long)getpid());
-	cr_assert_not_null(fp = fopen(path, "w"));
-	fputs(text, fp);
-	fclose(fp);
+	cr_assert_eq(harness_write_conf(path, text), 0);
 	return path;
 }
 

@@ -113,7 +113,8 @@ table(int mysql)
 
 	memset(long_key, 'k', 256);
 	memset(huge_header, 'h', sizeof(huge_header) - 1);
-	cr_assert_eq(harness_start_store(&h, mysql, "max-body = 64k", NULL), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){
+	    .server = "max-body = 64k", .mysql = mysql }), 0);
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		const row *r = &rows[i];
 		fc_response out = send_row(&h, r);
@@ -189,7 +190,7 @@ Test(badinput, sql_in_a_valid_key)
 	fc_response a, b;
 	harness h;
 
-	cr_assert_eq(harness_start_store(&h, 1, NULL, NULL), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .mysql = 1 }), 0);
 	cr_assert_eq(fc_http(h.addr, "POST", "/testkit/echo", hdr, "{}", &a), 0);
 	cr_assert_eq(fc_http(h.addr, "POST", "/testkit/echo", hdr, "{}", &b), 0);
 	cr_expect_eq(a.status, 201);

@@ -79,21 +79,20 @@ released_by_master(const char *log, const char *hash)
 Test(chaos, kill_workers_under_load, .timeout = 240)
 {
 	static call c[KEYS][SENDS];
-	char keys[KEYS][32], rest[1500], my[600], log[128];
+	char keys[KEYS][32], log[128];
 	char *logs[2];
 	pthread_t kt;
 	int i, j, r, twice = 0, freed = 0;
 	mariadb m;
 
 	cr_assert_eq(mariadb_from_env(&m), 0);
-	mariadb_conf(&m, my, sizeof(my));
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
-	    "inflight-ttl = 60s\n%spool-size = 16\n", my);
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-chaos-%d.log", (int)getpid());
 	unlink(log);
 	for (i = 0; i < 2; i++)
-		cr_assert_eq(harness_start_log(&node[i], "workers = 2\n"
-		    "threads = 16", rest, log), 0);
+		cr_assert_eq(harness_start(&node[i], &(harness_opts){
+		    .server = "workers = 2\nthreads = 16", .mysql = 1, .db = &m,
+		    .idem = "inflight-ttl = 60s", .rest = "pool-size = 16\n",
+		    .testkit_log = log }), 0);
 	for (i = 0; i < KEYS; i++)
 		snprintf(keys[i], sizeof(keys[i]), "chaos-%d", i);
 
@@ -128,8 +127,8 @@ Test(chaos, kill_workers_under_load, .timeout = 240)
 			    c[i][j].status, c[i][j].body_out);
 		}
 
-	logs[0] = harness_slurp(node[0].stderr_log);
-	logs[1] = harness_slurp(node[1].stderr_log);
+	logs[0] = harness_log(&node[0]);
+	logs[1] = harness_log(&node[1]);
 	for (i = 0; i < KEYS; i++) {
 		unsigned char zero[32] = { 0 };
 		char hash[17];
@@ -201,17 +200,16 @@ ledger_sum(const mariadb *m, const char *run)
 static void
 start_ledger_nodes(const mariadb *m, int tx, const char *log)
 {
-	char rest[1500], my[600];
 	int i;
 
-	mariadb_conf(m, my, sizeof(my));
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
-	    "inflight-ttl = 60s\n%spool-size = 16\n[ledger]\ntransactional = %s\n",
-	    my, tx ? "true" : "false");
 	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
 	for (i = 0; i < 2; i++)
-		cr_assert_eq(harness_start_log(&node[i], "workers = 2\n"
-		    "threads = 16", rest, log), 0);
+		cr_assert_eq(harness_start(&node[i], &(harness_opts){
+		    .server = "workers = 2\nthreads = 16", .mysql = 1, .db = m,
+		    .idem = "inflight-ttl = 60s", .rest = tx ?
+		    "pool-size = 16\n[ledger]\ntransactional = true\n" :
+		    "pool-size = 16\n[ledger]\ntransactional = false\n",
+		    .testkit_log = log }), 0);
 }
 
 /* The fault a send carries: every 8th key's first send is killed at a
@@ -305,13 +303,11 @@ Test(chaos, ledger_exactly_once, .timeout = 300)
 		}
 		pthread_join(rt, NULL);
 		if (r == LKEYS / LROUND / 2) {
-			char rest[1500], my[600];
-			mariadb_conf(&m, my, sizeof(my));
-			snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
-			    "inflight-ttl = 60s\n%spool-size = 16\n[ledger]\n"
-			    "transactional = true\n", my);
-			cr_assert_eq(harness_start_log(&node[1], "workers = 2\n"
-			    "threads = 16", rest, log), 0);
+			cr_assert_eq(harness_start(&node[1], &(harness_opts){
+			    .server = "workers = 2\nthreads = 16", .mysql = 1,
+			    .db = &m, .idem = "inflight-ttl = 60s",
+			    .rest = "pool-size = 16\n[ledger]\ntransactional = "
+			    "true\n", .testkit_log = log }), 0);
 		}
 		for (i = 0; i < LROUND; i++)
 			for (j = 0; j < LSENDS; j++)

@@ -26,8 +26,9 @@ static harness h;
 static void
 start_default(void)
 {
-	cr_assert_eq(harness_start(&h, "max-body = 1k\nthreads = 4\n",
-	    "[idempotency]\nrequired = false\n"), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){
+	    .server = "max-body = 1k\nthreads = 4", .idem = "required = false" }),
+	    0);
 }
 
 static void
@@ -266,8 +267,8 @@ Test(fcgi, mount_and_path_info, .fini = stop_default)
 	    "/accounts/x y/deposit", "CONTENT_LENGTH", "12", NULL };
 	fc_response r;
 
-	cr_assert_eq(harness_start(&h, "mount = /api", "[idempotency]\n"
-	    "required = false\n"), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "mount = /api",
+	    .idem = "required = false" }), 0);
 	cr_assert_eq(fc_http(h.addr, "POST", "/api/accounts/m/deposit", NULL,
 	    "{\"amount\":1}", &r), 0);
 	cr_expect_eq(r.status, 201, "%s", r.body);
@@ -344,8 +345,8 @@ Test(shutdown, sigterm_drains_in_flight)
 	job jb;
 	fc_response r;
 
-	cr_assert_eq(harness_start(&h, NULL, "[idempotency]\nrequired = false\n"),
-	    0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){
+	    .idem = "required = false" }), 0);
 	pthread_create(&t, NULL, slow_request, &jb);
 	msleep(20);
 	cr_assert_eq(kill(h.pid, SIGTERM), 0);
@@ -363,7 +364,7 @@ Test(shutdown, sigint_when_idle)
 {
 	int status = -1, i;
 
-	cr_assert_eq(harness_start(&h, NULL, "[testkit]\n"), 0);
+	cr_assert_eq(harness_start(&h, NULL), 0);
 	kill(h.pid, SIGINT);
 	for (i = 0; i < 500 && waitpid(h.pid, &status, WNOHANG) != h.pid; i++)
 		msleep(10);
@@ -391,19 +392,17 @@ Test(shutdown, sighup_is_harmless, .init = start_default,
 
 Test(sockets, tcp)
 {
-	char conf[256], addr[64], bin[512], *argv[4];
-	const char *b = harness_builddir();
+	char conf[256], text[256], addr[64], bin[512], *argv[4];
 	fc_response r;
-	FILE *fp;
 	pid_t pid;
 	int port = harness_free_port(), i, status;
 
 	snprintf(conf, sizeof(conf), "/tmp/idemfcgi-tcp-%d.conf", (int)getpid());
-	fp = fopen(conf, "w");
-	fprintf(fp, "[server]\nlisten = 127.0.0.1:%d\nplugins = "
-	    "%s/.libs/ledger.so\n[idempotency]\nrequired = false\n", port, b);
-	fclose(fp);
-	snprintf(bin, sizeof(bin), "%s/idemfcgi", b);
+	snprintf(text, sizeof(text), "[server]\nlisten = 127.0.0.1:%d\nplugins = "
+	    "@BUILDDIR@/.libs/ledger.so\n[idempotency]\nrequired = false\n",
+	    port);
+	harness_write_conf(conf, text);
+	snprintf(bin, sizeof(bin), "%s/idemfcgi", harness_builddir());
 	argv[0] = bin;
 	argv[1] = "-c";
 	argv[2] = conf;
@@ -432,20 +431,17 @@ Test(sockets, fd0_from_the_web_server)
 {
 	char dir[] = "/tmp/idemfcgi-fd0.XXXXXX", conf[128], sock[128],
 	    addr[160], bin[512], *argv[4];
-	const char *b = harness_builddir();
 	struct sockaddr_un sa;
 	fc_response r;
-	FILE *fp;
 	pid_t pid;
 	int fd, status;
 
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(conf, sizeof(conf), "%s/c.conf", dir);
 	snprintf(sock, sizeof(sock), "%s/s.sock", dir);
-	fp = fopen(conf, "w");
-	fprintf(fp, "[server]\nplugins = %s/.libs/ledger.so\n"
-	    "[idempotency]\nrequired = false\n", b);
-	fclose(fp);
+	harness_write_conf(conf,
+	    "[server]\nplugins = @BUILDDIR@/.libs/ledger.so\n"
+	    "[idempotency]\nrequired = false\n");
 	/* what spawn-fcgi and lighttpd's bin-path do */
 	fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	memset(&sa, 0, sizeof(sa));
@@ -454,7 +450,7 @@ Test(sockets, fd0_from_the_web_server)
 	memcpy(sa.sun_path, sock, strlen(sock) + 1);
 	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	cr_assert_eq(listen(fd, 16), 0);
-	snprintf(bin, sizeof(bin), "%s/idemfcgi", b);
+	snprintf(bin, sizeof(bin), "%s/idemfcgi", harness_builddir());
 	argv[0] = bin;
 	argv[1] = "-c";
 	argv[2] = conf;
@@ -482,8 +478,8 @@ Test(sockets, fd0_from_the_web_server)
 Test(sockets, no_listen_and_no_socket)
 {
 	char *out;
-	int rc = harness_run("", "[server]\nplugins = @DIR@/.libs/ledger.so\n",
-	    &out);
+	int rc = harness_run("",
+	    "[server]\nplugins = @BUILDDIR@/.libs/ledger.so\n", &out);
 
 	cr_expect_eq(rc, 1);
 	cr_expect(strstr(out, "fd 0 is not a listening socket") != NULL, "%s",
@@ -497,7 +493,7 @@ Test(cli, check_good)
 {
 	char *out;
 	int rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
-	    "plugins = @DIR@/.libs/ledger.so\n[ledger]\nmax-accounts = 10\n",
+	    "plugins = @BUILDDIR@/.libs/ledger.so\n[ledger]\nmax-accounts = 10\n",
 	    &out);
 
 	cr_expect_eq(rc, 0, "%s", out);
@@ -526,16 +522,17 @@ Test(cli, transactional_route_needs_mysql)
 {
 	char *out;
 	int rc = harness_run("--check", "[server]\nplugins = "
-	    "@DIR@/tests/testkit/.libs/testkit.so\n[testkit]\nlog = /dev/null\n"
-	    "tx-route = true\n", &out);
+	    "@BUILDDIR@/tests/testkit/.libs/testkit.so\n[testkit]\n"
+	    "log = /dev/null\ntx-route = true\n", &out);
 
 	cr_expect_eq(rc, 1);
 	cr_expect(strstr(out, "route POST /testkit/tx/{code} is transactional, "
 	    "but the store is not MySQL") != NULL, "%s", out);
 	free(out);
 	rc = harness_run("--check", "[server]\nplugins = "
-	    "@DIR@/tests/testkit/.libs/testkit.so\n[testkit]\nlog = /dev/null\n"
-	    "tx-route = true\n[idempotency]\nenabled = false\n", &out);
+	    "@BUILDDIR@/tests/testkit/.libs/testkit.so\n[testkit]\n"
+	    "log = /dev/null\ntx-route = true\n[idempotency]\nenabled = false\n",
+	    &out);
 	cr_expect_eq(rc, 1);
 	cr_expect(strstr(out, "route POST /testkit/tx/{code} is transactional, "
 	    "but idempotency is disabled") != NULL, "%s", out);
@@ -546,7 +543,7 @@ Test(cli, wrong_abi_plugin)
 {
 	char *out;
 	int rc = harness_run("--check", "[server]\nplugins = "
-	    "@DIR@/tests/plugins/.libs/bad_abi.so\n", &out);
+	    "@BUILDDIR@/tests/plugins/.libs/bad_abi.so\n", &out);
 
 	cr_expect_eq(rc, 1);
 	cr_expect(strstr(out, "bad_abi.so: built for plugin ABI version 42")
@@ -575,7 +572,7 @@ Test(cli, help_and_version)
 	free(out);
 	rc = harness_run("--version", "", &out);
 	cr_expect_eq(rc, 0);
-	cr_expect(strstr(out, "idemfcgi 0.1.0 (plugin ABI 1)") != NULL, "%s",
+	cr_expect(strstr(out, "idemfcgi 0.1.0 (plugin ABI 2)") != NULL, "%s",
 	    out);
 	free(out);
 	rc = harness_run("--bogus", "", &out);
@@ -589,9 +586,7 @@ Test(sockets, spawn_fcgi)
 {
 	char dir[] = "/tmp/idemfcgi-spawn.XXXXXX", conf[128], sock[128],
 	    addr[160], bin[512];
-	const char *b = harness_builddir();
 	fc_response r;
-	FILE *fp;
 	pid_t pid;
 	int status, i;
 
@@ -599,10 +594,9 @@ Test(sockets, spawn_fcgi)
 	snprintf(conf, sizeof(conf), "%s/c.conf", dir);
 	snprintf(sock, sizeof(sock), "%s/s.sock", dir);
 	snprintf(addr, sizeof(addr), "unix:%s", sock);
-	snprintf(bin, sizeof(bin), "%s/idemfcgi", b);
-	fp = fopen(conf, "w");
-	fprintf(fp, "[server]\nplugins = %s/.libs/ledger.so\n", b);
-	fclose(fp);
+	snprintf(bin, sizeof(bin), "%s/idemfcgi", harness_builddir());
+	harness_write_conf(conf,
+	    "[server]\nplugins = @BUILDDIR@/.libs/ledger.so\n");
 	if ((pid = fork()) == 0) {
 		execlp("spawn-fcgi", "spawn-fcgi", "-n", "-s", sock, "-M", "0660",
 		    "--", bin, "-c", conf, (char *)NULL);

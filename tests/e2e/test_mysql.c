@@ -21,17 +21,17 @@
 static void
 start_node(harness *h, const char *server, const char *idem, const char *log)
 {
-	char rest[1500], my[600];
+	char pool[32];
 	const char *threads = server != NULL ? strstr(server, "threads = ") :
 	    NULL;
 	mariadb m;
 
 	cr_assert_eq(mariadb_from_env(&m), 0);
-	mariadb_conf(&m, my, sizeof(my));
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n%s\n%s"
-	    "pool-size = %d\n", idem != NULL ? idem : "", my,
+	snprintf(pool, sizeof(pool), "pool-size = %d\n",
 	    threads != NULL ? atoi(threads + 10) : 8);
-	cr_assert_eq(harness_start_log(h, server, rest, log), 0);
+	cr_assert_eq(harness_start(h, &(harness_opts){ .server = server,
+	    .idem = idem, .mysql = 1, .db = &m, .rest = pool,
+	    .testkit_log = log }), 0);
 }
 
 /* A unique key prefix per test run (the database outlives one test). */
@@ -50,13 +50,12 @@ Test(mysql_e2e, replay_and_conflict)
 {
 	harness h;
 	call a, b;
-	char key[64], rest[1500], my[600];
+	char key[64];
 	mariadb m;
 
 	cr_assert_eq(mariadb_from_env(&m), 0);
-	mariadb_conf_tcp(&m, my, sizeof(my));
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n%s", my);
-	cr_assert_eq(harness_start(&h, NULL, rest), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .mysql_tcp = 1,
+	    .db = &m }), 0);
 	snprintf(key, sizeof(key), "rc-%s", run_id());
 	a = call_one(h.addr, "/testkit/echo", key, "{\"a\": 1, \"b\": 2}");
 	cr_expect_eq(a.status, 201);

@@ -37,14 +37,12 @@ Test(mysql_outage, stopped_then_started, .init = take_turn)
 {
 	mariadb db;
 	harness h;
-	char rest[1000], my[600];
 	call c;
 	int i;
 
 	cr_assert_eq(mariadb_start(&db), 0);
-	mariadb_conf(&db, my, sizeof(my));
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n%s", my);
-	cr_assert_eq(harness_start(&h, "threads = 4", rest), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "threads = 4",
+	    .mysql = 1, .db = &db }), 0);
 	c = call_one(h.addr, "/testkit/echo", "before", NULL);
 	cr_expect_eq(c.status, 201);
 
@@ -111,7 +109,7 @@ Test(mysql_outage, killed_under_load, .init = take_turn, .timeout = 120)
 {
 	mariadb db;
 	harness h;
-	char rest[1000], my[600], key[64], hash[17];
+	char key[64], hash[17];
 	unsigned char zero[32] = { 0 };
 	load l[4];
 	pthread_t t[4];
@@ -119,10 +117,9 @@ Test(mysql_outage, killed_under_load, .init = take_turn, .timeout = 120)
 	int i, j, tries;
 
 	cr_assert_eq(mariadb_start(&db), 0);
-	mariadb_conf(&db, my, sizeof(my));
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
-	    "inflight-ttl = 3s\n%spool-size = 8\n", my);
-	cr_assert_eq(harness_start(&h, "workers = 2\nthreads = 8", rest), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){
+	    .server = "workers = 2\nthreads = 8", .mysql = 1, .db = &db,
+	    .idem = "inflight-ttl = 3s", .rest = "pool-size = 8\n" }), 0);
 	for (i = 0; i < 4; i++) {
 		l[i].addr = h.addr;
 		l[i].id = i;
@@ -146,7 +143,7 @@ Test(mysql_outage, killed_under_load, .init = take_turn, .timeout = 120)
 			cr_expect_eq(c->status, 201, "never answered: %d %s",
 			    c->status, c->body_out);
 		}
-	log = harness_slurp(h.stderr_log);
+	log = harness_log(&h);
 	for (i = 0; i < 4; i++)
 		for (j = 0; j < 40; j++) {
 			size_t runs;
@@ -172,7 +169,7 @@ Test(mysql_outage, frozen_database, .init = take_turn, .timeout = 120)
 {
 	mariadb db;
 	harness h;
-	char rest[1000], my[600], pidfile[300], *pidtext;
+	char pidfile[300], *pidtext;
 	struct timespec t0, t1;
 	double took;
 	call c;
@@ -180,10 +177,8 @@ Test(mysql_outage, frozen_database, .init = take_turn, .timeout = 120)
 	int tries;
 
 	cr_assert_eq(mariadb_start(&db), 0);
-	mariadb_conf(&db, my, sizeof(my));
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
-	    "inflight-ttl = 3s\n%s", my);
-	cr_assert_eq(harness_start(&h, "threads = 4", rest), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "threads = 4",
+	    .mysql = 1, .db = &db, .idem = "inflight-ttl = 3s" }), 0);
 	c = call_one(h.addr, "/testkit/echo", "warm", NULL);
 	cr_assert_eq(c.status, 201);
 	snprintf(pidfile, sizeof(pidfile), "%s/pid", db.dir);
@@ -252,20 +247,19 @@ Test(mysql_outage, stop_writes_a_deferred_commit, .init = take_turn,
 {
 	mariadb db;
 	harness h, h2;
-	char rest[1000], my[600], log[320];
+	char log[320];
+	harness_opts o = { .server = "threads = 2", .mysql = 1, .db = &db,
+	    .idem = "inflight-ttl = 60s", .testkit_log = log };
 	pthread_t t;
 	call first, c;
 
 	cr_assert_eq(mariadb_start(&db), 0);
-	mariadb_conf(&db, my, sizeof(my));
 	/* timeouts of 2 s (mariadb_conf), a grace of 10 s (the harness) */
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n"
-	    "inflight-ttl = 60s\n%s", my);
 	/* one testkit log for both instances, outliving the first */
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-deferred-%ld.log",
 	    (long)getpid());
 	unlink(log);
-	cr_assert_eq(harness_start_log(&h, "threads = 2", rest, log), 0);
+	cr_assert_eq(harness_start(&h, &o), 0);
 
 	first = call_make(h.addr, "/testkit/sleep/3000", "deferred", NULL);
 	pthread_create(&t, NULL, post_thread, &first);
@@ -278,7 +272,7 @@ Test(mysql_outage, stop_writes_a_deferred_commit, .init = take_turn,
 	cr_expect_eq(harness_stop(&h), 0);
 
 	/* a new instance on the same database and testkit log */
-	cr_assert_eq(harness_start_log(&h2, "threads = 2", rest, log), 0);
+	cr_assert_eq(harness_start(&h2, &o), 0);
 	c = call_one(h2.addr, "/testkit/sleep/3000", "deferred", NULL);
 	cr_expect_eq(c.status, 201, "%d %s", c.status, c.body_out);
 	cr_expect_str_eq(c.replayed, "true");

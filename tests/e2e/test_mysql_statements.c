@@ -19,16 +19,14 @@ Test(mysql_statements, per_request)
 {
 	harness h;
 	mariadb m;
-	char key[64], rest[1000], my[600];
+	char key[64];
 	long long e0, e1, e2, p0, p2;
 	call c;
 
 	/* global counters: this server must serve this test alone */
 	cr_assert_eq(mariadb_start(&m), 0);
-	mariadb_conf_tcp(&m, my, sizeof(my));
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n%s"
-	    "pool-size = 1\n", my);
-	cr_assert_eq(harness_start(&h, "threads = 1", rest), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "threads = 1",
+	    .mysql_tcp = 1, .db = &m, .rest = "pool-size = 1\n" }), 0);
 	/* the first request connects and prepares */
 	snprintf(key, sizeof(key), "warm");
 	call_one(h.addr, "/testkit/echo", key, NULL);
@@ -59,15 +57,12 @@ Test(mysql_statements, per_transactional_request)
 {
 	harness h;
 	mariadb m;
-	char rest[1000], my[600];
 	long long e0, e1, e2, c0, c1, c2, r0, r1, r2;
 	call c;
 
 	cr_assert_eq(mariadb_start(&m), 0);
-	mariadb_conf_tcp(&m, my, sizeof(my));
-	snprintf(rest, sizeof(rest), "[idempotency]\nstore = mysql\n%s"
-	    "pool-size = 1\n", my);
-	cr_assert_eq(harness_start(&h, "threads = 1", rest), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "threads = 1",
+	    .mysql_tcp = 1, .db = &m, .rest = "pool-size = 1\n" }), 0);
 	/* the first request connects, prepares and turns autocommit off */
 	call_one(h.addr, "/testkit/tx/201", "warm", NULL);
 	e0 = mariadb_status(&m, "Com_stmt_execute");

@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 
 #include "calls.h"
+#include "fcgi_client.h"
 #include "harness.h"
 
 /* Starts h on the memory store or on MySQL with threads worker threads
@@ -19,16 +20,13 @@
 static void
 start(harness *h, int mysql, int threads, const char *idem)
 {
-	char server[64], rest[512];
+	char server[64], pool[32];
 
 	snprintf(server, sizeof(server), "threads = %d\nmax-body = 2m",
 	    threads);
-	if (mysql)	/* after the [mysql] section */
-		snprintf(rest, sizeof(rest), "pool-size = %d\n[idempotency]\n"
-		    "%s\n", threads, idem != NULL ? idem : "");
-	else
-		snprintf(rest, sizeof(rest), "%s\n", idem != NULL ? idem : "");
-	cr_assert_eq(harness_start_store(h, mysql, server, rest), 0);
+	snprintf(pool, sizeof(pool), "pool-size = %d\n", threads);
+	cr_assert_eq(harness_start(h, &(harness_opts){ .server = server,
+	    .idem = idem, .mysql = mysql, .rest = mysql ? pool : NULL }), 0);
 }
 
 /* What one client saw, by kind of answer. */
@@ -146,17 +144,36 @@ Test(once, one_key_contention_mysql, .timeout = 60)
 	one_key_contention(1);
 }
 
+/* The outcome counter name, scraped from h ([metrics] enabled). */
+static double
+outcome(const harness *h, const char *name)
+{
+	char series[128];
+	fc_response r;
+	double v;
+
+	snprintf(series, sizeof(series),
+	    "idemfcgi_idempotency_outcomes_total{outcome=\"%s\"}", name);
+	cr_assert_eq(fc_http(h->addr, "GET", "/metrics", NULL, NULL, &r), 0);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	v = harness_metric(r.body, series);
+	fc_response_free(&r);
+	return v;
+}
+
 /*
  * Issue 12.1: a 201 too large to store (a 1.1 MB body over max-response;
  * on MySQL also headers over the 64 KiB column) is answered whole once,
- * never released: retries get its status and Location with a notice that
- * it was executed, and the handler runs once.
+ * never released: retries get its status, Location and Content-Location
+ * with a notice that it was executed, and the handler runs once.  Each
+ * such answer is counted as answer_not_stored and logged (12.2).
  */
 static void
 oversized_answer(int mysql)
 {
 	harness h;
-	const char *kb = call_key("bigbody"), *kh = call_key("bigheads");
+	const char *kb = call_key("bigbody"), *kh = call_key("bigheads"),
+	    *kx = call_key("hugeheads");
 	size_t n = 1100 * 1024;
 	char *body = malloc(n + 3);
 	call c;
@@ -166,7 +183,7 @@ oversized_answer(int mysql)
 	memset(body + 1, 'x', n);
 	body[n + 1] = '"';
 	body[n + 2] = '\0';
-	start(&h, mysql, 4, "max-response = 1m");
+	start(&h, mysql, 4, "max-response = 256k\n[metrics]\nenabled = true");
 	c = call_one(h.addr, "/testkit/echo", kb, body);
 	cr_expect_eq(c.status, 201);
 	cr_expect_neq(c.exec[0], '\0', "the first answer is whole");
@@ -177,12 +194,30 @@ oversized_answer(int mysql)
 	cr_expect_eq(harness_count_key(&h, "/testkit/echo", kb), 1);
 	c = call_one(h.addr, "/testkit/fat-headers/9", kh, NULL);
 	cr_expect_eq(c.status, 201);
+	cr_expect_str_eq(c.location, "/testkit/made/1");
+	cr_expect_str_eq(c.content_location, "/testkit/made/1/answer");
 	c = call_one(h.addr, "/testkit/fat-headers/9", kh, NULL);
 	cr_expect_eq(c.status, 201, "%s", c.body_out);
 	cr_expect_str_eq(c.replayed, "true");
-	/* 72 kB of headers: whole in memory, too large for MySQL's column */
+	/* 72 kB of headers, under max-response: whole in memory, too large
+	 * for MySQL's column */
 	cr_expect_str_eq(c.code, mysql ? "IDEMPOTENCY_ANSWER_NOT_STORED" : "");
+	cr_expect_str_eq(c.location, "/testkit/made/1");
+	cr_expect_str_eq(c.content_location, "/testkit/made/1/answer");
 	cr_expect_eq(harness_count_key(&h, "/testkit/fat-headers/9", kh), 1);
+	/* 320 kB of headers, over max-response: a stand-in on both stores,
+	 * which keeps Location and Content-Location */
+	c = call_one(h.addr, "/testkit/fat-headers/40", kx, NULL);
+	cr_expect_eq(c.status, 201);
+	c = call_one(h.addr, "/testkit/fat-headers/40", kx, NULL);
+	cr_expect_eq(c.status, 201, "%s", c.body_out);
+	cr_expect_str_eq(c.replayed, "true");
+	cr_expect_str_eq(c.code, "IDEMPOTENCY_ANSWER_NOT_STORED");
+	cr_expect_str_eq(c.location, "/testkit/made/1");
+	cr_expect_str_eq(c.content_location, "/testkit/made/1/answer");
+	cr_expect_eq(harness_count_key(&h, "/testkit/fat-headers/40", kx), 1);
+	cr_expect_eq(outcome(&h, "answer_not_stored"), mysql ? 3 : 2);
+	cr_expect(harness_logged(&h, "answer_not_stored"), "logged");
 	cr_expect(!harness_logged(&h, "commit_deferred"), "no retry loop");
 	harness_stop(&h);
 	free(body);
@@ -240,4 +275,32 @@ Test(once, purge_spares_running_handler_memory, .timeout = 60)
 Test(once, purge_spares_running_handler_mysql, .timeout = 60)
 {
 	purge_spares_running_handler(1);
+}
+
+/*
+ * Issue 12.6: contention is counted.  A transactional handler holds its
+ * key's row lock while it runs; a duplicate's reservation waits for it (a
+ * lock wait, 1205, not retried), is answered 409 in flight, never 503,
+ * and is counted as contended.
+ */
+Test(once, contention_counted_mysql, .timeout = 60)
+{
+	harness h;
+	const char *key = call_key("contended");
+	call first, dup;
+	pthread_t t;
+
+	start(&h, 1, 4, "[metrics]\nenabled = true");
+	cr_expect_eq(outcome(&h, "contended"), 0);
+	first = call_make(h.addr, "/testkit/tx/201?ms=3000", key, NULL);
+	pthread_create(&t, NULL, call_thread, &first);
+	call_sleep(500);
+	dup = call_one(h.addr, "/testkit/tx/201?ms=3000", key, NULL);
+	cr_expect_eq(dup.status, 409, "%d %s", dup.status, dup.body_out);
+	cr_expect_str_eq(dup.code, "IDEMPOTENCY_IN_FLIGHT");
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 201, "%d %s", first.status, first.body_out);
+	cr_expect_geq(outcome(&h, "contended"), 1);
+	cr_expect_eq(harness_count_key(&h, "/testkit/tx/201", key), 1);
+	harness_stop(&h);
 }

@@ -21,7 +21,8 @@
 static void
 start(harness *h, int mysql, const char *server, const char *rest)
 {
-	cr_assert_eq(harness_start_store(h, mysql, server, rest), 0);
+	cr_assert_eq(harness_start(h, &(harness_opts){ .server = server,
+	    .mysql = mysql, .rest = rest }), 0);
 }
 
 /* GET path; returns the status, *body (caller frees) and the request id
@@ -185,7 +186,7 @@ Test(ops, metrics_count_a_scripted_sequence)
 static long
 served_by(const harness *h, const char *rid)
 {
-	char *log = harness_slurp(h->stderr_log), needle[120], *p;
+	char *log = harness_log(h), needle[120], *p;
 	long pid = -1;
 
 	snprintf(needle, sizeof(needle), "req=%s ", rid);
@@ -278,7 +279,7 @@ Test(ops, metrics_cover_every_worker)
 	/* the slow request and the first scrape were two workers' work */
 	snprintf(rid_slow, sizeof(rid_slow), "%s", "");
 	{
-		char *log = harness_slurp(h.stderr_log), *p;
+		char *log = harness_log(&h), *p;
 		/* the slow request's line names its route and 201 */
 		p = log != NULL ? strstr(log, "POST /testkit/sleep/1500 -> 201") :
 		    NULL;
@@ -422,7 +423,7 @@ Test(ops, builtin_paths_checked)
 
 	/* a literal built-in path would hide a plugin's template there */
 	rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
-	    "policy-path = /accounts/7\nplugins = @DIR@/.libs/ledger.so\n",
+	    "policy-path = /accounts/7\nplugins = @BUILDDIR@/.libs/ledger.so\n",
 	    &out);
 	cr_expect_eq(rc, 1, "%s", out);
 	cr_expect(strstr(out, "GET /accounts/7 would hide GET /accounts/{id} "
@@ -431,7 +432,7 @@ Test(ops, builtin_paths_checked)
 	/* another method is no conflict */
 	rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
 	    "policy-path = /accounts/7/deposit\n"
-	    "plugins = @DIR@/.libs/ledger.so\n", &out);
+	    "plugins = @BUILDDIR@/.libs/ledger.so\n", &out);
 	cr_expect_eq(rc, 0, "%s", out);
 	free(out);
 }
@@ -480,7 +481,7 @@ Test(ops, json_log_lines)
 	call_send(&c);
 	cr_expect_eq(c.status, 201, "%d %s", c.status, c.body_out);
 	harness_stop(&dead);
-	log = harness_slurp(h.stderr_log);
+	log = harness_log(&h);
 	cr_expect_eq(harness_stop(&h), 0);
 	cr_assert_not_null(log);
 	cr_expect(strstr(log, "-key-") == NULL, "a raw key logged");

@@ -22,10 +22,8 @@ static harness h;
 static void
 start(const char *idem)
 {
-	char rest[512];
-
-	snprintf(rest, sizeof(rest), "[idempotency]\n%s\n", idem);
-	cr_assert_eq(harness_start(&h, "threads = 40", rest), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "threads = 40",
+	    .idem = idem }), 0);
 }
 
 static void

@@ -28,13 +28,10 @@ static harness h;
 static void
 start(const char *idem)
 {
-	char rest[512];
-
 	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
-	snprintf(rest, sizeof(rest), "pool-size = 8\n[idempotency]\n%s\n",
-	    idem != NULL ? idem : "");
-	cr_assert_eq(harness_start_store(&h, 1, "threads = 8\nworkers = 1",
-	    rest), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){
+	    .server = "threads = 8\nworkers = 1", .mysql = 1,
+	    .rest = "pool-size = 8\n", .idem = idem }), 0);
 }
 
 /* Rows of testkit_effects for key, and of them with exec (NULL: any). */
@@ -343,16 +340,14 @@ Test(tx, duplicate_waits_and_replays, .timeout = 60)
 Test(tx, fenced_transaction_cannot_commit, .timeout = 120)
 {
 	const char *key = call_key("tx-fence");
-	char conf[1200], my[600], sql[256], *out;
+	char sql[256], *out;
 	call first, retry;
 	pthread_t t;
 	mariadb m;
 
 	cr_assert_eq(mariadb_start(&m), 0);
-	mariadb_conf(&m, my, sizeof(my));
-	snprintf(conf, sizeof(conf), "[idempotency]\nstore = mysql\n%s\n"
-	    "pool-size = 8\n", my);
-	cr_assert_eq(harness_start(&h, "threads = 8", conf), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "threads = 8",
+	    .mysql = 1, .db = &m, .rest = "pool-size = 8\n" }), 0);
 	first = call_make(h.addr, "/testkit/tx/201?ms=2000", key, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
 	call_sleep(500);
@@ -395,12 +390,9 @@ now_ms(void)
 static void
 start_on(harness *hn, const char *server, const char *idem)
 {
-	char rest[512];
-
 	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
-	snprintf(rest, sizeof(rest), "pool-size = 8\n[idempotency]\n%s\n",
-	    idem != NULL ? idem : "");
-	cr_assert_eq(harness_start_store(hn, 1, server, rest), 0);
+	cr_assert_eq(harness_start(hn, &(harness_opts){ .server = server,
+	    .mysql = 1, .rest = "pool-size = 8\n", .idem = idem }), 0);
 }
 
 /* DESIGN 2.7: "A duplicate's INSERT IGNORE waits on its row lock for at
@@ -527,15 +519,13 @@ Test(tx, new_key_is_not_in_flight_during_a_purge, .timeout = 120)
 	holder_arg ha;
 	pthread_t t;
 	call a;
-	char conf[1200], my[600];
 	const char *key = call_key("rv-purge");
 
 	/* a MariaDB of its own: every row of it is made expired */
 	cr_assert_eq(mariadb_start(&ha.m), 0);
-	mariadb_conf(&ha.m, my, sizeof(my));
-	snprintf(conf, sizeof(conf), "[idempotency]\nstore = mysql\n%s\n"
-	    "pool-size = 8\n", my);
-	cr_assert_eq(harness_start(&hn, "threads = 8\nworkers = 1", conf), 0);
+	cr_assert_eq(harness_start(&hn, &(harness_opts){
+	    .server = "threads = 8\nworkers = 1", .mysql = 1, .db = &ha.m,
+	    .rest = "pool-size = 8\n" }), 0);
 	for (int i = 0; i < 20; i++) {
 		char k[32];
 		snprintf(k, sizeof(k), "old-%d", i);

@@ -4,6 +4,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +20,8 @@
 static void
 start(harness *h, int mysql, const char *server, const char *idem)
 {
-	char rest[600];
-
-	snprintf(rest, sizeof(rest), "[idempotency]\n%s\n",
-	    idem != NULL ? idem : "");
-	cr_assert_eq(harness_start_store(h, mysql, server, rest), 0);
+	cr_assert_eq(harness_start(h, &(harness_opts){ .server = server,
+	    .idem = idem, .mysql = mysql }), 0);
 }
 
 /* The workers of h once there are n of them (the master forks them after
@@ -138,7 +136,7 @@ Test(workers, late_reservation_of_dead_worker_swept)
 	snprintf(needle, sizeof(needle), "worker %d started (instance ",
 	    pids[0]);
 	cr_assert(harness_await_log(&h, needle));
-	log = harness_slurp(h.stderr_log);
+	log = harness_log(&h);
 	cr_assert_not_null(p = strstr(log, needle));
 	snprintf(instance, sizeof(instance), "%.16s", p + strlen(needle));
 	free(log);
@@ -293,4 +291,164 @@ Test(workers, slow_handler_keeps_its_lease_in_mysql)
 	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/3000", key), 1);
 	cr_expect(!harness_logged(&h, "took over"));
 	cr_expect_eq(harness_stop(&h), 0);
+}
+
+/* ----------------------------------------------------------- lifecycle */
+
+/* Stops h's master with SIGTERM and waits for it, keeping its directory.
+ * Returns its exit status, or -1. */
+static int
+stop_keeping_files(harness *h)
+{
+	int status;
+
+	kill(h->pid, SIGTERM);
+	if (waitpid(h->pid, &status, 0) != h->pid || !WIFEXITED(status))
+		return -1;
+	h->pid = 0;
+	return WEXITSTATUS(status);
+}
+
+/* How many lines of the testkit's lifecycle file of h are line (or, when
+ * line ends with a space, start with it). */
+static int
+lifecycle_lines(const harness *h, const char *line)
+{
+	char path[400], *text, *p;
+	size_t len = strlen(line);
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s.lifecycle", h->testkit_log);
+	if ((text = harness_slurp(path)) == NULL)
+		return -1;
+	for (p = text; *p != '\0'; p = strchr(p, '\n') + 1) {
+		n += strncmp(p, line, len) == 0 && (p[len] == '\n' ||
+		    line[len - 1] == ' ');
+		if (strchr(p, '\n') == NULL)
+			break;
+	}
+	free(text);
+	return n;
+}
+
+/* The lifecycle file of h as one string, for messages (caller frees). */
+static char *
+lifecycle_text(const harness *h)
+{
+	char path[400];
+
+	snprintf(path, sizeof(path), "%s.lifecycle", h->testkit_log);
+	return harness_slurp(path);
+}
+
+/*
+ * Which process runs which hook, and how often (idemfcgi.h "Lifecycle"):
+ * the master checks (setup as a check, deploy, teardown) at start-up and
+ * at each SIGHUP; each worker sets up once, not as a check, and tears
+ * down after its last request; --check sets up and tears down, and never
+ * deploys.
+ */
+Test(lifecycle, hooks_per_process, .timeout = 60)
+{
+	harness h;
+	int first[8], second[8], i, j;
+	char line[64], cmd[1200], *all;
+	long master;
+
+	start(&h, 1, "workers = 2", NULL);
+	master = (long)h.pid;
+	cr_assert_eq(workers(&h, first, 2), 2);
+	kill(h.pid, SIGHUP);
+	cr_assert(harness_await_log(&h, "reloaded"));
+	/* the first generation drains and exits */
+	for (i = 0; i < 100; i++) {
+		if (workers(&h, second, 2) == 2 && second[0] != first[0] &&
+		    second[0] != first[1] && second[1] != first[0] &&
+		    second[1] != first[1])
+			break;
+		call_sleep(50);
+	}
+	cr_assert_lt(i, 100, "the workers were not replaced");
+	cr_assert_eq(stop_keeping_files(&h), 0);
+	all = lifecycle_text(&h);
+	snprintf(line, sizeof(line), "setup %ld check", master);
+	cr_expect_eq(lifecycle_lines(&h, line), 2, "%s", all);
+	snprintf(line, sizeof(line), "deploy %ld", master);
+	cr_expect_eq(lifecycle_lines(&h, line), 2, "%s", all);
+	snprintf(line, sizeof(line), "teardown %ld", master);
+	cr_expect_eq(lifecycle_lines(&h, line), 2, "%s", all);
+	for (j = 0; j < 2; j++) {
+		int *gen = j == 0 ? first : second;
+		for (i = 0; i < 2; i++) {
+			snprintf(line, sizeof(line), "setup %d", gen[i]);
+			cr_expect_eq(lifecycle_lines(&h, line), 1, "%s", all);
+			snprintf(line, sizeof(line), "teardown %d", gen[i]);
+			cr_expect_eq(lifecycle_lines(&h, line), 1, "%s", all);
+		}
+	}
+	/* 3 lines for each of the master's two checks, 2 for each worker */
+	for (i = 0, j = 0; all != NULL && all[i] != '\0'; i++)
+		j += all[i] == '\n';
+	cr_expect_eq(j, 6 + 4 * 2, "%s", all);
+	free(all);
+
+	/* --check on the same config: a setup as a check and its teardown */
+	snprintf(cmd, sizeof(cmd), "'%s/idemfcgi' --check -c '%s' "
+	    ">/dev/null 2>&1", harness_builddir(), h.conf);
+	cr_assert_eq(system(cmd), 0);
+	all = lifecycle_text(&h);
+	cr_expect_eq(lifecycle_lines(&h, "deploy "), 2, "%s", all);
+	for (i = 0, j = 0; all != NULL && all[i] != '\0'; i++)
+		j += all[i] == '\n';
+	cr_expect_eq(j, 6 + 4 * 2 + 2, "--check: %s", all);
+	free(all);
+	harness_stop(&h);
+}
+
+/* A worker whose shutdown-grace runs out with a handler still running
+ * exits without teardown: the handler may still use the plugin's data. */
+Test(lifecycle, no_teardown_under_a_running_handler, .timeout = 60)
+{
+	harness h;
+	int pids[8];
+	char line[64], *all;
+	pthread_t t;
+	call slow;
+
+	char *conf, *at;
+	FILE *fp;
+	int old, i;
+
+	/* the harness's shutdown-grace is 10 s: reloaded with 300 ms */
+	start(&h, 0, NULL, NULL);
+	cr_assert_eq(workers(&h, pids, 1), 1);
+	old = pids[0];
+	conf = harness_slurp(h.conf);
+	cr_assert_not_null(at = strstr(conf, "shutdown-grace = 10s\n"));
+	memcpy(at, "shutdown-grace = 1ms\n", 21);  /* as long as "10s" */
+	cr_assert_not_null(fp = fopen(h.conf, "w"));
+	fputs(conf, fp);
+	fclose(fp);
+	free(conf);
+	kill(h.pid, SIGHUP);
+	cr_assert(harness_await_log(&h, "reloaded"));
+	for (i = 0; i < 100; i++) {
+		if (workers(&h, pids, 1) == 1 && pids[0] != old)
+			break;
+		call_sleep(50);
+	}
+	cr_assert_lt(i, 100, "the worker was not replaced");
+	slow = call_make(h.addr, "/testkit/sleep/5000", call_key("grace"),
+	    NULL);
+	pthread_create(&t, NULL, call_thread, &slow);
+	call_sleep(300);
+	stop_keeping_files(&h);
+	pthread_join(t, NULL);
+	all = lifecycle_text(&h);
+	snprintf(line, sizeof(line), "setup %d", pids[0]);
+	cr_expect_eq(lifecycle_lines(&h, line), 1, "%s", all);
+	snprintf(line, sizeof(line), "teardown %d", pids[0]);
+	cr_expect_eq(lifecycle_lines(&h, line), 0, "%s", all);
+	free(all);
+	harness_stop(&h);
 }

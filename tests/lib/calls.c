@@ -70,11 +70,17 @@ call_send(call *c)
 	hdr[n++] = "Content-Type: application/json";
 	c->status = -1;
 	c->replayed[0] = c->code[0] = c->exec[0] = c->body_out[0] = '\0';
+	c->location[0] = c->content_location[0] = '\0';
 	if (fc_http(c->addr, "POST", c->path, hdr, c->body, &r) != 0)
 		return;
 	c->status = r.status;
 	v = fc_header(&r, "Idempotent-Replayed");
 	snprintf(c->replayed, sizeof(c->replayed), "%s", v != NULL ? v : "");
+	v = fc_header(&r, "Location");
+	snprintf(c->location, sizeof(c->location), "%s", v != NULL ? v : "");
+	v = fc_header(&r, "Content-Location");
+	snprintf(c->content_location, sizeof(c->content_location), "%s",
+	    v != NULL ? v : "");
 	snprintf(c->body_out, sizeof(c->body_out), "%s", r.body);
 	if ((j = json_loads(r.body, 0, &e)) != NULL) {
 		json_t *x = json_object_get(j, "exec");

@@ -17,6 +17,8 @@ typedef struct call {
 	char replayed[8];         /* Idempotent-Replayed */
 	char code[64];            /* the problem code, if any */
 	char exec[40];            /* testkit's exec id, if any */
+	char location[160];       /* Location, or "" */
+	char content_location[160]; /* Content-Location, or "" */
 	char body_out[512];
 } call;
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "idem_log.h"
 #include "mariadb.h"
 
 ssize_t
@@ -66,22 +67,19 @@ harness_builddir(void)
 	return d != NULL ? d : ".";
 }
 
-char *
-harness_slurp(const char *path)
+/* The rest of fp, in a new string (caller frees), or NULL. */
+static char *
+read_all(FILE *fp)
 {
-	FILE *fp = fopen(path, "r");
 	char *buf = NULL;
 	size_t len = 0, cap = 0, n;
 
-	if (fp == NULL)
-		return NULL;
 	do {
 		if (len + 4096 + 1 > cap) {
 			char *g;
 			cap = cap ? cap * 2 : 8192;
 			if ((g = realloc(buf, cap)) == NULL) {
 				free(buf);
-				fclose(fp);
 				return NULL;
 			}
 			buf = g;
@@ -89,8 +87,20 @@ harness_slurp(const char *path)
 		n = fread(buf + len, 1, 4096, fp);
 		len += n;
 	} while (n > 0);
-	fclose(fp);
 	buf[len] = '\0';
+	return buf;
+}
+
+char *
+harness_slurp(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	char *buf;
+
+	if (fp == NULL)
+		return NULL;
+	buf = read_all(fp);
+	fclose(fp);
 	return buf;
 }
 
@@ -125,19 +135,6 @@ spawn(char *const argv[], const char *out_path)
 	return pid;
 }
 
-int
-harness_start(harness *h, const char *server_extra, const char *rest)
-{
-	return harness_start_log(h, server_extra, rest, NULL);
-}
-
-int
-harness_start_log(harness *h, const char *server_extra, const char *rest,
-    const char *log_path)
-{
-	return harness_start_at(h, server_extra, rest, log_path, NULL);
-}
-
 /* Whether addr ("unix:/path" or "HOST:PORT") accepts connections. */
 static int
 can_connect(const char *addr)
@@ -169,42 +166,60 @@ can_connect(const char *addr)
 }
 
 int
-harness_start_at(harness *h, const char *server_extra, const char *rest,
-    const char *log_path, const char *listen)
+harness_start(harness *h, const harness_opts *opts)
 {
-	char bin[512], *argv[4];
-	const char *b = harness_builddir();
-	FILE *fp;
+	static const harness_opts none;
+	const harness_opts *o = opts != NULL ? opts : &none;
+	int mysql = o->mysql || o->mysql_tcp;
+	char bin[512], my[600] = "", text[8192], *argv[4];
 	int i;
 
 	memset(h, 0, sizeof(*h));
+	if (mysql) {
+		mariadb env;
+		const mariadb *db = o->db;
+		if (db == NULL) {
+			if (mariadb_from_env(&env) != 0) {
+				fprintf(stderr, "harness_start: no MariaDB for "
+				    "mysql\n");
+				return -1;
+			}
+			db = &env;
+		}
+		if (o->mysql_tcp)
+			mariadb_conf_tcp(db, my, sizeof(my));
+		else
+			mariadb_conf(db, my, sizeof(my));
+	}
 	snprintf(h->dir, sizeof(h->dir), "/tmp/idemfcgi-test.XXXXXX");
 	if (mkdtemp(h->dir) == NULL)
 		return -1;
 	/* web servers' workers (www-data) reach the socket through it */
 	chmod(h->dir, 0755);
-	if (listen != NULL)
-		snprintf(h->addr, sizeof(h->addr), "%s", listen);
+	if (o->listen != NULL)
+		snprintf(h->addr, sizeof(h->addr), "%s", o->listen);
 	else
 		snprintf(h->addr, sizeof(h->addr), "unix:%s/fcgi.sock", h->dir);
 	snprintf(h->conf, sizeof(h->conf), "%s/idemfcgi.conf", h->dir);
-	if (log_path != NULL)
-		snprintf(h->testkit_log, sizeof(h->testkit_log), "%s", log_path);
+	if (o->testkit_log != NULL)
+		snprintf(h->testkit_log, sizeof(h->testkit_log), "%s",
+		    o->testkit_log);
 	else
 		snprintf(h->testkit_log, sizeof(h->testkit_log), "%s/testkit.log",
 		    h->dir);
 	snprintf(h->stderr_log, sizeof(h->stderr_log), "%s/stderr.log",
 	    h->dir);
-	if ((fp = fopen(h->conf, "w")) == NULL)
-		return -1;
-	fprintf(fp, "[server]\nlisten = %s\nsocket-mode = 0666\n"
+	snprintf(text, sizeof(text), "[server]\nlisten = %s\nsocket-mode = 0666\n"
 	    "shutdown-grace = 10s\n"
-	    "plugins = %s/tests/testkit/.libs/testkit.so\n"
-	    "    %s/.libs/ledger.so\n%s\n%s\n[testkit]\nlog = %s\n",
-	    h->addr, b, b, server_extra != NULL ? server_extra : "",
-	    rest != NULL ? rest : "", h->testkit_log);
-	fclose(fp);
-	snprintf(bin, sizeof(bin), "%s/idemfcgi", b);
+	    "plugins = @BUILDDIR@/tests/testkit/.libs/testkit.so\n"
+	    "    @BUILDDIR@/.libs/ledger.so\n%s\n"
+	    "[idempotency]\n%s%s\n%s%s\n[testkit]\nlog = %s\n",
+	    h->addr, o->server != NULL ? o->server : "",
+	    mysql ? "store = mysql\n" : "", o->idem != NULL ? o->idem : "", my,
+	    o->rest != NULL ? o->rest : "", h->testkit_log);
+	if (harness_write_conf(h->conf, text) != 0)
+		return -1;
+	snprintf(bin, sizeof(bin), "%s/idemfcgi", harness_builddir());
 	argv[0] = bin;
 	argv[1] = "-c";
 	argv[2] = h->conf;
@@ -344,33 +359,65 @@ harness_await_log(const harness *h, const char *text)
 	return 0;
 }
 
+char *
+harness_log(const harness *h)
+{
+	return harness_slurp(h->stderr_log);
+}
+
 int
 harness_logged(const harness *h, const char *text)
 {
-	char *all = harness_slurp(h->stderr_log);
+	char *all = harness_log(h);
 	int found = all != NULL && strstr(all, text) != NULL;
 
 	free(all);
 	return found;
 }
 
-/* Replaces every "@DIR@" of text with dir into a new string. */
-static char *
-subst_dir(const char *text, const char *dir)
+int
+harness_capture_begin(harness_capture *c)
 {
+	c->old_fd = -1;
+	if ((c->fp = tmpfile()) == NULL)
+		return -1;
+	c->old_fd = idem_log_set_fd(fileno(c->fp));
+	return 0;
+}
+
+char *
+harness_capture_end(harness_capture *c)
+{
+	char *buf;
+
+	if (c->fp == NULL)
+		return NULL;
+	idem_log_set_fd(c->old_fd);
+	rewind(c->fp);
+	buf = read_all(c->fp);
+	fclose(c->fp);
+	c->fp = NULL;
+	return buf;
+}
+
+char *
+harness_subst(const char *text)
+{
+	static const char ph[] = "@BUILDDIR@";
+	const size_t pl = sizeof(ph) - 1;
+	const char *dir = harness_builddir(), *p;
 	size_t n = 0, dl = strlen(dir);
-	const char *p;
 	char *out, *w;
 
-	for (p = text; (p = strstr(p, "@DIR@")) != NULL; p += 5)
+	for (p = text; (p = strstr(p, ph)) != NULL; p += pl)
 		n++;
 	if ((out = malloc(strlen(text) + n * dl + 1)) == NULL)
 		return NULL;
 	for (w = out, p = text; *p != '\0'; ) {
-		if (strncmp(p, "@DIR@", 5) == 0) {
+		if (strncmp(p, ph, pl) == 0) {
 			memcpy(w, dir, dl);
 			w += dl;
-			p += 5;
+			p += pl;
 		} else {
 			*w++ = *p++;
 		}
@@ -380,11 +427,25 @@ subst_dir(const char *text, const char *dir)
 }
 
 int
+harness_write_conf(const char *path, const char *text)
+{
+	char *t = harness_subst(text);
+	FILE *fp;
+	int rc = -1;
+
+	if (t != NULL && (fp = fopen(path, "w")) != NULL) {
+		rc = fputs(t, fp) < 0 ? -1 : 0;
+		if (fclose(fp) != 0)
+			rc = -1;
+	}
+	free(t);
+	return rc;
+}
+
+int
 harness_run(const char *args, const char *conf_text, char **output)
 {
 	char dir[] = "/tmp/idemfcgi-run.XXXXXX", conf[128], out[128], cmd[1200];
-	char *text;
-	FILE *fp;
 	int status;
 
 	*output = NULL;
@@ -393,14 +454,8 @@ harness_run(const char *args, const char *conf_text, char **output)
 	snprintf(conf, sizeof(conf), "%s/test.conf", dir);
 	snprintf(out, sizeof(out), "%s/out", dir);
 	if (conf_text != NULL) {
-		if ((text = subst_dir(conf_text, harness_builddir())) == NULL ||
-		    (fp = fopen(conf, "w")) == NULL) {
-			free(text);
+		if (harness_write_conf(conf, conf_text) != 0)
 			return -1;
-		}
-		fputs(text, fp);
-		fclose(fp);
-		free(text);
 		snprintf(cmd, sizeof(cmd), "'%s/idemfcgi' %s -c '%s' >'%s' 2>&1 "
 		    "</dev/null", harness_builddir(), args, conf, out);
 	} else {
@@ -413,23 +468,6 @@ harness_run(const char *args, const char *conf_text, char **output)
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-int
-harness_start_store(harness *h, int mysql, const char *server,
-    const char *rest)
-{
-	char conf[3000], my[600] = "";
-	mariadb m;
-
-	if (mysql) {
-		if (mariadb_from_env(&m) != 0)
-			return -1;
-		mariadb_conf(&m, my, sizeof(my));
-	}
-	snprintf(conf, sizeof(conf), "[idempotency]\nstore = %s\n%s\n%s",
-	    mysql ? "mysql" : "memory", my, rest != NULL ? rest : "");
-	return harness_start(h, server, conf);
 }
 
 double

@@ -7,6 +7,7 @@
 #define HARNESS_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 typedef struct harness {
@@ -33,32 +34,41 @@ int harness_free_port(void);
 /* $IDEM_BUILDDIR, where the binary and plugins were built. */
 const char *harness_builddir(void);
 
-/*
- * Writes a config ([server] listen and plugins, [testkit] log, then
- * server_extra under [server] and rest after it; both may be NULL) and
- * starts idemfcgi on it.  Waits until the socket answers.  Returns 0, or
- * -1 when it did not come up (its stderr is printed).
- */
-int harness_start(harness *h, const char *server_extra, const char *rest);
-
-/* harness_start with the testkit log at log_path (shared by several
- * instances, so executions are counted across them); NULL: private. */
-int harness_start_log(harness *h, const char *server_extra, const char *rest,
-    const char *log_path);
-
-/* harness_start_log listening on listen ("127.0.0.1:PORT"); NULL: the unix
- * socket in the directory. */
-int harness_start_at(harness *h, const char *server_extra, const char *rest,
-    const char *log_path, const char *listen);
+struct mariadb;
 
 /*
- * harness_start on the memory store, or with mysql on the MariaDB of the
- * test program (mariadb_from_env).  rest follows the [idempotency] and
- * [mysql] sections, so it starts with a section of its own.  Returns 0 or
- * -1.
+ * How to start an instance; every field may be left zero.  The config it
+ * writes, in this order:
+ *
+ *   [server]       listen, socket-mode 0666, shutdown-grace 10s, the
+ *                  testkit and ledger plugins, then the server lines
+ *   [idempotency]  with mysql: store = mysql; then the idem lines
+ *   [mysql]        with mysql: the section for db, over its unix socket
+ *                  (or TCP)
+ *   rest           further sections; with mysql, lines before its first
+ *                  section header still belong to [mysql] ("pool-size")
+ *   [testkit]      log = the testkit log
  */
-int harness_start_store(harness *h, int mysql, const char *server,
-    const char *rest);
+typedef struct harness_opts {
+	const char *server;        /* lines under [server] */
+	const char *idem;          /* lines under [idempotency] */
+	const char *rest;          /* the rest, as above */
+	int mysql;                 /* store = mysql on db */
+	int mysql_tcp;             /* with mysql: [mysql] over TCP */
+	const struct mariadb *db;  /* NULL: the program's (mariadb_from_env) */
+	const char *testkit_log;   /* shared by several instances, so
+	                            * executions are counted across them;
+	                            * NULL: a private one in the directory */
+	const char *listen;        /* "127.0.0.1:PORT"; NULL: the unix
+	                            * socket in the directory */
+} harness_opts;
+
+/*
+ * Writes the config of opts (NULL: all defaults) in a private directory
+ * and starts idemfcgi on it.  Waits until the socket answers.  Returns 0,
+ * or -1 when it did not come up (its stderr is printed).
+ */
+int harness_start(harness *h, const harness_opts *opts);
 
 /* The value of one series ("name" or "name{labels}") in Prometheus text,
  * or -1 when it is absent. */
@@ -85,18 +95,47 @@ size_t harness_count(const harness *h, const char *path);
 /* Lines of the testkit log with this path and Idempotency-Key. */
 size_t harness_count_key(const harness *h, const char *path, const char *key);
 
-/* Whether idemfcgi's stderr so far contains text. */
+/*
+ * What a server logged, one family for every test:
+ * - an idemfcgi of harness_start: harness_log is its stderr so far (caller
+ *   frees; NULL if it cannot be read), harness_logged whether that
+ *   contains text, harness_await_log the same waiting up to 5 s for the
+ *   line to be written;
+ * - the library in this process (unit tests): between
+ *   harness_capture_begin and harness_capture_end, the lines idem_log
+ *   writes go to a temporary file; _end returns them (caller frees; NULL
+ *   if nothing could be captured) and gives the log its fd back.  The
+ *   level is the caller's (idem_log_set_level).
+ */
+char *harness_log(const harness *h);
 int harness_logged(const harness *h, const char *text);
-/* harness_logged, waiting up to 5 s for the line to be written. */
 int harness_await_log(const harness *h, const char *text);
+
+typedef struct harness_capture {
+	FILE *fp;
+	int old_fd;
+} harness_capture;
+/* Returns 0, or -1 when no temporary file could be made. */
+int harness_capture_begin(harness_capture *c);
+char *harness_capture_end(harness_capture *c);
+
+/*
+ * The placeholder of test config texts: "@BUILDDIR@", the build directory
+ * (where the binary and the plugins are).  harness_subst returns text with
+ * it replaced (caller frees; NULL when out of memory); harness_write_conf
+ * writes that to path (returns 0 or -1).  harness_start and harness_run
+ * write their configs through it, so their texts may use it too.
+ */
+char *harness_subst(const char *text);
+int harness_write_conf(const char *path, const char *text);
 
 /* Reads a whole file (caller frees); NULL if it cannot. */
 char *harness_slurp(const char *path);
 
 /*
  * Runs "idemfcgi ARGS -c FILE" on a config of the given text (written to a
- * temporary file; "@DIR@" in it becomes the build directory) and waits;
- * with conf_text NULL, no -c is added.
+ * temporary file by harness_write_conf) and waits; with conf_text NULL, no
+ * -c is added.
  * Returns the exit status; *output (caller frees) gets stdout and stderr.
  */
 int harness_run(const char *args, const char *conf_text, char **output);

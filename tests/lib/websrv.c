@@ -65,13 +65,17 @@ write_file(const char *dir, const char *name, const char *text)
 static int
 write_spawn_conf(websrv *w, const char *idem_conf)
 {
-	char text[4096];
-	const char *b = harness_builddir();
+	char text[4096], path[400];
 
 	snprintf(text, sizeof(text), "[server]\nthreads = 8\nmax-body = 64k\n"
-	    "plugins = %s/tests/testkit/.libs/testkit.so %s/.libs/ledger.so\n"
-	    "%s\n[testkit]\nlog = %s\n", b, b, idem_conf, w->testkit_log);
-	return write_file(w->dir, "idemfcgi.conf", text);
+	    "plugins = @BUILDDIR@/tests/testkit/.libs/testkit.so "
+	    "@BUILDDIR@/.libs/ledger.so\n%s\n[testkit]\nlog = %s\n", idem_conf,
+	    w->testkit_log);
+	snprintf(path, sizeof(path), "%s/idemfcgi.conf", w->dir);
+	if (harness_write_conf(path, text) != 0)
+		return -1;
+	chmod(path, 0644);
+	return 0;
 }
 
 static int
@@ -182,15 +186,17 @@ websrv_start(websrv *w, websrv_kind kind, const char *idem_conf)
 	switch (kind) {
 	case WS_LIGHTTPD:
 	case WS_APACHE_UNIX:
-		rc = harness_start_at(&w->idem, "threads = 16\nmax-body = 64k",
-		    idem_conf, w->testkit_log, NULL);
+		rc = harness_start(&w->idem, &(harness_opts){
+		    .server = "threads = 16\nmax-body = 64k", .rest = idem_conf,
+		    .testkit_log = w->testkit_log });
 		snprintf(sock, sizeof(sock), "%s", w->idem.addr + 5);
 		break;
 	case WS_APACHE_TCP:
 		snprintf(listen, sizeof(listen), "127.0.0.1:%d",
 		    harness_free_port());
-		rc = harness_start_at(&w->idem, "threads = 16\nmax-body = 64k",
-		    idem_conf, w->testkit_log, listen);
+		rc = harness_start(&w->idem, &(harness_opts){
+		    .server = "threads = 16\nmax-body = 64k", .rest = idem_conf,
+		    .testkit_log = w->testkit_log, .listen = listen });
 		break;
 	default:
 		snprintf(sock, sizeof(sock), "%s/spawned.sock", w->dir);

@@ -4,7 +4,7 @@
 int
 idem_plugin_init(idem_plugin *p)
 {
-	p->abi_version = IDEM_ABI_VERSION + 41;
+	p->abi_version = 42;   /* no idemfcgi has it */
 	p->name = "bad_abi";
 	return 0;
 }

@@ -12,6 +12,7 @@ int
 idem_plugin_init(idem_plugin *p)
 {
 	p->abi_version = IDEM_ABI_VERSION;
+	p->struct_size = sizeof(*p);
 	p->name = "bad_setup";
 	p->setup = setup;
 	return 0;

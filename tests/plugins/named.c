@@ -23,6 +23,7 @@ idem_plugin_init(idem_plugin *p)
 	if (env != NULL)
 		snprintf(name, sizeof(name), "%s", env);
 	p->abi_version = IDEM_ABI_VERSION;
+	p->struct_size = sizeof(*p);
 	p->name = name;
 	p->setup = setup;
 	return 0;

@@ -36,7 +36,10 @@ echo "ok 1 - make install into a staging root"
 # become -I/usr/lib/include/mariadb.)
 mkdir "$tmp/pkgconfig"
 prefix=$(sed -n 's/^prefix=//p' "$pc")
-sed "s|^prefix=.*|prefix=$tmp/root$prefix|" "$pc" >"$tmp/pkgconfig/idemfcgi.pc"
+for f in idemfcgi idemfcgi-mysql; do
+	sed "s|^prefix=.*|prefix=$tmp/root$prefix|" "$(dirname "$pc")/$f.pc" \
+		>"$tmp/pkgconfig/$f.pc"
+done
 export PKG_CONFIG_PATH="$tmp/pkgconfig"
 libdir=$(pkg-config --variable=libdir idemfcgi)
 bin=$(find "$tmp/root" -path '*/bin/idemfcgi')

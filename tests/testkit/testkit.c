@@ -7,6 +7,9 @@
  * count side effects by counting lines, across threads, processes and
  * instances.  Bytes of the path or key outside 0x21..0x7e are written as
  * %XX so a line always has three fields.
+ *
+ * Each hook of the plugin's lifecycle appends "<hook> <pid>[ check]\n" to
+ * <log>.lifecycle, so a test can see which process ran which hook.
  */
 #include <errno.h>
 #include <signal.h>
@@ -17,15 +20,34 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <mysql.h>
 #include <uuid.h>
 
-#include "idemfcgi.h"
+#include "idemfcgi_mysql.h"
 
 typedef struct testkit {
 	int log_fd;
 	char *crashed_path;   /* <log>.crashed */
+	char *lifecycle_path; /* <log>.lifecycle */
 } testkit;
+
+/* Appends "<hook> <pid>[ check]" to tk's lifecycle file (best effort: a
+ * test that reads it fails when a line is missing). */
+static void
+lifecycle(const testkit *tk, const char *hook, int check)
+{
+	char line[64];
+	int fd, n;
+
+	if (tk->lifecycle_path == NULL || (fd = open(tk->lifecycle_path,
+	    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) < 0)
+		return;
+	n = snprintf(line, sizeof(line), "%s %ld%s\n", hook, (long)getpid(),
+	    check ? " check" : "");
+	if (write(fd, line, (size_t)n) != n)
+		idem_log(NULL, IDEM_LOG_WARN, "testkit: %s: short write",
+		    tk->lifecycle_path);
+	close(fd);
+}
 
 /* Appends s to out (size left in *left), %XX-escaping unusual bytes. */
 static char *
@@ -202,7 +224,8 @@ headers(const idem_request *req, idem_response *res, void *data)
 }
 
 /* POST /testkit/fat-headers/{n}: 201 with n headers X-Fill-1.. of 8000 bytes
- * each (an answer whose headers outgrow a store's column). */
+ * each (an answer whose headers outgrow a store's column), Location and
+ * Content-Location (which a stand-in keeps). */
 static idem_err
 fat_headers(const idem_request *req, idem_response *res, void *data)
 {
@@ -224,6 +247,9 @@ fat_headers(const idem_request *req, idem_response *res, void *data)
 	free(value);
 	if (err == IDEM_OK)
 		err = idem_response_header(res, "Location", "/testkit/made/1");
+	if (err == IDEM_OK)
+		err = idem_response_header(res, "Content-Location",
+		    "/testkit/made/1/answer");
 	return err != IDEM_OK ? err : finish(data, req, res, 201, NULL);
 }
 
@@ -372,9 +398,11 @@ teardown(void *data)
 
 	if (tk == NULL)
 		return;
+	lifecycle(tk, "teardown", 0);
 	if (tk->log_fd >= 0)
 		close(tk->log_fd);
 	free(tk->crashed_path);
+	free(tk->lifecycle_path);
 	free(tk);
 }
 
@@ -425,6 +453,11 @@ setup(idem_app *app, void **data)
 		goto fail;
 	}
 	sprintf(tk->crashed_path, "%s.crashed", log);
+	if ((tk->lifecycle_path = malloc(strlen(log) + 11)) == NULL) {
+		err = IDEM_ERR_NOMEM;
+		goto fail;
+	}
+	sprintf(tk->lifecycle_path, "%s.lifecycle", log);
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
 		if ((err = idem_route_add(app, routes[i].method,
 		    routes[i].tmpl, IDEM_POLICY_DEFAULT, routes[i].fn, tk))
@@ -434,8 +467,6 @@ setup(idem_app *app, void **data)
 	if ((err = idem_config_bool(app, "tx-route", 0, &tx_route)) != IDEM_OK)
 		goto fail;
 	if (idem_app_uses_mysql(app)) {
-		if ((err = idem_app_mysql_exec(app, effects_table)) != IDEM_OK)
-			goto fail;
 		if (idem_app_mysql_pool(app, effects_sql, 1) == NULL) {
 			err = IDEM_ERR_STORE;
 			goto fail;
@@ -446,18 +477,32 @@ setup(idem_app *app, void **data)
 	    IDEM_POLICY_DEFAULT, tx, tk)) != IDEM_OK)
 		goto fail;
 	*data = tk;
+	lifecycle(tk, "setup", idem_app_is_check(app));
 	return IDEM_OK;
 fail:
+	free(tk->lifecycle_path);   /* a failed setup has no teardown */
+	tk->lifecycle_path = NULL;
 	teardown(tk);
 	return err;
+}
+
+/* Creates the effects table of /testkit/tx, once per start. */
+static idem_err
+deploy(idem_app *app, void *data)
+{
+	lifecycle(data, "deploy", 0);
+	return idem_app_uses_mysql(app) ?
+	    idem_app_mysql_exec(app, effects_table) : IDEM_OK;
 }
 
 int
 idem_plugin_init(idem_plugin *p)
 {
 	p->abi_version = IDEM_ABI_VERSION;
+	p->struct_size = sizeof(*p);
 	p->name = "testkit";
 	p->setup = setup;
+	p->deploy = deploy;
 	p->teardown = teardown;
 	return 0;
 }

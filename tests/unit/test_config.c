@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 
+#include "harness.h"
 #include "idem_config.h"
 #include "idem_log.h"
 
@@ -17,18 +18,11 @@
 static char *
 load_capture(const char *text, idem_config **cfg, idem_err *err)
 {
-	FILE *fp = tmpfile();
-	int old = idem_log_set_fd(fileno(fp));
-	char *buf = calloc(1, 65536);
-	size_t n;
+	harness_capture cap;
 
+	harness_capture_begin(&cap);
 	*err = idem_config_load_string(text, "test.conf", cfg);
-	idem_log_set_fd(old);
-	rewind(fp);
-	n = fread(buf, 1, 65535, fp);
-	buf[n] = '\0';
-	fclose(fp);
-	return buf;
+	return harness_capture_end(&cap);
 }
 
 /* Expects text to be refused with a message containing want. */
@@ -292,19 +286,17 @@ Test(config, all_problems_reported)
 Test(config, unreadable_file)
 {
 	idem_config *cfg = NULL;
-	FILE *fp = tmpfile();
-	int old = idem_log_set_fd(fileno(fp));
+	harness_capture cap;
+	int began = harness_capture_begin(&cap);
 	idem_err err = idem_config_load("/nonexistent/idemfcgi.conf", &cfg);
-	char buf[512] = "";
+	char *buf = harness_capture_end(&cap);
 
-	idem_log_set_fd(old);
-	rewind(fp);
-	cr_assert(fread(buf, 1, sizeof(buf) - 1, fp) > 0);
-	fclose(fp);
+	cr_assert(began == 0 && buf != NULL && buf[0] != '\0');
 	cr_expect_eq(err, IDEM_ERR_IO);
 	cr_expect_null(cfg);
 	cr_expect(strstr(buf, "/nonexistent/idemfcgi.conf: cannot read") != NULL,
 	    "%s", buf);
+	free(buf);
 }
 
 Test(config, plugin_sections)
@@ -313,9 +305,8 @@ Test(config, plugin_sections)
 	idem_config *cfg;
 	idem_config_entry *e;
 	idem_err err;
-	FILE *fp;
-	int old;
-	char buf[2048] = "", *log;
+	harness_capture cap;
+	char *buf, *log;
 
 	log = load_capture("[ledger]\nmax-accounts = 5\ntypo = 1\n"
 	    "[nobody]\nx = 1\ny = 2\n", &cfg, &err);
@@ -327,13 +318,10 @@ Test(config, plugin_sections)
 	cr_expect_eq(e->line, 2);
 	cr_expect_null(idem_config_find(cfg, "ledger", "absent"));
 
-	fp = tmpfile();
-	old = idem_log_set_fd(fileno(fp));
+	harness_capture_begin(&cap);
 	err = idem_config_check_unused(cfg, names);
-	idem_log_set_fd(old);
-	rewind(fp);
-	cr_assert(fread(buf, 1, sizeof(buf) - 1, fp) > 0);
-	fclose(fp);
+	buf = harness_capture_end(&cap);
+	cr_assert(buf != NULL && buf[0] != '\0');
 	cr_expect_eq(err, IDEM_ERR_CONFIG);
 	cr_expect(strstr(buf, ":3: [ledger] typo: unknown key") != NULL, "%s",
 	    buf);
@@ -343,6 +331,7 @@ Test(config, plugin_sections)
 	cr_expect_null(strstr(strstr(buf, "[nobody]") + 1, "[nobody]"), "%s",
 	    buf);
 	cr_expect(strstr(buf, "max-accounts") == NULL, "%s", buf);
+	free(buf);
 	idem_config_free(cfg);
 }
 

@@ -40,15 +40,19 @@ counting(const idem_request *req, idem_response *res, void *data)
 	if (strncmp(q, "big", 3) == 0 || strncmp(q, "mid", 3) == 0) {
 		size_t len = q[0] == 'b' ? 5000 : 1000;
 		char *big = malloc(len);
+		idem_err err;
+
 		memset(big, 'b', len);
-		idem_response_write(res, big, len);
+		err = idem_response_write(res, big, len);
 		free(big);
-		return idem_response_status(res, 200);
+		return err != IDEM_OK ? err : idem_response_status(res, 200);
 	}
 	snprintf(body, sizeof(body), "{\"call\":%d}", n);
-	idem_response_header(res, "X-Custom", "kept");
-	idem_response_status(res, status);
-	idem_response_header(res, "Content-Type", "application/json");
+	if (idem_response_header(res, "X-Custom", "kept") != IDEM_OK ||
+	    idem_response_status(res, status) != IDEM_OK ||
+	    idem_response_header(res, "Content-Type", "application/json") !=
+	    IDEM_OK)
+		return IDEM_ERR_HANDLER;
 	return idem_response_write(res, body, strlen(body));
 }
 
@@ -819,14 +823,12 @@ setup_metrics(void)
 Test(mw, store_outage_logged_once_and_counted, .init = setup_metrics,
     .fini = teardown)
 {
-	FILE *fp = tmpfile();
-	char log[8192], *text;
+	harness_capture cap;
+	char *log, *text;
 	size_t n;
 	reply r;
-	int old;
 
-	cr_assert_not_null(fp);
-	old = idem_log_set_fd(fileno(fp));
+	cr_assert_eq(harness_capture_begin(&cap), 0);
 	idem_log_set_level(IDEM_LOG_WARN);
 	fs->fail_reserve = 1;
 	r = post("/c", "{}", KEY("out1"), NULL);
@@ -838,17 +840,14 @@ Test(mw, store_outage_logged_once_and_counted, .init = setup_metrics,
 	cr_expect_eq(r.status, 201);
 	/* the lease thread (every 100 ms here) deletes what may have landed */
 	usleep(400000);
-	idem_log_set_fd(old);
+	log = harness_capture_end(&cap);
 	idem_log_set_level(IDEM_LOG_ERROR + 1);
-	rewind(fp);
-	n = fread(log, 1, sizeof(log) - 1, fp);
-	log[n] = '\0';
-	fclose(fp);
 	cr_expect_eq(strstr(log, "store_unavailable") != NULL &&
 	    strstr(strstr(log, "store_unavailable") + 1, "store_unavailable")
 	    == NULL, 1, "one line for the outage: %s", log);
 	cr_expect(strstr(log, "event=store_recovered") != NULL, "%s", log);
 	cr_expect(strstr(log, "2 request(s) got 503") != NULL, "%s", log);
+	free(log);
 	text = idem_metrics_render(svc->metrics, NULL, &n);
 	cr_assert_not_null(text);
 	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
@@ -863,30 +862,25 @@ Test(mw, store_outage_logged_once_and_counted, .init = setup_metrics,
 	cr_expect_eq(svc->mw->backlog, 0, "the jobs are done");
 }
 
-/* Starts capturing log lines from level up into a temporary file. */
-static FILE *
-log_begin(idem_log_level level, int *old)
-{
-	FILE *fp = tmpfile();
+static harness_capture capture;
 
-	cr_assert_not_null(fp);
-	*old = idem_log_set_fd(fileno(fp));
+/* Starts capturing log lines from level up (harness_capture). */
+static void
+log_begin(idem_log_level level)
+{
+	cr_assert_eq(harness_capture_begin(&capture), 0);
 	idem_log_set_level(level);
-	return fp;
 }
 
 /* Stops capturing; the lines so far into buf. */
 static void
-log_end(FILE *fp, int old, char *buf, size_t size)
+log_end(char *buf, size_t size)
 {
-	size_t n;
+	char *text = harness_capture_end(&capture);
 
-	idem_log_set_fd(old);
 	idem_log_set_level(IDEM_LOG_ERROR + 1);
-	rewind(fp);
-	n = fread(buf, 1, size - 1, fp);
-	buf[n] = '\0';
-	fclose(fp);
+	snprintf(buf, size, "%s", text != NULL ? text : "");
+	free(text);
 }
 
 /* How often needle occurs in hay. */
@@ -908,35 +902,33 @@ Test(mw, unscoped_principal_warned_once)
 {
 	char log[8192];
 	reply r;
-	FILE *fp;
-	int old;
 
 	setup_with("scope = header:X-Api-Key");
-	fp = log_begin(IDEM_LOG_WARN, &old);
+	log_begin(IDEM_LOG_WARN);
 	r = post("/c", "{}", KEY("s1"), "HTTP_X_API_KEY=k");
 	cr_expect_eq(r.status, 201);
 	r = post("/c", "{}", KEY("s2"), "REMOTE_USER=alice");
 	expect_problem(&r, 400, "IDEMPOTENCY_SCOPE_MISSING");
-	log_end(fp, old, log, sizeof(log));
+	log_end(log, sizeof(log));
 	cr_expect_eq(occurrences(log, "unscoped_principal"), 0, "%s", log);
 	teardown();
 
 	setup_default();
-	fp = log_begin(IDEM_LOG_WARN, &old);
+	log_begin(IDEM_LOG_WARN);
 	r = post("/c", "{}", KEY("u0"), NULL);
 	r = post("/opt", "{}", NULL, "REMOTE_USER=alice");
 	cr_expect_eq(r.status, 201);
-	log_end(fp, old, log, sizeof(log));
+	log_end(log, sizeof(log));
 	cr_expect_eq(occurrences(log, "unscoped_principal"), 0,
 	    "no principal, or no key: %s", log);
-	fp = log_begin(IDEM_LOG_WARN, &old);
+	log_begin(IDEM_LOG_WARN);
 	r = post("/c", "{}", KEY("u1"), "REMOTE_USER=alice");
 	cr_expect_eq(r.status, 201);
 	r = post("/c", "{}", KEY("u1"), "REMOTE_USER=bob");
 	cr_expect_str_eq(r.replayed, "true");
 	r = post("/c", "{}", KEY("u2"), "HTTP_AUTHORIZATION=Bearer x");
 	r = post("/opt", "{}", KEY("u3"), "HTTP_AUTHORIZATION=Bearer y");
-	log_end(fp, old, log, sizeof(log));
+	log_end(log, sizeof(log));
 	cr_expect_eq(occurrences(log, "unscoped_principal"), 1, "%s", log);
 	cr_expect(strstr(log, " warn ") != NULL, "%s", log);
 	cr_expect(strstr(log, "scope = none") != NULL, "%s", log);
@@ -982,14 +974,12 @@ Test(mw, stop_flushes_deferred_commit, .init = setup_default,
 Test(mw, stop_logs_what_it_drops, .init = setup_default, .fini = teardown)
 {
 	char log[4096];
-	int old;
-	FILE *fp;
 
 	fs->fail_commit = 1;
 	post("/c", "{}", KEY("k4g"), NULL);
-	fp = log_begin(IDEM_LOG_ERROR, &old);
+	log_begin(IDEM_LOG_ERROR);
 	cr_expect_eq(idem_middleware_flush(svc->mw, 300), 1);
-	log_end(fp, old, log, sizeof(log));
+	log_end(log, sizeof(log));
 	cr_expect(strstr(log, "event=dropped_at_exit") != NULL, "%s", log);
 	cr_expect(strstr(log, "key=") != NULL, "%s", log);
 	cr_expect(strstr(log, "k4g") == NULL, "never the key itself: %s", log);
@@ -1305,4 +1295,29 @@ Test(fingerprint, sha256_known_answer)
 		sprintf(hex + 2 * i, "%02x", d[i]);
 	cr_expect_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223"
 	    "b00361a396177a9cb410ff61f20015ad");
+}
+
+/* Issue 12.4: stopping makes a last attempt at a deferred release too, so
+ * the key is free for its retry at once, not answered 409 until
+ * inflight-ttl. */
+Test(mw, stop_flushes_deferred_release, .init = setup_default,
+    .fini = teardown)
+{
+	idem_store_key sk;
+	idem_store_record rec;
+	reply r;
+
+	fs->fail_release = 1;
+	r = post("/c?s=500", "{}", KEY("k4h"), NULL);
+	cr_expect_eq(r.status, 500);
+	cr_expect_eq(fs->releases, 1);
+	cr_expect_eq(svc->mw->backlog, 1, "the release waits for the store");
+	fs->fail_release = 0;
+	cr_expect_eq(idem_middleware_flush(svc->mw, 2000), 0);
+	cr_expect_eq(fs->releases, 2, "the last attempt");
+	memset(&sk, 0, sizeof(sk));
+	strcpy(sk.key, "k4h");
+	sk.key_len = 3;
+	cr_expect_eq(idem_store_lookup(fs->inner, &sk, &rec),
+	    IDEM_ERR_NOT_FOUND, "the reservation is gone");
 }

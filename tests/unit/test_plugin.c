@@ -10,41 +10,23 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
-#include "idem_log.h"
 #include "idem_service.h"
 
 /* Builds a service from config text; returns the error and the log. */
 static idem_err
 service(const char *text, idem_service **svc, char **log)
 {
-	char *conf = malloc(strlen(text) + 4096), *p;
-	const char *b = harness_builddir();
-	FILE *fp = tmpfile();
-	int old = idem_log_set_fd(fileno(fp));
+	char *conf = harness_subst(text);
+	harness_capture cap;
 	idem_config *cfg;
 	idem_err err;
-	size_t n;
 
-	/* @B@ stands for the build directory */
-	for (p = conf; *text != '\0'; ) {
-		if (strncmp(text, "@B@", 3) == 0) {
-			p += sprintf(p, "%s", b);
-			text += 3;
-		} else {
-			*p++ = *text++;
-		}
-	}
-	*p = '\0';
+	harness_capture_begin(&cap);
 	*svc = NULL;
 	err = idem_config_load_string(conf, "unit.conf", &cfg);
 	if (err == IDEM_OK)
 		err = idem_service_new(cfg, "/nonexistent-plugin-dir", svc);
-	idem_log_set_fd(old);
-	*log = calloc(1, 65536);
-	rewind(fp);
-	n = fread(*log, 1, 65535, fp);
-	(*log)[n] = '\0';
-	fclose(fp);
+	*log = harness_capture_end(&cap);
 	free(conf);
 	return err;
 }
@@ -75,22 +57,56 @@ Test(plugin, missing_file)
 
 Test(plugin, not_a_plugin)
 {
-	refused("[server]\nplugins = @B@/tests/plugins/.libs/no_symbol.so\n",
-	    IDEM_ERR_PLUGIN, "no_symbol.so: no symbol idem_plugin_init");
+	refused("[server]\nplugins = "
+	    "@BUILDDIR@/tests/plugins/.libs/no_symbol.so\n", IDEM_ERR_PLUGIN,
+	    "no_symbol.so: no symbol idem_plugin_init");
 }
 
 Test(plugin, wrong_abi_refused_by_name)
 {
-	refused("[server]\nplugins = @B@/tests/plugins/.libs/bad_abi.so\n",
-	    IDEM_ERR_PLUGIN, "bad_abi.so: built for plugin ABI version 42, "
-	    "this idemfcgi has version 1");
+	refused("[server]\nplugins = "
+	    "@BUILDDIR@/tests/plugins/.libs/bad_abi.so\n", IDEM_ERR_PLUGIN,
+	    "bad_abi.so: built for plugin ABI version 42, "
+	    "this idemfcgi has version 2");
+}
+
+/* The ABI grows at the end of idem_plugin without a version bump: a plugin
+ * built against a later header loads while it sets no hook this server
+ * lacks. */
+Test(plugin, later_header_accepted_without_new_hooks)
+{
+	idem_service *svc;
+	char *log;
+	idem_err err = service("[server]\nplugins = "
+	    "@BUILDDIR@/tests/plugins/.libs/grown.so\n", &svc, &log);
+
+	cr_expect_eq(err, IDEM_OK, "%s", log);
+	idem_service_free(svc);
+	free(log);
+}
+
+Test(plugin, later_hooks_refused)
+{
+	setenv("GROWN", "hook", 1);
+	refused("[server]\nplugins = "
+	    "@BUILDDIR@/tests/plugins/.libs/grown.so\n",
+	    IDEM_ERR_PLUGIN, "grown.so: it sets hooks of a later idemfcgi");
+}
+
+Test(plugin, struct_size_checked)
+{
+	setenv("GROWN", "small", 1);
+	refused("[server]\nplugins = "
+	    "@BUILDDIR@/tests/plugins/.libs/grown.so\n",
+	    IDEM_ERR_PLUGIN, "grown.so: struct_size 4 is not the size of an "
+	    "idem_plugin");
 }
 
 Test(plugin, failing_setup)
 {
-	refused("[server]\nplugins = @B@/tests/plugins/.libs/bad_setup.so\n",
-	    IDEM_ERR_PLUGIN, "bad_setup.so: route POST no-leading-slash/{x: "
-	    "malformed");
+	refused("[server]\nplugins = "
+	    "@BUILDDIR@/tests/plugins/.libs/bad_setup.so\n", IDEM_ERR_PLUGIN,
+	    "bad_setup.so: route POST no-leading-slash/{x: malformed");
 }
 
 /* A core section's name ([server], [idempotency], [metrics], [mysql]) is
@@ -99,8 +115,8 @@ Test(plugin, reserved_names)
 {
 	static const char *const names[] = { "server", "idempotency",
 	    "metrics", "mysql" };
-	static const char conf[] =
-	    "[server]\nplugins = @B@/tests/plugins/.libs/named.so\n";
+	static const char conf[] = "[server]\nplugins = "
+	    "@BUILDDIR@/tests/plugins/.libs/named.so\n";
 	idem_service *s;
 	char want[64], *log;
 	size_t i;
@@ -121,22 +137,25 @@ Test(plugin, reserved_names)
 
 Test(plugin, same_name_twice)
 {
-	refused("[server]\nplugins = @B@/.libs/ledger.so @B@/.libs/ledger.so\n",
-	    IDEM_ERR_PLUGIN, "the name \"ledger\" is taken");
+	refused("[server]\nplugins = @BUILDDIR@/.libs/ledger.so "
+	    "@BUILDDIR@/.libs/ledger.so\n", IDEM_ERR_PLUGIN,
+	    "the name \"ledger\" is taken");
 }
 
 Test(plugin, its_config_section)
 {
-	refused("[server]\nplugins = @B@/.libs/ledger.so\n[ledger]\n"
+	refused("[server]\nplugins = @BUILDDIR@/.libs/ledger.so\n[ledger]\n"
 	    "max-acounts = 5\n", IDEM_ERR_CONFIG,
 	    "unit.conf:4: [ledger] max-acounts: unknown key");
-	refused("[server]\nplugins = @B@/.libs/ledger.so\n[ledger]\n"
+	refused("[server]\nplugins = @BUILDDIR@/.libs/ledger.so\n[ledger]\n"
 	    "max-accounts = many\n", IDEM_ERR_CONFIG,
 	    "unit.conf:4: [ledger] max-accounts: bad value \"many\"");
-	refused("[server]\nplugins = @B@/.libs/ledger.so\n[legder]\nx = 1\n",
-	    IDEM_ERR_CONFIG, "unit.conf:4: [legder]: unknown section");
-	refused("[server]\nplugins = @B@/tests/testkit/.libs/testkit.so\n",
-	    IDEM_ERR_CONFIG, "[testkit] log = FILE is required");
+	refused("[server]\nplugins = @BUILDDIR@/.libs/ledger.so\n[legder]\n"
+	    "x = 1\n", IDEM_ERR_CONFIG,
+	    "unit.conf:4: [legder]: unknown section");
+	refused("[server]\nplugins = "
+	    "@BUILDDIR@/tests/testkit/.libs/testkit.so\n", IDEM_ERR_CONFIG,
+	    "[testkit] log = FILE is required");
 }
 
 /* ------------------------------------------------ the middleware chain */
@@ -153,7 +172,8 @@ start(void)
 	cr_assert(fd >= 0);
 	close(fd);
 	snprintf(text, sizeof(text), "[server]\nmax-body = 64\nplugins = "
-	    "@B@/.libs/ledger.so @B@/tests/testkit/.libs/testkit.so\n"
+	    "@BUILDDIR@/.libs/ledger.so "
+	    "@BUILDDIR@/tests/testkit/.libs/testkit.so\n"
 	    "[idempotency]\nrequired = false\n[testkit]\nlog = %s\n", logpath);
 	cr_assert_eq(service(text, &svc, &log), IDEM_OK, "%s", log);
 	free(log);

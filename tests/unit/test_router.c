@@ -219,7 +219,7 @@ Test(router, bad_templates)
 	    NULL, "t"), IDEM_ERR_INVALID);
 	cr_expect_eq(idem_router_add(r, "GET", "/x", (idem_policy)99, h1,
 	    NULL, "t"), IDEM_ERR_INVALID);
-	cr_expect_eq(r->nroutes, 0);
+	cr_expect_eq(idem_router_count(r), 0);
 	idem_router_free(r);
 }
 

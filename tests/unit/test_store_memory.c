@@ -3,12 +3,13 @@
  * the memory store does: its bound on entries.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <criterion/criterion.h>
 
-#include "idem_log.h"
+#include "harness.h"
 #include "store_suite.h"
 
 idem_store *
@@ -122,24 +123,19 @@ Test(memory, never_evicts_in_flight)
 Test(memory, frequent_evictions_warned_once)
 {
 	idem_store *s = NULL;
-	FILE *fp = tmpfile();
-	char log[4096], *p;
-	int old, i, warnings = 0;
-	size_t n;
+	harness_capture cap;
+	char *log, *p;
+	int i, warnings = 0;
 
-	cr_assert_not_null(fp);
-	old = idem_log_set_fd(fileno(fp));
+	cr_assert_eq(harness_capture_begin(&cap), 0);
 	cr_assert_eq(idem_store_memory_new(2, &s), IDEM_OK);
 	for (i = 0; i < 50; i++)
 		put(s, i, 60000);
-	idem_log_set_fd(old);
+	log = harness_capture_end(&cap);
 	idem_store_close(s);
-	rewind(fp);
-	n = fread(log, 1, sizeof(log) - 1, fp);
-	log[n] = '\0';
-	fclose(fp);
 	for (p = log; (p = strstr(p, "memory store full")) != NULL; p++)
 		warnings++;
 	cr_expect_eq(warnings, 1, "%s", log);
 	cr_expect(strstr(log, "raise max-entries (now 2)") != NULL, "%s", log);
+	free(log);
 }

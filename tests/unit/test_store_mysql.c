@@ -11,6 +11,7 @@
 #include "idem_config.h"
 #include "idem_log.h"
 #include "idem_service.h"
+#include "harness.h"
 #include "mariadb.h"
 #include "store_suite.h"
 
@@ -132,6 +133,53 @@ Test(mysql, refuses_max_response_it_cannot_store)
 	/* under the column, over the packet (16 MiB by default) */
 	cr_expect_eq(service_with((16ULL << 20) - 100), IDEM_ERR_CONFIG);
 	cr_expect_eq(service_with(1ULL << 20), IDEM_OK);
+}
+
+/* Issue 12.1: a max_allowed_packet that leaves no room for an answer
+ * besides the commit's 4 KiB of slack (4096 or less; MariaDB allows 1024)
+ * is refused at start-up with a message that names it.  It used to record
+ * no packet limit at all, so start-up passed and every commit, the
+ * stand-in's too, then failed.  On a server of its own: it changes a
+ * global. */
+Test(mysql, refuses_a_packet_that_holds_no_answer, .timeout = 120)
+{
+	char text[1024], section[600], *log;
+	idem_config *cfg;
+	idem_service *svc = NULL;
+	idem_store *s = NULL;
+	harness_capture cap;
+	mariadb m;
+
+	cr_assert_eq(mariadb_start(&m), 0);
+	mariadb_conf(&m, section, sizeof(section));
+	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n"
+	    "max-response = 512\n%spool-size = 1\n", section);
+	free(mariadb_sql(&m, "SET GLOBAL max_allowed_packet = 4096"));
+	cr_assert_eq(harness_capture_begin(&cap), 0);
+	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	cr_expect_null(s);
+	idem_store_close(s);
+	s = NULL;
+	idem_config_free(cfg);
+	/* and so idemfcgi does not start, whatever max-response says */
+	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
+	cr_expect_neq(idem_service_new(cfg, "/nowhere", &svc), IDEM_OK);
+	idem_service_free(svc);
+	log = harness_capture_end(&cap);
+	cr_assert_not_null(log);
+	cr_expect_not_null(strstr(log, "max_allowed_packet is 4096 bytes"),
+	    "log: %s", log);
+	free(log);
+	/* one step up (the server counts in KiB) leaves 1 KiB: it opens */
+	free(mariadb_sql(&m, "SET GLOBAL max_allowed_packet = 5120"));
+	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	if (s != NULL)
+		cr_expect_eq(s->limits.total, 1024);
+	idem_store_close(s);
+	idem_config_free(cfg);
+	mariadb_destroy(&m);
 }
 
 /* Issue 12.1 and 12.2: max_allowed_packet lowered while the store runs.

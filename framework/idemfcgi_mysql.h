@@ -1,0 +1,100 @@
+/*
+ * idemfcgi_mysql.h - the part of the idemfcgi API for plugins that keep
+ * their own data in the database of the MySQL store ([idempotency] store =
+ * mysql), with the server's [mysql] settings: a pool of connections with
+ * prepared statements, setup-time DDL, and transactional routes whose
+ * handler's writes commit with the answer (DESIGN.md 2.7).
+ *
+ * Include it after (or instead of) idemfcgi.h; it includes <mysql.h>, so
+ * build with the MySQL client's flags (pkg-config idemfcgi-mysql).
+ * Ownership follows idemfcgi.h: "borrowed" pointers belong to the
+ * framework.
+ */
+#ifndef IDEMFCGI_MYSQL_H
+#define IDEMFCGI_MYSQL_H
+
+#include <mysql.h>
+
+#include "idemfcgi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A pool of connections, owned by the server. */
+typedef struct idem_mysql_pool idem_mysql_pool;
+/* One connection of a pool, with its prepared statements. */
+typedef struct idem_mysql_conn idem_mysql_conn;
+
+/* Whether idempotency records live in MySQL (enabled, store = mysql). */
+IDEM_API int idem_app_uses_mysql(const idem_app *app);
+
+/*
+ * Runs one statement (DDL such as CREATE TABLE IF NOT EXISTS) on the
+ * [mysql] database, on a connection of its own; for a plugin's deploy
+ * hook.  sql is borrowed for the call.  Returns IDEM_OK or IDEM_ERR_STORE
+ * (logged).
+ */
+IDEM_API IDEM_WUR idem_err
+idem_app_mysql_exec(idem_app *app, const char *sql);
+
+/*
+ * Makes the plugin's pool: [mysql] pool-size connections, each preparing
+ * the nsql statements of sql (borrowed: static storage) when it connects
+ * (lazily: a statement that does not prepare fails its first use).  The
+ * server owns the pool and frees it after the plugin's teardown; one pool
+ * per plugin, made in setup.  Returns the pool, or NULL (logged).
+ */
+IDEM_API idem_mysql_pool *
+idem_app_mysql_pool(idem_app *app, const char *const *sql, size_t nsql);
+
+/*
+ * Registers a transactional route (DESIGN.md 2.7): like idem_route_add,
+ * but its handler runs inside a database transaction on a connection of
+ * the plugin's pool (make it first with idem_app_mysql_pool), which
+ * idem_request_tx hands it.  The record of the request's key is reserved
+ * and written in the same transaction, which the framework commits when
+ * the answer is stored (a status in commit-statuses) and rolls back
+ * otherwise (a handler error, 5xx, 429, ...): the handler's writes and its
+ * answer are committed together, exactly once, or not at all.  Returns
+ * IDEM_OK; IDEM_ERR_CONFIG (logged with the route) without idempotency,
+ * store = mysql or a pool; else as idem_route_add.
+ */
+IDEM_API IDEM_WUR idem_err
+idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
+    idem_policy policy, idem_handler_fn handler, void *data);
+
+/*
+ * On a transactional route, the connection inside the request's open
+ * transaction: run the handler's statements on it (idem_mysql_stmt).  The
+ * handler never commits or rolls back, nor runs statements that do so
+ * implicitly (DDL, LOCK TABLES, START TRANSACTION).  Borrowed until the
+ * handler returns; NULL on other routes.
+ */
+IDEM_API idem_mysql_conn *idem_request_tx(const idem_request *req);
+
+/*
+ * Takes a connected connection of p, autocommit on, waiting for a free one
+ * up to the connect plus read timeout.  Returns it (give it back with
+ * idem_mysql_put), or NULL when the database cannot be reached within the
+ * timeouts (logged, rate-limited): answer 503.
+ */
+IDEM_API idem_mysql_conn *idem_mysql_get(idem_mysql_pool *p);
+
+/* Gives c (taken from idem_mysql_get) back to p; closes it when
+ * idem_mysql_check saw it was lost, so the next taker reconnects. */
+IDEM_API void idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c);
+
+/* Statement i of c (in the order given to idem_app_mysql_pool), prepared;
+ * borrowed until idem_mysql_put (on a transactional route, until the
+ * handler returns).  NULL when i is out of range. */
+IDEM_API MYSQL_STMT *idem_mysql_stmt(idem_mysql_conn *c, size_t i);
+
+/* After a failed call on c, with its mysql_stmt_errno: marks c lost if
+ * the error means the connection is gone, so it is reopened. */
+IDEM_API void idem_mysql_check(idem_mysql_conn *c, unsigned err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* IDEMFCGI_MYSQL_H */

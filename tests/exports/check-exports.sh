@@ -1,0 +1,71 @@
+#!/bin/sh
+# The dynamic symbols of libidemfcgi are exactly its API (jansson's
+# check-exports): the list below, which must also be what idemfcgi.h and
+# idemfcgi_mysql.h mark IDEM_API.  Adding a function to the API is a
+# deliberate edit of this list (and of libidemfcgi's -version-info).
+set -eu
+: "${IDEM_BUILDDIR:?}" "${IDEM_SRCDIR:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+sort > "$tmp/expected" <<LIST
+idem_app_is_check
+idem_app_mysql_exec
+idem_app_mysql_pool
+idem_app_uses_mysql
+idem_config_bool
+idem_config_duration
+idem_config_int
+idem_config_size
+idem_config_string
+idem_log
+idem_mysql_check
+idem_mysql_get
+idem_mysql_put
+idem_mysql_stmt
+idem_request_body
+idem_request_header
+idem_request_id
+idem_request_json
+idem_request_method
+idem_request_param
+idem_request_path
+idem_request_query
+idem_request_remote_user
+idem_request_route
+idem_request_tx
+idem_response_get_status
+idem_response_header
+idem_response_json
+idem_response_problem
+idem_response_status
+idem_response_write
+idem_route_add
+idem_route_add_tx
+idem_strerror
+LIST
+
+echo "1..2"
+lib="$IDEM_BUILDDIR/.libs/libidemfcgi.so"
+nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBRVWiu]$/ { print $3 }' |
+	sort > "$tmp/exported"
+if diff -u "$tmp/expected" "$tmp/exported" > "$tmp/diff"; then
+	echo "ok 1 - libidemfcgi exports exactly the API"
+else
+	echo "not ok 1 - libidemfcgi's dynamic symbols differ from the API"
+	sed 's/^/# /' "$tmp/diff"
+fi
+
+# every declaration marked IDEM_API: the headers without their comments
+# (the compiler strips them, expanding nothing), one statement a line
+for h in idemfcgi.h idemfcgi_mysql.h; do
+	${CC:-cc} -fpreprocessed -dD -E -P "$IDEM_SRCDIR/framework/$h"
+done | sed '/^#/d' | tr '\n' ' ' | tr ';' '\n' |
+	grep 'IDEM_API [^(]*(' | sed 's/(.*//' | awk '{ print $NF }' |
+	tr -d '*' | sort > "$tmp/declared"
+if diff -u "$tmp/expected" "$tmp/declared" > "$tmp/diff"; then
+	echo "ok 2 - the headers declare exactly the API"
+else
+	echo "not ok 2 - the headers' IDEM_API declarations differ from the API"
+	sed 's/^/# /' "$tmp/diff"
+fi
