@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "idem_builtin.h"
+#include "idem_cidr.h"
 #include "idem_log.h"
 #include "idem_metrics.h"
 
@@ -19,8 +20,6 @@ static const char *const policy_names[] = { "default", "off", "optional",
 static idem_err
 policy_handler(const idem_request *req, idem_response *res, void *data)
 {
-	static const char *const formats[] = { "opaque", "uuid", "uuidv7" };
-	static const char *const scopes[] = { "none", "remote-user", "header" };
 	const idem_service *svc = data;
 	const idem_config *cfg = svc->cfg;
 	json_t *doc, *defaults, *idem, *routes;
@@ -39,10 +38,10 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	idem_format_iso_duration(cfg->lifetime, lifetime, sizeof(lifetime));
 	idem = json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:i}",
 	    "header", "Idempotency-Key",
-	    "key-format", formats[cfg->key_format],
+	    "key-format", idem_key_format_names[cfg->key_format],
 	    "required", cfg->required,
 	    "lifetime", lifetime,
-	    "scope", scopes[cfg->scope],
+	    "scope", idem_scope_names[cfg->scope],
 	    "replayed-header", IDEM_REPLAYED_HEADER,
 	    "conflict-status", (int)cfg->conflict_status);
 	/* each *_set_new takes its value, even when it fails: after the

@@ -1,11 +1,12 @@
 /*
  * idem_config.h - the configuration file (DESIGN.md section 3).
  *
- * idem_config_load() parses the INI file with inih, checks every key of the
- * [server], [idempotency] and [mysql] sections against a table of types and
- * ranges, and keeps the keys of every other section for the plugin of that
- * name.  Every problem is logged as "FILE:LINE: [section] key: message" and
- * parsing goes on, so one run reports them all.
+ * idem_config_load() parses the INI file with inih (idem_config.c), checks
+ * every key of the [server], [idempotency], [metrics] and [mysql] sections
+ * against the key table of types, ranges and defaults
+ * (idem_config_keys.c), and keeps the keys of every other section for the
+ * plugin of that name.  Every problem is logged as "FILE:LINE: [section]
+ * key: message" and parsing goes on, so one run reports them all.
  */
 #ifndef IDEM_CONFIG_H
 #define IDEM_CONFIG_H
@@ -13,31 +14,39 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "idemfcgi.h"
+#include "idem_cidr.h"    /* [metrics] allow */
+#include "idem_parse.h"   /* the scalars of the key table */
 
+/*
+ * The enumerations of [idempotency], each with one table of its names,
+ * indexed by the enum: the key table parses them, the policy route
+ * advertises them.  The __MAX counts are defines, not enumerators, so a
+ * switch over the enum stays exhaustive.  (Log levels and formats:
+ * idem_log.h.)
+ */
 typedef enum idem_key_format {
 	IDEM_KEY_OPAQUE = 0,
 	IDEM_KEY_UUID,
 	IDEM_KEY_UUIDV7
 } idem_key_format;
+#define IDEM_KEY__MAX (IDEM_KEY_UUIDV7 + 1)
+extern const char *const idem_key_format_names[IDEM_KEY__MAX];
 
+/* scope = header:NAME is IDEM_SCOPE_HEADER, named "header". */
 typedef enum idem_scope_kind {
 	IDEM_SCOPE_NONE = 0,
 	IDEM_SCOPE_REMOTE_USER,
 	IDEM_SCOPE_HEADER
 } idem_scope_kind;
+#define IDEM_SCOPE__MAX (IDEM_SCOPE_HEADER + 1)
+extern const char *const idem_scope_names[IDEM_SCOPE__MAX];
 
 typedef enum idem_store_kind {
 	IDEM_STORE_MEMORY = 0,
 	IDEM_STORE_MYSQL
 } idem_store_kind;
-
-/* An address block of [metrics] allow: family AF_INET or AF_INET6, the
- * address in network order, and the prefix length. */
-typedef struct idem_cidr {
-	int family;
-	unsigned char addr[16];
-	unsigned bits;
-} idem_cidr;
+#define IDEM_STORE__MAX (IDEM_STORE_MYSQL + 1)
+extern const char *const idem_store_names[IDEM_STORE__MAX];
 
 /* One key = value of a plugin's section. */
 typedef struct idem_config_entry {
@@ -125,7 +134,10 @@ idem_err idem_config_load(const char *path, idem_config **out);
 idem_err idem_config_load_string(const char *text, const char *name,
     idem_config **out);
 
-/* A configuration with every default, as if from an empty file. */
+/* A configuration with every default, as if from an empty file: each
+ * key's default text parsed by the key table.  Returns IDEM_OK with *out
+ * (caller frees with idem_config_free), IDEM_ERR_NOMEM, or IDEM_ERR_CONFIG
+ * (logged) when a row of the table is wrong. */
 idem_err idem_config_defaults(idem_config **out);
 
 /* Frees cfg and everything it owns.  NULL is allowed. */
@@ -139,31 +151,19 @@ void idem_config_free(idem_config *cfg);
 idem_err idem_config_check_unused(idem_config *cfg,
     const char *const *plugin_names);
 
+/* Whether name is a core section ([server], [idempotency], [metrics],
+ * [mysql]: the sections of the key table), which no plugin may take as
+ * its name.  Returns 1 or 0. */
+int idem_config_is_core_section(const char *name);
+
 /* Finds a plugin key (not a core one); NULL when absent.  Marks it used. */
 idem_config_entry *idem_config_find(idem_config *cfg, const char *section,
     const char *key);
 
-/* Logs "FILE:LINE: [section] key: message" and counts the error. */
+/* Logs "FILE:LINE: [section] key: message" (without the parts that are
+ * NULL) and counts the error. */
 void idem_config_error(idem_config *cfg, unsigned line, const char *section,
     const char *key, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-
-/* Whether addr (a textual IPv4 or IPv6 address, as in REMOTE_ADDR) is in
- * one of the n blocks of list.  Returns 1 or 0 (also for a bad addr). */
-int idem_cidr_match(const idem_cidr *list, size_t n, const char *addr);
-
-/* "64k" -> 65536.  Returns IDEM_OK or IDEM_ERR_INVALID. */
-idem_err idem_parse_size(const char *s, uint64_t *out);
-/* "500ms", "30s", "5m", "24h", "2d", "PT1H30M", "P1D", "0" -> ms. */
-idem_err idem_parse_duration(const char *s, uint64_t *out_ms);
-/* ms as an ISO-8601 duration in hours, minutes and seconds, the way
- * java.time.Duration writes it: 86400000 -> "PT24H", 1500 -> "PT1.500S".
- * Returns buf. */
-char *idem_format_iso_duration(uint64_t ms, char *buf, size_t size);
-/* "true|yes|on|1" / "false|no|off|0" */
-idem_err idem_parse_bool(const char *s, int *out);
-/* A whole decimal integer in [min, max]. */
-idem_err idem_parse_int(const char *s, long long min, long long max,
-    long long *out);
 
 #endif

@@ -24,7 +24,17 @@ static _Atomic int log_level = IDEM_LOG_INFO;
 static _Atomic int log_format = IDEM_LOG_TEXT;
 static _Atomic int log_fd = 2;
 
-static const char *const level_names[] = { "debug", "info", "warn", "error" };
+const char *const idem_log_level_names[IDEM_LOG__MAX] = {
+	[IDEM_LOG_DEBUG] = "debug",
+	[IDEM_LOG_INFO] = "info",
+	[IDEM_LOG_WARN] = "warn",
+	[IDEM_LOG_ERROR] = "error",
+};
+
+const char *const idem_log_format_names[IDEM_LOG_FORMAT__MAX] = {
+	[IDEM_LOG_TEXT] = "text",
+	[IDEM_LOG_JSON] = "json",
+};
 
 void
 idem_log_set_level(idem_log_level level)
@@ -125,7 +135,7 @@ json_line(char *line, size_t size, const char *stamp, int lvl,
 	if (c->method != NULL && c->route != NULL)
 		snprintf(route, sizeof(route), "%s %s", c->method, c->route);
 	bad = json_put(obj, "time", stamp) | json_put(obj, "level",
-	    level_names[lvl]) | json_put(obj, "host", host_name()) |
+	    idem_log_level_names[lvl]) | json_put(obj, "host", host_name()) |
 	    json_object_set_new(obj, "pid",
 	    json_integer((json_int_t)getpid())) |
 	    json_put(obj, "request_id", c->request_id) |
@@ -154,7 +164,7 @@ logv_ctx(const idem_log_ctx *c, idem_log_level level, const char *fmt,
 
 	if (lvl < log_level)
 		return;
-	if (lvl < 0 || lvl > IDEM_LOG_ERROR)
+	if (lvl < 0 || lvl >= IDEM_LOG__MAX)
 		lvl = IDEM_LOG_ERROR;
 	if (c == NULL)
 		c = &none;
@@ -172,7 +182,7 @@ logv_ctx(const idem_log_ctx *c, idem_log_level level, const char *fmt,
 		return;
 	}
 	n = (size_t)snprintf(line, sizeof(line), "%s idemfcgi[%ld] %s ", stamp,
-	    (long)getpid(), level_names[lvl]);
+	    (long)getpid(), idem_log_level_names[lvl]);
 	if (c->request_id != NULL)
 		n += (size_t)snprintf(line + n, sizeof(line) - n, "req=%s ",
 		    c->request_id);

@@ -24,6 +24,17 @@ typedef enum idem_log_format {
 	IDEM_LOG_JSON
 } idem_log_format;
 
+/*
+ * The names of the levels (idem_log_level, idemfcgi.h) and of the formats,
+ * as [server] log-level and log-format take them and as every line shows
+ * its level: one table each, indexed by the enum.  The __MAX counts are
+ * defines, not enumerators, so a switch over the enum stays exhaustive.
+ */
+#define IDEM_LOG__MAX (IDEM_LOG_ERROR + 1)
+#define IDEM_LOG_FORMAT__MAX (IDEM_LOG_JSON + 1)
+extern const char *const idem_log_level_names[IDEM_LOG__MAX];
+extern const char *const idem_log_format_names[IDEM_LOG_FORMAT__MAX];
+
 /* What a line is about; every field may be NULL.  All borrowed. */
 typedef struct idem_log_ctx {
 	const char *request_id;

@@ -162,9 +162,6 @@ app_init(idem_app *app, idem_config *cfg, idem_router *router,
 	app->check = check;
 }
 
-static const char *const core_sections[] = { "server", "idempotency",
-    "mysql", NULL };
-
 idem_err
 idem_plugins_load(idem_config *cfg, idem_router *router,
     const char *plugin_dir, int check, idem_plugins **out)
@@ -193,10 +190,7 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 		ps->n = i + 1;
 		if (err != IDEM_OK)
 			break;
-		for (j = 0; core_sections[j] != NULL; j++)
-			if (strcmp(core_sections[j], lp->desc.name) == 0)
-				break;
-		if (core_sections[j] != NULL) {
+		if (idem_config_is_core_section(lp->desc.name)) {
 			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: the name \"%s\" "
 			    "is reserved", lp->path, lp->desc.name);
 			err = IDEM_ERR_PLUGIN;

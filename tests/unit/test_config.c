@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+
 #include <criterion/criterion.h>
 
 #include "harness.h"
@@ -249,6 +251,9 @@ Test(config, refused_with_file_line_key)
 	refused("[server]\nthreads = 4\nthreads = 5\n",
 	    "test.conf:3: [server] threads: given twice (first on line 2)");
 	refused("threads = 4\n", "outside a section");
+	refused("\nthreads = 4\n", "test.conf:2: threads: key outside a section "
+	    "(put it under [server], [idempotency], [metrics], [mysql] or a "
+	    "plugin's section)");
 	refused("[server\nthreads = 4\n", "test.conf:1: syntax error");
 	refused("[server]\njust words\n", "test.conf:2: syntax error");
 	refused("[idempotency]\nstore = mysql\n", "store = mysql needs a user");
@@ -445,4 +450,163 @@ Test(duration, iso_format)
 	cr_expect_str_eq(idem_format_iso_duration(0, buf, sizeof(buf)), "PT0S");
 	cr_expect_str_eq(idem_format_iso_duration(172800000, buf, sizeof(buf)),
 	    "PT48H");
+}
+
+/* Each enumeration has one name table: the values the config takes, the
+ * names its messages list, the names the logger and the policy route
+ * print.  The messages are as they were before the tables. */
+Test(config, enum_names)
+{
+	idem_config *cfg;
+	idem_err err;
+	char *log;
+	size_t i;
+
+	cr_expect_str_eq(idem_key_format_names[IDEM_KEY_UUIDV7], "uuidv7");
+	cr_expect_str_eq(idem_scope_names[IDEM_SCOPE_REMOTE_USER],
+	    "remote-user");
+	cr_expect_str_eq(idem_store_names[IDEM_STORE_MYSQL], "mysql");
+	cr_expect_str_eq(idem_log_level_names[IDEM_LOG_WARN], "warn");
+	cr_expect_str_eq(idem_log_format_names[IDEM_LOG_JSON], "json");
+	for (i = 0; i < IDEM_LOG__MAX; i++)
+		cr_expect_not_null(idem_log_level_names[i]);
+
+	/* log-level alone takes any case */
+	log = load_capture("[server]\nlog-level = DEBUG\nlog-format = json\n"
+	    "[idempotency]\nkey-format = uuid\nscope = remote-user\n", &cfg,
+	    &err);
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	free(log);
+	cr_expect_eq(cfg->log_level, IDEM_LOG_DEBUG);
+	cr_expect_eq(cfg->log_json, 1);
+	cr_expect_eq(cfg->key_format, IDEM_KEY_UUID);
+	cr_expect_eq(cfg->scope, IDEM_SCOPE_REMOTE_USER);
+	idem_config_free(cfg);
+
+	refused("[server]\nlog-level = verbose\n", "test.conf:2: [server] "
+	    "log-level: bad value \"verbose\": expected debug, info, warn or "
+	    "error");
+	refused("[server]\nlog-format = JSON\n", "bad value \"JSON\": expected "
+	    "text or json");
+	refused("[idempotency]\nstore = Memory\n", "expected memory or mysql");
+	refused("[idempotency]\nkey-format = UUID\n",
+	    "expected opaque, uuid or uuidv7");
+	refused("[idempotency]\nscope = header\n",
+	    "expected none, remote-user or header:NAME");
+	refused("[idempotency]\nscope = header:X Y\n",
+	    "header:NAME needs an HTTP header name");
+}
+
+/* Expects every value of cfg to be the documented default (DESIGN.md
+ * section 3 and idemfcgi.conf(5)). */
+static void
+expect_defaults(const idem_config *cfg)
+{
+	unsigned s;
+
+	/* [server] */
+	cr_expect_null(cfg->listen);
+	cr_expect_eq(cfg->socket_mode, 0660);
+	cr_expect_eq(cfg->workers, 1);
+	cr_expect_eq(cfg->threads, 8);
+	cr_expect_eq(cfg->max_body, 1048576);
+	cr_expect_eq(cfg->max_headers, 100);
+	cr_expect_eq(cfg->max_header_size, 8192);
+	cr_expect_eq(cfg->max_params_size, 65536);
+	cr_expect_str_eq(cfg->mount, "");
+	cr_expect_null(cfg->plugins);
+	cr_expect_eq(cfg->nplugins, 0);
+	cr_expect_eq(cfg->shutdown_grace, 30000);
+	cr_expect_eq(cfg->log_level, IDEM_LOG_INFO);
+	cr_expect_eq(cfg->log_json, 0);
+	cr_expect_str_eq(cfg->policy_path, "/idempotency");
+	/* [idempotency] */
+	cr_expect_eq(cfg->idem_enabled, 1);
+	cr_expect_eq(cfg->store, IDEM_STORE_MEMORY);
+	cr_expect_eq(cfg->key_format, IDEM_KEY_OPAQUE);
+	cr_expect_eq(cfg->required, 1);
+	cr_expect_eq(cfg->lifetime, 86400000);
+	cr_expect_eq(cfg->inflight_ttl, 30000);
+	cr_expect_eq(cfg->inflight_wait, 0);
+	for (s = 0; s < 600; s++)
+		cr_expect_eq(cfg->commit_status[s], (s >= 200 && s < 300) ||
+		    s == 400 || s == 404 || s == 409 || s == 422,
+		    "commit status %u", s);
+	cr_expect_eq(cfg->conflict_status, 409);
+	cr_expect_eq(cfg->scope, IDEM_SCOPE_NONE);
+	cr_expect_null(cfg->scope_header);
+	cr_expect_eq(cfg->max_entries, 100000);
+	cr_expect_eq(cfg->max_response, 1048576);
+	cr_expect_eq(cfg->cleanup_interval, 300000);
+	cr_expect_null(cfg->replay_omit);
+	cr_expect_eq(cfg->nreplay_omit, 0);
+	/* [mysql] */
+	cr_expect_str_eq(cfg->mysql_host, "127.0.0.1");
+	cr_expect_eq(cfg->mysql_port, 3306);
+	cr_expect_null(cfg->mysql_socket);
+	cr_expect_null(cfg->mysql_user);
+	cr_expect_null(cfg->mysql_password_file);
+	cr_expect_null(cfg->mysql_database);
+	cr_expect_eq(cfg->mysql_pool_size, 8);
+	cr_expect_eq(cfg->mysql_connect_timeout, 2000);
+	cr_expect_eq(cfg->mysql_read_timeout, 5000);
+	cr_expect_eq(cfg->mysql_write_timeout, 5000);
+	/* [metrics] */
+	cr_expect_eq(cfg->metrics_enabled, 0);
+	cr_expect_str_eq(cfg->metrics_path, "/metrics");
+	cr_assert_eq(cfg->nmetrics_allow, 2);
+	cr_expect_eq(cfg->metrics_allow[0].family, AF_INET);
+	cr_expect_eq(cfg->metrics_allow[0].bits, 32);
+	cr_expect_eq(memcmp(cfg->metrics_allow[0].addr, "\x7f\0\0\1", 4), 0);
+	cr_expect_eq(cfg->metrics_allow[1].family, AF_INET6);
+	cr_expect_eq(cfg->metrics_allow[1].bits, 128);
+	cr_expect_eq(memcmp(cfg->metrics_allow[1].addr,
+	    "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\1", 16), 0);
+	/* no plugin sections, no errors */
+	cr_expect_eq(cfg->nentries, 0);
+	cr_expect_eq(cfg->errors, 0);
+}
+
+/* An empty file, a file of empty sections and idem_config_defaults give
+ * every documented default. */
+Test(config, empty_file_defaults)
+{
+	static const char *const texts[] = { "", "\n# nothing\n",
+	    "[server]\n[idempotency]\n[metrics]\n[mysql]\n" };
+	idem_config *cfg;
+	idem_err err;
+	char *log;
+	size_t i;
+
+	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		log = load_capture(texts[i], &cfg, &err);
+		cr_assert_eq(err, IDEM_OK, "%s", log);
+		cr_expect_str_eq(log, "");
+		free(log);
+		cr_expect_str_eq(cfg->path, "test.conf");
+		expect_defaults(cfg);
+		idem_config_free(cfg);
+	}
+	cr_assert_eq(idem_config_defaults(&cfg), IDEM_OK);
+	cr_expect_str_eq(cfg->path, "(defaults)");
+	expect_defaults(cfg);
+	idem_config_free(cfg);
+}
+
+/* Out of range: the message gives the row's range, in the key's unit. */
+Test(config, range_messages)
+{
+	refused("[server]\nmax-header-size = 10\n", "test.conf:2: [server] "
+	    "max-header-size: bad value \"10\": must be from 64 to 1048576 "
+	    "bytes");
+	refused("[server]\nshutdown-grace = 2h\n", "[server] shutdown-grace: "
+	    "bad value \"2h\": must be from 0ms to 3600000ms");
+	refused("[idempotency]\nmax-entries = 0\n", "[idempotency] "
+	    "max-entries: bad value \"0\": expected a whole number from 1 to "
+	    "100000000");
+	refused("[mysql]\nport = 65536\n", "expected a whole number from 1 to "
+	    "65535");
+	refused("[mysql]\nhost =\n", "[mysql] host: bad value \"\": an empty "
+	    "value");
+	refused("[idempotency]\nrequired = 2\n", "expected true or false");
 }

@@ -109,6 +109,32 @@ Test(plugin, failing_setup)
 	    "bad_setup.so: route POST no-leading-slash/{x: malformed");
 }
 
+/* A core section's name ([server], [idempotency], [metrics], [mysql]) is
+ * no plugin's: the config keeps those sections for itself. */
+Test(plugin, reserved_names)
+{
+	static const char *const names[] = { "server", "idempotency",
+	    "metrics", "mysql" };
+	static const char conf[] = "[server]\nplugins = "
+	    "@BUILDDIR@/tests/plugins/.libs/named.so\n";
+	idem_service *s;
+	char want[64], *log;
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		cr_assert_eq(setenv("IDEM_TEST_PLUGIN_NAME", names[i], 1), 0);
+		snprintf(want, sizeof(want), "the name \"%s\" is reserved",
+		    names[i]);
+		refused(conf, IDEM_ERR_PLUGIN, want);
+	}
+	/* the same plugin under a name of its own loads */
+	cr_assert_eq(setenv("IDEM_TEST_PLUGIN_NAME", "metrics2", 1), 0);
+	cr_expect_eq(service(conf, &s, &log), IDEM_OK, "%s", log);
+	free(log);
+	idem_service_free(s);
+	unsetenv("IDEM_TEST_PLUGIN_NAME");
+}
+
 Test(plugin, same_name_twice)
 {
 	refused("[server]\nplugins = @BUILDDIR@/.libs/ledger.so "

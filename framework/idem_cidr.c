@@ -1,0 +1,83 @@
+/*
+ * idem_cidr.c - address blocks: parsing them, and matching a client.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include <arpa/inet.h>
+
+#include "idem_cidr.h"
+#include "idem_parse.h"
+
+/* Parses "ADDR" or "ADDR/BITS" (IPv4 or IPv6) into *out.  Returns 0 or
+ * -1. */
+int
+idem_cidr_parse(const char *text, idem_cidr *out)
+{
+	char addr[INET6_ADDRSTRLEN + 1];
+	const char *slash = strchr(text, '/');
+	size_t len = slash != NULL ? (size_t)(slash - text) : strlen(text);
+	long long bits;
+	unsigned max;
+
+	if (len == 0 || len >= sizeof(addr))
+		return -1;
+	memcpy(addr, text, len);
+	addr[len] = '\0';
+	memset(out, 0, sizeof(*out));
+	if (inet_pton(AF_INET, addr, out->addr) == 1) {
+		out->family = AF_INET;
+		max = 32;
+	} else if (inet_pton(AF_INET6, addr, out->addr) == 1) {
+		out->family = AF_INET6;
+		max = 128;
+	} else {
+		return -1;
+	}
+	out->bits = max;
+	if (slash != NULL) {
+		if (idem_parse_int(slash + 1, 0, max, &bits) != IDEM_OK)
+			return -1;
+		out->bits = (unsigned)bits;
+	}
+	return 0;
+}
+
+/* Whether addr is in one of the n blocks of list.  Returns 1 or 0. */
+int
+idem_cidr_match(const idem_cidr *list, size_t n, const char *addr)
+{
+	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	    0xff, 0xff };
+	unsigned char a[16];
+	int family;
+	size_t i;
+
+	if (addr == NULL)
+		return 0;
+	if (inet_pton(AF_INET, addr, a) == 1) {
+		family = AF_INET;
+	} else if (inet_pton(AF_INET6, addr, a) == 1) {
+		family = AF_INET6;
+		/* ::ffff:10.1.2.3 is an IPv4 client */
+		if (memcmp(a, mapped, 12) == 0) {
+			memmove(a, a + 12, 4);
+			family = AF_INET;
+		}
+	} else {
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		unsigned full = list[i].bits / 8, rest = list[i].bits % 8;
+		/* a block made by hand may be out of bounds: never a match */
+		if (list[i].family != family || list[i].bits > 128 ||
+		    (family == AF_INET && list[i].bits > 32) ||
+		    memcmp(list[i].addr, a, full) != 0)
+			continue;
+		if (rest == 0 || ((list[i].addr[full] ^ a[full]) &
+		    (0xff << (8 - rest)) & 0xff) == 0)
+			return 1;
+	}
+	return 0;
+}

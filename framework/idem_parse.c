@@ -1,0 +1,229 @@
+/*
+ * idem_parse.c - scalar values: sizes, durations, booleans, integers.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "idem_parse.h"
+
+
+/* Parses an unsigned decimal at s; sets *end after it.  IDEM_ERR_INVALID on
+ * no digits or overflow. */
+static idem_err
+parse_u64(const char *s, const char **end, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (!isdigit((unsigned char)*s))
+		return IDEM_ERR_INVALID;
+	for (; isdigit((unsigned char)*s); s++) {
+		unsigned d = (unsigned)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return IDEM_ERR_INVALID;
+		v = v * 10 + d;
+	}
+	*end = s;
+	*out = v;
+	return IDEM_OK;
+}
+
+/* *out = a * b.  Returns IDEM_OK, or IDEM_ERR_INVALID on overflow. */
+static idem_err
+mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+	if (b != 0 && a > UINT64_MAX / b)
+		return IDEM_ERR_INVALID;
+	*out = a * b;
+	return IDEM_OK;
+}
+
+/* A size in bytes with an optional k, m, g and b.  Returns IDEM_OK or
+ * IDEM_ERR_INVALID. */
+idem_err
+idem_parse_size(const char *s, uint64_t *out)
+{
+	const char *p;
+	uint64_t v, mult = 1;
+
+	if (s == NULL || parse_u64(s, &p, &v) != IDEM_OK)
+		return IDEM_ERR_INVALID;
+	switch (tolower((unsigned char)*p)) {
+	case '\0': break;
+	case 'k': mult = 1024ULL; p++; break;
+	case 'm': mult = 1024ULL * 1024; p++; break;
+	case 'g': mult = 1024ULL * 1024 * 1024; p++; break;
+	case 'b': break;
+	default: return IDEM_ERR_INVALID;
+	}
+	if (tolower((unsigned char)*p) == 'b')
+		p++;
+	if (*p != '\0')
+		return IDEM_ERR_INVALID;
+	return mul_u64(v, mult, out);
+}
+
+/* ISO-8601 duration: P[nD or nW][T[nH][nM][n[.fff]S]], no years or months.
+ * Returns IDEM_OK with *out in ms, or IDEM_ERR_INVALID. */
+static idem_err
+parse_iso_duration(const char *s, uint64_t *out)
+{
+	const char *p = s + 1;
+	uint64_t total = 0, v, part;
+	int in_time = 0, any = 0;
+	char last = 0;
+
+	while (*p != '\0') {
+		uint64_t frac_ms = 0;
+		char unit;
+
+		if (*p == 'T') {
+			if (in_time)
+				return IDEM_ERR_INVALID;
+			in_time = 1;
+			p++;
+			continue;
+		}
+		if (parse_u64(p, &p, &v) != IDEM_OK)
+			return IDEM_ERR_INVALID;
+		if (*p == '.' || *p == ',') {
+			/* fractions only on seconds, to the millisecond */
+			unsigned digits = 0;
+			for (p++; isdigit((unsigned char)*p); p++, digits++)
+				if (digits < 3)
+					frac_ms = frac_ms * 10 + (uint64_t)(*p - '0');
+			if (digits == 0)
+				return IDEM_ERR_INVALID;
+			for (; digits < 3; digits++)
+				frac_ms *= 10;
+			if (*p != 'S')
+				return IDEM_ERR_INVALID;
+		}
+		unit = *p++;
+		if (!in_time && unit == 'D' && last == 0)
+			part = 86400000ULL;
+		else if (!in_time && unit == 'W' && last == 0)
+			part = 7 * 86400000ULL;
+		else if (in_time && unit == 'H' && last != 'H' && last != 'M' &&
+		    last != 'S')
+			part = 3600000ULL;
+		else if (in_time && unit == 'M' && last != 'M' && last != 'S')
+			part = 60000ULL;
+		else if (in_time && unit == 'S' && last != 'S')
+			part = 1000ULL;
+		else
+			return IDEM_ERR_INVALID;
+		if (mul_u64(v, part, &v) != IDEM_OK || v + frac_ms < v ||
+		    total + v + frac_ms < total)
+			return IDEM_ERR_INVALID;
+		total += v + frac_ms;
+		last = unit;
+		any = 1;
+	}
+	if (!any || (in_time && (last == 'D' || last == 'W')))
+		return IDEM_ERR_INVALID;
+	*out = total;
+	return IDEM_OK;
+}
+
+/* Writes ms as "PT..H..M..S" into buf.  Returns buf. */
+char *
+idem_format_iso_duration(uint64_t ms, char *buf, size_t size)
+{
+	uint64_t h = ms / 3600000, m = ms / 60000 % 60, sec = ms / 1000 % 60;
+	size_t n = (size_t)snprintf(buf, size, "PT");
+
+	if (h > 0 && n < size)
+		n += (size_t)snprintf(buf + n, size - n, "%lluH",
+		    (unsigned long long)h);
+	if (m > 0 && n < size)
+		n += (size_t)snprintf(buf + n, size - n, "%lluM",
+		    (unsigned long long)m);
+	if ((sec > 0 || ms % 1000 > 0 || ms == 0) && n < size) {
+		if (ms % 1000 > 0)
+			snprintf(buf + n, size - n, "%llu.%03lluS",
+			    (unsigned long long)sec,
+			    (unsigned long long)(ms % 1000));
+		else
+			snprintf(buf + n, size - n, "%lluS",
+			    (unsigned long long)sec);
+	}
+	return buf;
+}
+
+/* A duration with a unit (ms, s, m, min, h, d) or in ISO-8601, or a bare
+ * 0.  Returns IDEM_OK with *out_ms, or IDEM_ERR_INVALID. */
+idem_err
+idem_parse_duration(const char *s, uint64_t *out_ms)
+{
+	const char *p;
+	uint64_t v, mult;
+
+	if (s == NULL || *s == '\0')
+		return IDEM_ERR_INVALID;
+	if (*s == 'P')
+		return parse_iso_duration(s, out_ms);
+	if (parse_u64(s, &p, &v) != IDEM_OK)
+		return IDEM_ERR_INVALID;
+	if (strcmp(p, "ms") == 0)
+		mult = 1;
+	else if (strcmp(p, "s") == 0)
+		mult = 1000;
+	else if (strcmp(p, "m") == 0 || strcmp(p, "min") == 0)
+		mult = 60000;
+	else if (strcmp(p, "h") == 0)
+		mult = 3600000;
+	else if (strcmp(p, "d") == 0)
+		mult = 86400000;
+	else if (*p == '\0' && v == 0)
+		mult = 1; /* a bare 0 needs no unit */
+	else
+		return IDEM_ERR_INVALID;
+	return mul_u64(v, mult, out_ms);
+}
+
+/* A yes/no word.  Returns IDEM_OK with *out 1 or 0, or IDEM_ERR_INVALID. */
+idem_err
+idem_parse_bool(const char *s, int *out)
+{
+	static const char *const yes[] = { "true", "yes", "on", "1" };
+	static const char *const no[] = { "false", "no", "off", "0" };
+	size_t i;
+
+	if (s == NULL)
+		return IDEM_ERR_INVALID;
+	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = 1;
+			return IDEM_OK;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = 0;
+			return IDEM_OK;
+		}
+	}
+	return IDEM_ERR_INVALID;
+}
+
+/* A whole decimal in [min, max].  Returns IDEM_OK or IDEM_ERR_INVALID. */
+idem_err
+idem_parse_int(const char *s, long long min, long long max, long long *out)
+{
+	char *end;
+	long long v;
+
+	if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
+		return IDEM_ERR_INVALID;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < min || v > max)
+		return IDEM_ERR_INVALID;
+	*out = v;
+	return IDEM_OK;
+}
+

@@ -1,0 +1,41 @@
+/*
+ * idem_parse.h - the scalar values of the configuration: whole numbers,
+ * booleans, sizes and durations.  The key table of idem_config uses them,
+ * and so does the plugin API (idem_app_config_int and friends), so a value
+ * means the same in every section.  Each parser takes the whole string:
+ * no blanks around it, nothing after it; a bad value is IDEM_ERR_INVALID
+ * and *out is left alone.
+ */
+#ifndef IDEM_PARSE_H
+#define IDEM_PARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "idemfcgi.h"
+
+/* "64k" -> 65536: a decimal number with an optional k, m or g (powers of
+ * 1024) and an optional b.  Returns IDEM_OK or IDEM_ERR_INVALID (also on
+ * overflow and for NULL). */
+idem_err idem_parse_size(const char *s, uint64_t *out);
+
+/* "500ms", "30s", "5m", "24h", "2d", "PT1H30M", "P1D", "0" -> ms.  ISO-8601
+ * durations take days, weeks, hours, minutes and seconds (fractions of a
+ * second to the millisecond), no years or months.  Returns IDEM_OK or
+ * IDEM_ERR_INVALID (also on overflow and for NULL). */
+idem_err idem_parse_duration(const char *s, uint64_t *out_ms);
+
+/* ms as an ISO-8601 duration in hours, minutes and seconds, the way
+ * java.time.Duration writes it: 86400000 -> "PT24H", 1500 -> "PT1.500S".
+ * Returns buf (truncated to size). */
+char *idem_format_iso_duration(uint64_t ms, char *buf, size_t size);
+
+/* "true|yes|on|1" -> 1, "false|no|off|0" -> 0, in any case.  Returns
+ * IDEM_OK or IDEM_ERR_INVALID. */
+idem_err idem_parse_bool(const char *s, int *out);
+
+/* A whole decimal integer in [min, max], optionally signed, no blanks.
+ * Returns IDEM_OK or IDEM_ERR_INVALID. */
+idem_err idem_parse_int(const char *s, long long min, long long max,
+    long long *out);
+
+#endif
