@@ -1,0 +1,223 @@
+/*
+ * idem_app.c - the API a plugin's hooks call (idemfcgi.h and
+ * idemfcgi_mysql.h): registering routes, reading the plugin's config
+ * section, the MySQL helpers of setup and deploy.  The loader
+ * (idem_plugin.c) makes the idem_app each hook gets.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "idemfcgi_mysql.h"
+#include "idem_log.h"
+#include "idem_mysql.h"
+#include "idem_plugin.h"
+#include "idem_store.h"
+
+/* Refuses what only setup may do when app is deploy's.  Returns 0 when
+ * allowed, else -1 (logged). */
+static int
+setup_only(const idem_app *app, const char *what)
+{
+	if (!app->deploying)
+		return 0;
+	idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: %s in deploy: only setup "
+	    "may do that", app->path, what);
+	return -1;
+}
+
+int
+idem_app_is_check(const idem_app *app)
+{
+	return app->check;
+}
+
+idem_err
+idem_route_add(idem_app *app, const char *method, const char *tmpl,
+    idem_policy policy, idem_handler_fn handler, void *data)
+{
+	idem_err err;
+
+	if (setup_only(app, "idem_route_add") != 0)
+		return IDEM_ERR_INVALID;
+	err = idem_router_add(app->router, method, tmpl, policy, handler, data,
+	    app->name);
+
+	if (err != IDEM_OK)
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: route %s %s: %s",
+		    app->path, method != NULL ? method : "(null)",
+		    tmpl != NULL ? tmpl : "(null)",
+		    err == IDEM_ERR_EXISTS ? "already registered (by a plugin, "
+		    "or by idemfcgi itself: see [server] policy-path and "
+		    "[metrics] path)" :
+		    err == IDEM_ERR_INVALID ? "malformed method or template" :
+		    idem_strerror(err));
+	return err;
+}
+
+idem_err
+idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
+    idem_policy policy, idem_handler_fn handler, void *data)
+{
+	const char *why = NULL;
+	idem_err err;
+
+	if (!app->cfg->idem_enabled)
+		why = "idempotency is disabled ([idempotency] enabled = false)";
+	else if (app->cfg->store != IDEM_STORE_MYSQL)
+		why = "the store is not MySQL ([idempotency] store = mysql): "
+		    "only a database store can commit the handler's writes with "
+		    "the answer";
+	else if (app->self->pool == NULL)
+		why = "the plugin has no MySQL pool: call idem_app_mysql_pool "
+		    "before idem_route_add_tx";
+	if (why != NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: plugin %s: route %s %s is "
+		    "transactional, but %s", app->cfg->path, app->path,
+		    method != NULL ? method : "(null)",
+		    tmpl != NULL ? tmpl : "(null)", why);
+		return IDEM_ERR_CONFIG;
+	}
+	if ((err = idem_route_add(app, method, tmpl, policy, handler, data))
+	    != IDEM_OK)
+		return err;
+	idem_router_at(app->router, idem_router_count(app->router) - 1)->tx_pool =
+	    app->self->pool;
+	return IDEM_OK;
+}
+
+idem_err
+idem_config_string(idem_app *app, const char *key, const char *def,
+    const char **out)
+{
+	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
+
+	*out = e != NULL ? e->value : def;
+	return IDEM_OK;
+}
+
+idem_err
+idem_config_int(idem_app *app, const char *key, long long def,
+    long long min, long long max, long long *out)
+{
+	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
+
+	*out = def;
+	if (e == NULL)
+		return IDEM_OK;
+	if (idem_parse_int(e->value, min, max, out) != IDEM_OK) {
+		idem_config_error(app->cfg, e->line, app->name, key,
+		    "bad value \"%s\": expected a whole number from %lld to %lld",
+		    e->value, min, max);
+		return IDEM_ERR_CONFIG;
+	}
+	return IDEM_OK;
+}
+
+idem_err
+idem_config_bool(idem_app *app, const char *key, int def, int *out)
+{
+	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
+
+	*out = def;
+	if (e == NULL)
+		return IDEM_OK;
+	if (idem_parse_bool(e->value, out) != IDEM_OK) {
+		idem_config_error(app->cfg, e->line, app->name, key,
+		    "bad value \"%s\": expected true or false", e->value);
+		return IDEM_ERR_CONFIG;
+	}
+	return IDEM_OK;
+}
+
+idem_err
+idem_config_size(idem_app *app, const char *key, uint64_t def, uint64_t *out)
+{
+	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
+
+	*out = def;
+	if (e == NULL)
+		return IDEM_OK;
+	if (idem_parse_size(e->value, out) != IDEM_OK) {
+		idem_config_error(app->cfg, e->line, app->name, key,
+		    "bad value \"%s\": expected a size such as 512, 64k or 1m",
+		    e->value);
+		return IDEM_ERR_CONFIG;
+	}
+	return IDEM_OK;
+}
+
+idem_err
+idem_config_duration(idem_app *app, const char *key, uint64_t def,
+    uint64_t *out)
+{
+	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
+
+	*out = def;
+	if (e == NULL)
+		return IDEM_OK;
+	if (idem_parse_duration(e->value, out) != IDEM_OK) {
+		idem_config_error(app->cfg, e->line, app->name, key,
+		    "bad value \"%s\": expected a duration such as 500ms, 30s, "
+		    "5m, 24h or PT30M", e->value);
+		return IDEM_ERR_CONFIG;
+	}
+	return IDEM_OK;
+}
+
+int
+idem_app_uses_mysql(const idem_app *app)
+{
+	return app->cfg->idem_enabled && app->cfg->store == IDEM_STORE_MYSQL;
+}
+
+idem_err
+idem_app_mysql_exec(idem_app *app, const char *sql)
+{
+	idem_mysql_pool *p;
+	idem_err err;
+
+	if (app->check) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_mysql_exec "
+		    "in the configuration check: a check changes nothing; run "
+		    "DDL in the deploy hook", app->path);
+		return IDEM_ERR_INVALID;
+	}
+	if ((err = idem_mysql_pool_new(app->cfg, NULL, 0, 1, &p)) != IDEM_OK)
+		return err;
+	err = idem_mysql_exec(p, sql);
+	idem_mysql_pool_free(p);
+	if (err != IDEM_OK)
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: a statement of "
+		    "its %s failed", app->path, app->deploying ? "deploy" :
+		    "setup");
+	return err;
+}
+
+idem_mysql_pool *
+idem_app_mysql_pool(idem_app *app, const char *const *sql, size_t nsql)
+{
+	idem_mysql_pool *p = NULL;
+
+	if (setup_only(app, "idem_app_mysql_pool") != 0)
+		return NULL;
+	if (app->self->pool != NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: one MySQL pool per "
+		    "plugin", app->path);
+		return NULL;
+	}
+	/* with the store's statements for the plugin's transactional
+	 * routes */
+	if (idem_mysql_pool_new(app->cfg, sql, nsql, app->cfg->mysql_pool_size,
+	    &p) != IDEM_OK || (idem_app_uses_mysql(app) &&
+	    idem_store_mysql_tx_prepare(app->cfg, p) != IDEM_OK)) {
+		if (p != NULL)
+			idem_mysql_pool_free(p);
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: its MySQL pool could "
+		    "not be made", app->path);
+		return NULL;
+	}
+	app->self->pool = p;
+	return p;
+}
