@@ -237,7 +237,7 @@ cmd_stats(const idem_config *cfg, const options *o, idem_store *s)
 		    c.oldest_key.key_len, kh);
 	if (o->json) {
 		json_t *obj = json_pack("{s:s, s:I, s:I, s:I, s:I}",
-		    "store", s->ops->name,
+		    "store", idem_store_name(s),
 		    "in_flight", (json_int_t)c.in_flight,
 		    "stale", (json_int_t)c.stale,
 		    "committed", (json_int_t)c.committed,
@@ -254,7 +254,7 @@ cmd_stats(const idem_config *cfg, const options *o, idem_store *s)
 		return EXIT_DONE;
 	}
 	human(cfg->inflight_ttl, ttl, sizeof(ttl));
-	printf("store:            %s\n", s->ops->name);
+	printf("store:            %s\n", idem_store_name(s));
 	printf("in flight:        %llu (%llu idle for over inflight-ttl %s: "
 	    "the next retry of each takes it over)\n",
 	    (unsigned long long)c.in_flight, (unsigned long long)c.stale, ttl);

@@ -444,9 +444,11 @@ keep_line(const char *headers, size_t len, const char *name, char *out,
 
 /* Room for a stand-in answer (see stand_in). */
 typedef struct stand_in_buf {
-	char headers[2 * IDEM_MAX_HEADER_VALUE + 128];
-	char body[512];
+	char headers[IDEM_STAND_IN_HEADERS];
+	char body[IDEM_STAND_IN_BODY];
 } stand_in_buf;
+_Static_assert(IDEM_STAND_IN_HEADERS >= 2 * IDEM_MAX_HEADER_VALUE + 100,
+    "a stand-in holds Location and Content-Location of any length");
 
 /*
  * Fills *sub, in buf, with the stand-in for sr (a committable answer the

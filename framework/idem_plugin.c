@@ -12,10 +12,58 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idemfcgi_mysql.h"
 #include "idem_log.h"
 #include "idem_mysql.h"
 #include "idem_plugin.h"
 #include "idem_store.h"
+
+/*
+ * Every function of the plugin API (idemfcgi.h, idemfcgi_mysql.h).  A
+ * program links an object of libidem only when something references it,
+ * and the plugins a program loads must find the whole API in the program
+ * itself (it exports it with -export-dynamic), so that their calls reach
+ * the program's own copy rather than that of libidemfcgi.so, whose
+ * internals may have another layout.  Referenced here, in the loader, they
+ * are in every program that loads plugins; tests/exports/check-exports.sh
+ * checks the server's exports.
+ */
+static void (*const plugin_api[])(void) __attribute__((used)) = {
+	(void (*)(void))idem_app_is_check,
+	(void (*)(void))idem_app_mysql_exec,
+	(void (*)(void))idem_app_mysql_pool,
+	(void (*)(void))idem_app_uses_mysql,
+	(void (*)(void))idem_config_bool,
+	(void (*)(void))idem_config_duration,
+	(void (*)(void))idem_config_int,
+	(void (*)(void))idem_config_size,
+	(void (*)(void))idem_config_string,
+	(void (*)(void))idem_log,
+	(void (*)(void))idem_mysql_check,
+	(void (*)(void))idem_mysql_get,
+	(void (*)(void))idem_mysql_put,
+	(void (*)(void))idem_mysql_stmt,
+	(void (*)(void))idem_request_body,
+	(void (*)(void))idem_request_header,
+	(void (*)(void))idem_request_id,
+	(void (*)(void))idem_request_json,
+	(void (*)(void))idem_request_method,
+	(void (*)(void))idem_request_param,
+	(void (*)(void))idem_request_path,
+	(void (*)(void))idem_request_query,
+	(void (*)(void))idem_request_remote_user,
+	(void (*)(void))idem_request_route,
+	(void (*)(void))idem_request_tx,
+	(void (*)(void))idem_response_get_status,
+	(void (*)(void))idem_response_header,
+	(void (*)(void))idem_response_json,
+	(void (*)(void))idem_response_problem,
+	(void (*)(void))idem_response_status,
+	(void (*)(void))idem_response_write,
+	(void (*)(void))idem_route_add,
+	(void (*)(void))idem_route_add_tx,
+	(void (*)(void))idem_strerror,
+};
 
 /* A plugin name is a config section name: [a-z0-9_-], 1..32 bytes. */
 static int
@@ -96,6 +144,11 @@ idem_plugin_open(const char *path, idem_loaded_plugin *lp)
 	/* POSIX guarantees this conversion for dlsym results */
 	*(void **)&init = sym;
 	rc = init(&room.p);
+	if (rc != 0 && room.p.abi_version == 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: %s returned %d", path,
+		    IDEM_PLUGIN_SYMBOL, rc);
+		return IDEM_ERR_PLUGIN;
+	}
 	if (room.p.abi_version != IDEM_ABI_VERSION) {
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: built for plugin ABI "
 		    "version %u, this idemfcgi has version %u: rebuild the "
@@ -103,14 +156,14 @@ idem_plugin_open(const char *path, idem_loaded_plugin *lp)
 		    room.p.abi_version, IDEM_ABI_VERSION);
 		return IDEM_ERR_PLUGIN;
 	}
-	if (check_size(path, room.b) != IDEM_OK)
-		return IDEM_ERR_PLUGIN;
-	lp->desc = room.p;
 	if (rc != 0) {
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: %s returned %d", path,
 		    IDEM_PLUGIN_SYMBOL, rc);
 		return IDEM_ERR_PLUGIN;
 	}
+	if (check_size(path, room.b) != IDEM_OK)
+		return IDEM_ERR_PLUGIN;
+	lp->desc = room.p;
 	if (!name_ok(lp->desc.name)) {
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: its name must be 1 to "
 		    "32 of [a-z0-9_-]", path);

@@ -61,7 +61,8 @@ idem_err idem_plugins_load(idem_config *cfg, idem_router *router,
 idem_err idem_plugins_deploy(idem_plugins *plugins, idem_config *cfg,
     idem_router *router);
 
-/* Calls every teardown (in reverse order), then dlcloses. NULL is fine. */
+/* Calls every teardown (in reverse order) and frees each plugin's pool; the
+ * code stays mapped (a route may still point into it).  NULL is fine. */
 void idem_plugins_free(idem_plugins *plugins);
 
 /*

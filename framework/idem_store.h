@@ -230,6 +230,14 @@ typedef struct idem_store_limits {
 	uint64_t total;         /* headers and body together */
 } idem_store_limits;
 
+/* The most a stand-in answer holds: its header lines (a Content-Type, and
+ * Location and Content-Location of up to 8192 bytes each) and its notice.
+ * Every store must hold one: a store whose limits cannot refuses to
+ * open. */
+#define IDEM_STAND_IN_HEADERS (2 * 8192 + 128)
+#define IDEM_STAND_IN_BODY 512
+#define IDEM_STAND_IN_MAX (IDEM_STAND_IN_HEADERS + IDEM_STAND_IN_BODY)
+
 /* Every store begins with this (a store allocates it zeroed). */
 struct idem_store {
 	const idem_store_ops *ops;

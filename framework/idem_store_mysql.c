@@ -1272,10 +1272,10 @@ static const idem_store_ops mysql_ops = {
 
 /* Sets the store's limits from the schema's columns and the server's
  * max_allowed_packet, which the pool read when it connected.  A packet
- * that leaves no room for an answer besides PACKET_SLACK is refused: every
- * commit, the stand-in's too, would fail, and each key would stay in
- * flight until inflight-ttl.  Returns IDEM_OK or IDEM_ERR_STORE
- * (logged). */
+ * that cannot hold the largest stand-in besides PACKET_SLACK is refused:
+ * a commit of an answer over the limits, the stand-in's, would fail, and
+ * its key would run again after inflight-ttl.  Returns IDEM_OK or
+ * IDEM_ERR_STORE (logged). */
 static idem_err
 set_limits(mysql_store *ms)
 {
@@ -1286,13 +1286,14 @@ set_limits(mysql_store *ms)
 		    "max_allowed_packet");
 		return IDEM_ERR_STORE;
 	}
-	if (packet <= PACKET_SLACK) {
+	if (packet < PACKET_SLACK + IDEM_STAND_IN_MAX) {
 		idem_log(NULL, IDEM_LOG_ERROR, "mysql store: the server's "
 		    "max_allowed_packet is %llu bytes, and a commit needs %llu "
-		    "besides the answer: no answer could be stored; raise "
+		    "besides the answer, which must hold at least %d bytes (the "
+		    "notice stored for an answer too large to store): raise "
 		    "max_allowed_packet (16 MiB by default) to more than "
 		    "max-response plus %llu", (unsigned long long)packet,
-		    PACKET_SLACK, PACKET_SLACK);
+		    PACKET_SLACK, IDEM_STAND_IN_MAX, PACKET_SLACK);
 		return IDEM_ERR_STORE;
 	}
 	ms->base.limits.headers = HEADERS_COLUMN_MAX;

@@ -184,7 +184,7 @@ typedef struct idem_app idem_app;
  * Returns IDEM_OK; IDEM_ERR_EXISTS when the same method and template shape
  * is registered; IDEM_ERR_INVALID for a malformed method or template (not
  * starting with '/', over 4096 bytes or 32 segments, an empty or
- * half-braced segment, a parameter named twice) or a call outside setup;
+ * half-braced segment, a parameter named twice) or a call from deploy;
  * IDEM_ERR_NOMEM.  Each is logged with the plugin's file.
  */
 IDEM_API IDEM_WUR idem_err
@@ -233,7 +233,8 @@ typedef struct idem_plugin {
 	/* Set to sizeof(idem_plugin): hooks added after teardown by a later
 	 * idemfcgi.h are absent in plugins built before them, and a plugin
 	 * built against a later header is accepted as long as the hooks
-	 * this server does not know are NULL. */
+	 * this server does not know are NULL (and the whole struct holds in
+	 * the 512 bytes the server gives idem_plugin_init). */
 	unsigned int struct_size;
 	/* Short name, also the config section; static storage. */
 	const char *name;
@@ -286,9 +287,11 @@ typedef struct idem_plugin {
  * a setup that failed.
  */
 
-/* The one symbol a plugin exports (the plugin's, not libidemfcgi's). */
+/* The one symbol a plugin exports (the plugin's, not libidemfcgi's);
+ * exported even from a plugin built with -fvisibility=hidden. */
 #define IDEM_PLUGIN_SYMBOL "idem_plugin_init"
-int idem_plugin_init(idem_plugin *p);
+#define IDEM_PLUGIN_EXPORT __attribute__((visibility("default")))
+IDEM_PLUGIN_EXPORT int idem_plugin_init(idem_plugin *p);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The dynamic symbols of libidemfcgi are exactly its API (jansson's
 # check-exports): the list below, which must also be what idemfcgi.h and
-# idemfcgi_mysql.h mark IDEM_API.  Adding a function to the API is a
+# idemfcgi_mysql.h mark IDEM_API, and what idemfcgi exports to plugins.  Adding a function to the API is a
 # deliberate edit of this list (and of libidemfcgi's -version-info).
 set -eu
 : "${IDEM_BUILDDIR:?}" "${IDEM_SRCDIR:?}"
@@ -45,7 +45,7 @@ idem_route_add_tx
 idem_strerror
 LIST
 
-echo "1..2"
+echo "1..3"
 lib="$IDEM_BUILDDIR/.libs/libidemfcgi.so"
 nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBRVWiu]$/ { print $3 }' |
 	sort > "$tmp/exported"
@@ -67,5 +67,16 @@ if diff -u "$tmp/expected" "$tmp/declared" > "$tmp/diff"; then
 	echo "ok 2 - the headers declare exactly the API"
 else
 	echo "not ok 2 - the headers' IDEM_API declarations differ from the API"
+	sed 's/^/# /' "$tmp/diff"
+fi
+
+# the server exports the whole API to the plugins it loads (a program
+# links only the objects of libidem it references)
+nm -D --defined-only "$IDEM_BUILDDIR/idemfcgi" |
+	awk '$2 ~ /^[TW]$/ && $3 ~ /^idem_/ { print $3 }' | sort > "$tmp/server"
+if diff -u "$tmp/expected" "$tmp/server" > "$tmp/diff"; then
+	echo "ok 3 - idemfcgi exports the whole API to its plugins"
+else
+	echo "not ok 3 - idemfcgi's exported API differs from the API"
 	sed 's/^/# /' "$tmp/diff"
 fi
