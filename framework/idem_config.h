@@ -99,9 +99,9 @@ typedef struct idem_config {
 	size_t nreplay_omit;
 
 	/* [mysql] */
-	char *mysql_host;
+	char *mysql_host;               /* HOST[:PORT] ..., in failover order */
 	unsigned mysql_port;
-	char *mysql_socket;
+	char *mysql_socket;             /* or sockets, in failover order */
 	char *mysql_user;
 	char *mysql_password_file;
 	char *mysql_database;
@@ -109,6 +109,8 @@ typedef struct idem_config {
 	uint64_t mysql_connect_timeout; /* ms */
 	uint64_t mysql_read_timeout;    /* ms */
 	uint64_t mysql_write_timeout;   /* ms */
+	int mysql_causal_reads;         /* wsrep_sync_wait on the reads that
+	                                 * decide (Galera) */
 
 	/* [metrics] */
 	int metrics_enabled;

@@ -406,6 +406,38 @@ parse_listen(const key_arg *a, const char *v)
 	return set_string(a->field, v);
 }
 
+/* [mysql] host: one or more HOST[:PORT] (the failover order), kept as
+ * text for the pool.  Returns NULL or why not. */
+static const char *
+parse_hosts(const key_arg *a, const char *v)
+{
+	idem_endpoint e[IDEM_ENDPOINTS_MAX];
+	const char *why;
+	size_t n;
+
+	if (*v == '\0')
+		return "an empty value";
+	if ((why = idem_parse_endpoints(v, 0, 3306, e, &n)) != NULL)
+		return why;
+	return set_string(a->field, v);
+}
+
+/* [mysql] socket: one or more absolute paths (the failover order).
+ * Returns NULL or why not. */
+static const char *
+parse_sockets(const key_arg *a, const char *v)
+{
+	idem_endpoint e[IDEM_ENDPOINTS_MAX];
+	const char *why;
+	size_t n;
+
+	if (*v == '\0')
+		return "an empty value";
+	if ((why = idem_parse_endpoints(v, 1, 0, e, &n)) != NULL)
+		return why;
+	return set_string(a->field, v);
+}
+
 /* An octal file mode such as 0660, into an unsigned.  Returns NULL or why
  * not. */
 static const char *
@@ -558,6 +590,8 @@ static const key_type
     t_headers = { parse_headers, release_words, sizeof(char **), 1, 1 },
     t_blocks = { parse_blocks, release_blocks, sizeof(idem_cidr *), 1, 1 },
     t_listen = { parse_listen, release_string, sizeof(char *), 0, 0 },
+    t_hosts = { parse_hosts, release_string, sizeof(char *), 0, 0 },
+    t_sockets = { parse_sockets, release_string, sizeof(char *), 0, 0 },
     t_mode = { parse_mode, NULL, sizeof(unsigned), 0, 0 },
     t_mount = { parse_mount, release_string, sizeof(char *), 0, 0 },
     t_route_path = { parse_route_path, release_string, sizeof(char *), 0,
@@ -640,10 +674,10 @@ static const key_def keys[] = {
 	    .aux = offsetof(idem_config, nmetrics_allow),
 	    .def = "127.0.0.1 ::1" },
 
-	{ "mysql", "host", &t_string, FIELD(mysql_host), .def = "127.0.0.1" },
+	{ "mysql", "host", &t_hosts, FIELD(mysql_host), .def = "127.0.0.1" },
 	{ "mysql", "port", &t_uint, FIELD(mysql_port), .min = 1, .max = 65535,
 	    .def = "3306" },
-	{ "mysql", "socket", &t_string, FIELD(mysql_socket) },
+	{ "mysql", "socket", &t_sockets, FIELD(mysql_socket) },
 	{ "mysql", "user", &t_string, FIELD(mysql_user) },
 	{ "mysql", "password-file", &t_string, FIELD(mysql_password_file) },
 	{ "mysql", "database", &t_string, FIELD(mysql_database) },
@@ -656,6 +690,8 @@ static const key_def keys[] = {
 	    .min = 1000, .max = 3600000, .def = "5s" },
 	{ "mysql", "write-timeout", &t_duration, FIELD(mysql_write_timeout),
 	    .min = 1000, .max = 3600000, .def = "5s" },
+	{ "mysql", "causal-reads", &t_bool, FIELD(mysql_causal_reads),
+	    .def = "false" },
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 _Static_assert(NKEYS <= IDEM_CONFIG_MAX_KEYS, "raise IDEM_CONFIG_MAX_KEYS");

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <errmsg.h>
@@ -19,8 +20,12 @@
 #include "idem_time.h"
 
 struct idem_mysql_pool {
-	char *host, *socket, *user, *password, *database;
-	unsigned port;
+	idem_endpoint ends[IDEM_ENDPOINTS_MAX]; /* [mysql] host or socket,
+	                            * in failover order */
+	size_t nends;
+	atomic_int last_end;        /* the host the latest connection opened
+	                             * on (-1: none yet), to log each switch */
+	char *user, *password, *database;
 	unsigned connect_timeout, read_timeout, write_timeout; /* seconds */
 	uint64_t wait_ms;
 	const char *const *sql;
@@ -57,7 +62,10 @@ conn_error(unsigned err)
 	    err == CR_CONNECTION_ERROR || err == CR_CONN_HOST_ERROR ||
 	    err == CR_SERVER_LOST_EXTENDED || err == CR_COMMANDS_OUT_OF_SYNC ||
 	    err == CR_UNKNOWN_ERROR || err == 1927 /* ER_CONNECTION_KILLED */ ||
-	    err == 1053 /* ER_SERVER_SHUTDOWN */ || err == 4031;
+	    err == 1053 /* ER_SERVER_SHUTDOWN */ || err == 4031 ||
+	    /* a Galera node out of the primary component: WSREP has not yet
+	     * prepared node for application use; another host may serve */
+	    err == 1047;
 }
 
 void
@@ -141,16 +149,22 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->freed, NULL);
+	atomic_init(&p->last_end, -1);
 	p->size = size;
 	p->sql = sql;
 	p->nsql = nsql;
-	p->port = cfg->mysql_port;
+	if (idem_parse_endpoints(cfg->mysql_socket != NULL ? cfg->mysql_socket :
+	    cfg->mysql_host != NULL ? cfg->mysql_host : "127.0.0.1",
+	    cfg->mysql_socket != NULL, cfg->mysql_port, p->ends, &p->nends) !=
+	    NULL) {
+		/* the config checked it */
+		idem_mysql_pool_free(p);
+		return IDEM_ERR_CONFIG;
+	}
 	p->connect_timeout = secs(cfg->mysql_connect_timeout);
 	p->read_timeout = secs(cfg->mysql_read_timeout);
 	p->write_timeout = secs(cfg->mysql_write_timeout);
 	p->wait_ms = cfg->mysql_connect_timeout + cfg->mysql_read_timeout;
-	p->host = dup_or_null(cfg->mysql_host);
-	p->socket = dup_or_null(cfg->mysql_socket);
 	p->user = dup_or_null(cfg->mysql_user);
 	p->database = dup_or_null(cfg->mysql_database);
 	p->conns = calloc(size, sizeof(*p->conns));
@@ -230,19 +244,132 @@ disconnect(idem_mysql_pool *p, idem_mysql_conn *c)
 }
 
 /* Reads the server's max_allowed_packet on c (it may change while we
- * run; a connection sees the value of when it connected). */
-static void
-read_max_packet(idem_mysql_pool *p, idem_mysql_conn *c)
+ * run; a connection sees the value of when it connected), and whether it
+ * is a Galera node (wsrep_on; a server without that variable is not).
+ * Returns whether it is. */
+static int
+read_server(idem_mysql_pool *p, idem_mysql_conn *c)
 {
 	MYSQL_RES *r;
 	MYSQL_ROW row;
+	int galera = 0;
 
-	if (mysql_query(c->m, "SELECT @@max_allowed_packet") != 0 ||
-	    (r = mysql_store_result(c->m)) == NULL)
-		return;
-	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL)
+	if (mysql_query(c->m, "SELECT @@max_allowed_packet, "
+	    "@@global.wsrep_on") != 0 && mysql_query(c->m,
+	    "SELECT @@max_allowed_packet, 0") != 0)
+		return 0;
+	if ((r = mysql_store_result(c->m)) == NULL)
+		return 0;
+	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL) {
 		atomic_store(&p->max_packet, strtoull(row[0], NULL, 10));
+		galera = row[1] != NULL && strcmp(row[1], "1") == 0;
+	}
 	mysql_free_result(r);
+	return galera;
+}
+
+/*
+ * Whether the Galera node c is connected to may serve: in the primary
+ * component and synced (wsrep_ready ON, wsrep_local_state_comment
+ * Synced).  A node that is joining, a donor, or cut off from the others
+ * would refuse statements (1047) or serve stale reads.  Writes why not
+ * into why.
+ */
+static int
+node_ready(idem_mysql_conn *c, char *why, size_t size)
+{
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int ready = 0, synced = 0;
+
+	snprintf(why, size, "its wsrep status cannot be read");
+	if (mysql_query(c->m, "SHOW GLOBAL STATUS WHERE Variable_name IN "
+	    "('wsrep_ready', 'wsrep_local_state_comment')") != 0 ||
+	    (r = mysql_store_result(c->m)) == NULL)
+		return 0;
+	while ((row = mysql_fetch_row(r)) != NULL)
+		if (row[0] != NULL && row[1] != NULL) {
+			if (strcasecmp(row[0], "wsrep_ready") == 0)
+				ready = strcmp(row[1], "ON") == 0;
+			else if (!(synced = strcmp(row[1], "Synced") == 0))
+				snprintf(why, size, "it is %.40s, not Synced",
+				    row[1]);
+		}
+	mysql_free_result(r);
+	if (synced && !ready)
+		snprintf(why, size, "it is not ready (wsrep_ready OFF)");
+	return ready && synced;
+}
+
+/* Writes e as text ("host:port" or the socket) into buf. */
+static const char *
+endpoint_name(const idem_endpoint *e, char *buf, size_t size)
+{
+	if (e->socket[0] != '\0')
+		snprintf(buf, size, "%s", e->socket);
+	else
+		snprintf(buf, size, strchr(e->host, ':') != NULL ? "[%s]:%u" :
+		    "%s:%u", e->host, e->port);
+	return buf;
+}
+
+/*
+ * Opens c on the first of p's servers that accepts it and, for a Galera
+ * node, is synced: the list is a failover order, every connection starts
+ * from its head.  Returns 0 or -1 (each failure logged, rate-limited).
+ */
+static int
+open_first(idem_mysql_pool *p, idem_mysql_conn *c)
+{
+	char name[IDEM_HOST_MAX + 16], why[80];
+	my_bool off = 0;
+	size_t i;
+
+	for (i = 0; i < p->nends; i++) {
+		const idem_endpoint *e = &p->ends[i];
+
+		if ((c->m = mysql_init(NULL)) == NULL)
+			return -1;
+		mysql_options(c->m, MYSQL_OPT_CONNECT_TIMEOUT,
+		    &p->connect_timeout);
+		mysql_options(c->m, MYSQL_OPT_READ_TIMEOUT, &p->read_timeout);
+		mysql_options(c->m, MYSQL_OPT_WRITE_TIMEOUT, &p->write_timeout);
+		mysql_options(c->m, MYSQL_OPT_RECONNECT, &off);
+		mysql_options(c->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+		/* CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, so
+		 * an owner check never depends on whether a value changed */
+		if (mysql_real_connect(c->m, e->socket[0] != '\0' ? NULL :
+		    e->host, p->user, p->password, p->database, e->port,
+		    e->socket[0] != '\0' ? e->socket : NULL,
+		    CLIENT_FOUND_ROWS) == NULL) {
+			if (may_log(p))
+				idem_log(NULL, IDEM_LOG_ERROR, "mysql: cannot "
+				    "connect to %s as %s: %s%s", endpoint_name(e,
+				    name, sizeof(name)), p->user, mysql_error(c->m),
+				    i + 1 < p->nends ? "; trying the next host" :
+				    "");
+		} else if (read_server(p, c) && !node_ready(c, why,
+		    sizeof(why))) {
+			if (may_log(p))
+				idem_log(NULL, IDEM_LOG_ERROR, "mysql: %s is a "
+				    "Galera node that cannot serve: %s%s",
+				    endpoint_name(e, name, sizeof(name)), why,
+				    i + 1 < p->nends ? "; trying the next host" :
+				    "");
+		} else {
+			/* once per switch of host, not per connection */
+			if (atomic_exchange(&p->last_end, (int)i) != (int)i &&
+			    (i > 0 || p->nends > 1))
+				idem_log(NULL, i > 0 ? IDEM_LOG_WARN :
+				    IDEM_LOG_INFO, "mysql: connected to %s, host "
+				    "%zu of the list", endpoint_name(e, name,
+				    sizeof(name)), i + 1);
+			return 0;
+		}
+		mysql_close(c->m);
+		c->m = NULL;
+	}
+	return -1;
 }
 
 uint64_t
@@ -256,29 +383,11 @@ static int
 connect_one(idem_mysql_pool *p, idem_mysql_conn *c)
 {
 	size_t i;
-	my_bool off = 0;
 
-	if ((c->m = mysql_init(NULL)) == NULL)
-		return -1;
-	mysql_options(c->m, MYSQL_OPT_CONNECT_TIMEOUT, &p->connect_timeout);
-	mysql_options(c->m, MYSQL_OPT_READ_TIMEOUT, &p->read_timeout);
-	mysql_options(c->m, MYSQL_OPT_WRITE_TIMEOUT, &p->write_timeout);
-	mysql_options(c->m, MYSQL_OPT_RECONNECT, &off);
-	mysql_options(c->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-	/* CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, so an
-	 * owner check never depends on whether a value changed */
-	if (mysql_real_connect(c->m, p->socket != NULL ? NULL : p->host,
-	    p->user, p->password, p->database, p->socket != NULL ? 0 : p->port,
-	    p->socket, CLIENT_FOUND_ROWS) == NULL) {
-		if (may_log(p))
-			idem_log(NULL, IDEM_LOG_ERROR, "mysql: cannot connect to "
-			    "%s%s%u as %s: %s", p->socket != NULL ? p->socket :
-			    p->host, p->socket != NULL ? "" : ":", p->socket !=
-			    NULL ? 0 : p->port, p->user, mysql_error(c->m));
+	if (open_first(p, c) != 0) {
 		disconnect(p, c);
 		return -1;
 	}
-	read_max_packet(p, c);
 	if (p->init != NULL && mysql_query(c->m, p->init) != 0) {
 		if (may_log(p))
 			idem_log(NULL, IDEM_LOG_ERROR, "mysql: %s: %s", p->init,
@@ -439,8 +548,6 @@ idem_mysql_pool_free(idem_mysql_pool *p)
 		free(p->extra[i]);
 	free(p->extra);
 	free(p->init);
-	free(p->host);
-	free(p->socket);
 	free(p->user);
 	if (p->password != NULL)
 		explicit_bzero(p->password, strlen(p->password));

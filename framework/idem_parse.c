@@ -227,3 +227,85 @@ idem_parse_int(const char *s, long long min, long long max, long long *out)
 	return IDEM_OK;
 }
 
+
+/* One "HOST[:PORT]" or "[IPV6][:PORT]" word of len bytes into e.  Returns
+ * NULL or why not. */
+static const char *
+parse_host(const char *w, size_t len, unsigned def_port, idem_endpoint *e)
+{
+	const char *host = w, *port = NULL;
+	size_t hlen = len, i;
+	long long p;
+	char num[8];
+
+	if (w[0] == '[') {
+		const char *close = memchr(w, ']', len);
+		if (close == NULL)
+			return "an IPv6 address is written [ADDR] or [ADDR]:PORT";
+		host = w + 1;
+		hlen = (size_t)(close - w) - 1;
+		if (close + 1 < w + len) {
+			if (close[1] != ':')
+				return "an IPv6 address is written [ADDR]:PORT";
+			port = close + 2;
+		}
+	} else {
+		const char *colon = memchr(w, ':', len);
+		if (colon != NULL) {
+			hlen = (size_t)(colon - w);
+			port = colon + 1;
+		}
+	}
+	if (hlen == 0 || hlen >= IDEM_HOST_MAX)
+		return "a host name is 1 to 255 bytes";
+	for (i = 0; i < hlen; i++)
+		if (!isalnum((unsigned char)host[i]) && host[i] != '.' &&
+		    host[i] != '-' && host[i] != '_' && host[i] != ':')
+			return "a host is a name or an address";
+	e->port = def_port;
+	if (port != NULL) {
+		size_t plen = (size_t)(w + len - port);
+		if (plen == 0 || plen >= sizeof(num))
+			return "a port is a number from 1 to 65535";
+		memcpy(num, port, plen);
+		num[plen] = '\0';
+		if (idem_parse_int(num, 1, 65535, &p) != IDEM_OK)
+			return "a port is a number from 1 to 65535";
+		e->port = (unsigned)p;
+	}
+	memcpy(e->host, host, hlen);
+	e->host[hlen] = '\0';
+	e->socket[0] = '\0';
+	return NULL;
+}
+
+const char *
+idem_parse_endpoints(const char *s, int sockets, unsigned def_port,
+    idem_endpoint *out, size_t *n)
+{
+	const char *w = s, *why;
+	size_t len;
+
+	*n = 0;
+	for (;;) {
+		while (*w == ' ' || *w == '\t')
+			w++;
+		if (*w == '\0')
+			break;
+		len = strcspn(w, " \t");
+		if (*n == IDEM_ENDPOINTS_MAX)
+			return "at most 8 servers";
+		memset(&out[*n], 0, sizeof(out[*n]));
+		if (sockets) {
+			if (w[0] != '/' || len >= sizeof(out[*n].socket))
+				return "a socket is an absolute path of at most 107 "
+				    "bytes";
+			memcpy(out[*n].socket, w, len);
+			out[*n].socket[len] = '\0';
+		} else if ((why = parse_host(w, len, def_port, &out[*n])) != NULL)
+			return why;
+		(*n)++;
+		w += len;
+	}
+	return *n > 0 ? NULL : "an empty list";
+}

@@ -38,4 +38,25 @@ idem_err idem_parse_bool(const char *s, int *out);
 idem_err idem_parse_int(const char *s, long long min, long long max,
     long long *out);
 
+/* Most database hosts (or sockets) of [mysql] host and socket. */
+#define IDEM_ENDPOINTS_MAX 8
+/* Longest host name or address of an endpoint, with its NUL. */
+#define IDEM_HOST_MAX 256
+
+/* One database server of a list: a host and port, or a unix socket. */
+typedef struct idem_endpoint {
+	char host[IDEM_HOST_MAX];   /* "" for a socket */
+	unsigned port;              /* 0 for a socket */
+	char socket[108];           /* "" for a host */
+} idem_endpoint;
+
+/*
+ * A list of database servers separated by blanks: "HOST", "HOST:PORT",
+ * "[IPV6]" or "[IPV6]:PORT" each (def_port when none is given), or with
+ * sockets set, absolute socket paths.  Fills out[0..*n) (at most
+ * IDEM_ENDPOINTS_MAX).  Returns NULL, or why not (static text).
+ */
+const char *idem_parse_endpoints(const char *s, int sockets,
+    unsigned def_port, idem_endpoint *out, size_t *n);
+
 #endif

@@ -60,6 +60,11 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     ", status, headers, body FROM idempotency_keys WHERE " PK
 #define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
 #define AGE(col) "TIMESTAMPDIFF(MICROSECOND, " col ", " NOW ")"
+#define LOOKUP_ROW "SELECT state, fingerprint, owner, request_id, " \
+    UTC("reserved_at") ", " UTC("lease_at") ", " UTC("expires_at") ", " \
+    AGE("reserved_at") ", " AGE("lease_at") ", TIMESTAMPDIFF(" \
+    "MICROSECOND, " NOW ", expires_at), status, LENGTH(headers), " \
+    "LENGTH(body) FROM idempotency_keys WHERE " PK
 
 static const char *const sql[NSTMT] = {
 	[S_INSERT] = "INSERT IGNORE INTO idempotency_keys (scope_hash, "
@@ -93,11 +98,7 @@ static const char *const sql[NSTMT] = {
 	    "state = 'in_flight' AND owner LIKE ?",
 	[S_RELEASE_BY] = "DELETE FROM idempotency_keys WHERE state = "
 	    "'in_flight' AND owner LIKE ?",
-	[S_LOOKUP] = "SELECT state, fingerprint, owner, request_id, "
-	    UTC("reserved_at") ", " UTC("lease_at") ", " UTC("expires_at") ", "
-	    AGE("reserved_at") ", " AGE("lease_at") ", TIMESTAMPDIFF("
-	    "MICROSECOND, " NOW ", expires_at), status, LENGTH(headers), "
-	    "LENGTH(body) FROM idempotency_keys WHERE " PK,
+	[S_LOOKUP] = LOOKUP_ROW,
 	[S_CENSUS] = "SELECT COALESCE(SUM(state = 'in_flight'), 0), "
 	    "COALESCE(SUM(state = 'in_flight' AND lease_at < " NOW " - INTERVAL "
 	    "? MICROSECOND), 0), COALESCE(SUM(state = 'committed' AND "
@@ -111,6 +112,33 @@ static const char *const sql[NSTMT] = {
 	 * outcome; inside a transaction, a read that opens no snapshot */
 	[S_SELECT_LOCKED] = SELECT_ROW " LOCK IN SHARE MODE",
 };
+
+/*
+ * With [mysql] causal-reads, the reads that decide (the row found by a
+ * reservation: replay, in flight or takeover; the transactional path's
+ * read of it; idemfcgi-admin's show) wait until the node has applied
+ * what the cluster committed before them (Galera's wsrep_sync_wait): a
+ * replay then never answers IN_FLIGHT for a key another node has just
+ * committed.  Without Galera the setting does nothing.
+ */
+#define CAUSAL "SET STATEMENT wsrep_sync_wait = 1 FOR "
+static const char *const causal_sql[NSTMT] = {
+	[S_SELECT] = CAUSAL SELECT_ROW,
+	[S_SELECT_LOCKED] = CAUSAL SELECT_ROW " LOCK IN SHARE MODE",
+	[S_LOOKUP] = CAUSAL LOOKUP_ROW,
+};
+
+/* The statements of a store made from cfg: sql, or with causal-reads the
+ * causal variant of a read that has one.  Fills out[NSTMT]. */
+static void
+store_sql(const idem_config *cfg, const char **out)
+{
+	size_t i;
+
+	for (i = 0; i < NSTMT; i++)
+		out[i] = cfg->mysql_causal_reads && causal_sql[i] != NULL ?
+		    causal_sql[i] : sql[i];
+}
 
 typedef struct mysql_store {
 	idem_store base;
@@ -1009,7 +1037,8 @@ idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
 	/* a locking read (the INSERT holds that lock already) opens no
 	 * snapshot: the handler's first read does, seeing what committed
 	 * before it */
-	tsql[T_SELECT] = sql[S_SELECT_LOCKED];
+	tsql[T_SELECT] = cfg->mysql_causal_reads ?
+	    causal_sql[S_SELECT_LOCKED] : sql[S_SELECT_LOCKED];
 	tsql[T_TAKEOVER] = sql[S_TAKEOVER];
 	tsql[T_REUSE] = sql[S_REUSE];
 	tsql[T_COMMIT] = sql[S_COMMIT];
@@ -1313,7 +1342,7 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	if ((ms = calloc(1, sizeof(*ms))) == NULL)
 		return IDEM_ERR_NOMEM;
 	ms->base.ops = &mysql_ops;
-	memcpy(ms->stmts, sql, sizeof(sql));
+	store_sql(cfg, ms->stmts);
 	lock_wait_insert(cfg, ms->insert, sizeof(ms->insert));
 	ms->stmts[S_INSERT] = ms->insert;
 	err = idem_mysql_pool_new(cfg, ms->stmts, NSTMT, pool_size, &ms->pool);

@@ -610,3 +610,41 @@ Test(config, range_messages)
 	    "value");
 	refused("[idempotency]\nrequired = 2\n", "expected true or false");
 }
+
+/* [mysql] host and socket take a failover list (issue 15); each entry is
+ * checked at start-up, and the pool splits the same text with the same
+ * parser (idem_parse_endpoints). */
+Test(config, mysql_host_lists)
+{
+	idem_endpoint e[IDEM_ENDPOINTS_MAX];
+	idem_config *cfg = NULL;
+	size_t n;
+
+	cr_assert_eq(idem_config_load_string("[mysql]\nhost = db1 "
+	    "10.0.0.2:3307 [::1]:3308 [fe80::1]\ncausal-reads = true\n",
+	    "t.conf", &cfg), IDEM_OK);
+	cr_expect(cfg->mysql_causal_reads);
+	cr_assert_null(idem_parse_endpoints(cfg->mysql_host, 0, 3306, e, &n));
+	cr_assert_eq(n, 4);
+	cr_expect_str_eq(e[0].host, "db1");
+	cr_expect_eq(e[0].port, 3306);
+	cr_expect_str_eq(e[1].host, "10.0.0.2");
+	cr_expect_eq(e[1].port, 3307);
+	cr_expect_str_eq(e[2].host, "::1");
+	cr_expect_eq(e[2].port, 3308);
+	cr_expect_str_eq(e[3].host, "fe80::1");
+	cr_expect_eq(e[3].port, 3306);
+	idem_config_free(cfg);
+	cr_assert_null(idem_parse_endpoints("/a.sock  /b.sock", 1, 0, e, &n));
+	cr_expect_eq(n, 2);
+	cr_expect_str_eq(e[1].socket, "/b.sock");
+	refused("[mysql]\nhost = db1:0\n", "a port is a number from 1 to "
+	    "65535");
+	refused("[mysql]\nhost = db1:x\n", "a port is a number");
+	refused("[mysql]\nhost = [::1\n", "an IPv6 address is written");
+	refused("[mysql]\nhost = a/b\n", "a host is a name or an address");
+	refused("[mysql]\nhost = a b c d e f g h i\n", "at most 8 servers");
+	refused("[mysql]\nsocket = /a.sock rel.sock\n", "a socket is an "
+	    "absolute path");
+	refused("[mysql]\ncausal-reads = maybe\n", "expected true or false");
+}

@@ -730,3 +730,114 @@ Test(tx, handler_snapshot_starts_at_its_first_read, .timeout = 60)
 	    "committed before it ran (snapshot taken at reservation)");
 	tx_close(&e);
 }
+
+/* ------------------------------------------------- several hosts (15) */
+
+/* Reserves key on s as owner; returns the outcome, or -1 on an error. */
+static int
+reserve_as(idem_store *s, const char *key, const char *owner)
+{
+	unsigned char fp[32] = { 7 };
+	idem_store_key k;
+	idem_reserve_result rr;
+	int outcome;
+
+	memset(&k, 0, sizeof(k));
+	snprintf(k.key, sizeof(k.key), "%s", key);
+	k.key_len = strlen(k.key);
+	memset(&rr, 0, sizeof(rr));
+	if (idem_store_reserve(s, &k, fp, owner, "rid", 30000, 60000, &rr) !=
+	    IDEM_OK)
+		return -1;
+	outcome = (int)rr.outcome;
+	idem_reserve_result_clear(&rr);
+	return outcome;
+}
+
+/* Releases key on s as owner. */
+static idem_err
+release_as(idem_store *s, const char *key, const char *owner)
+{
+	idem_store_key k;
+
+	memset(&k, 0, sizeof(k));
+	snprintf(k.key, sizeof(k.key), "%s", key);
+	k.key_len = strlen(k.key);
+	return idem_store_release(s, &k, owner);
+}
+
+/* [mysql] host lists its servers in failover order: a connection opens on
+ * the first that accepts it.  A dead first host (a port nothing listens
+ * on) costs a refused connection, then the next host serves; the error is
+ * logged, naming the host and "trying the next host". */
+Test(mysql, next_host_when_the_first_is_down)
+{
+	char text[1024], key[64], *log;
+	idem_config *cfg;
+	idem_store *s = NULL;
+	harness_capture cap;
+	mariadb m;
+	int dead = harness_free_port();
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n"
+	    "[mysql]\nhost = 127.0.0.1:%d 127.0.0.1:%d\nuser = idem\n"
+	    "password-file = %s/password\ndatabase = idem\npool-size = 2\n"
+	    "connect-timeout = 2s\n", dead, m.port, m.dir);
+	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
+	cr_assert_eq(harness_capture_level(&cap, IDEM_LOG_WARN), 0);
+	cr_expect_eq(idem_store_mysql_new(cfg, 2, &s), IDEM_OK);
+	snprintf(key, sizeof(key), "next-host-%d", (int)getpid());
+	if (s != NULL) {
+		cr_expect_eq(reserve_as(s, key, "owner-a"),
+		    IDEM_RESERVE_ACQUIRED);
+		cr_expect_eq(release_as(s, key, "owner-a"), IDEM_OK);
+	}
+	log = harness_capture_end(&cap);
+	cr_assert_not_null(log);
+	snprintf(text, sizeof(text), "cannot connect to 127.0.0.1:%d as idem",
+	    dead);
+	cr_expect_not_null(strstr(log, text), "%s", log);
+	cr_expect_not_null(strstr(log, "trying the next host"), "%s", log);
+	snprintf(text, sizeof(text), "connected to 127.0.0.1:%d, host 2 of "
+	    "the list", m.port);
+	cr_expect_not_null(strstr(log, text), "%s", log);
+	free(log);
+	idem_store_close(s);
+	idem_config_free(cfg);
+}
+
+/* Every host down: the store does not open. */
+Test(mysql, no_host_up)
+{
+	char text[512];
+	idem_config *cfg;
+	idem_store *s = NULL;
+
+	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n"
+	    "[mysql]\nhost = 127.0.0.1:%d [::1]:%d\nuser = idem\n"
+	    "database = idem\npool-size = 1\n", harness_free_port(),
+	    harness_free_port());
+	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	cr_expect_null(s);
+	idem_config_free(cfg);
+}
+
+/* causal-reads prepares the causal variants of the deciding reads; on a
+ * server without Galera they run as plain reads. */
+Test(mysql, causal_reads_on_a_plain_server)
+{
+	idem_config *cfg = config(2);
+	idem_store *s = NULL;
+	char key[64];
+
+	cfg->mysql_causal_reads = 1;
+	cr_assert_eq(idem_store_mysql_new(cfg, 2, &s), IDEM_OK);
+	snprintf(key, sizeof(key), "causal-%d", (int)getpid());
+	cr_expect_eq(reserve_as(s, key, "owner-a"), IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(reserve_as(s, key, "owner-b"), IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_eq(release_as(s, key, "owner-a"), IDEM_OK);
+	idem_store_close(s);
+	idem_config_free(cfg);
+}
