@@ -442,6 +442,11 @@ keep_line(const char *headers, size_t len, const char *name, char *out,
 	}
 }
 
+/* Times a transactional request that lost its COMMIT to a race (a
+ * deadlock, a certification failure) reserves again before answering 503
+ * TRANSACTION_ROLLED_BACK. */
+#define TX_RACES 3
+
 /* Room for a stand-in answer (see stand_in). */
 typedef struct stand_in_buf {
 	char headers[IDEM_STAND_IN_HEADERS];
@@ -658,12 +663,17 @@ tx_faults(const idem_middleware *mw, const idem_request *req)
  * answer into sk's record (sk NULL: no record) and commits, or rolls back
  * when the answer is not stored.  A committable answer the store cannot
  * hold is written as its stand-in.  When the transaction does not commit,
- * res becomes a 503 saying so (or that the outcome is unknown).
+ * res becomes a 503 saying so (or that the outcome is unknown), except
+ * when may_retry and the COMMIT lost a race for sk (a deadlock; on Galera,
+ * a certification failure against another node's transaction): then
+ * nothing of it was done, res is left to the caller, and 1 is returned:
+ * the caller reserves again, which replays the winner's answer, waits for
+ * it, or runs once more.  Returns 0 otherwise.
  */
-static void
+static int
 tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
     const idem_store_key *sk, const char *owner, idem_response *res,
-    idem_err herr)
+    idem_err herr, int may_retry)
 {
 	idem_stored_response sr, sub;
 	stand_in_buf *buf = NULL;
@@ -680,7 +690,7 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 			    res->status, herr != IDEM_OK ? ", the handler failed" :
 			    "");
 		}
-		return;
+		return 0;
 	}
 	memset(&sr, 0, sizeof(sr));
 	if (sk != NULL) {
@@ -721,7 +731,13 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 	if (err == IDEM_OK) {
 		if (sk != NULL)
 			count(mw, IDEM_OUTCOME_COMMITTED);
-		return;
+		return 0;
+	}
+	if (err == IDEM_ERR_BUSY && sk != NULL && may_retry) {
+		idem_log_event(req, IDEM_LOG_INFO, "tx_lost_race", owner,
+		    "the COMMIT lost a race for the key (a deadlock, or a "
+		    "certification failure): nothing was done; reserving again");
+		return 1;
 	}
 	/* not committed (or not known to be): the handler's answer is void */
 	if (err == IDEM_ERR_NOT_FOUND)
@@ -744,6 +760,7 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 		idem_answer_problem(res, 503, "TRANSACTION_ROLLED_BACK", "the "
 		    "request's transaction could not be committed and was rolled "
 		    "back: nothing was done; retry", 1);
+	return 0;
 }
 
 /* Logs a handler that ended its own transaction (COMMIT, ROLLBACK, DDL):
@@ -789,7 +806,7 @@ tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	fault_die(mw, req, "after-handler");
 	/* without a reservation the transaction opens with the handler's
 	 * first statement, if any: nothing to check */
-	tx_finish(mw, req, c, NULL, NULL, res, err);
+	tx_finish(mw, req, c, NULL, NULL, res, err, 0);
 	idem_mysql_put(pool, c);
 }
 
@@ -821,6 +838,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	idem_mysql_conn *txc = NULL;
 	uint64_t deadline;
 	long pause = 5;
+	int races = 0;
 	size_t klen;
 	idem_err err;
 
@@ -869,6 +887,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	}
 
 	deadline = idem_now_ms() + cfg->inflight_wait;
+again:
 	for (;;) {
 		err = txc != NULL ? idem_store_tx_begin(mw->store, txc, &sk, fp,
 		    owner, req->request_id, cfg->inflight_ttl, cfg->lifetime, &rr) :
@@ -947,7 +966,16 @@ wait:
 		req->tx = NULL;
 		fault_die(mw, req, "after-handler");
 		tx_check_open(req, txc, owner);
-		tx_finish(mw, req, txc, &sk, owner, res, err);
+		if (tx_finish(mw, req, txc, &sk, owner, res, err,
+		    races < TX_RACES)) {
+			/* lost at COMMIT: as a retry of the client would */
+			races++;
+			idem_response_clear(res);
+			idem_random_id(rnd);
+			idem_random_id(rnd + 16);
+			snprintf(owner, sizeof(owner), "%s.%s", mw->instance, rnd);
+			goto again;
+		}
 		goto out;
 	}
 	lease = idem_leases_add(mw->leases, IDEM_LEASE_RENEW, req, &sk, owner,
