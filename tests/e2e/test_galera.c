@@ -1,0 +1,474 @@
+/*
+ * test_galera.c - the private 3-node Galera cluster of the tests
+ * (tests/lib/galera-ctl, started once for the program by galera_hooks.c),
+ * and what the MySQL store relies on there, through libmysqlclient: rows
+ * replicate, causal reads see them, an INSERT IGNORE of one key on two
+ * nodes at the same instant reserves it once, a killed node rejoins.
+ *
+ * What the races show: the loser of a certification conflict gets 1213
+ * (deadlock) unless the server re-runs its statement, and the server
+ * re-runs (wsrep_retry_autocommit, default 1) only statements sent as
+ * text: a prepared statement, as the store sends its own, gets 1213
+ * whatever that setting says.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mysql.h>
+#include <criterion/criterion.h>
+
+#include "galera.h"
+#include "harness.h"
+
+/* the keys raced by two nodes, and how long a race may take */
+#define RACE_KEYS 300
+#define RACE_SECONDS 20
+
+static galera g;
+
+static double
+now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000.0 + t.tv_nsec / 1e6;
+}
+
+/*
+ * The program's cluster, and a turn on it: the tests that need all three
+ * nodes share it, the one that kills a node has it alone.  The lock goes
+ * with the test's process.
+ */
+static void
+take_turn(int how)
+{
+	char path[300];
+	int fd;
+
+	cr_assert_eq(galera_from_env(&g), 0, "no cluster in the environment");
+	snprintf(path, sizeof(path), "%s/turn.lock", g.dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0 && flock(fd, how) == 0);
+}
+
+static void
+shared_turn(void)
+{
+	take_turn(LOCK_SH);
+}
+
+static void
+exclusive_turn(void)
+{
+	take_turn(LOCK_EX);
+}
+
+/* A connection as idem to node i over TCP, or NULL (the reason in err). */
+static MYSQL *
+node_connect(int i, char *err, size_t size)
+{
+	char path[300], *pw, *nl;
+	unsigned timeout;
+	MYSQL *c;
+
+	snprintf(path, sizeof(path), "%s/password", g.dir);
+	if ((pw = harness_slurp(path)) == NULL) {
+		snprintf(err, size, "cannot read the password file");
+		return NULL;
+	}
+	if ((nl = strchr(pw, '\n')) != NULL)
+		*nl = '\0';
+	if ((c = mysql_init(NULL)) == NULL) {
+		free(pw);
+		snprintf(err, size, "mysql_init failed");
+		return NULL;
+	}
+	timeout = 5;
+	mysql_options(c, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+	timeout = 20;
+	mysql_options(c, MYSQL_OPT_READ_TIMEOUT, &timeout);
+	mysql_options(c, MYSQL_OPT_WRITE_TIMEOUT, &timeout);
+	if (mysql_real_connect(c, "127.0.0.1", "idem", pw, "idem",
+	    (unsigned)g.port[i - 1], NULL, 0) == NULL) {
+		snprintf(err, size, "node %d: %s", i, mysql_error(c));
+		mysql_close(c);
+		c = NULL;
+	}
+	free(pw);
+	return c;
+}
+
+static MYSQL *
+must_connect(int i)
+{
+	char err[256];
+	MYSQL *c = node_connect(i, err, sizeof(err));
+
+	cr_assert_not_null(c, "%s", err);
+	return c;
+}
+
+static void
+must_query(MYSQL *c, const char *sql)
+{
+	cr_assert_eq(mysql_query(c, sql), 0, "%s: %u %s", sql, mysql_errno(c),
+	    mysql_error(c));
+}
+
+/* The first column of the first row of sql, as a number (-1: no row). */
+static long long
+query_int(MYSQL *c, const char *sql)
+{
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+	long long v = -1;
+
+	must_query(c, sql);
+	cr_assert_not_null(res = mysql_store_result(c), "%s: no result", sql);
+	if ((row = mysql_fetch_row(res)) != NULL && row[0] != NULL)
+		v = atoll(row[0]);
+	mysql_free_result(res);
+	return v;
+}
+
+/* A reservation as the store makes one (state in_flight), as text. */
+static void
+reserve_sql(char *buf, size_t size, const char *key, const char *owner)
+{
+	snprintf(buf, size, "INSERT IGNORE INTO idempotency_keys (scope_hash, "
+	    "idem_key, fingerprint, state, owner, request_id, reserved_at, "
+	    "lease_at, expires_at) VALUES (REPEAT(0x00, 32), '%s', "
+	    "REPEAT(0x66, 32), 'in_flight', '%s', '%s', UTC_TIMESTAMP(6), "
+	    "UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)", key, owner,
+	    owner);
+}
+
+Test(galera, three_nodes_synced, .init = shared_turn, .timeout = 30)
+{
+	char state[64];
+	int i;
+
+	for (i = 1; i <= 3; i++) {
+		cr_expect_eq(galera_size(&g, i), 3, "node %d: size %d", i,
+		    galera_size(&g, i));
+		cr_expect_str_eq(galera_state(&g, i, state, sizeof(state)),
+		    "Synced", "node %d", i);
+	}
+	/* the schema is on every node, the user too */
+	for (i = 1; i <= 3; i++) {
+		MYSQL *c = must_connect(i);
+
+		cr_expect_eq(query_int(c, "SELECT MAX(version) FROM "
+		    "idemfcgi_schema"), 1, "node %d", i);
+		mysql_close(c);
+	}
+}
+
+/* With wsrep_sync_wait = 1, a read on node 3 right after a commit on node
+ * 1 sees it: every time. */
+Test(galera, causal_read_sees_the_commit, .init = shared_turn,
+    .timeout = 30)
+{
+	MYSQL *c1 = must_connect(1), *c3 = must_connect(3);
+	char sql[512], key[64];
+	int i;
+
+	must_query(c3, "SET SESSION wsrep_sync_wait = 1");
+	for (i = 0; i < 50; i++) {
+		snprintf(key, sizeof(key), "causal-%d", i);
+		reserve_sql(sql, sizeof(sql), key, "node1");
+		must_query(c1, sql);
+		snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM "
+		    "idempotency_keys WHERE idem_key = '%s'", key);
+		cr_expect_eq(query_int(c3, sql), 1, "%s not seen on node 3",
+		    key);
+	}
+	mysql_close(c1);
+	mysql_close(c3);
+}
+
+/* One side of a race: INSERT IGNORE of each key on one node, both sides
+ * released together by the barrier. */
+typedef struct racer {
+	int node;
+	const char *owner;
+	int retry;                /* wsrep_retry_autocommit */
+	int text;                 /* the statement as text, not prepared */
+	const char *prefix;
+	pthread_barrier_t *start;
+	atomic_int *stop;
+	char err[256];            /* why it could not run */
+	int done;                 /* keys run */
+	int rows[RACE_KEYS];      /* affected rows, or -1 on an error */
+	unsigned errs[RACE_KEYS]; /* the error */
+	int again[RACE_KEYS];     /* after a 1213: the same once more */
+} racer;
+
+static int
+run(const racer *r, MYSQL *c, MYSQL_STMT *st, const char *text)
+{
+	return r->text ? mysql_query(c, text) : mysql_stmt_execute(st);
+}
+
+static my_ulonglong
+affected(const racer *r, MYSQL *c, MYSQL_STMT *st)
+{
+	return r->text ? mysql_affected_rows(c) : mysql_stmt_affected_rows(st);
+}
+
+static void *
+race(void *arg)
+{
+	static const char sql[] = "INSERT IGNORE INTO idempotency_keys "
+	    "(scope_hash, idem_key, fingerprint, state, owner, request_id, "
+	    "reserved_at, lease_at, expires_at) VALUES (?, ?, ?, 'in_flight', "
+	    "?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), "
+	    "UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)";
+	racer *r = arg;
+	unsigned char scope[32], fp[32];
+	char key[64], set[64], text[512];
+	unsigned long key_len, owner_len = strlen(r->owner);
+	unsigned long scope_len = sizeof(scope), fp_len = sizeof(fp);
+	MYSQL_STMT *st = NULL;
+	MYSQL_BIND b[5];
+	MYSQL *c;
+	double t0 = now_ms();
+	int k, ready;
+
+	memset(scope, 0, sizeof(scope));
+	memset(fp, 'f', sizeof(fp));
+	memset(b, 0, sizeof(b));
+	b[0].buffer_type = MYSQL_TYPE_BLOB;
+	b[0].buffer = scope;
+	b[0].length = &scope_len;
+	b[1].buffer_type = MYSQL_TYPE_STRING;
+	b[1].buffer = key;
+	b[1].length = &key_len;
+	b[2].buffer_type = MYSQL_TYPE_BLOB;
+	b[2].buffer = fp;
+	b[2].length = &fp_len;
+	b[3].buffer_type = MYSQL_TYPE_STRING;
+	b[3].buffer = (void *)r->owner;
+	b[3].length = &owner_len;
+	b[4] = b[3];
+
+	snprintf(set, sizeof(set), "SET SESSION wsrep_retry_autocommit = %d",
+	    r->retry);
+	c = node_connect(r->node, r->err, sizeof(r->err));
+	ready = c != NULL && mysql_query(c, set) == 0 &&
+	    (st = mysql_stmt_init(c)) != NULL &&
+	    mysql_stmt_prepare(st, sql, sizeof(sql) - 1) == 0 &&
+	    mysql_stmt_bind_param(st, b) == 0;
+	if (!ready && c != NULL)
+		snprintf(r->err, sizeof(r->err), "node %d: %s", r->node,
+		    st != NULL ? mysql_stmt_error(st) : mysql_error(c));
+	/* both sides go through every barrier, ready or not; both read stop
+	 * right after one, where the other side's write is seen */
+	for (k = 0; k < RACE_KEYS; k++) {
+		pthread_barrier_wait(r->start);
+		if (atomic_load(r->stop))
+			break;
+		if (!ready) {
+			atomic_store(r->stop, 1);
+			continue;
+		}
+		key_len = (unsigned long)snprintf(key, sizeof(key), "%s-%d",
+		    r->prefix, k);
+		r->again[k] = -2;
+		if (r->text)
+			reserve_sql(text, sizeof(text), key, r->owner);
+		if (run(r, c, st, text) == 0) {
+			r->rows[k] = (int)affected(r, c, st);
+		} else {
+			r->rows[k] = -1;
+			r->errs[k] = r->text ? mysql_errno(c) :
+			    mysql_stmt_errno(st);
+			/* lost certification: the row is the winner's now */
+			if (r->errs[k] == 1213)
+				r->again[k] = run(r, c, st, text) == 0 ?
+				    (int)affected(r, c, st) : -1;
+		}
+		r->done = k + 1;
+		if (now_ms() - t0 > RACE_SECONDS * 1000.0)
+			atomic_store(r->stop, 1);
+	}
+	if (st != NULL)
+		mysql_stmt_close(st);
+	if (c != NULL)
+		mysql_close(c);
+	return NULL;
+}
+
+/* Races RACE_KEYS keys between nodes 1 and 2; checks every key was
+ * reserved once, by the side that saw 1 row, on every node. */
+static void
+race_keys(int retry, int text)
+{
+	static racer a, b;
+	pthread_barrier_t start;
+	atomic_int stop = 0;
+	char prefix[32], sql[256];
+	int k, ties = 0, conflicts = 0, dups = 0, wins[2] = { 0, 0 };
+	double t0;
+	pthread_t ta, tb;
+	MYSQL *c3;
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+
+	snprintf(prefix, sizeof(prefix), "race%d%d", retry, text);
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	pthread_barrier_init(&start, NULL, 2);
+	a = (racer){ .node = 1, .owner = "owner-a", .retry = retry,
+	    .text = text, .prefix = prefix, .start = &start, .stop = &stop };
+	b = (racer){ .node = 2, .owner = "owner-b", .retry = retry,
+	    .text = text, .prefix = prefix, .start = &start, .stop = &stop };
+	t0 = now_ms();
+	cr_assert_eq(pthread_create(&ta, NULL, race, &a), 0);
+	cr_assert_eq(pthread_create(&tb, NULL, race, &b), 0);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	pthread_barrier_destroy(&start);
+	cr_assert_str_empty(a.err, "%s", a.err);
+	cr_assert_str_empty(b.err, "%s", b.err);
+	cr_assert_eq(a.done, RACE_KEYS, "ran %d of %d keys within %d s",
+	    a.done, RACE_KEYS, RACE_SECONDS);
+	cr_assert_eq(b.done, RACE_KEYS);
+
+	for (k = 0; k < RACE_KEYS; k++) {
+		racer *side[2] = { &a, &b };
+		int s, won = 0;
+
+		for (s = 0; s < 2; s++) {
+			racer *r = side[s];
+
+			if (r->rows[k] == 1) {
+				won++;
+				wins[s]++;
+			} else if (r->rows[k] == 0) {
+				dups++;
+			} else {
+				/* only a lost certification, and only when
+				 * the server does not retry it */
+				cr_expect_eq(r->errs[k], 1213, "key %d: "
+				    "error %u", k, r->errs[k]);
+				cr_expect(retry == 0 || !text, "key %d: 1213 "
+				    "with wsrep_retry_autocommit = %d", k,
+				    retry);
+				cr_expect_eq(r->again[k], 0, "key %d: after "
+				    "1213, again: %d rows", k, r->again[k]);
+				conflicts++;
+			}
+		}
+		cr_expect_eq(won, 1, "key %d reserved %d times", k, won);
+		if (won != 1)
+			ties++;
+	}
+	fprintf(stderr, "galera race, %s, wsrep_retry_autocommit = %d: %d "
+	    "keys in %.0f ms; won on node 1: %d, node 2: %d; losers: %d saw 0 "
+	    "rows, %d got 1213\n", text ? "text" : "prepared", retry,
+	    RACE_KEYS, now_ms() - t0, wins[0], wins[1], dups, conflicts);
+
+	/* every node has each key once, the winner's */
+	for (k = 1; k <= 3; k++) {
+		int n = 0, i;
+
+		c3 = must_connect(k);
+		must_query(c3, "SET SESSION wsrep_sync_wait = 1");
+		snprintf(sql, sizeof(sql), "SELECT idem_key, owner FROM "
+		    "idempotency_keys WHERE idem_key LIKE '%s-%%'", prefix);
+		must_query(c3, sql);
+		cr_assert_not_null(res = mysql_store_result(c3));
+		while ((row = mysql_fetch_row(res)) != NULL) {
+			const char *dash = strrchr(row[0], '-');
+
+			i = dash != NULL ? atoi(dash + 1) : -1;
+			cr_assert(i >= 0 && i < RACE_KEYS, "%s", row[0]);
+			cr_expect_str_eq(row[1], a.rows[i] == 1 ? a.owner :
+			    b.owner, "node %d, key %d", k, i);
+			n++;
+		}
+		mysql_free_result(res);
+		cr_expect_eq(n, RACE_KEYS, "node %d has %d rows", k, n);
+		mysql_close(c3);
+	}
+	cr_expect_eq(ties, 0);
+	/* nearly every race is a conflict: some lose certification */
+	if (retry == 0)
+		cr_expect_gt(conflicts, 0, "no 1213 in %d races", RACE_KEYS);
+}
+
+/* The server retries a text autocommit INSERT IGNORE that lost
+ * certification (wsrep_retry_autocommit = 1, the default): 0 rows. */
+Test(galera, insert_ignore_race_text_retried, .init = shared_turn,
+    .timeout = 50)
+{
+	race_keys(1, 1);
+}
+
+/* Not retried (wsrep_retry_autocommit = 0): 1213 for the loser. */
+Test(galera, insert_ignore_race_text_not_retried, .init = shared_turn,
+    .timeout = 50)
+{
+	race_keys(0, 1);
+}
+
+/* Not a prepared one (COM_STMT_EXECUTE, as the store runs it): the loser
+ * gets 1213 whatever wsrep_retry_autocommit says, or 0 rows when it came
+ * second.  The same statement again says 0 rows. */
+Test(galera, insert_ignore_race_prepared, .init = shared_turn,
+    .timeout = 50)
+{
+	race_keys(1, 0);
+}
+
+/* wsrep_retry_autocommit = 0: the same. */
+Test(galera, insert_ignore_race_prepared_not_retried, .init = shared_turn,
+    .timeout = 50)
+{
+	race_keys(0, 0);
+}
+
+/* A node killed with SIGKILL leaves the cluster, misses a write, comes
+ * back with a full state transfer and has it. */
+Test(galera, killed_node_rejoins, .init = exclusive_turn, .timeout = 50)
+{
+	char sql[512];
+	double t0;
+	MYSQL *c;
+
+	cr_assert_eq(galera_size(&g, 1), 3);
+	t0 = now_ms();
+	cr_assert_eq(galera_kill_node(&g, 3), 0);
+	cr_assert_eq(galera_await_size(&g, 1, 2, 15000), 0,
+	    "node 3 still in the cluster after 15 s");
+	fprintf(stderr, "galera: node 3 killed, size 2 after %.0f ms\n",
+	    now_ms() - t0);
+	cr_expect_eq(galera_size(&g, 3), -1);
+
+	c = must_connect(1);
+	reserve_sql(sql, sizeof(sql), "while-3-was-down", "node1");
+	must_query(c, sql);
+	mysql_close(c);
+
+	t0 = now_ms();
+	cr_assert_eq(galera_start_node(&g, 3), 0);
+	fprintf(stderr, "galera: node 3 rejoined, Synced after %.0f ms\n",
+	    now_ms() - t0);
+	cr_expect_eq(galera_size(&g, 1), 3);
+	cr_expect_eq(galera_size(&g, 3), 3);
+	c = must_connect(3);
+	cr_expect_eq(query_int(c, "SELECT COUNT(*) FROM idempotency_keys "
+	    "WHERE idem_key = 'while-3-was-down'"), 1);
+	mysql_close(c);
+}
