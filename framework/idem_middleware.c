@@ -664,8 +664,9 @@ tx_faults(const idem_middleware *mw, const idem_request *req)
  * when the answer is not stored.  A committable answer the store cannot
  * hold is written as its stand-in.  When the transaction does not commit,
  * res becomes a 503 saying so (or that the outcome is unknown), except
- * when may_retry and the COMMIT lost a race for sk (a deadlock; on Galera,
- * a certification failure against another node's transaction): then
+ * when may_retry and the transaction lost a race for sk, at COMMIT or
+ * under the handler (lost: idem_mysql_tx_lost) (a deadlock; on Galera, a
+ * certification failure against another node's transaction): then
  * nothing of it was done, res is left to the caller, and 1 is returned:
  * the caller reserves again, which replays the winner's answer, waits for
  * it, or runs once more.  Returns 0 otherwise.
@@ -673,7 +674,7 @@ tx_faults(const idem_middleware *mw, const idem_request *req)
 static int
 tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
     const idem_store_key *sk, const char *owner, idem_response *res,
-    idem_err herr, int may_retry)
+    idem_err herr, int lost, int may_retry)
 {
 	idem_stored_response sr, sub;
 	stand_in_buf *buf = NULL;
@@ -681,6 +682,14 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 	int unknown = 0;
 	idem_err err = IDEM_OK;
 
+	/* the server rolled the transaction back under the handler (a
+	 * deadlock; on Galera, another node's commit of this key won):
+	 * whatever the handler answered, nothing of it was done */
+	if (sk != NULL && lost) {
+		idem_store_tx_end(mw->store, c, sk, owner, 0, 0, &unknown);
+		err = IDEM_ERR_BUSY;
+		goto not_committed;
+	}
 	if (!committable(mw->cfg, res, herr)) {
 		idem_store_tx_end(mw->store, c, sk, owner, 0, 0, &unknown);
 		if (sk != NULL) {
@@ -733,6 +742,7 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 			count(mw, IDEM_OUTCOME_COMMITTED);
 		return 0;
 	}
+not_committed:
 	if (err == IDEM_ERR_BUSY && sk != NULL && may_retry) {
 		idem_log_event(req, IDEM_LOG_INFO, "tx_lost_race", owner,
 		    "the COMMIT lost a race for the key (a deadlock, or a "
@@ -806,7 +816,7 @@ tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	fault_die(mw, req, "after-handler");
 	/* without a reservation the transaction opens with the handler's
 	 * first statement, if any: nothing to check */
-	tx_finish(mw, req, c, NULL, NULL, res, err, 0);
+	tx_finish(mw, req, c, NULL, NULL, res, err, 0, 0);
 	idem_mysql_put(pool, c);
 }
 
@@ -838,7 +848,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	idem_mysql_conn *txc = NULL;
 	uint64_t deadline;
 	long pause = 5;
-	int races = 0;
+	int races = 0, lost;
 	size_t klen;
 	idem_err err;
 
@@ -965,8 +975,10 @@ wait:
 		err = next(req, res);
 		req->tx = NULL;
 		fault_die(mw, req, "after-handler");
-		tx_check_open(req, txc, owner);
-		if (tx_finish(mw, req, txc, &sk, owner, res, err,
+		lost = idem_mysql_tx_lost(txc);
+		if (!lost)
+			tx_check_open(req, txc, owner);
+		if (tx_finish(mw, req, txc, &sk, owner, res, err, lost,
 		    races < TX_RACES)) {
 			/* lost at COMMIT: as a retry of the client would */
 			races++;

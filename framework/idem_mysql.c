@@ -73,6 +73,10 @@ idem_mysql_check(idem_mysql_conn *c, unsigned err)
 {
 	if (conn_error(err))
 		c->broken = 1;
+	/* a deadlock rolls the whole transaction back (on Galera also a
+	 * transaction aborted by another node's conflicting commit) */
+	if (err == 1213)
+		c->rolled_back = 1;
 }
 
 void
@@ -473,7 +477,17 @@ idem_mysql_take(idem_mysql_pool *p)
 		idem_mysql_put(p, c);
 		return NULL;
 	}
+	c->rolled_back = 0;
 	return c;
+}
+
+int
+idem_mysql_tx_lost(idem_mysql_conn *c)
+{
+	int lost = c->rolled_back || (c->m != NULL && mysql_errno(c->m) == 1213);
+
+	c->rolled_back = 0;
+	return lost;
 }
 
 void

@@ -28,6 +28,8 @@ struct idem_mysql_conn {
 	MYSQL_STMT **extra;      /* the pool's extra statements, after them */
 	int broken;              /* close when given back */
 	int tx_mode;             /* autocommit is off (idem_mysql_tx_mode) */
+	int rolled_back;         /* a statement met a deadlock (1213): the
+	                          * server rolled the transaction back */
 	struct idem_mysql_pool *pool;  /* borrowed: the pool it belongs to */
 };
 
@@ -103,6 +105,12 @@ int idem_mysql_reconnect(idem_mysql_conn *c);
  * its transaction open as it must.  A connection found with autocommit
  * back on leaves tx mode, so the next transaction sets it off again. */
 int idem_mysql_tx_intact(idem_mysql_conn *c);
+
+/* Whether the server rolled c's transaction back under its user: a
+ * statement met a deadlock (1213; on Galera, also another node's commit
+ * that won), as idem_mysql_check was told or the connection's last error
+ * says.  Clears what it read, for the next transaction. */
+int idem_mysql_tx_lost(idem_mysql_conn *c);
 
 /* Logs a connection's last error, rate-limited like the above. */
 void idem_mysql_log_conn_error(idem_mysql_pool *p, const char *what,

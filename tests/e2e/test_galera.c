@@ -26,6 +26,7 @@
 #include <mysql.h>
 #include <criterion/criterion.h>
 
+#include "calls.h"
 #include "galera.h"
 #include "harness.h"
 
@@ -471,4 +472,135 @@ Test(galera, killed_node_rejoins, .init = exclusive_turn, .timeout = 50)
 	cr_expect_eq(query_int(c, "SELECT COUNT(*) FROM idempotency_keys "
 	    "WHERE idem_key = 'while-3-was-down'"), 1);
 	mysql_close(c);
+}
+
+/* ------------------------------------- idemfcgi on the cluster (15) */
+
+#define SCALE_KEYS 45           /* keys, each sent to all three at once */
+#define SCALE_ROUND 9           /* keys sent together */
+
+/* Sets wsrep_retry_autocommit on every node (a global: exclusive turn). */
+static void
+set_retry_autocommit(int n)
+{
+	char sql[80];
+	int i;
+
+	snprintf(sql, sizeof(sql), "SET GLOBAL wsrep_retry_autocommit = %d",
+	    n);
+	for (i = 1; i <= 3; i++)
+		free(galera_sql(&g, i, sql));
+}
+
+/* Starts idemfcgi h on node i first (the others its fallbacks), counting
+ * executions into the shared testkit log. */
+static void
+start_on_node(harness *h, int i, const char *log)
+{
+	char rest[1024];
+	int a = i % 3 + 1, b = (i + 1) % 3 + 1;
+
+	snprintf(rest, sizeof(rest), "[mysql]\nhost = 127.0.0.1:%d "
+	    "127.0.0.1:%d 127.0.0.1:%d\nuser = idem\npassword-file = "
+	    "%s/password\ndatabase = idem\npool-size = 8\nconnect-timeout = "
+	    "2s\nread-timeout = 10s\nwrite-timeout = 10s\n", g.port[i - 1],
+	    g.port[a - 1], g.port[b - 1], g.dir);
+	cr_assert_eq(harness_start(h, &(harness_opts){ .server = "threads = 8",
+	    .idem = "store = mysql\ninflight-ttl = 30s", .rest = rest,
+	    .testkit_log = log }), 0);
+}
+
+/*
+ * Three idemfcgi instances, each on its own Galera node; every key sent to
+ * all three at the same instant.  Each key runs exactly once (two-phase:
+ * one line in the shared testkit log; transactional: one row of
+ * testkit_effects, and every 201 carries the same execution), and each
+ * duplicate gets the replay or 409 IN_FLIGHT: never CONFLICT, never 503.
+ */
+static void
+scale_race(const char *path, int tx, int retry_autocommit)
+{
+	static call c[SCALE_KEYS][3];
+	harness h[3];
+	char log[128], keys[SCALE_KEYS][48], sql[256];
+	int i, j, r, replays = 0, in_flight = 0;
+
+	set_retry_autocommit(retry_autocommit);
+	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-%d.log", (int)getpid());
+	unlink(log);
+	for (i = 0; i < 3; i++)
+		start_on_node(&h[i], i + 1, log);
+	for (i = 0; i < SCALE_KEYS; i++)
+		snprintf(keys[i], sizeof(keys[i]), "%s", call_key(tx ? "gtx" :
+		    "g2p"));
+	for (i = 0; i < SCALE_KEYS; i++)
+		snprintf(keys[i] + strlen(keys[i]), sizeof(keys[i]) -
+		    strlen(keys[i]), "-%d", i);
+	for (r = 0; r < SCALE_KEYS / SCALE_ROUND; r++) {
+		call round[SCALE_ROUND * 3];
+		for (i = 0; i < SCALE_ROUND; i++)
+			for (j = 0; j < 3; j++)
+				round[i * 3 + j] = call_make(h[j].addr, path,
+				    keys[r * SCALE_ROUND + i], NULL);
+		call_all(round, SCALE_ROUND * 3);
+		for (i = 0; i < SCALE_ROUND; i++)
+			for (j = 0; j < 3; j++)
+				c[r * SCALE_ROUND + i][j] = round[i * 3 + j];
+	}
+	for (i = 0; i < SCALE_KEYS; i++) {
+		const char *exec = NULL;
+		for (j = 0; j < 3; j++) {
+			call *x = &c[i][j];
+			int dup = x->status == 409 &&
+			    strcmp(x->code, "IDEMPOTENCY_IN_FLIGHT") == 0;
+			cr_expect(x->status == 201 || dup, "key %d on node %d: %d "
+			    "%s %s", i, j + 1, x->status, x->code, x->body_out);
+			in_flight += dup;
+			replays += x->status == 201 &&
+			    strcmp(x->replayed, "true") == 0;
+			if (x->status != 201)
+				continue;
+			if (exec == NULL)
+				exec = x->exec;
+			cr_expect_str_eq(x->exec, exec, "key %d: two executions "
+			    "answered", i);
+		}
+		if (tx) {
+			char *rows;
+			snprintf(sql, sizeof(sql), "SET SESSION wsrep_sync_wait = 1; "
+			    "SELECT COUNT(*) FROM testkit_effects WHERE idem_key = "
+			    "'%s'", keys[i]);
+			rows = galera_sql(&g, 1 + i % 3, sql);
+			cr_expect(rows != NULL && atoi(rows) == 1, "key %d: %s "
+			    "effects", i, rows != NULL ? rows : "no");
+			free(rows);
+		} else {
+			cr_expect_eq(harness_count_key(&h[0], path, keys[i]), 1,
+			    "key %d ran %zu times", i, harness_count_key(&h[0],
+			    path, keys[i]));
+		}
+	}
+	cr_log_info("%s: %d replays, %d in flight", path, replays, in_flight);
+	for (i = 0; i < 3; i++)
+		cr_expect_eq(harness_stop(&h[i]), 0);
+	unlink(log);
+	set_retry_autocommit(1);
+}
+
+Test(scale, three_instances_three_nodes_once, .init = exclusive_turn,
+    .timeout = 120)
+{
+	scale_race("/testkit/sleep/20", 0, 1);
+}
+
+Test(scale, three_instances_not_retried, .init = exclusive_turn,
+    .timeout = 120)
+{
+	scale_race("/testkit/sleep/20", 0, 0);
+}
+
+Test(scale, transactional_three_nodes_once, .init = exclusive_turn,
+    .timeout = 120)
+{
+	scale_race("/testkit/tx/201", 1, 0);
 }
