@@ -604,3 +604,107 @@ Test(scale, transactional_three_nodes_once, .init = exclusive_turn,
 {
 	scale_race("/testkit/tx/201", 1, 0);
 }
+
+/* A stream of new keys, each sent at once through idemfcgi b (on node 3
+ * first) and a (on node 1); arg is a failover_run. */
+typedef struct failover_run {
+	harness *a, *b;
+	char keys[200][48];
+	call c[200][2];
+	int n;
+	atomic_int stop;
+} failover_run;
+
+static void *
+failover_stream(void *arg)
+{
+	failover_run *f = arg;
+
+	while (!atomic_load(&f->stop) && f->n < 200) {
+		int i = f->n;
+		snprintf(f->keys[i], sizeof(f->keys[i]), "%s-%d",
+		    call_key("gfo"), i);
+		f->c[i][0] = call_make(f->b->addr, "/testkit/sleep/10",
+		    f->keys[i], NULL);
+		f->c[i][1] = call_make(f->a->addr, "/testkit/sleep/10",
+		    f->keys[i], NULL);
+		call_all(f->c[i], 2);
+		f->n = i + 1;
+		call_sleep(40);
+	}
+	return NULL;
+}
+
+/*
+ * A Galera node killed under load: the idemfcgi on it fails over to the
+ * next host of its list and serves again without a restart; meanwhile its
+ * requests get 503 (the store unavailable, within the timeouts) or their
+ * answer, a duplicate on another node 409 or the replay; no key runs
+ * twice, and every key gets its answer on a retry.  Then the node rejoins.
+ */
+Test(scale, node_killed_under_load, .init = exclusive_turn, .timeout = 120)
+{
+	static failover_run f;
+	harness a, b;
+	char log[128];
+	pthread_t t;
+	int i, j, failed_over = 0;
+
+	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-fo-%d.log",
+	    (int)getpid());
+	unlink(log);
+	start_on_node(&a, 1, log);
+	start_on_node(&b, 3, log);
+	memset(&f, 0, sizeof(f));
+	f.a = &a;
+	f.b = &b;
+	pthread_create(&t, NULL, failover_stream, &f);
+	call_sleep(500);
+	cr_assert_eq(galera_kill_node(&g, 3), 0);
+	cr_assert_eq(galera_await_size(&g, 1, 2, 15000), 0);
+	call_sleep(1000);
+	atomic_store(&f.stop, 1);
+	pthread_join(t, NULL);
+	cr_assert_gt(f.n, 10, "too few keys sent: %d", f.n);
+
+	for (i = 0; i < f.n; i++)
+		for (j = 0; j < 2; j++) {
+			call *x = &f.c[i][j];
+			int tries;
+			cr_expect(x->status == 201 || x->status == 503 ||
+			    (x->status == 409 && strcmp(x->code,
+			    "IDEMPOTENCY_IN_FLIGHT") == 0), "key %d via %s: %d %s",
+			    i, j == 0 ? "node 3" : "node 1", x->status, x->code);
+			cr_expect(x->status != 409 || strcmp(x->code,
+			    "IDEMPOTENCY_CONFLICT") != 0);
+			/* every key gets its answer on a retry */
+			for (tries = 0; tries < 300 && x->status != 201; tries++) {
+				call_sleep(20);
+				call_send(x);
+			}
+			cr_expect_eq(x->status, 201, "key %d never answered: %d "
+			    "%s", i, x->status, x->code);
+		}
+	for (i = 0; i < f.n; i++) {
+		size_t runs = harness_count_key(&a, "/testkit/sleep/10",
+		    f.keys[i]);
+		cr_expect_eq(runs, 1, "key %d ran %zu times", i, runs);
+		cr_expect_str_eq(f.c[i][0].exec, f.c[i][1].exec,
+		    "key %d: two answers", i);
+	}
+	/* b serves through another node, without a restart */
+	{
+		call x = call_one(b.addr, "/testkit/sleep/10", call_key("gfo-after"),
+		    NULL);
+		cr_expect_eq(x.status, 201, "after the failover: %d %s", x.status,
+		    x.code);
+		failed_over = harness_logged(&b, "host 2 of the list") ||
+		    harness_logged(&b, "host 3 of the list");
+		cr_expect(failed_over, "no failover logged: %s", harness_log(&b));
+	}
+	cr_assert_eq(galera_start_node(&g, 3), 0);
+	cr_expect_eq(galera_size(&g, 1), 3);
+	cr_expect_eq(harness_stop(&a), 0);
+	cr_expect_eq(harness_stop(&b), 0);
+	unlink(log);
+}
