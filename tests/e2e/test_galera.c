@@ -27,6 +27,9 @@
 #include <criterion/criterion.h>
 
 #include "calls.h"
+#include "idem_config.h"
+#include "idem_store.h"
+#include "../unit/store_suite.h"
 #include "galera.h"
 #include "harness.h"
 
@@ -707,4 +710,29 @@ Test(scale, node_killed_under_load, .init = exclusive_turn, .timeout = 120)
 	cr_expect_eq(harness_stop(&a), 0);
 	cr_expect_eq(harness_stop(&b), 0);
 	unlink(log);
+}
+
+/* ------------------------------------------- the store suite (15) */
+
+/* The store suite (tests/unit/store_suite.c) runs against the cluster: a
+ * store whose connections open on node 1, with nodes 2 and 3 as its
+ * failover list, taking a shared turn (no node is killed under it). */
+idem_store *
+suite_open(void)
+{
+	char text[1024];
+	idem_config *cfg;
+	idem_store *s = NULL;
+
+	shared_turn();
+	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n"
+	    "[mysql]\nhost = 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d\n"
+	    "user = idem\npassword-file = %s/password\ndatabase = idem\n"
+	    "pool-size = 64\nconnect-timeout = 2s\nread-timeout = 10s\n"
+	    "write-timeout = 10s\n", g.port[0], g.port[1], g.port[2], g.dir);
+	cr_assert_eq(idem_config_load_string(text, "galera.conf", &cfg),
+	    IDEM_OK);
+	cr_assert_eq(idem_store_mysql_new(cfg, 64, &s), IDEM_OK);
+	idem_config_free(cfg);
+	return s;
 }
