@@ -736,3 +736,59 @@ suite_open(void)
 	idem_config_free(cfg);
 	return s;
 }
+
+/*
+ * The idemfcgi on node 1 killed whole (SIGKILL to master and workers)
+ * while a handler runs: its reservation stays in flight, replicated to
+ * every node.  A retry through the idemfcgi on node 2 gets 409 until
+ * inflight-ttl has passed since the last renewal (measured by node 2's
+ * clock against the lease node 1 wrote: one machine here), then takes the
+ * key over and runs it, once.
+ */
+Test(scale, killed_instance_taken_over_once, .init = exclusive_turn,
+    .timeout = 60)
+{
+	harness a, b;
+	char log[128], rest[1024];
+	const char *key = call_key("gkill");
+	pthread_t t;
+	call first, retry;
+	int i, in_flight = 0;
+
+	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-kill-%d.log",
+	    (int)getpid());
+	unlink(log);
+	for (i = 0; i < 2; i++) {
+		snprintf(rest, sizeof(rest), "[mysql]\nhost = 127.0.0.1:%d\n"
+		    "user = idem\npassword-file = %s/password\ndatabase = idem\n"
+		    "pool-size = 4\n", g.port[i], g.dir);
+		cr_assert_eq(harness_start(i == 0 ? &a : &b, &(harness_opts){
+		    .idem = "store = mysql\ninflight-ttl = 2s", .rest = rest,
+		    .testkit_log = log }), 0);
+	}
+	first = call_make(a.addr, "/testkit/sleep/3000", key, NULL);
+	pthread_create(&t, NULL, call_thread, &first);
+	call_sleep(700);
+	harness_kill(&a);
+	pthread_join(t, NULL);
+	cr_expect_neq(first.status, 201);
+	/* the retry: 409 while the lease is live, then the takeover */
+	for (i = 0; i < 200; i++) {
+		retry = call_one(b.addr, "/testkit/sleep/3000", key, NULL);
+		if (retry.status != 409)
+			break;
+		in_flight++;
+		call_sleep(50);
+	}
+	cr_expect_eq(retry.status, 201, "%d %s", retry.status, retry.code);
+	cr_expect_gt(in_flight, 0, "the first reservation was not seen");
+	cr_expect_eq(harness_count_key(&b, "/testkit/sleep/3000", key), 1);
+	cr_expect(harness_logged(&b, "took over"), "%s", harness_log(&b));
+	/* and its answer is what every later retry gets */
+	retry = call_one(b.addr, "/testkit/sleep/3000", key, NULL);
+	cr_expect_eq(retry.status, 201);
+	cr_expect_str_eq(retry.replayed, "true");
+	cr_expect_eq(harness_stop(&b), 0);
+	harness_stop(&a);
+	unlink(log);
+}
