@@ -792,3 +792,44 @@ Test(scale, killed_instance_taken_over_once, .init = exclusive_turn,
 	harness_stop(&a);
 	unlink(log);
 }
+
+/* A node that is up but not synced (here desynced by hand, as a donor
+ * is) is passed over at connect: the store opens on the next host of its
+ * list and says why. */
+Test(scale, unsynced_node_passed_over, .init = exclusive_turn,
+    .timeout = 60)
+{
+	char text[1024], want[128], *log, *state;
+	idem_config *cfg;
+	idem_store *s = NULL;
+	harness_capture cap;
+
+	free(galera_sql(&g, 3, "SET GLOBAL wsrep_desync = ON"));
+	state = galera_sql(&g, 3, "SELECT VARIABLE_VALUE FROM "
+	    "information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = "
+	    "'wsrep_local_state_comment'");
+	cr_expect(state != NULL && strncmp(state, "Synced", 6) != 0,
+	    "node 3 is %s", state != NULL ? state : "unknown");
+	free(state);
+	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n"
+	    "[mysql]\nhost = 127.0.0.1:%d 127.0.0.1:%d\nuser = idem\n"
+	    "password-file = %s/password\ndatabase = idem\npool-size = 1\n",
+	    g.port[2], g.port[0], g.dir);
+	cr_assert_eq(idem_config_load_string(text, "galera.conf", &cfg),
+	    IDEM_OK);
+	cr_assert_eq(harness_capture_level(&cap, IDEM_LOG_INFO), 0);
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	log = harness_capture_end(&cap);
+	free(galera_sql(&g, 3, "SET GLOBAL wsrep_desync = OFF"));
+	cr_assert_not_null(log);
+	snprintf(want, sizeof(want), "127.0.0.1:%d is a Galera node that "
+	    "cannot serve", g.port[2]);
+	cr_expect_not_null(strstr(log, want), "%s", log);
+	snprintf(want, sizeof(want), "connected to 127.0.0.1:%d, host 2 of "
+	    "the list", g.port[0]);
+	cr_expect_not_null(strstr(log, want), "%s", log);
+	free(log);
+	idem_store_close(s);
+	idem_config_free(cfg);
+	cr_expect_eq(galera_await_size(&g, 3, 3, 10000), 0);
+}
