@@ -745,8 +745,9 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 not_committed:
 	if (err == IDEM_ERR_BUSY && sk != NULL && may_retry) {
 		idem_log_event(req, IDEM_LOG_INFO, "tx_lost_race", owner,
-		    "the COMMIT lost a race for the key (a deadlock, or a "
-		    "certification failure): nothing was done; reserving again");
+		    "the transaction lost a race for the key, at COMMIT or under "
+		    "the handler (a deadlock, or a certification failure): "
+		    "nothing was done; reserving again");
 		return 1;
 	}
 	/* not committed (or not known to be): the handler's answer is void */
@@ -971,6 +972,9 @@ wait:
 	idem_reserve_result_clear(&rr);
 	if (txc != NULL) {
 		/* the open transaction holds the key: no lease to renew */
+		/* what the reservation's own retries met is not the
+		 * handler's: only a 1213 under the handler is a lost race */
+		(void)idem_mysql_tx_lost(txc);
 		req->tx = txc;
 		err = next(req, res);
 		req->tx = NULL;
@@ -978,9 +982,14 @@ wait:
 		lost = idem_mysql_tx_lost(txc);
 		if (!lost)
 			tx_check_open(req, txc, owner);
+		else
+			/* for its side effect: a handler that turned autocommit
+			 * back on leaves tx mode, so the next reservation turns
+			 * it off again */
+			(void)idem_mysql_tx_intact(txc);
 		if (tx_finish(mw, req, txc, &sk, owner, res, err, lost,
 		    races < TX_RACES)) {
-			/* lost at COMMIT: as a retry of the client would */
+			/* lost a race: as a retry of the client would */
 			races++;
 			idem_response_clear(res);
 			idem_random_id(rnd);

@@ -250,7 +250,7 @@ disconnect(idem_mysql_pool *p, idem_mysql_conn *c)
 /* Reads the server's max_allowed_packet on c (it may change while we
  * run; a connection sees the value of when it connected), and whether it
  * is a Galera node (wsrep_on; a server without that variable is not).
- * Returns whether it is. */
+ * Returns 1 when it is, 0 when not, -1 when the server did not answer. */
 static int
 read_server(idem_mysql_pool *p, idem_mysql_conn *c)
 {
@@ -258,12 +258,14 @@ read_server(idem_mysql_pool *p, idem_mysql_conn *c)
 	MYSQL_ROW row;
 	int galera = 0;
 
+	/* a server without wsrep_on (1193, unknown variable) is no Galera
+	 * node; any other error is the server's, and decides nothing */
 	if (mysql_query(c->m, "SELECT @@max_allowed_packet, "
-	    "@@global.wsrep_on") != 0 && mysql_query(c->m,
-	    "SELECT @@max_allowed_packet, 0") != 0)
-		return 0;
+	    "@@global.wsrep_on") != 0 && (mysql_errno(c->m) != 1193 ||
+	    mysql_query(c->m, "SELECT @@max_allowed_packet, 0") != 0))
+		return -1;
 	if ((r = mysql_store_result(c->m)) == NULL)
-		return 0;
+		return -1;
 	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL) {
 		atomic_store(&p->max_packet, strtoull(row[0], NULL, 10));
 		galera = row[1] != NULL && strcmp(row[1], "1") == 0;
@@ -327,6 +329,7 @@ open_first(idem_mysql_pool *p, idem_mysql_conn *c)
 {
 	char name[IDEM_HOST_MAX + 16], why[80];
 	my_bool off = 0;
+	int galera;
 	size_t i;
 
 	for (i = 0; i < p->nends; i++) {
@@ -352,12 +355,15 @@ open_first(idem_mysql_pool *p, idem_mysql_conn *c)
 				    name, sizeof(name)), p->user, mysql_error(c->m),
 				    i + 1 < p->nends ? "; trying the next host" :
 				    "");
-		} else if (read_server(p, c) && !node_ready(c, why,
-		    sizeof(why))) {
+		} else if ((galera = read_server(p, c)) < 0 || (galera == 1 &&
+		    !node_ready(c, why, sizeof(why)))) {
+			if (galera < 0)
+				snprintf(why, sizeof(why), "%s", mysql_error(c->m));
 			if (may_log(p))
-				idem_log(NULL, IDEM_LOG_ERROR, "mysql: %s is a "
-				    "Galera node that cannot serve: %s%s",
-				    endpoint_name(e, name, sizeof(name)), why,
+				idem_log(NULL, IDEM_LOG_ERROR, "mysql: %s %s: %s%s",
+				    endpoint_name(e, name, sizeof(name)), galera < 0 ?
+				    "did not answer" : "is a Galera node that cannot "
+				    "serve", why,
 				    i + 1 < p->nends ? "; trying the next host" :
 				    "");
 		} else {

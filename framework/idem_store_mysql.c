@@ -114,12 +114,15 @@ static const char *const sql[NSTMT] = {
 };
 
 /*
- * With [mysql] causal-reads, the reads that decide (the row found by a
- * reservation: replay, in flight or takeover; the transactional path's
- * read of it; idemfcgi-admin's show) wait until the node has applied
- * what the cluster committed before them (Galera's wsrep_sync_wait): a
- * replay then never answers IN_FLIGHT for a key another node has just
- * committed.  Without Galera the setting does nothing.
+ * With [mysql] causal-reads, the statements that decide (a reservation's
+ * INSERT, see lock_wait_insert, and its read of the row it found: replay,
+ * in flight or takeover; the read that learns a lost COMMIT's outcome;
+ * idemfcgi-admin's show) wait until the node has applied what the cluster
+ * committed before them (Galera's wsrep_sync_wait): a replay then never
+ * answers IN_FLIGHT for a key another node has just committed.  (Inside a
+ * transaction, past its first statement, Galera does not wait: the
+ * transactional path's read is causal through its INSERT.)  Without
+ * Galera the setting does nothing.
  */
 #define CAUSAL "SET STATEMENT wsrep_sync_wait = 1 FOR "
 static const char *const causal_sql[NSTMT] = {
@@ -168,9 +171,12 @@ insert_lock_wait(const idem_config *cfg)
 static void
 lock_wait_insert(const idem_config *cfg, char *buf, size_t size)
 {
-	snprintf(buf, size, "SET STATEMENT innodb_lock_wait_timeout = %llu FOR "
-	    "%s", insert_lock_wait(cfg),
-	    sql[S_INSERT]);
+	/* with causal-reads the INSERT, a transaction's first statement,
+	 * first waits for what the cluster committed (wsrep_sync_wait 4:
+	 * INSERT; a later read inside the transaction could not wait) */
+	snprintf(buf, size, "SET STATEMENT innodb_lock_wait_timeout = %llu%s "
+	    "FOR %s", insert_lock_wait(cfg), cfg->mysql_causal_reads ?
+	    ", wsrep_sync_wait = 4" : "", sql[S_INSERT]);
 }
 
 /* ------------------------------------------------------ binding helpers */

@@ -94,7 +94,9 @@ IDEM_API void idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c);
 IDEM_API MYSQL_STMT *idem_mysql_stmt(idem_mysql_conn *c, size_t i);
 
 /* After a failed call on c, with its mysql_stmt_errno: marks c lost if
- * the error means the connection is gone, so it is reopened. */
+ * the error means the connection is gone, so it is reopened; on a
+ * transactional route a deadlock (1213) tells the framework the server
+ * rolled the transaction back, so the request reserves again. */
 IDEM_API void idem_mysql_check(idem_mysql_conn *c, unsigned err);
 
 #ifdef __cplusplus

@@ -498,7 +498,7 @@ set_retry_autocommit(int n)
 /* Starts idemfcgi h on node i first (the others its fallbacks), counting
  * executions into the shared testkit log. */
 static void
-start_on_node(harness *h, int i, const char *log)
+start_on_node(harness *h, int i, const char *log, int causal)
 {
 	char rest[1024];
 	int a = i % 3 + 1, b = (i + 1) % 3 + 1;
@@ -506,8 +506,9 @@ start_on_node(harness *h, int i, const char *log)
 	snprintf(rest, sizeof(rest), "[mysql]\nhost = 127.0.0.1:%d "
 	    "127.0.0.1:%d 127.0.0.1:%d\nuser = idem\npassword-file = "
 	    "%s/password\ndatabase = idem\npool-size = 8\nconnect-timeout = "
-	    "2s\nread-timeout = 10s\nwrite-timeout = 10s\n", g.port[i - 1],
-	    g.port[a - 1], g.port[b - 1], g.dir);
+	    "2s\nread-timeout = 10s\nwrite-timeout = 10s\ncausal-reads = %s\n",
+	    g.port[i - 1], g.port[a - 1], g.port[b - 1], g.dir,
+	    causal ? "true" : "false");
 	cr_assert_eq(harness_start(h, &(harness_opts){ .server = "threads = 8",
 	    .idem = "store = mysql\ninflight-ttl = 30s", .rest = rest,
 	    .testkit_log = log }), 0);
@@ -519,6 +520,7 @@ start_on_node(harness *h, int i, const char *log)
  * one line in the shared testkit log; transactional: one row of
  * testkit_effects, and every 201 carries the same execution), and each
  * duplicate gets the replay or 409 IN_FLIGHT: never CONFLICT, never 503.
+ * The transactional run has causal-reads on.
  */
 static void
 scale_race(const char *path, int tx, int retry_autocommit)
@@ -532,7 +534,7 @@ scale_race(const char *path, int tx, int retry_autocommit)
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-%d.log", (int)getpid());
 	unlink(log);
 	for (i = 0; i < 3; i++)
-		start_on_node(&h[i], i + 1, log);
+		start_on_node(&h[i], i + 1, log, tx);
 	for (i = 0; i < SCALE_KEYS; i++)
 		snprintf(keys[i], sizeof(keys[i]), "%s", call_key(tx ? "gtx" :
 		    "g2p"));
@@ -656,8 +658,8 @@ Test(scale, node_killed_under_load, .init = exclusive_turn, .timeout = 120)
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-fo-%d.log",
 	    (int)getpid());
 	unlink(log);
-	start_on_node(&a, 1, log);
-	start_on_node(&b, 3, log);
+	start_on_node(&a, 1, log, 0);
+	start_on_node(&b, 3, log, 0);
 	memset(&f, 0, sizeof(f));
 	f.a = &a;
 	f.b = &b;
