@@ -406,10 +406,11 @@ parse_listen(const key_arg *a, const char *v)
 	return set_string(a->field, v);
 }
 
-/* [mysql] host: one or more HOST[:PORT] (the failover order), kept as
- * text for the pool.  Returns NULL or why not. */
+/* A failover list of database servers (sockets: of socket paths), kept
+ * as text for the pool, which splits it with the same parser.  Returns
+ * NULL or why not. */
 static const char *
-parse_hosts(const key_arg *a, const char *v)
+parse_servers(const key_arg *a, const char *v, int sockets)
 {
 	idem_endpoint e[IDEM_ENDPOINTS_MAX];
 	const char *why;
@@ -417,25 +418,23 @@ parse_hosts(const key_arg *a, const char *v)
 
 	if (*v == '\0')
 		return "an empty value";
-	if ((why = idem_parse_endpoints(v, 0, 3306, e, &n)) != NULL)
+	if ((why = idem_parse_endpoints(v, sockets, 3306, e, &n)) != NULL)
 		return why;
 	return set_string(a->field, v);
 }
 
-/* [mysql] socket: one or more absolute paths (the failover order).
- * Returns NULL or why not. */
+/* [mysql] host: one or more HOST[:PORT], in failover order. */
+static const char *
+parse_hosts(const key_arg *a, const char *v)
+{
+	return parse_servers(a, v, 0);
+}
+
+/* [mysql] socket: one or more absolute paths, in failover order. */
 static const char *
 parse_sockets(const key_arg *a, const char *v)
 {
-	idem_endpoint e[IDEM_ENDPOINTS_MAX];
-	const char *why;
-	size_t n;
-
-	if (*v == '\0')
-		return "an empty value";
-	if ((why = idem_parse_endpoints(v, 1, 0, e, &n)) != NULL)
-		return why;
-	return set_string(a->field, v);
+	return parse_servers(a, v, 1);
 }
 
 /* An octal file mode such as 0660, into an unsigned.  Returns NULL or why
