@@ -442,9 +442,9 @@ keep_line(const char *headers, size_t len, const char *name, char *out,
 	}
 }
 
-/* Times a transactional request that lost its COMMIT to a race (a
- * deadlock, a certification failure) reserves again before answering 503
- * TRANSACTION_ROLLED_BACK. */
+/* Times a transactional request whose transaction lost a race for its key
+ * (a deadlock, a certification failure; at COMMIT or under the handler)
+ * reserves again before answering 503 TRANSACTION_ROLLED_BACK. */
 #define TX_RACES 3
 
 /* Room for a stand-in answer (see stand_in). */
