@@ -97,21 +97,28 @@ idem_config_string(idem_app *app, const char *key, const char *def,
 	return IDEM_OK;
 }
 
+/* Logs the bad value of e, key of app's section, and what was expected.
+ * Returns IDEM_ERR_CONFIG. */
+static idem_err
+bad_value(idem_app *app, const idem_config_entry *e, const char *key,
+    const char *want)
+{
+	idem_config_error(app->cfg, e->line, app->name, key,
+	    "bad value \"%s\": %s", e->value, want);
+	return IDEM_ERR_CONFIG;
+}
+
 idem_err
 idem_config_int(idem_app *app, const char *key, long long def,
     long long min, long long max, long long *out)
 {
 	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
+	char want[96];
 
 	*out = def;
-	if (e == NULL)
-		return IDEM_OK;
-	if (idem_parse_int(e->value, min, max, out) != IDEM_OK) {
-		idem_config_error(app->cfg, e->line, app->name, key,
-		    "bad value \"%s\": expected a whole number from %lld to %lld",
-		    e->value, min, max);
-		return IDEM_ERR_CONFIG;
-	}
+	if (e != NULL && idem_parse_int(e->value, min, max, out) != IDEM_OK)
+		return bad_value(app, e, key, idem_parse_int_want(min, max, want,
+		    sizeof(want)));
 	return IDEM_OK;
 }
 
@@ -121,13 +128,8 @@ idem_config_bool(idem_app *app, const char *key, int def, int *out)
 	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
 
 	*out = def;
-	if (e == NULL)
-		return IDEM_OK;
-	if (idem_parse_bool(e->value, out) != IDEM_OK) {
-		idem_config_error(app->cfg, e->line, app->name, key,
-		    "bad value \"%s\": expected true or false", e->value);
-		return IDEM_ERR_CONFIG;
-	}
+	if (e != NULL && idem_parse_bool(e->value, out) != IDEM_OK)
+		return bad_value(app, e, key, IDEM_PARSE_BOOL_WANT);
 	return IDEM_OK;
 }
 
@@ -137,14 +139,8 @@ idem_config_size(idem_app *app, const char *key, uint64_t def, uint64_t *out)
 	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
 
 	*out = def;
-	if (e == NULL)
-		return IDEM_OK;
-	if (idem_parse_size(e->value, out) != IDEM_OK) {
-		idem_config_error(app->cfg, e->line, app->name, key,
-		    "bad value \"%s\": expected a size such as 512, 64k or 1m",
-		    e->value);
-		return IDEM_ERR_CONFIG;
-	}
+	if (e != NULL && idem_parse_size(e->value, out) != IDEM_OK)
+		return bad_value(app, e, key, IDEM_PARSE_SIZE_WANT);
 	return IDEM_OK;
 }
 
@@ -155,14 +151,8 @@ idem_config_duration(idem_app *app, const char *key, uint64_t def,
 	idem_config_entry *e = idem_config_find(app->cfg, app->name, key);
 
 	*out = def;
-	if (e == NULL)
-		return IDEM_OK;
-	if (idem_parse_duration(e->value, out) != IDEM_OK) {
-		idem_config_error(app->cfg, e->line, app->name, key,
-		    "bad value \"%s\": expected a duration such as 500ms, 30s, "
-		    "5m, 24h or PT30M", e->value);
-		return IDEM_ERR_CONFIG;
-	}
+	if (e != NULL && idem_parse_duration(e->value, out) != IDEM_OK)
+		return bad_value(app, e, key, IDEM_PARSE_DURATION_WANT);
 	return IDEM_OK;
 }
 

@@ -121,7 +121,7 @@ static const char *
 parse_bool(const key_arg *a, const char *v)
 {
 	if (idem_parse_bool(v, a->field) != IDEM_OK)
-		return "expected true or false";
+		return IDEM_PARSE_BOOL_WANT;
 	return NULL;
 }
 
@@ -130,13 +130,10 @@ parse_bool(const key_arg *a, const char *v)
 static const char *
 whole_number(const key_arg *a, const char *v, long long *out)
 {
-	if (idem_parse_int(v, (long long)a->def->min, (long long)a->def->max,
-	    out) != IDEM_OK) {
-		snprintf(a->why, a->whysize, "expected a whole number from %llu "
-		    "to %llu", (unsigned long long)a->def->min,
-		    (unsigned long long)a->def->max);
-		return a->why;
-	}
+	long long min = (long long)a->def->min, max = (long long)a->def->max;
+
+	if (idem_parse_int(v, min, max, out) != IDEM_OK)
+		return idem_parse_int_want(min, max, a->why, a->whysize);
 	return NULL;
 }
 
@@ -187,7 +184,7 @@ parse_size(const key_arg *a, const char *v)
 	uint64_t u;
 
 	if (idem_parse_size(v, &u) != IDEM_OK)
-		return "expected a size such as 512, 64k or 1m";
+		return IDEM_PARSE_SIZE_WANT;
 	return set_in_range(a, u, "", " bytes");
 }
 
@@ -198,7 +195,7 @@ parse_duration(const key_arg *a, const char *v)
 	uint64_t u;
 
 	if (idem_parse_duration(v, &u) != IDEM_OK)
-		return "expected a duration such as 500ms, 30s, 5m, 24h or PT30M";
+		return IDEM_PARSE_DURATION_WANT;
 	return set_in_range(a, u, "ms", "ms");
 }
 

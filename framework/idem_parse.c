@@ -211,6 +211,14 @@ idem_parse_bool(const char *s, int *out)
 }
 
 /* A whole decimal in [min, max].  Returns IDEM_OK or IDEM_ERR_INVALID. */
+const char *
+idem_parse_int_want(long long min, long long max, char *buf, size_t size)
+{
+	snprintf(buf, size, "expected a whole number from %lld to %lld", min,
+	    max);
+	return buf;
+}
+
 idem_err
 idem_parse_int(const char *s, long long min, long long max, long long *out)
 {

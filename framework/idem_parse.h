@@ -33,6 +33,18 @@ char *idem_format_iso_duration(uint64_t ms, char *buf, size_t size);
  * IDEM_OK or IDEM_ERR_INVALID. */
 idem_err idem_parse_bool(const char *s, int *out);
 
+/* What the parsers take, for the messages of the config and of the plugin
+ * API alike ("bad value \"x\": <this>"). */
+#define IDEM_PARSE_BOOL_WANT "expected true or false"
+#define IDEM_PARSE_SIZE_WANT "expected a size such as 512, 64k or 1m"
+#define IDEM_PARSE_DURATION_WANT "expected a duration such as 500ms, 30s, " \
+	"5m, 24h or PT30M"
+
+/* Writes what idem_parse_int over [min, max] takes into buf ("expected a
+ * whole number from MIN to MAX").  Returns buf. */
+const char *idem_parse_int_want(long long min, long long max, char *buf,
+    size_t size);
+
 /* A whole decimal integer in [min, max], optionally signed, no blanks.
  * Returns IDEM_OK or IDEM_ERR_INVALID. */
 idem_err idem_parse_int(const char *s, long long min, long long max,
