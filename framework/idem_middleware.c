@@ -831,6 +831,19 @@ idem_middleware_plain(idem_middleware *mw, idem_request *req,
 		next(req, res);
 }
 
+/* Writes a fresh owner token into owner (IDEM_OWNER_MAX + 1 bytes):
+ * "<instance>.<random>", so the master can release a dead worker's
+ * reservations by the prefix. */
+static void
+new_owner(const idem_middleware *mw, char *owner)
+{
+	char rnd[33];
+
+	idem_random_id(rnd);
+	idem_random_id(rnd + 16);
+	snprintf(owner, IDEM_OWNER_MAX + 1, "%s.%s", mw->instance, rnd);
+}
+
 void
 idem_middleware_handle(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next)
@@ -841,7 +854,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	    "characters", "a UUID in its 36-character form", "a UUIDv7 "
 	    "(RFC 9562) in its 36-character form" };
 	unsigned char fp[32];
-	char owner[IDEM_OWNER_MAX + 1], detail[200], rnd[33];
+	char owner[IDEM_OWNER_MAX + 1], detail[200];
 	idem_lease *lease;
 	idem_store_key sk;
 	idem_reserve_result rr;
@@ -885,11 +898,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		    0);
 		return;
 	}
-	/* "<instance>.<random>": the master releases a dead worker's
-	 * reservations by the prefix */
-	idem_random_id(rnd);
-	idem_random_id(rnd + 16);
-	snprintf(owner, sizeof(owner), "%s.%s", mw->instance, rnd);
+	new_owner(mw, owner);
 	/* a transactional route reserves inside its handler's transaction */
 	if (txpool != NULL && (txc = idem_mysql_take(txpool)) == NULL) {
 		store_failed(mw, req, IDEM_ERR_STORE);
@@ -992,9 +1001,7 @@ wait:
 			/* lost a race: as a retry of the client would */
 			races++;
 			idem_response_clear(res);
-			idem_random_id(rnd);
-			idem_random_id(rnd + 16);
-			snprintf(owner, sizeof(owner), "%s.%s", mw->instance, rnd);
+			new_owner(mw, owner);
 			goto again;
 		}
 		goto out;
