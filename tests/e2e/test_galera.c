@@ -497,18 +497,36 @@ set_retry_autocommit(int n)
 
 /* Starts idemfcgi h on node i first (the others its fallbacks), counting
  * executions into the shared testkit log. */
+/*
+ * Writes into buf (size bytes) the [mysql] section of a store on the
+ * cluster: its failover list is the nodes named by order ("312": node 3,
+ * then 1, then 2), pool connections, then the lines of more (NULL: none).
+ */
+static void
+mysql_section(char *buf, size_t size, const char *order, int pool,
+    const char *more)
+{
+	size_t len = (size_t)snprintf(buf, size, "[mysql]\nhost =");
+
+	for (; *order != '\0' && len < size; order++)
+		len += (size_t)snprintf(buf + len, size - len, " 127.0.0.1:%d",
+		    g.port[*order - '1']);
+	if (len < size)
+		snprintf(buf + len, size - len, "\nuser = idem\npassword-file = "
+		    "%s/password\ndatabase = idem\npool-size = %d\n%s", g.dir,
+		    pool, more != NULL ? more : "");
+}
+
 static void
 start_on_node(harness *h, int i, const char *log, int causal)
 {
-	char rest[1024];
-	int a = i % 3 + 1, b = (i + 1) % 3 + 1;
+	char rest[1024], order[4], more[128];
 
-	snprintf(rest, sizeof(rest), "[mysql]\nhost = 127.0.0.1:%d "
-	    "127.0.0.1:%d 127.0.0.1:%d\nuser = idem\npassword-file = "
-	    "%s/password\ndatabase = idem\npool-size = 8\nconnect-timeout = "
-	    "2s\nread-timeout = 10s\nwrite-timeout = 10s\ncausal-reads = %s\n",
-	    g.port[i - 1], g.port[a - 1], g.port[b - 1], g.dir,
-	    causal ? "true" : "false");
+	snprintf(order, sizeof(order), "%d%d%d", i, i % 3 + 1, (i + 1) % 3 + 1);
+	snprintf(more, sizeof(more), "connect-timeout = 2s\nread-timeout = "
+	    "10s\nwrite-timeout = 10s\ncausal-reads = %s\n", causal ? "true" :
+	    "false");
+	mysql_section(rest, sizeof(rest), order, 8, more);
 	cr_assert_eq(harness_start(h, &(harness_opts){ .server = "threads = 8",
 	    .idem = "store = mysql\ninflight-ttl = 30s", .rest = rest,
 	    .testkit_log = log }), 0);
@@ -722,16 +740,14 @@ Test(scale, node_killed_under_load, .init = exclusive_turn, .timeout = 120)
 idem_store *
 suite_open(void)
 {
-	char text[1024];
+	char text[1024] = "[idempotency]\nstore = mysql\n";
 	idem_config *cfg;
 	idem_store *s = NULL;
+	size_t len = strlen(text);
 
 	shared_turn();
-	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n"
-	    "[mysql]\nhost = 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d\n"
-	    "user = idem\npassword-file = %s/password\ndatabase = idem\n"
-	    "pool-size = 64\nconnect-timeout = 2s\nread-timeout = 10s\n"
-	    "write-timeout = 10s\n", g.port[0], g.port[1], g.port[2], g.dir);
+	mysql_section(text + len, sizeof(text) - len, "123", 64,
+	    "connect-timeout = 2s\nread-timeout = 10s\nwrite-timeout = 10s\n");
 	cr_assert_eq(idem_config_load_string(text, "galera.conf", &cfg),
 	    IDEM_OK);
 	cr_assert_eq(idem_store_mysql_new(cfg, 64, &s), IDEM_OK);
@@ -761,9 +777,7 @@ Test(scale, killed_instance_taken_over_once, .init = exclusive_turn,
 	    (int)getpid());
 	unlink(log);
 	for (i = 0; i < 2; i++) {
-		snprintf(rest, sizeof(rest), "[mysql]\nhost = 127.0.0.1:%d\n"
-		    "user = idem\npassword-file = %s/password\ndatabase = idem\n"
-		    "pool-size = 4\n", g.port[i], g.dir);
+		mysql_section(rest, sizeof(rest), i == 0 ? "1" : "2", 4, NULL);
 		cr_assert_eq(harness_start(i == 0 ? &a : &b, &(harness_opts){
 		    .idem = "store = mysql\ninflight-ttl = 2s", .rest = rest,
 		    .testkit_log = log }), 0);
@@ -813,10 +827,9 @@ Test(scale, unsynced_node_passed_over, .init = exclusive_turn,
 	cr_expect(state != NULL && strncmp(state, "Synced", 6) != 0,
 	    "node 3 is %s", state != NULL ? state : "unknown");
 	free(state);
-	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n"
-	    "[mysql]\nhost = 127.0.0.1:%d 127.0.0.1:%d\nuser = idem\n"
-	    "password-file = %s/password\ndatabase = idem\npool-size = 1\n",
-	    g.port[2], g.port[0], g.dir);
+	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n");
+	mysql_section(text + strlen(text), sizeof(text) - strlen(text), "31",
+	    1, NULL);
 	cr_assert_eq(idem_config_load_string(text, "galera.conf", &cfg),
 	    IDEM_OK);
 	cr_assert_eq(harness_capture_level(&cap, IDEM_LOG_INFO), 0);
