@@ -65,7 +65,7 @@ idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
 
 	if (!app->cfg->idem_enabled)
 		why = "idempotency is disabled ([idempotency] enabled = false)";
-	else if (app->cfg->store != IDEM_STORE_MYSQL)
+	else if (!idem_app_uses_mysql(app))
 		why = "the store is not MySQL ([idempotency] store = mysql): "
 		    "only a database store can commit the handler's writes with "
 		    "the answer";
