@@ -520,9 +520,12 @@ mysql_section(char *buf, size_t size, const char *order, int pool,
 static void
 start_on_node(harness *h, int i, const char *log, int causal)
 {
-	char rest[1024], order[4], more[128];
+	char rest[1024], more[128];
+	/* node i first, then the two others in ring order (i is 1, 2 or 3) */
+	const char order[4] = { (char)('0' + i), (char)('0' + i % 3 + 1),
+	    (char)('0' + (i + 1) % 3 + 1), '\0' };
 
-	snprintf(order, sizeof(order), "%d%d%d", i, i % 3 + 1, (i + 1) % 3 + 1);
+	cr_assert(i >= 1 && i <= 3);
 	snprintf(more, sizeof(more), "connect-timeout = 2s\nread-timeout = "
 	    "10s\nwrite-timeout = 10s\ncausal-reads = %s\n", causal ? "true" :
 	    "false");
