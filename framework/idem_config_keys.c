@@ -688,6 +688,8 @@ static const key_def keys[] = {
 	    .min = 1000, .max = 3600000, .def = "5s" },
 	{ "mysql", "causal-reads", &t_bool, FIELD(mysql_causal_reads),
 	    .def = "false" },
+	{ "mysql", "failback", &t_duration, FIELD(mysql_failback),
+	    .min = 1000, .max = 86400000, .def = "30s" },
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 _Static_assert(NKEYS <= IDEM_CONFIG_MAX_KEYS, "raise IDEM_CONFIG_MAX_KEYS");

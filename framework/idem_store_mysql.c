@@ -55,9 +55,14 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY,
     S_LOOKUP, S_CENSUS, S_OLDEST, S_SELECT_LOCKED, NSTMT };
 
+/* Galera's causal read: the statement waits until the node has applied
+ * what the cluster committed before it (nothing without Galera). */
+#define CAUSAL "SET STATEMENT wsrep_sync_wait = 1 FOR "
 #define SELECT_ROW "SELECT state, fingerprint, owner, request_id, " \
     "TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), expires_at <= " NOW \
     ", status, headers, body FROM idempotency_keys WHERE " PK
+/* a locking read: waits for a transaction that holds the row */
+#define SELECT_LOCKED SELECT_ROW " LOCK IN SHARE MODE"
 #define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
 #define AGE(col) "TIMESTAMPDIFF(MICROSECOND, " col ", " NOW ")"
 #define LOOKUP_ROW "SELECT state, fingerprint, owner, request_id, " \
@@ -109,25 +114,25 @@ static const char *const sql[NSTMT] = {
 	    "WHERE state = 'in_flight' ORDER BY reserved_at LIMIT 1",
 	/* waits (up to the store's lock wait, a second) for a transaction
 	 * holding the row to end: how an ambiguous COMMIT learns its
-	 * outcome; inside a transaction, a read that opens no snapshot */
-	[S_SELECT_LOCKED] = SELECT_ROW " LOCK IN SHARE MODE",
+	 * outcome; inside a transaction, a read that opens no snapshot.
+	 * Causal whatever causal-reads says (rare, and after a failover it
+	 * may run on a node that has not applied that COMMIT yet) */
+	[S_SELECT_LOCKED] = CAUSAL SELECT_LOCKED,
 };
 
 /*
  * With [mysql] causal-reads, the statements that decide (a reservation's
  * INSERT, see lock_wait_insert, and its read of the row it found: replay,
- * in flight or takeover; the read that learns a lost COMMIT's outcome;
- * idemfcgi-admin's show) wait until the node has applied what the cluster
- * committed before them (Galera's wsrep_sync_wait): a replay then never
+ * in flight or takeover; idemfcgi-admin's show; the read that learns a
+ * lost COMMIT's outcome always is) wait until the node has applied what
+ * the cluster committed before them (wsrep_sync_wait): a replay then never
  * answers IN_FLIGHT for a key another node has just committed.  (Inside a
  * transaction, past its first statement, Galera does not wait: the
  * transactional path's read is causal through its INSERT.)  Without
  * Galera the setting does nothing.
  */
-#define CAUSAL "SET STATEMENT wsrep_sync_wait = 1 FOR "
 static const char *const causal_sql[NSTMT] = {
 	[S_SELECT] = CAUSAL SELECT_ROW,
-	[S_SELECT_LOCKED] = CAUSAL SELECT_ROW " LOCK IN SHARE MODE",
 	[S_LOOKUP] = CAUSAL LOOKUP_ROW,
 };
 
@@ -1043,8 +1048,8 @@ idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
 	/* a locking read (the INSERT holds that lock already) opens no
 	 * snapshot: the handler's first read does, seeing what committed
 	 * before it */
-	tsql[T_SELECT] = cfg->mysql_causal_reads ?
-	    causal_sql[S_SELECT_LOCKED] : sql[S_SELECT_LOCKED];
+	tsql[T_SELECT] = cfg->mysql_causal_reads ? CAUSAL SELECT_LOCKED :
+	    SELECT_LOCKED;
 	tsql[T_TAKEOVER] = sql[S_TAKEOVER];
 	tsql[T_REUSE] = sql[S_REUSE];
 	tsql[T_COMMIT] = sql[S_COMMIT];
