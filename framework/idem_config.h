@@ -113,6 +113,8 @@ typedef struct idem_config {
 	                                 * decide (Galera) */
 	uint64_t mysql_failback;        /* ms between tries of the head of
 	                                 * the host list */
+	uint64_t mysql_replay_cache;    /* bytes of committed answers kept
+	                                 * per process; 0: none */
 
 	/* [metrics] */
 	int metrics_enabled;

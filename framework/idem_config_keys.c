@@ -690,6 +690,8 @@ static const key_def keys[] = {
 	    .def = "false" },
 	{ "mysql", "failback", &t_duration, FIELD(mysql_failback),
 	    .min = 1000, .max = 86400000, .def = "30s" },
+	{ "mysql", "replay-cache", &t_size, FIELD(mysql_replay_cache),
+	    .min = 0, .max = 1ULL << 40, .def = "8m" },
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 _Static_assert(NKEYS <= IDEM_CONFIG_MAX_KEYS, "raise IDEM_CONFIG_MAX_KEYS");
