@@ -52,6 +52,9 @@
 /* Rounds of a reserve whose row keeps vanishing under it. */
 #define RESERVE_ROUNDS 4
 
+/* The longest a committed answer is served from the replay cache */
+#define CACHE_HOLD_MS 60000
+
 enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY,
     S_LOOKUP, S_CENSUS, S_OLDEST, S_SELECT_LOCKED, NSTMT };
@@ -553,15 +556,21 @@ static int
 found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_at,
     idem_reserve_result *out)
 {
+	uint64_t left_ms;
+
 	memcpy(out->fingerprint, r->fp, 32);
 	if (r->committed) {
 		out->outcome = IDEM_RESERVE_COMMITTED;
 		out->response = r->resp;
 		memset(&r->resp, 0, sizeof(r->resp));
-		/* served until the time left, counted from before the read:
-		 * never past expires_at */
+		/* served until the time left, counted from before the read
+		 * (never past expires_at), and at most CACHE_HOLD_MS: what
+		 * the clocks' rates may drift apart, or a row changed by
+		 * hand, lasts no longer */
+		left_ms = (uint64_t)r->left_us / 1000;
 		idem_replay_cache_put(ms->cache, a->k, r->fp, &out->response,
-		    read_at + (uint64_t)r->left_us / 1000);
+		    read_at + (left_ms < CACHE_HOLD_MS ? left_ms :
+		    CACHE_HOLD_MS));
 		return 0;
 	}
 	snprintf(out->owner, sizeof(out->owner), "%s", r->owner);
