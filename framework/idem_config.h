@@ -111,6 +111,10 @@ typedef struct idem_config {
 	uint64_t mysql_write_timeout;   /* ms */
 	int mysql_causal_reads;         /* wsrep_sync_wait on the reads that
 	                                 * decide (Galera) */
+	uint64_t mysql_failback;        /* ms between tries of the head of
+	                                 * the host list */
+	uint64_t mysql_replay_cache;    /* bytes of committed answers kept
+	                                 * per process; 0: none */
 
 	/* [metrics] */
 	int metrics_enabled;

@@ -688,6 +688,10 @@ static const key_def keys[] = {
 	    .min = 1000, .max = 3600000, .def = "5s" },
 	{ "mysql", "causal-reads", &t_bool, FIELD(mysql_causal_reads),
 	    .def = "false" },
+	{ "mysql", "failback", &t_duration, FIELD(mysql_failback),
+	    .min = 1000, .max = 86400000, .def = "30s" },
+	{ "mysql", "replay-cache", &t_size, FIELD(mysql_replay_cache),
+	    .min = 0, .max = 1ULL << 40, .def = "8m" },
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 _Static_assert(NKEYS <= IDEM_CONFIG_MAX_KEYS, "raise IDEM_CONFIG_MAX_KEYS");

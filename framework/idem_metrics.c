@@ -51,7 +51,8 @@ static const char *const outcome_names[IDEM_OUTCOME_COUNT] = {
 	"acquired", "taken_over", "replayed", "conflict", "in_flight",
 	"committed", "released", "fenced", "store_unavailable", "key_missing",
 	"key_invalid", "scope_missing", "dead_worker_released", "contended",
-	"answer_not_stored", "tx_rolled_back", "tx_outcome_unknown"
+	"answer_not_stored", "tx_rolled_back", "tx_outcome_unknown",
+	"replay_cached"
 };
 
 static const char *const op_names[IDEM_STORE_OP_COUNT] = {

@@ -45,6 +45,9 @@ typedef enum idem_outcome {
 	                              * answer whose transaction did not
 	                              * commit: 503, nothing done */
 	IDEM_OUTCOME_TX_UNKNOWN,     /* its COMMIT's outcome was lost: 503 */
+	IDEM_OUTCOME_REPLAY_CACHED,  /* a replay answered from the MySQL
+	                              * store's replay cache (also counted
+	                              * as replayed) */
 	IDEM_OUTCOME_COUNT
 } idem_outcome;
 

@@ -25,6 +25,9 @@ struct idem_mysql_pool {
 	size_t nends;
 	atomic_int last_end;        /* the host the latest connection opened
 	                             * on (-1: none yet), to log each switch */
+	uint64_t failback_ms;       /* [mysql] failback */
+	atomic_ullong next_failback; /* ms: when a connection on a later host
+	                              * may next be closed to try the head */
 	char *user, *password, *database;
 	unsigned connect_timeout, read_timeout, write_timeout; /* seconds */
 	uint64_t wait_ms;
@@ -169,6 +172,8 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 	p->read_timeout = secs(cfg->mysql_read_timeout);
 	p->write_timeout = secs(cfg->mysql_write_timeout);
 	p->wait_ms = cfg->mysql_connect_timeout + cfg->mysql_read_timeout;
+	/* a config made without the key table (tests) has 0 */
+	p->failback_ms = cfg->mysql_failback > 0 ? cfg->mysql_failback : 30000;
 	p->user = dup_or_null(cfg->mysql_user);
 	p->database = dup_or_null(cfg->mysql_database);
 	p->conns = calloc(size, sizeof(*p->conns));
@@ -215,9 +220,12 @@ idem_mysql_pool_extra(idem_mysql_pool *p, const char *const *extra,
 		return IDEM_ERR_INVALID;
 	if ((p->extra = calloc(nextra + 1, sizeof(*p->extra))) == NULL)
 		return IDEM_ERR_NOMEM;
-	for (i = 0; i < nextra; i++)
+	for (i = 0; i < nextra; i++) {
+		if (extra[i] == NULL)
+			return IDEM_ERR_INVALID;
 		if ((p->extra[i] = strdup(extra[i])) == NULL)
 			return IDEM_ERR_NOMEM;
+	}
 	p->nextra = nextra;
 	return IDEM_OK;
 }
@@ -319,65 +327,104 @@ endpoint_name(const idem_endpoint *e, char *buf, size_t size)
 	return buf;
 }
 
+/* Runs the pool's init statement on c, open on the server called name,
+ * and prepares its statements.  Returns NULL or why not, in why. */
+static const char *
+prepare_all(idem_mysql_pool *p, idem_mysql_conn *c, const char *name,
+    char *why, size_t size)
+{
+	size_t i;
+
+	if (p->init != NULL && mysql_query(c->m, p->init) != 0) {
+		snprintf(why, size, "%s: %.60s: %s", name, p->init,
+		    mysql_error(c->m));
+		return why;
+	}
+	for (i = 0; i < p->nsql + p->nextra; i++) {
+		c->stmts[i] = mysql_stmt_init(c->m);
+		if (c->stmts[i] == NULL || mysql_stmt_prepare(c->stmts[i],
+		    stmt_sql(p, i), strlen(stmt_sql(p, i))) != 0) {
+			snprintf(why, size, "%s: cannot prepare statement %zu: %s",
+			    name, i, c->stmts[i] != NULL ?
+			    mysql_stmt_error(c->stmts[i]) : "out of memory");
+			return why;
+		}
+	}
+	return NULL;
+}
+
+/* Connects c to the server e, called name.  Returns NULL, or why not in
+ * why. */
+static const char *
+open_one(idem_mysql_pool *p, idem_mysql_conn *c, const idem_endpoint *e,
+    const char *name, char *why, size_t size)
+{
+	char state[80];
+
+	my_bool off = 0;
+	int galera;
+
+	if ((c->m = mysql_init(NULL)) == NULL)
+		return "out of memory";
+	mysql_options(c->m, MYSQL_OPT_CONNECT_TIMEOUT, &p->connect_timeout);
+	mysql_options(c->m, MYSQL_OPT_READ_TIMEOUT, &p->read_timeout);
+	mysql_options(c->m, MYSQL_OPT_WRITE_TIMEOUT, &p->write_timeout);
+	mysql_options(c->m, MYSQL_OPT_RECONNECT, &off);
+	mysql_options(c->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+	/* CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, so an
+	 * owner check never depends on whether a value changed */
+	if (mysql_real_connect(c->m, e->socket[0] != '\0' ? NULL : e->host,
+	    p->user, p->password, p->database, e->port, e->socket[0] != '\0' ?
+	    e->socket : NULL, CLIENT_FOUND_ROWS) == NULL) {
+		snprintf(why, size, "cannot connect to %s as %s: %s", name,
+		    p->user, mysql_error(c->m));
+		return why;
+	}
+	if ((galera = read_server(p, c)) < 0) {
+		snprintf(why, size, "%s did not answer: %s", name,
+		    mysql_error(c->m));
+		return why;
+	}
+	if (galera == 1 && !node_ready(c, state, sizeof(state))) {
+		snprintf(why, size, "%s is a Galera node that cannot serve: %s",
+		    name, state);
+		return why;
+	}
+	return prepare_all(p, c, name, why, size);
+}
+
 /*
- * Opens c on the first of p's servers that accepts it and, for a Galera
- * node, is synced: the list is a failover order, every connection starts
- * from its head.  Returns 0 or -1 (each failure logged, rate-limited).
+ * Opens c on the first of p's servers that accepts it, is synced if it
+ * is a Galera node, and prepares the statements: the list is a failover
+ * order, every connection starts from its head.  Returns 0 or -1 (each
+ * failure logged, rate-limited).
  */
 static int
 open_first(idem_mysql_pool *p, idem_mysql_conn *c)
 {
-	char name[IDEM_HOST_MAX + 16], why[80];
-	my_bool off = 0;
-	int galera;
+	char name[IDEM_HOST_MAX + 16], buf[1024];
+	const char *why;
 	size_t i;
 
 	for (i = 0; i < p->nends; i++) {
 		const idem_endpoint *e = &p->ends[i];
 
-		if ((c->m = mysql_init(NULL)) == NULL)
-			return -1;
-		mysql_options(c->m, MYSQL_OPT_CONNECT_TIMEOUT,
-		    &p->connect_timeout);
-		mysql_options(c->m, MYSQL_OPT_READ_TIMEOUT, &p->read_timeout);
-		mysql_options(c->m, MYSQL_OPT_WRITE_TIMEOUT, &p->write_timeout);
-		mysql_options(c->m, MYSQL_OPT_RECONNECT, &off);
-		mysql_options(c->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-		/* CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, so
-		 * an owner check never depends on whether a value changed */
-		if (mysql_real_connect(c->m, e->socket[0] != '\0' ? NULL :
-		    e->host, p->user, p->password, p->database, e->port,
-		    e->socket[0] != '\0' ? e->socket : NULL,
-		    CLIENT_FOUND_ROWS) == NULL) {
-			if (may_log(p))
-				idem_log(NULL, IDEM_LOG_ERROR, "mysql: cannot "
-				    "connect to %s as %s: %s%s", endpoint_name(e,
-				    name, sizeof(name)), p->user, mysql_error(c->m),
-				    i + 1 < p->nends ? "; trying the next host" :
-				    "");
-		} else if ((galera = read_server(p, c)) < 0 || (galera == 1 &&
-		    !node_ready(c, why, sizeof(why)))) {
-			if (galera < 0)
-				snprintf(why, sizeof(why), "%s", mysql_error(c->m));
-			if (may_log(p))
-				idem_log(NULL, IDEM_LOG_ERROR, "mysql: %s %s: %s%s",
-				    endpoint_name(e, name, sizeof(name)), galera < 0 ?
-				    "did not answer" : "is a Galera node that cannot "
-				    "serve", why,
-				    i + 1 < p->nends ? "; trying the next host" :
-				    "");
-		} else {
+		endpoint_name(e, name, sizeof(name));
+		if ((why = open_one(p, c, e, name, buf, sizeof(buf))) == NULL) {
+			c->end = (int)i;
+			c->opened_ms = idem_now_ms();
 			/* once per switch of host, not per connection */
 			if (atomic_exchange(&p->last_end, (int)i) != (int)i &&
 			    (i > 0 || p->nends > 1))
 				idem_log(NULL, i > 0 ? IDEM_LOG_WARN :
 				    IDEM_LOG_INFO, "mysql: connected to %s, host "
-				    "%zu of the list", endpoint_name(e, name,
-				    sizeof(name)), i + 1);
+				    "%zu of the list", name, i + 1);
 			return 0;
 		}
-		mysql_close(c->m);
-		c->m = NULL;
+		if (may_log(p))
+			idem_log(NULL, IDEM_LOG_ERROR, "mysql: %s%s", why,
+			    i + 1 < p->nends ? "; trying the next host" : "");
+		disconnect(p, c);
 	}
 	return -1;
 }
@@ -386,38 +433,6 @@ uint64_t
 idem_mysql_max_packet(idem_mysql_pool *p)
 {
 	return atomic_load(&p->max_packet);
-}
-
-/* Connects c and prepares the statements.  Returns 0 or -1 (logged). */
-static int
-connect_one(idem_mysql_pool *p, idem_mysql_conn *c)
-{
-	size_t i;
-
-	if (open_first(p, c) != 0) {
-		disconnect(p, c);
-		return -1;
-	}
-	if (p->init != NULL && mysql_query(c->m, p->init) != 0) {
-		if (may_log(p))
-			idem_log(NULL, IDEM_LOG_ERROR, "mysql: %s: %s", p->init,
-			    mysql_error(c->m));
-		disconnect(p, c);
-		return -1;
-	}
-	for (i = 0; i < p->nsql + p->nextra; i++) {
-		c->stmts[i] = mysql_stmt_init(c->m);
-		if (c->stmts[i] == NULL || mysql_stmt_prepare(c->stmts[i],
-		    stmt_sql(p, i), strlen(stmt_sql(p, i))) != 0) {
-			if (may_log(p))
-				idem_log(NULL, IDEM_LOG_ERROR, "mysql: cannot prepare "
-				    "statement %zu: %s", i, c->stmts[i] != NULL ?
-				    mysql_stmt_error(c->stmts[i]) : "out of memory");
-			disconnect(p, c);
-			return -1;
-		}
-	}
-	return 0;
 }
 
 idem_mysql_conn *
@@ -442,7 +457,7 @@ int
 idem_mysql_reconnect(idem_mysql_conn *c)
 {
 	disconnect(c->pool, c);
-	return connect_one(c->pool, c);
+	return open_first(c->pool, c);
 }
 
 int
@@ -479,7 +494,7 @@ idem_mysql_take(idem_mysql_pool *p)
 			    "(pool-size %u)", p->size);
 		return NULL;
 	}
-	if (c->m == NULL && connect_one(p, c) < 0) {
+	if (c->m == NULL && open_first(p, c) < 0) {
 		idem_mysql_put(p, c);
 		return NULL;
 	}
@@ -496,10 +511,31 @@ idem_mysql_tx_lost(idem_mysql_conn *c)
 	return lost;
 }
 
+/*
+ * Whether c, open on a host after the head of the list for at least
+ * [mysql] failback, should be closed so that its next use tries the head
+ * again: one connection of the pool per period, so a head that is still
+ * down costs one failed connect per period, not one per connection.
+ */
+static int
+fail_back(idem_mysql_pool *p, const idem_mysql_conn *c)
+{
+	unsigned long long now, next;
+
+	if (c->m == NULL || c->end == 0)
+		return 0;
+	now = idem_now_ms();
+	next = atomic_load(&p->next_failback);
+	if (now < next || now - c->opened_ms < p->failback_ms)
+		return 0;
+	return atomic_compare_exchange_strong(&p->next_failback, &next,
+	    now + p->failback_ms);
+}
+
 void
 idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c)
 {
-	if (c->broken)
+	if (c->broken || fail_back(p, c))
 		disconnect(p, c);
 	pthread_mutex_lock(&p->lock);
 	p->idle[p->nidle++] = c;

@@ -30,6 +30,9 @@ struct idem_mysql_conn {
 	int tx_mode;             /* autocommit is off (idem_mysql_tx_mode) */
 	int rolled_back;         /* a statement met a deadlock (1213): the
 	                          * server rolled the transaction back */
+	int end;                 /* the host it is open on: an index into
+	                          * the pool's failover list */
+	uint64_t opened_ms;      /* when it was opened (idem_now_ms) */
 	struct idem_mysql_pool *pool;  /* borrowed: the pool it belongs to */
 };
 

@@ -287,6 +287,19 @@ parse_host(const char *w, size_t len, unsigned def_port, idem_endpoint *e)
 	return NULL;
 }
 
+/* Whether e[n] names the same server as one of e[0..n-1]. */
+static int
+listed(const idem_endpoint *e, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (e[i].port == e[n].port && strcmp(e[i].socket, e[n].socket) ==
+		    0 && strcasecmp(e[i].host, e[n].host) == 0)
+			return 1;
+	return 0;
+}
+
 const char *
 idem_parse_endpoints(const char *s, int sockets, unsigned def_port,
     idem_endpoint *out, size_t *n)
@@ -312,6 +325,8 @@ idem_parse_endpoints(const char *s, int sockets, unsigned def_port,
 			out[*n].socket[len] = '\0';
 		} else if ((why = parse_host(w, len, def_port, &out[*n])) != NULL)
 			return why;
+		if (listed(out, *n))
+			return "a server is listed twice";
 		(*n)++;
 		w += len;
 	}

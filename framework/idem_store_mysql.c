@@ -33,6 +33,7 @@
 #include "idem_log.h"
 #include "idem_metrics.h"
 #include "idem_mysql.h"
+#include "idem_replay_cache.h"
 #include "idem_store.h"
 #include "idem_time.h"
 
@@ -51,13 +52,24 @@
 /* Rounds of a reserve whose row keeps vanishing under it. */
 #define RESERVE_ROUNDS 4
 
+/* The longest a committed answer is served from the replay cache */
+#define CACHE_HOLD_MS 60000
+
 enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY,
     S_LOOKUP, S_CENSUS, S_OLDEST, S_SELECT_LOCKED, NSTMT };
 
+/* Galera's causal read: the statement waits until the node has applied
+ * what the cluster committed before it (nothing without Galera). */
+#define CAUSAL "SET STATEMENT wsrep_sync_wait = 1 FOR "
+/* the lease's age and the time left until expires_at (NULL in flight;
+ * 0 or less: expired), in microseconds */
 #define SELECT_ROW "SELECT state, fingerprint, owner, request_id, " \
-    "TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), expires_at <= " NOW \
-    ", status, headers, body FROM idempotency_keys WHERE " PK
+    "TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), " \
+    "TIMESTAMPDIFF(MICROSECOND, " NOW ", expires_at), " \
+    "status, headers, body FROM idempotency_keys WHERE " PK
+/* a locking read: waits for a transaction that holds the row */
+#define SELECT_LOCKED SELECT_ROW " LOCK IN SHARE MODE"
 #define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
 #define AGE(col) "TIMESTAMPDIFF(MICROSECOND, " col ", " NOW ")"
 #define LOOKUP_ROW "SELECT state, fingerprint, owner, request_id, " \
@@ -109,25 +121,25 @@ static const char *const sql[NSTMT] = {
 	    "WHERE state = 'in_flight' ORDER BY reserved_at LIMIT 1",
 	/* waits (up to the store's lock wait, a second) for a transaction
 	 * holding the row to end: how an ambiguous COMMIT learns its
-	 * outcome; inside a transaction, a read that opens no snapshot */
-	[S_SELECT_LOCKED] = SELECT_ROW " LOCK IN SHARE MODE",
+	 * outcome; inside a transaction, a read that opens no snapshot.
+	 * Causal whatever causal-reads says (rare, and after a failover it
+	 * may run on a node that has not applied that COMMIT yet) */
+	[S_SELECT_LOCKED] = CAUSAL SELECT_LOCKED,
 };
 
 /*
  * With [mysql] causal-reads, the statements that decide (a reservation's
  * INSERT, see lock_wait_insert, and its read of the row it found: replay,
- * in flight or takeover; the read that learns a lost COMMIT's outcome;
- * idemfcgi-admin's show) wait until the node has applied what the cluster
- * committed before them (Galera's wsrep_sync_wait): a replay then never
+ * in flight or takeover; idemfcgi-admin's show; the read that learns a
+ * lost COMMIT's outcome always is) wait until the node has applied what
+ * the cluster committed before them (wsrep_sync_wait): a replay then never
  * answers IN_FLIGHT for a key another node has just committed.  (Inside a
  * transaction, past its first statement, Galera does not wait: the
  * transactional path's read is causal through its INSERT.)  Without
  * Galera the setting does nothing.
  */
-#define CAUSAL "SET STATEMENT wsrep_sync_wait = 1 FOR "
 static const char *const causal_sql[NSTMT] = {
 	[S_SELECT] = CAUSAL SELECT_ROW,
-	[S_SELECT_LOCKED] = CAUSAL SELECT_ROW " LOCK IN SHARE MODE",
 	[S_LOOKUP] = CAUSAL LOOKUP_ROW,
 };
 
@@ -146,6 +158,7 @@ store_sql(const idem_config *cfg, const char **out)
 typedef struct mysql_store {
 	idem_store base;
 	idem_mysql_pool *pool;
+	idem_replay_cache *cache;    /* committed answers; NULL: none */
 	/* sql with S_INSERT bounded by inflight-wait (see lock_wait_insert):
 	 * the statements of the pool */
 	const char *stmts[NSTMT];
@@ -352,6 +365,7 @@ typedef struct row {
 	char owner[IDEM_OWNER_MAX + 1];
 	char request_id[IDEM_RID_MAX + 1];
 	long long lease_age_us;
+	long long left_us;           /* committed: time left until it expires */
 	int status;
 	idem_stored_response resp;   /* committed: owned by the row */
 } row;
@@ -386,7 +400,7 @@ fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 	unsigned long len[9];
 	my_bool null[9];
 	char state[16];
-	long long expired = 0, status = 0;
+	long long left = 0, status = 0;
 	int rc;
 	idem_err err = IDEM_OK;
 
@@ -408,7 +422,7 @@ fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 	b[4].buffer_type = MYSQL_TYPE_LONGLONG;
 	b[4].buffer = &r->lease_age_us;
 	b[5].buffer_type = MYSQL_TYPE_LONGLONG;
-	b[5].buffer = &expired;
+	b[5].buffer = &left;
 	b[6].buffer_type = MYSQL_TYPE_LONGLONG;
 	b[6].buffer = &status;
 	b[7].buffer_type = MYSQL_TYPE_BLOB;   /* headers: length only */
@@ -436,7 +450,8 @@ fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 	r->owner[len[2] < IDEM_OWNER_MAX ? len[2] : IDEM_OWNER_MAX] = '\0';
 	r->request_id[len[3] < IDEM_RID_MAX ? len[3] : IDEM_RID_MAX] = '\0';
 	r->committed = strcmp(state, "committed") == 0;
-	r->expired = expired != 0;
+	r->left_us = null[5] ? 0 : left;
+	r->expired = !null[5] && left <= 0;
 	r->status = null[6] ? 0 : (int)status;
 	if (r->committed) {
 		r->resp.status = r->status;
@@ -533,17 +548,29 @@ p_takeover(params *p, const reserve_args *a, const char *old_owner)
 }
 
 /* Fills *out from a found row r that is live (not an expired committed
- * one): COMMITTED with its answer (moved out of r), or IN_FLIGHT with its
- * owner.  Returns whether it is an in-flight reservation of the same
+ * one), read at read_at (idem_now_ms before the statement): COMMITTED
+ * with its answer (moved out of r, and a copy kept in the replay cache),
+ * or IN_FLIGHT with its owner.  Returns whether it is an in-flight reservation of the same
  * request whose lease is older than inflight-ttl: one to take over. */
 static int
-found_row(const reserve_args *a, row *r, idem_reserve_result *out)
+found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_at,
+    idem_reserve_result *out)
 {
+	uint64_t left_ms;
+
 	memcpy(out->fingerprint, r->fp, 32);
 	if (r->committed) {
 		out->outcome = IDEM_RESERVE_COMMITTED;
 		out->response = r->resp;
 		memset(&r->resp, 0, sizeof(r->resp));
+		/* served until the time left, counted from before the read
+		 * (never past expires_at), and at most CACHE_HOLD_MS: what
+		 * the clocks' rates may drift apart, or a row changed by
+		 * hand, lasts no longer */
+		left_ms = (uint64_t)r->left_us / 1000;
+		idem_replay_cache_put(ms->cache, a->k, r->fp, &out->response,
+		    read_at + (left_ms < CACHE_HOLD_MS ? left_ms :
+		    CACHE_HOLD_MS));
 		return 0;
 	}
 	snprintf(out->owner, sizeof(out->owner), "%s", r->owner);
@@ -552,6 +579,21 @@ found_row(const reserve_args *a, row *r, idem_reserve_result *out)
 	    (uint64_t)r->lease_age_us / 1000 : 0;
 	out->outcome = IDEM_RESERVE_IN_FLIGHT;
 	return memcmp(r->fp, a->fp, 32) == 0 && r->lease_age_us > a->ttl_us;
+}
+
+/* Whether k's committed answer is in the replay cache: then *out is
+ * COMMITTED with it, counted as replay_cached, and no statement is sent. */
+static int
+cached(mysql_store *ms, const idem_store_key *k, idem_reserve_result *out)
+{
+	if (ms->cache == NULL || !idem_replay_cache_get(ms->cache, k,
+	    idem_now_ms(), out->fingerprint, &out->response))
+		return 0;
+	out->outcome = IDEM_RESERVE_COMMITTED;
+	if (ms->base.metrics != NULL)
+		idem_metrics_outcome(ms->base.metrics,
+		    IDEM_OUTCOME_REPLAY_CACHED, 1);
+	return 1;
 }
 
 static idem_err
@@ -563,11 +605,14 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 	reserve_args a = { k, fp, owner, request_id,
 	    (long long)lifetime_ms * 1000, (long long)inflight_ttl_ms * 1000 };
 	unsigned long long n;
+	uint64_t read_at;
 	int attempt, retried = 0;
 	params p;
 	row r;
 	idem_err err;
 
+	if (cached(ms, k, out))
+		return IDEM_OK;
 	/* a row that disappears or changes between statements sends us
 	 * round again; when it keeps doing so, others are reserving and
 	 * releasing this key as fast as we look: that is contention */
@@ -581,6 +626,7 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 			out->outcome = IDEM_RESERVE_ACQUIRED;
 			return IDEM_OK;
 		}
+		read_at = idem_now_ms();
 		if ((err = read_row(ms, k, &r)) != IDEM_OK)
 			return err;
 		if (!r.found)
@@ -601,7 +647,7 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 			}
 			continue;
 		}
-		if (found_row(&a, &r, out)) {
+		if (found_row(ms, &a, &r, read_at, out)) {
 			p_takeover(&p, &a, r.owner);
 			if ((err = exec_count(ms, S_TAKEOVER, &p, &n, NULL))
 			    != IDEM_OK)
@@ -1005,6 +1051,7 @@ my_close(idem_store *s)
 	mysql_store *ms = (mysql_store *)s;
 
 	idem_mysql_pool_free(ms->pool);
+	idem_replay_cache_free(ms->cache);
 	free(ms);
 }
 
@@ -1043,8 +1090,8 @@ idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
 	/* a locking read (the INSERT holds that lock already) opens no
 	 * snapshot: the handler's first read does, seeing what committed
 	 * before it */
-	tsql[T_SELECT] = cfg->mysql_causal_reads ?
-	    causal_sql[S_SELECT_LOCKED] : sql[S_SELECT_LOCKED];
+	tsql[T_SELECT] = cfg->mysql_causal_reads ? CAUSAL SELECT_LOCKED :
+	    SELECT_LOCKED;
 	tsql[T_TAKEOVER] = sql[S_TAKEOVER];
 	tsql[T_REUSE] = sql[S_REUSE];
 	tsql[T_COMMIT] = sql[S_COMMIT];
@@ -1098,12 +1145,16 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	reserve_args a = { k, fp, owner, request_id,
 	    (long long)lifetime_ms * 1000, (long long)inflight_ttl_ms * 1000 };
 	unsigned long long n;
+	uint64_t read_at;
 	unsigned e;
 	int attempt, first = 1;
 	params p;
 	row r;
 	idem_err err;
 
+	/* a cached answer opens no transaction */
+	if (k != NULL && cached(ms, k, out))
+		return IDEM_OK;
 	/* a round ends early when the row vanished or changed, or when
 	 * others hold it (a lock wait, a deadlock: racing takers each hold
 	 * a shared lock and want an exclusive one); after a random pause
@@ -1149,6 +1200,7 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 		 * read sees its latest committed state */
 		p_init(&p);
 		p_key(&p, k);
+		read_at = idem_now_ms();
 		if ((e = tx_exec(c, T_SELECT, &p, NULL)) != 0) {
 			if ((err = tx_failed(ms, c, T_SELECT, e)) != IDEM_ERR_BUSY)
 				return err;
@@ -1180,7 +1232,7 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 		 * (another route, or a node before this one took over); taken
 		 * over inside the transaction, its old owner's commit waits
 		 * for ours, then finds another owner */
-		if (found_row(&a, &r, out)) {
+		if (found_row(ms, &a, &r, read_at, out)) {
 			p_takeover(&p, &a, r.owner);
 			if ((e = tx_exec(c, T_TAKEOVER, &p, &n)) != 0) {
 				if ((err = tx_failed(ms, c, T_TAKEOVER, e)) !=
@@ -1380,7 +1432,9 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 		my_close(&ms->base);
 		return IDEM_ERR_STORE;
 	}
-	if ((err = set_limits(ms)) != IDEM_OK) {
+	if ((err = set_limits(ms)) != IDEM_OK ||
+	    (err = idem_replay_cache_new(cfg->mysql_replay_cache, &ms->cache))
+	    != IDEM_OK) {
 		my_close(&ms->base);
 		return err;
 	}

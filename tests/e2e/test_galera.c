@@ -662,6 +662,58 @@ failover_stream(void *arg)
 }
 
 /*
+ * The answers of a failover run: each 201, 503 (the store unavailable,
+ * within the timeouts) or 409 IN_FLIGHT, never CONFLICT; every key gets
+ * its answer on a retry, ran once (the testkit log a shares with b), and
+ * both its answers are of that one execution.
+ */
+static void
+check_failover_run(failover_run *f, harness *a)
+{
+	int i, j;
+
+	cr_assert_gt(f->n, 10, "too few keys sent: %d", f->n);
+	for (i = 0; i < f->n; i++)
+		for (j = 0; j < 2; j++) {
+			call *x = &f->c[i][j];
+			int tries;
+			cr_expect(x->status == 201 || x->status == 503 ||
+			    (x->status == 409 && strcmp(x->code,
+			    "IDEMPOTENCY_IN_FLIGHT") == 0), "key %d via %s: %d %s",
+			    i, j == 0 ? "b" : "a", x->status, x->code);
+			cr_expect(x->status != 409 || strcmp(x->code,
+			    "IDEMPOTENCY_CONFLICT") != 0);
+			for (tries = 0; tries < 300 && x->status != 201; tries++) {
+				call_sleep(20);
+				call_send(x);
+			}
+			cr_expect_eq(x->status, 201, "key %d never answered: %d "
+			    "%s", i, x->status, x->code);
+		}
+	for (i = 0; i < f->n; i++) {
+		size_t runs = harness_count_key(a, "/testkit/sleep/10",
+		    f->keys[i]);
+		cr_expect_eq(runs, 1, "key %d ran %zu times", i, runs);
+		cr_expect_str_eq(f->c[i][0].exec, f->c[i][1].exec,
+		    "key %d: two answers", i);
+	}
+}
+
+/* Whether h serves a new key and has logged a switch to host n of its
+ * list ("host N of the list"). */
+static int
+serves_on_host(harness *h, int n)
+{
+	char want[32];
+	call x = call_one(h->addr, "/testkit/sleep/10", call_key("gfo-on"),
+	    NULL);
+
+	cr_expect_eq(x.status, 201, "%d %s", x.status, x.code);
+	snprintf(want, sizeof(want), "host %d of the list", n);
+	return harness_logged(h, want);
+}
+
+/*
  * A Galera node killed under load: the idemfcgi on it fails over to the
  * next host of its list and serves again without a restart; meanwhile its
  * requests get 503 (the store unavailable, within the timeouts) or their
@@ -674,7 +726,6 @@ Test(scale, node_killed_under_load, .init = exclusive_turn, .timeout = 120)
 	harness a, b;
 	char log[128];
 	pthread_t t;
-	int i, j, failed_over = 0;
 
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-fo-%d.log",
 	    (int)getpid());
@@ -691,45 +742,92 @@ Test(scale, node_killed_under_load, .init = exclusive_turn, .timeout = 120)
 	call_sleep(1000);
 	atomic_store(&f.stop, 1);
 	pthread_join(t, NULL);
-	cr_assert_gt(f.n, 10, "too few keys sent: %d", f.n);
-
-	for (i = 0; i < f.n; i++)
-		for (j = 0; j < 2; j++) {
-			call *x = &f.c[i][j];
-			int tries;
-			cr_expect(x->status == 201 || x->status == 503 ||
-			    (x->status == 409 && strcmp(x->code,
-			    "IDEMPOTENCY_IN_FLIGHT") == 0), "key %d via %s: %d %s",
-			    i, j == 0 ? "node 3" : "node 1", x->status, x->code);
-			cr_expect(x->status != 409 || strcmp(x->code,
-			    "IDEMPOTENCY_CONFLICT") != 0);
-			/* every key gets its answer on a retry */
-			for (tries = 0; tries < 300 && x->status != 201; tries++) {
-				call_sleep(20);
-				call_send(x);
-			}
-			cr_expect_eq(x->status, 201, "key %d never answered: %d "
-			    "%s", i, x->status, x->code);
-		}
-	for (i = 0; i < f.n; i++) {
-		size_t runs = harness_count_key(&a, "/testkit/sleep/10",
-		    f.keys[i]);
-		cr_expect_eq(runs, 1, "key %d ran %zu times", i, runs);
-		cr_expect_str_eq(f.c[i][0].exec, f.c[i][1].exec,
-		    "key %d: two answers", i);
-	}
+	check_failover_run(&f, &a);
 	/* b serves through another node, without a restart */
-	{
-		call x = call_one(b.addr, "/testkit/sleep/10", call_key("gfo-after"),
-		    NULL);
-		cr_expect_eq(x.status, 201, "after the failover: %d %s", x.status,
-		    x.code);
-		failed_over = harness_logged(&b, "host 2 of the list") ||
-		    harness_logged(&b, "host 3 of the list");
-		cr_expect(failed_over, "no failover logged: %s", harness_log(&b));
-	}
+	cr_expect(serves_on_host(&b, 2) || serves_on_host(&b, 3),
+	    "no failover logged: %s", harness_log(&b));
 	cr_assert_eq(galera_start_node(&g, 3), 0);
 	cr_expect_eq(galera_size(&g, 1), 3);
+	cr_expect_eq(harness_stop(&a), 0);
+	cr_expect_eq(harness_stop(&b), 0);
+	unlink(log);
+}
+
+/* How many connections user idem has open on node i. */
+static int
+idem_connections(int i)
+{
+	char *n = galera_sql(&g, i, "SELECT COUNT(*) FROM "
+	    "information_schema.PROCESSLIST WHERE USER = 'idem'");
+	int count = n != NULL ? atoi(n) : -1;
+
+	free(n);
+	return count;
+}
+
+/*
+ * A node that leaves the primary component while it serves (cut off from
+ * the others: gmcast.isolate) stays up but answers 1047 to every
+ * statement.  The idemfcgi on it counts that as a lost connection and
+ * opens again on the next host, which is synced; no key runs twice, the
+ * gap gets 503 or answers.  When the node is back and synced, the pool
+ * fails back to it (one connection per [mysql] failback).
+ */
+Test(scale, node_leaves_primary_component, .init = exclusive_turn,
+    .timeout = 120)
+{
+	static failover_run f;
+	harness a, b;
+	char log[128], rest[1024], state[64], *text;
+	pthread_t t;
+	int i;
+
+	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-np-%d.log",
+	    (int)getpid());
+	unlink(log);
+	mysql_section(rest, sizeof(rest), "123", 8, "connect-timeout = 2s\n"
+	    "read-timeout = 10s\nwrite-timeout = 10s\nfailback = 1s\n");
+	cr_assert_eq(harness_start(&a, &(harness_opts){ .server = "threads = 8",
+	    .idem = "store = mysql\ninflight-ttl = 30s", .rest = rest,
+	    .testkit_log = log }), 0);
+	start_on_node(&b, 3, log, 0);
+	memset(&f, 0, sizeof(f));
+	f.a = &a;
+	f.b = &b;
+	pthread_create(&t, NULL, failover_stream, &f);
+	call_sleep(500);
+	free(galera_sql(&g, 1, "SET GLOBAL wsrep_provider_options = "
+	    "'gmcast.isolate=1'"));
+	/* the others suspect it after evs.suspect_timeout (5 s) */
+	for (i = 0; i < 150 && strcmp(galera_state(&g, 1, state,
+	    sizeof(state)), "Synced") == 0; i++)
+		call_sleep(100);
+	cr_expect_neq(i, 150, "node 1 stayed in the primary component");
+	call_sleep(1500);
+	atomic_store(&f.stop, 1);
+	pthread_join(t, NULL);
+	check_failover_run(&f, &a);
+	cr_expect(serves_on_host(&a, 2), "a did not fail over: %s",
+	    harness_log(&a));
+	cr_expect_eq(idem_connections(1), 0, "connections left on node 1");
+
+	free(galera_sql(&g, 1, "SET GLOBAL wsrep_provider_options = "
+	    "'gmcast.isolate=0'"));
+	cr_assert_eq(galera_await_size(&g, 1, 3, 20000), 0);
+	for (i = 0; i < 100 && strcmp(galera_state(&g, 1, state,
+	    sizeof(state)), "Synced") != 0; i++)
+		call_sleep(100);
+	/* fail-back: new keys through a until a connection is on node 1 */
+	for (i = 0; i < 50 && idem_connections(1) < 1; i++) {
+		cr_expect(serves_on_host(&a, 2));
+		call_sleep(200);
+	}
+	cr_expect_gt(idem_connections(1), 0, "a never failed back to node 1");
+	text = harness_log(&a);
+	/* logged at the start, and again on the way back */
+	cr_expect_geq(harness_occurrences(text != NULL ? text : "", "host 1 of "
+	    "the list"), 2, "%s", text);
+	free(text);
 	cr_expect_eq(harness_stop(&a), 0);
 	cr_expect_eq(harness_stop(&b), 0);
 	unlink(log);
@@ -810,6 +908,55 @@ Test(scale, killed_instance_taken_over_once, .init = exclusive_turn,
 	cr_expect_eq(harness_stop(&b), 0);
 	harness_stop(&a);
 	unlink(log);
+}
+
+/*
+ * A server that accepts the connection but cannot prepare the store's
+ * statements (here node 1, where user idem may only read: the REVOKE runs
+ * with wsrep_on off, so the other nodes keep their grants) is passed over
+ * like one that refuses it: the pool opens on the next host and serves.
+ */
+Test(scale, unprepared_node_passed_over, .init = exclusive_turn,
+    .timeout = 60)
+{
+	char text[1024], want[128], *log;
+	idem_config *cfg;
+	idem_store *s = NULL;
+	idem_store_key k = { .key_len = 0 };
+	idem_reserve_result r;
+	unsigned char fp[32] = { 1 };
+	harness_capture cap;
+
+	free(galera_sql(&g, 1, "SET SESSION wsrep_on = OFF; REVOKE INSERT, "
+	    "UPDATE, DELETE ON idem.* FROM 'idem'@'127.0.0.1'"));
+	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n");
+	mysql_section(text + strlen(text), sizeof(text) - strlen(text), "12",
+	    1, NULL);
+	cr_assert_eq(idem_config_load_string(text, "galera.conf", &cfg),
+	    IDEM_OK);
+	cr_assert_eq(harness_capture_level(&cap, IDEM_LOG_INFO), 0);
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	if (s != NULL) {
+		k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "%s",
+		    call_key("gprep"));
+		cr_expect_eq(idem_store_reserve(s, &k, fp, "o.1", "rid", 30000,
+		    60000, &r), IDEM_OK);
+		cr_expect_eq(r.outcome, IDEM_RESERVE_ACQUIRED);
+		idem_reserve_result_clear(&r);
+	}
+	log = harness_capture_end(&cap);
+	free(galera_sql(&g, 1, "SET SESSION wsrep_on = OFF; GRANT INSERT, "
+	    "UPDATE, DELETE ON idem.* TO 'idem'@'127.0.0.1'"));
+	cr_assert_not_null(log);
+	snprintf(want, sizeof(want), "127.0.0.1:%d: cannot prepare statement",
+	    g.port[0]);
+	cr_expect_not_null(strstr(log, want), "%s", log);
+	snprintf(want, sizeof(want), "connected to 127.0.0.1:%d, host 2 of "
+	    "the list", g.port[1]);
+	cr_expect_not_null(strstr(log, want), "%s", log);
+	free(log);
+	idem_store_close(s);
+	idem_config_free(cfg);
 }
 
 /* A node that is up but not synced (here desynced by hand, as a donor

@@ -14,14 +14,15 @@
 #include "mariadb.h"
 
 /* A first execution costs 2 statements (reserve, commit), a replay 2
- * (reserve, read), counted by the server. */
+ * (reserve, read), counted by the server; the replays after it are
+ * answered from the replay cache: none. */
 Test(mysql_statements, per_request)
 {
 	harness h;
 	mariadb m;
 	char key[64];
-	long long e0, e1, e2, p0, p2;
-	call c;
+	long long e0, e1, e2, e3, p0, p2, q1, q2, q3;
+	call c, d;
 
 	/* global counters: this server must serve this test alone */
 	cr_assert_eq(mariadb_start(&m), 0);
@@ -40,10 +41,27 @@ Test(mysql_statements, per_request)
 	cr_expect_str_eq(c.replayed, "true");
 	e2 = mariadb_status(&m, "Com_stmt_execute");
 	p2 = mariadb_status(&m, "Com_stmt_prepare");
+	/* Questions counts every statement, text ones too, and those of
+	 * reading it: the cost of reading it is q2 - q1 */
+	q1 = mariadb_status(&m, "Questions");
+	q2 = mariadb_status(&m, "Questions");
+	d = call_one(h.addr, "/testkit/echo", key, NULL);
+	cr_expect_str_eq(d.replayed, "true");
+	q3 = mariadb_status(&m, "Questions");
+	e3 = mariadb_status(&m, "Com_stmt_execute");
 	cr_expect_eq(e1 - e0, 2, "a first execution took %lld statements",
 	    e1 - e0);
 	cr_expect_eq(e2 - e1, 2, "a replay took %lld statements", e2 - e1);
+	cr_expect_eq(e3 - e2, 0, "a cached replay took %lld statements",
+	    e3 - e2);
+	cr_expect_eq(q3 - q2, q2 - q1, "a cached replay took %lld questions",
+	    (q3 - q2) - (q2 - q1));
 	cr_expect_eq(p2 - p0, 0, "statements were prepared again");
+	/* the same answer, whichever way it came */
+	cr_expect_eq(c.status, d.status);
+	cr_expect_str_eq(c.body_out, d.body_out);
+	cr_expect_str_eq(c.exec, d.exec);
+	cr_expect_str_eq(c.location, d.location);
 	harness_stop(&h);
 	mariadb_destroy(&m);
 }
@@ -57,7 +75,7 @@ Test(mysql_statements, per_transactional_request)
 {
 	harness h;
 	mariadb m;
-	long long e0, e1, e2, c0, c1, c2, r0, r1, r2;
+	long long e0, e1, e2, e3, c0, c1, c2, r0, r1, r2, r3;
 	call c;
 
 	cr_assert_eq(mariadb_start(&m), 0);
@@ -86,6 +104,14 @@ Test(mysql_statements, per_transactional_request)
 	cr_expect_eq(e2 - e1, 2, "a replay took %lld statements", e2 - e1);
 	cr_expect_eq(c2 - c1, 0);
 	cr_expect_eq(r2 - r1, 1, "a replay took %lld rollbacks", r2 - r1);
+	/* a cached replay opens no transaction */
+	c = call_one(h.addr, "/testkit/tx/201", "tx-rt", NULL);
+	cr_expect_str_eq(c.replayed, "true");
+	e3 = mariadb_status(&m, "Com_stmt_execute");
+	r3 = mariadb_status(&m, "Com_rollback");
+	cr_expect_eq(e3 - e2, 0, "a cached replay took %lld statements",
+	    e3 - e2);
+	cr_expect_eq(r3 - r2, 0);
 	harness_stop(&h);
 	mariadb_destroy(&m);
 }

@@ -647,4 +647,15 @@ Test(config, mysql_host_lists)
 	refused("[mysql]\nsocket = /a.sock rel.sock\n", "a socket is an "
 	    "absolute path");
 	refused("[mysql]\ncausal-reads = maybe\n", "expected true or false");
+	/* the same server twice, however spelled; a zone id is no address */
+	refused("[mysql]\nhost = db1 DB1:3306\n", "a server is listed twice");
+	refused("[mysql]\nhost = [::1] [::1]:3306\n", "listed twice");
+	refused("[mysql]\nsocket = /a.sock /a.sock\n", "listed twice");
+	refused("[mysql]\nhost = [fe80::1%eth0]\n", "a host is a name or an "
+	    "address");
+	cr_assert_eq(idem_config_load_string("[mysql]\nhost = db1 db1:3307\n"
+	    "failback = 2s\n", "t.conf", &cfg), IDEM_OK);
+	cr_expect_eq(cfg->mysql_failback, 2000);
+	idem_config_free(cfg);
+	refused("[mysql]\nfailback = 10ms\n", "[mysql] failback: bad value");
 }

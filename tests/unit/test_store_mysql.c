@@ -841,3 +841,117 @@ Test(mysql, causal_reads_on_a_plain_server)
 	idem_store_close(s);
 	idem_config_free(cfg);
 }
+
+/* ------------------------------------------------- the replay cache (16) */
+
+#include "idem_metrics.h"
+
+/* How many replays s's metrics counted as answered from the cache. */
+static double
+cached_replays(idem_metrics *m)
+{
+	size_t len;
+	char *text = idem_metrics_render(m, NULL, &len);
+	double v;
+
+	cr_assert_not_null(text);
+	v = harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{outcome=\"replay_cached\"}");
+	free(text);
+	return v;
+}
+
+/* Whether two answers are the same, byte for byte. */
+static int
+same_answer(const idem_stored_response *a, const idem_stored_response *b)
+{
+	return a->status == b->status && a->headers_len == b->headers_len &&
+	    a->body_len == b->body_len &&
+	    memcmp(a->headers, b->headers, a->headers_len) == 0 &&
+	    memcmp(a->body, b->body, a->body_len) == 0;
+}
+
+/*
+ * A replay answered from the replay cache is the database's answer, byte
+ * for byte (a binary body with NUL bytes, its headers, its status and
+ * fingerprint), as a store without the cache reads it; a request with
+ * another fingerprint gets the record's (the middleware's conflict); and
+ * once the record's lifetime is over the cache serves nothing: the key is
+ * reserved again.
+ */
+Test(mysql, replay_cache_same_answer_never_past_expiry, .timeout = 60)
+{
+	idem_config *cfg = config(2), *nocfg = config(2);
+	idem_store *s = NULL, *plain = NULL;
+	idem_metrics *m;
+	unsigned char fp[32] = { 3, 1, 4 }, fp2[32] = { 2, 7 };
+	idem_store_key k;
+	idem_reserve_result db, hit, other, via_plain;
+	char body[256];
+	idem_stored_response a = { .status = 201 };
+	int i;
+
+	nocfg->mysql_replay_cache = 0;
+	cr_assert_eq(idem_store_mysql_new(cfg, 2, &s), IDEM_OK);
+	cr_assert_eq(idem_store_mysql_new(nocfg, 2, &plain), IDEM_OK);
+	cr_assert_eq(idem_metrics_new(&m), IDEM_OK);
+	s->metrics = m;
+	for (i = 0; i < (int)sizeof(body); i++)
+		body[i] = (char)i;
+	a.headers = "Location: /things/1\r\nContent-Type: application/"
+	    "octet-stream\r\n";
+	a.headers_len = strlen(a.headers);
+	a.body = body;
+	a.body_len = sizeof(body);
+	memset(&k, 0, sizeof(k));
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "cache-%d-%ld",
+	    (int)getpid(), (long)time(NULL));
+	memset(&db, 0, sizeof(db));
+	cr_assert_eq(idem_store_reserve(s, &k, fp, "o1", "r1", 30000, 2000,
+	    &db), IDEM_OK);
+	cr_assert_eq(db.outcome, IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_commit(s, &k, "o1", &a, 2000), IDEM_OK);
+
+	/* the first replay reads the database, the second the cache */
+	cr_assert_eq(idem_store_reserve(s, &k, fp, "o2", "r2", 30000, 2000,
+	    &db), IDEM_OK);
+	cr_assert_eq(db.outcome, IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(cached_replays(m), 0);
+	memset(&hit, 0, sizeof(hit));
+	cr_assert_eq(idem_store_reserve(s, &k, fp, "o3", "r3", 30000, 2000,
+	    &hit), IDEM_OK);
+	cr_assert_eq(hit.outcome, IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(cached_replays(m), 1);
+	memset(&via_plain, 0, sizeof(via_plain));
+	cr_assert_eq(idem_store_reserve(plain, &k, fp, "o4", "r4", 30000, 2000,
+	    &via_plain), IDEM_OK);
+	cr_assert_eq(via_plain.outcome, IDEM_RESERVE_COMMITTED);
+	cr_expect(same_answer(&hit.response, &db.response));
+	cr_expect(same_answer(&hit.response, &via_plain.response));
+	cr_expect(same_answer(&hit.response, &a));
+	cr_expect_eq(memcmp(hit.fingerprint, fp, 32), 0);
+	cr_expect_eq(memcmp(via_plain.fingerprint, fp, 32), 0);
+	/* another request with the key: the record's fingerprint comes back */
+	memset(&other, 0, sizeof(other));
+	cr_assert_eq(idem_store_reserve(s, &k, fp2, "o5", "r5", 30000, 2000,
+	    &other), IDEM_OK);
+	cr_expect_eq(other.outcome, IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(memcmp(other.fingerprint, fp, 32), 0);
+	cr_expect_eq(cached_replays(m), 2);
+	idem_reserve_result_clear(&db);
+	idem_reserve_result_clear(&hit);
+	idem_reserve_result_clear(&other);
+	idem_reserve_result_clear(&via_plain);
+
+	/* past the lifetime (2 s from the commit): reserved again, once */
+	usleep(2200 * 1000);
+	cr_expect_eq(reserve_as(s, k.key, "o6"), IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(cached_replays(m), 2);
+	cr_expect_eq(reserve_as(plain, k.key, "o7"), IDEM_RESERVE_IN_FLIGHT);
+	s->metrics = NULL;
+	idem_metrics_free(m);
+	idem_store_close(s);
+	idem_store_close(plain);
+	idem_config_free(cfg);
+	idem_config_free(nocfg);
+}

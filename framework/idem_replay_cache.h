@@ -1,0 +1,57 @@
+/*
+ * idem_replay_cache.h - a bounded, process-local cache of committed
+ * answers, in front of the MySQL store.
+ *
+ * A committed record never changes until it expires (commit, release and
+ * takeover only touch in-flight records; purge and idemfcgi-admin only
+ * remove expired ones), so a replay may be answered from a copy with no
+ * statement at all.  Each entry holds the record's fingerprint (a
+ * different request with the key is still a conflict) and its answer, and
+ * is served only before its expiry, which the caller computes on the
+ * monotonic clock so that it is never later than the record's expires_at.
+ * Over max_bytes, the least recently used entries go first.  Thread-safe:
+ * one mutex per cache.
+ */
+#ifndef IDEM_REPLAY_CACHE_H
+#define IDEM_REPLAY_CACHE_H
+
+#include <stdint.h>
+
+#include "idem_store.h"
+
+typedef struct idem_replay_cache idem_replay_cache;
+
+/*
+ * A cache holding at most max_bytes of answers (headers and body; the
+ * bookkeeping of an entry, about 400 bytes, is counted too).  Returns
+ * IDEM_OK with *out (free with idem_replay_cache_free; max_bytes 0 gives
+ * NULL, no cache, which every function below accepts), or IDEM_ERR_NOMEM.
+ */
+idem_err idem_replay_cache_new(uint64_t max_bytes, idem_replay_cache **out);
+
+void idem_replay_cache_free(idem_replay_cache *c);
+
+/*
+ * Keeps a copy of resp (borrowed) under k (borrowed), with the record's
+ * fingerprint fp, to be served while idem_now_ms() < expires_ms.  An entry
+ * larger than an eighth of the cache is not kept; one already there for k
+ * is replaced.  Out of memory, nothing is kept.
+ */
+void idem_replay_cache_put(idem_replay_cache *c, const idem_store_key *k,
+    const unsigned char fp[32], const idem_stored_response *resp,
+    uint64_t expires_ms);
+
+/*
+ * Looks k up at now_ms (idem_now_ms).  On a live entry, fp gets the
+ * record's fingerprint and *resp a copy of its answer (caller frees with
+ * idem_stored_response_clear) and it returns 1; an expired entry is
+ * dropped.  Returns 0 when there is none (or no memory for the copy).
+ */
+int idem_replay_cache_get(idem_replay_cache *c, const idem_store_key *k,
+    uint64_t now_ms, unsigned char fp[32], idem_stored_response *resp);
+
+/* Entries and bytes held now (0 for no cache). */
+void idem_replay_cache_size(idem_replay_cache *c, uint64_t *entries,
+    uint64_t *bytes);
+
+#endif
