@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* out of memory, an entry is not kept (uthash sets its hh.tbl to NULL)
+ * rather than the process exiting */
+#define HASH_NONFATAL_OOM 1
 #include <uthash.h>
 #include <utlist.h>
 
@@ -113,6 +116,11 @@ idem_replay_cache_put(idem_replay_cache *c, const idem_store_key *k,
 	while (c->used != NULL && c->bytes + size > c->max_bytes)
 		drop(c, c->used);
 	HASH_ADD(hh, c->table, key[0], e->key_len, e);
+	if (e->hh.tbl == NULL) {
+		pthread_mutex_unlock(&c->lock);
+		free(e);
+		return;
+	}
 	DL_APPEND(c->used, e);
 	c->bytes += size;
 	c->entries++;

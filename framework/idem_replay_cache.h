@@ -7,8 +7,8 @@
  * remove expired ones), so a replay may be answered from a copy with no
  * statement at all.  Each entry holds the record's fingerprint (a
  * different request with the key is still a conflict) and its answer, and
- * is served only before its expiry, which the caller computes on the
- * monotonic clock so that it is never later than the record's expires_at.
+ * is served only before its expiry, which the caller computes so that it is
+ * never later than the record's expires_at.
  * Over max_bytes, the least recently used entries go first.  Thread-safe:
  * one mutex per cache.
  */
@@ -33,7 +33,8 @@ void idem_replay_cache_free(idem_replay_cache *c);
 
 /*
  * Keeps a copy of resp (borrowed) under k (borrowed), with the record's
- * fingerprint fp, to be served while idem_now_ms() < expires_ms.  An entry
+ * fingerprint fp, to be served while now < expires_ms (milliseconds on
+ * the caller's clock).  An entry
  * larger than an eighth of the cache is not kept; one already there for k
  * is replaced.  Out of memory, nothing is kept.
  */
@@ -42,7 +43,7 @@ void idem_replay_cache_put(idem_replay_cache *c, const idem_store_key *k,
     uint64_t expires_ms);
 
 /*
- * Looks k up at now_ms (idem_now_ms).  On a live entry, fp gets the
+ * Looks k up at now_ms (on the clock of the expiries given to put).  On a live entry, fp gets the
  * record's fingerprint and *resp a copy of its answer (caller frees with
  * idem_stored_response_clear) and it returns 1; an expired entry is
  * dropped.  Returns 0 when there is none (or no memory for the copy).

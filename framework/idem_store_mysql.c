@@ -62,8 +62,9 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
 /* Galera's causal read: the statement waits until the node has applied
  * what the cluster committed before it (nothing without Galera). */
 #define CAUSAL "SET STATEMENT wsrep_sync_wait = 1 FOR "
-/* the lease's age and the time left until expires_at (NULL in flight;
- * 0 or less: expired), in microseconds */
+/* the lease's age and the time left until expires_at (0 or less:
+ * expired; in flight, until the reservation's lifetime would end), in
+ * microseconds */
 #define SELECT_ROW "SELECT state, fingerprint, owner, request_id, " \
     "TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), " \
     "TIMESTAMPDIFF(MICROSECOND, " NOW ", expires_at), " \
@@ -404,6 +405,7 @@ fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 	int rc;
 	idem_err err = IDEM_OK;
 
+	r->found = 0;
 	memset(b, 0, sizeof(b));
 	memset(len, 0, sizeof(len));
 	memset(null, 0, sizeof(null));
@@ -451,6 +453,7 @@ fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 	r->request_id[len[3] < IDEM_RID_MAX ? len[3] : IDEM_RID_MAX] = '\0';
 	r->committed = strcmp(state, "committed") == 0;
 	r->left_us = null[5] ? 0 : left;
+	/* (r->found is 0 until a row is fetched: set at the top) */
 	r->expired = !null[5] && left <= 0;
 	r->status = null[6] ? 0 : (int)status;
 	if (r->committed) {
@@ -548,7 +551,7 @@ p_takeover(params *p, const reserve_args *a, const char *old_owner)
 }
 
 /* Fills *out from a found row r that is live (not an expired committed
- * one), read at read_at (idem_now_ms before the statement): COMMITTED
+ * one), read at read_at (idem_boot_ms before the statement): COMMITTED
  * with its answer (moved out of r, and a copy kept in the replay cache),
  * or IN_FLIGHT with its owner.  Returns whether it is an in-flight reservation of the same
  * request whose lease is older than inflight-ttl: one to take over. */
@@ -568,9 +571,10 @@ found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_at,
 		 * the clocks' rates may drift apart, or a row changed by
 		 * hand, lasts no longer */
 		left_ms = (uint64_t)r->left_us / 1000;
-		idem_replay_cache_put(ms->cache, a->k, r->fp, &out->response,
-		    read_at + (left_ms < CACHE_HOLD_MS ? left_ms :
-		    CACHE_HOLD_MS));
+		if (left_ms > 0)
+			idem_replay_cache_put(ms->cache, a->k, r->fp,
+			    &out->response, read_at + (left_ms < CACHE_HOLD_MS ?
+			    left_ms : CACHE_HOLD_MS));
 		return 0;
 	}
 	snprintf(out->owner, sizeof(out->owner), "%s", r->owner);
@@ -582,15 +586,19 @@ found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_at,
 }
 
 /* Whether k's committed answer is in the replay cache: then *out is
- * COMMITTED with it, counted as replay_cached, and no statement is sent. */
+ * COMMITTED with it and no statement is sent.  A replay (the request's
+ * fingerprint fp is the record's) is counted as replay_cached; another
+ * request is the middleware's conflict.  The cache's times are
+ * CLOCK_BOOTTIME: an entry also ages while the machine is suspended. */
 static int
-cached(mysql_store *ms, const idem_store_key *k, idem_reserve_result *out)
+cached(mysql_store *ms, const idem_store_key *k, const unsigned char fp[32],
+    idem_reserve_result *out)
 {
 	if (ms->cache == NULL || !idem_replay_cache_get(ms->cache, k,
-	    idem_now_ms(), out->fingerprint, &out->response))
+	    idem_boot_ms(), out->fingerprint, &out->response))
 		return 0;
 	out->outcome = IDEM_RESERVE_COMMITTED;
-	if (ms->base.metrics != NULL)
+	if (ms->base.metrics != NULL && memcmp(out->fingerprint, fp, 32) == 0)
 		idem_metrics_outcome(ms->base.metrics,
 		    IDEM_OUTCOME_REPLAY_CACHED, 1);
 	return 1;
@@ -611,7 +619,7 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 	row r;
 	idem_err err;
 
-	if (cached(ms, k, out))
+	if (cached(ms, k, fp, out))
 		return IDEM_OK;
 	/* a row that disappears or changes between statements sends us
 	 * round again; when it keeps doing so, others are reserving and
@@ -626,7 +634,7 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 			out->outcome = IDEM_RESERVE_ACQUIRED;
 			return IDEM_OK;
 		}
-		read_at = idem_now_ms();
+		read_at = idem_boot_ms();
 		if ((err = read_row(ms, k, &r)) != IDEM_OK)
 			return err;
 		if (!r.found)
@@ -1105,9 +1113,16 @@ tx_exec(idem_mysql_conn *c, int i, params *p, unsigned long long *affected)
 {
 	MYSQL_STMT *st = c->extra[i];
 
-	if (mysql_stmt_bind_param(st, p->b) != 0 || mysql_stmt_execute(st) != 0)
-		return mysql_stmt_errno(st) != 0 ? mysql_stmt_errno(st) :
+	unsigned err;
+
+	if (mysql_stmt_bind_param(st, p->b) != 0 || mysql_stmt_execute(st) != 0) {
+		err = mysql_stmt_errno(st) != 0 ? mysql_stmt_errno(st) :
 		    CR_UNKNOWN_ERROR;
+		/* a lost connection is known at once (the callers retry a
+		 * connection that died idle once, on a new one) */
+		idem_mysql_check(c, err);
+		return err;
+	}
 	if (affected != NULL)
 		*affected = mysql_stmt_affected_rows(st);
 	return 0;
@@ -1153,7 +1168,7 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	idem_err err;
 
 	/* a cached answer opens no transaction */
-	if (k != NULL && cached(ms, k, out))
+	if (k != NULL && cached(ms, k, fp, out))
 		return IDEM_OK;
 	/* a round ends early when the row vanished or changed, or when
 	 * others hold it (a lock wait, a deadlock: racing takers each hold
@@ -1200,7 +1215,7 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 		 * read sees its latest committed state */
 		p_init(&p);
 		p_key(&p, k);
-		read_at = idem_now_ms();
+		read_at = idem_boot_ms();
 		if ((e = tx_exec(c, T_SELECT, &p, NULL)) != 0) {
 			if ((err = tx_failed(ms, c, T_SELECT, e)) != IDEM_ERR_BUSY)
 				return err;

@@ -12,6 +12,10 @@
 /* Milliseconds of CLOCK_MONOTONIC. */
 uint64_t idem_now_ms(void);
 
+/* Milliseconds of CLOCK_BOOTTIME: like CLOCK_MONOTONIC, but it also runs
+ * while the machine is suspended (for what must expire in real time). */
+uint64_t idem_boot_ms(void);
+
 /* *ts = CLOCK_MONOTONIC now + ms (for pthread_cond_timedwait on a
  * condition variable set to CLOCK_MONOTONIC). */
 void idem_deadline(struct timespec *ts, uint64_t ms);

@@ -85,7 +85,9 @@ IDEM_API idem_mysql_conn *idem_request_tx(const idem_request *req);
 IDEM_API idem_mysql_conn *idem_mysql_get(idem_mysql_pool *p);
 
 /* Gives c (taken from idem_mysql_get) back to p; closes it when
- * idem_mysql_check saw it was lost, so the next taker reconnects. */
+ * idem_mysql_check saw it was lost, or to fail back to the head of the
+ * [mysql] host list (at most one connection of p per failback period),
+ * so the next taker reconnects.  Nothing may be left open on c. */
 IDEM_API void idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c);
 
 /* Statement i of c (in the order given to idem_app_mysql_pool), prepared;

@@ -48,10 +48,31 @@ now_ms(void)
 	return t.tv_sec * 1000.0 + t.tv_nsec / 1e6;
 }
 
+/* Waits up to ms milliseconds until every node is Synced in a cluster of
+ * three; returns 0, or -1 on timeout. */
+static int
+await_all_synced(int ms)
+{
+	char state[64];
+	int i, waited;
+
+	for (waited = 0; waited <= ms; waited += 100) {
+		for (i = 1; i <= 3; i++)
+			if (galera_size(&g, i) != 3 || strcmp(galera_state(&g, i,
+			    state, sizeof(state)), "Synced") != 0)
+				break;
+		if (i > 3)
+			return 0;
+		usleep(100 * 1000);
+	}
+	return -1;
+}
+
 /*
  * The program's cluster, and a turn on it: the tests that need all three
  * nodes share it, the one that kills a node has it alone.  The lock goes
- * with the test's process.
+ * with the test's process.  A test starts on a whole cluster, whatever
+ * the one before it did to a node.
  */
 static void
 take_turn(int how)
@@ -63,6 +84,7 @@ take_turn(int how)
 	snprintf(path, sizeof(path), "%s/turn.lock", g.dir);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	cr_assert(fd >= 0 && flock(fd, how) == 0);
+	cr_assert_eq(await_all_synced(60000), 0, "the cluster is not whole");
 }
 
 static void
@@ -813,12 +835,9 @@ Test(scale, node_leaves_primary_component, .init = exclusive_turn,
 
 	free(galera_sql(&g, 1, "SET GLOBAL wsrep_provider_options = "
 	    "'gmcast.isolate=0'"));
-	cr_assert_eq(galera_await_size(&g, 1, 3, 20000), 0);
-	for (i = 0; i < 100 && strcmp(galera_state(&g, 1, state,
-	    sizeof(state)), "Synced") != 0; i++)
-		call_sleep(100);
+	cr_assert_eq(await_all_synced(60000), 0, "node 1 did not come back");
 	/* fail-back: new keys through a until a connection is on node 1 */
-	for (i = 0; i < 50 && idem_connections(1) < 1; i++) {
+	for (i = 0; i < 100 && idem_connections(1) < 1; i++) {
 		cr_expect(serves_on_host(&a, 2));
 		call_sleep(200);
 	}
@@ -927,14 +946,15 @@ Test(scale, unprepared_node_passed_over, .init = exclusive_turn,
 	unsigned char fp[32] = { 1 };
 	harness_capture cap;
 
-	free(galera_sql(&g, 1, "SET SESSION wsrep_on = OFF; REVOKE INSERT, "
-	    "UPDATE, DELETE ON idem.* FROM 'idem'@'127.0.0.1'"));
 	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n");
 	mysql_section(text + strlen(text), sizeof(text) - strlen(text), "12",
 	    1, NULL);
 	cr_assert_eq(idem_config_load_string(text, "galera.conf", &cfg),
 	    IDEM_OK);
 	cr_assert_eq(harness_capture_level(&cap, IDEM_LOG_INFO), 0);
+	/* from here to the GRANT nothing may end the test */
+	free(galera_sql(&g, 1, "SET SESSION wsrep_on = OFF; REVOKE INSERT, "
+	    "UPDATE, DELETE ON idem.* FROM 'idem'@'127.0.0.1'"));
 	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
 	if (s != NULL) {
 		k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "%s",
