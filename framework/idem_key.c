@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,12 +103,41 @@ idem_key_parse(idem_key_format fmt, const char *header,
 	return IDEM_OK;
 }
 
+/* SHA-256, fetched once from the default provider (never freed: it
+ * lives as long as the process, as EVP_sha256()'s does). */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+/* Fetches sha256_md (pthread_once). */
+static void
+sha256_fetch(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+/* The SHA-256 to digest with.  EVP_sha256() would make OpenSSL 3 fetch
+ * the implementation again on every digest, a third of a fingerprint's
+ * instructions; this one is fetched once.  Returns it, or EVP_sha256()
+ * should the fetch have failed. */
+static const EVP_MD *
+sha256(void)
+{
+	pthread_once(&sha256_once, sha256_fetch);
+	return sha256_md != NULL ? sha256_md : EVP_sha256();
+}
+
+void
+idem_sha256_init(void)
+{
+	(void)sha256();
+}
+
 idem_err
 idem_sha256(const void *data, size_t len, unsigned char out[32])
 {
 	unsigned int n = 32;
 
-	return EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) == 1 ?
+	return EVP_Digest(data, len, out, &n, sha256(), NULL) == 1 ?
 	    IDEM_OK : IDEM_ERR_NOMEM;
 }
 
@@ -216,6 +246,132 @@ idem_json_canonical(const char *text, size_t len)
 		out = json_dumps(j, DUMP_FLAGS | JSON_SORT_KEYS);
 	json_decref(j);
 	return out;
+}
+
+/* The depth of nesting up to which idem_json_is_canonical looks; a
+ * deeper text is left to idem_json_canonical. */
+#define AS_IS_DEPTH 32
+
+/* A JSON string at s[*i] (its opening quote) of printable ASCII with no
+ * escape, which a dump writes back as it is: sets *str and *n to its
+ * content and *i past it.  Returns 1, or 0 for any other string. */
+static int
+as_is_string(const char *s, size_t len, size_t *i, const char **str,
+    size_t *n)
+{
+	size_t j;
+
+	for (j = *i + 1; j < len && s[j] != '"'; j++)
+		if ((unsigned char)s[j] < 0x20 || (unsigned char)s[j] > 0x7e ||
+		    s[j] == '\\')
+			return 0;
+	if (j >= len)
+		return 0;
+	*str = s + *i + 1;
+	*n = j - *i - 1;
+	*i = j + 1;
+	return 1;
+}
+
+/* Whether s[*i] starts the literal lit (true, false, null); advances *i
+ * past it. */
+static int
+as_is_literal(const char *s, size_t len, size_t *i, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if (len - *i < n || memcmp(s + *i, lit, n) != 0)
+		return 0;
+	*i += n;
+	return 1;
+}
+
+/*
+ * Whether the JSON value at s[*i] is written as its canonical dump writes
+ * it (see idem_json_is_canonical), depth the containers around it;
+ * advances *i past it.  Returns 1, or 0 when it is not, or may not be.
+ */
+static int
+as_is_value(const char *s, size_t len, size_t *i, int depth)
+{
+	const char *key, *prev = NULL;
+	size_t klen, plen = 0, start = *i;
+	int c;
+
+	if (*i >= len)
+		return 0;
+	switch (s[*i]) {
+	case '"':
+		return as_is_string(s, len, i, &key, &klen);
+	case 't':
+		return as_is_literal(s, len, i, "true");
+	case 'f':
+		return as_is_literal(s, len, i, "false");
+	case 'n':
+		return as_is_literal(s, len, i, "null");
+	case '[':
+		if (depth >= AS_IS_DEPTH)
+			return 0;
+		if (++(*i) < len && s[*i] == ']') {
+			(*i)++;
+			return 1;
+		}
+		for (;;) {
+			if (!as_is_value(s, len, i, depth + 1) || *i >= len)
+				return 0;
+			if (s[(*i)++] == ']')
+				return 1;
+			if (s[*i - 1] != ',')
+				return 0;
+		}
+	case '{':
+		if (depth >= AS_IS_DEPTH)
+			return 0;
+		if (++(*i) < len && s[*i] == '}') {
+			(*i)++;
+			return 1;
+		}
+		for (;;) {
+			if (*i >= len || s[*i] != '"' ||
+			    !as_is_string(s, len, i, &key, &klen))
+				return 0;
+			/* keys strictly ascending, as a sorted dump writes
+			 * them (bytewise, a prefix first): no duplicate */
+			c = prev == NULL ? -1 :
+			    memcmp(prev, key, plen < klen ? plen : klen);
+			if (c > 0 || (c == 0 && plen >= klen))
+				return 0;
+			prev = key;
+			plen = klen;
+			if (*i >= len || s[(*i)++] != ':' ||
+			    !as_is_value(s, len, i, depth + 1) || *i >= len)
+				return 0;
+			if (s[(*i)++] == '}')
+				return 1;
+			if (s[*i - 1] != ',')
+				return 0;
+		}
+	default:
+		/* a plain integer only (see plain_integer), not followed by
+		 * a fraction or an exponent */
+		if (s[*i] == '-')
+			(*i)++;
+		while (*i < len && s[*i] >= '0' && s[*i] <= '9')
+			(*i)++;
+		if (*i < len && (s[*i] == '.' || s[*i] == 'e' || s[*i] == 'E'))
+			return 0;
+		return *i > start && plain_integer(s + start, *i - start);
+	}
+}
+
+int
+idem_json_is_canonical(const char *text, size_t len)
+{
+	size_t i = 0;
+
+	if (len == 0 || (text[0] != '{' && text[0] != '['))
+		return 0;
+	return as_is_value(text, len, &i, 0) && i == len;
 }
 
 /* A query pair: its text, the length of its name, its place. */
@@ -357,10 +513,46 @@ idem_media_type(const char *ctype, int *json)
 	return out;
 }
 
+/* The fingerprint's input on its way to the digest: gathered in buf and
+ * handed over when it is full, so a small request is one update. */
+typedef struct fp_input {
+	EVP_MD_CTX *ctx;
+	int ok;                   /* 0 once an update failed */
+	size_t used;
+	unsigned char buf[512];
+} fp_input;
+
+/* Hands what in has gathered to the digest. */
+static void
+fp_flush(fp_input *in)
+{
+	if (in->used > 0 && EVP_DigestUpdate(in->ctx, in->buf, in->used) != 1)
+		in->ok = 0;
+	in->used = 0;
+}
+
+/* Appends len bytes to the input; a piece larger than buf goes to the
+ * digest directly (the digest of the whole is the same either way). */
+static void
+fp_put(fp_input *in, const void *data, size_t len)
+{
+	if (len > sizeof(in->buf) - in->used) {
+		fp_flush(in);
+		if (len >= sizeof(in->buf)) {
+			if (EVP_DigestUpdate(in->ctx, data, len) != 1)
+				in->ok = 0;
+			return;
+		}
+	}
+	if (len > 0)
+		memcpy(in->buf + in->used, data, len);
+	in->used += len;
+}
+
 /* Feeds n to the digest as a LEB128 varint: self-delimiting, and one
  * byte below 128, so a small request stays within two SHA-256 blocks. */
-static int
-put_len(EVP_MD_CTX *ctx, uint64_t n)
+static void
+put_len(fp_input *in, uint64_t n)
 {
 	unsigned char b[10];
 	size_t i = 0;
@@ -372,21 +564,21 @@ put_len(EVP_MD_CTX *ctx, uint64_t n)
 			b[i] |= 0x80;
 		i++;
 	} while (n != 0);
-	return EVP_DigestUpdate(ctx, b, i) == 1;
+	fp_put(in, b, i);
 }
 
 /* Feeds one length-prefixed field to the digest. */
-static int
-field(EVP_MD_CTX *ctx, const void *data, size_t len)
+static void
+field(fp_input *in, const void *data, size_t len)
 {
-	return put_len(ctx, len) &&
-	    (len == 0 || EVP_DigestUpdate(ctx, data, len) == 1);
+	put_len(in, len);
+	fp_put(in, data, len);
 }
 
 idem_err
 idem_fingerprint(const idem_request *req, unsigned char out[32])
 {
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	fp_input in;
 	const char *tmpl = req->route != NULL ? req->route->tmpl : "";
 	char *query = idem_query_canonical(req->query);
 	size_t blen, i;
@@ -394,26 +586,37 @@ idem_fingerprint(const idem_request *req, unsigned char out[32])
 	int json;
 	char *media = idem_media_type(idem_request_header(req, "Content-Type"),
 	    &json);
-	char *canon = json ? idem_json_canonical(body, blen) : NULL;
+	/* a body already in its canonical form need not be parsed and
+	 * written again: the same bytes either way */
+	int as_is = json && idem_json_is_canonical(body, blen);
+	char *canon = json && !as_is ? idem_json_canonical(body, blen) : NULL;
+	const char *jbody = as_is ? body : canon;
 	unsigned int n = 32;
 	int ok;
 
-	ok = ctx != NULL && query != NULL && media != NULL &&
-	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-	    field(ctx, req->method, strlen(req->method)) &&
-	    field(ctx, tmpl, strlen(tmpl)) &&
-	    /* each decoded segment apart: "a%2Fb/c" is not "a/b%2Fc" */
-	    put_len(ctx, req->nsegs);
-	for (i = 0; ok && i < req->nsegs; i++)
-		ok = field(ctx, req->segs[i], strlen(req->segs[i]));
-	ok = ok && field(ctx, query, strlen(query)) &&
-	    field(ctx, media, strlen(media)) &&
-	    /* a canonical JSON body is marked so it never equals raw bytes */
-	    field(ctx, canon != NULL ? "J" : "B", 1) &&
-	    field(ctx, canon != NULL ? canon : body,
-	    canon != NULL ? strlen(canon) : blen) &&
-	    EVP_DigestFinal_ex(ctx, out, &n) == 1;
-	EVP_MD_CTX_free(ctx);
+	in.ctx = EVP_MD_CTX_new();
+	in.ok = 1;
+	in.used = 0;
+	ok = in.ctx != NULL && query != NULL && media != NULL &&
+	    EVP_DigestInit_ex(in.ctx, sha256(), NULL) == 1;
+	if (ok) {
+		field(&in, req->method, strlen(req->method));
+		field(&in, tmpl, strlen(tmpl));
+		/* each decoded segment apart: "a%2Fb/c" is not "a/b%2Fc" */
+		put_len(&in, req->nsegs);
+		for (i = 0; i < req->nsegs; i++)
+			field(&in, req->segs[i], strlen(req->segs[i]));
+		field(&in, query, strlen(query));
+		field(&in, media, strlen(media));
+		/* a canonical JSON body is marked so it never equals raw
+		 * bytes */
+		field(&in, jbody != NULL ? "J" : "B", 1);
+		field(&in, jbody != NULL ? jbody : body, as_is ? blen :
+		    canon != NULL ? strlen(canon) : blen);
+		fp_flush(&in);
+		ok = in.ok && EVP_DigestFinal_ex(in.ctx, out, &n) == 1;
+	}
+	EVP_MD_CTX_free(in.ctx);
 	free(query);
 	free(media);
 	free(canon);

@@ -92,6 +92,7 @@ idem_middleware_new(const idem_config *cfg, idem_store *store,
 	faults = getenv("IDEMFCGI_TEST_FAULTS");
 	mw->faults = faults != NULL && strcmp(faults, "1") == 0;
 	idem_random_id(mw->instance);
+	idem_sha256_init();
 	*out = mw;
 	return IDEM_OK;
 }
