@@ -549,12 +549,12 @@ fp_put(fp_input *in, const void *data, size_t len)
 	in->used += len;
 }
 
-/* Feeds n to the digest as a LEB128 varint: self-delimiting, and one
- * byte below 128, so a small request stays within two SHA-256 blocks. */
-static void
-put_len(fp_input *in, uint64_t n)
+/* Writes n as a LEB128 varint to b (10 bytes at most): self-delimiting,
+ * and one byte below 128, so a small request stays within two SHA-256
+ * blocks.  Returns the bytes written. */
+static size_t
+leb128(unsigned char *b, uint64_t n)
 {
-	unsigned char b[10];
 	size_t i = 0;
 
 	do {
@@ -564,15 +564,71 @@ put_len(fp_input *in, uint64_t n)
 			b[i] |= 0x80;
 		i++;
 	} while (n != 0);
-	fp_put(in, b, i);
+	return i;
+}
+
+/* Feeds n to the digest as a LEB128 varint. */
+static void
+put_len(fp_input *in, uint64_t n)
+{
+	unsigned char b[10];
+
+	fp_put(in, b, leb128(b, n));
 }
 
 /* Feeds one length-prefixed field to the digest. */
 static void
 field(fp_input *in, const void *data, size_t len)
 {
+	/* the usual small field straight into the buffer */
+	if (len <= sizeof(in->buf) - 10 - in->used) {
+		in->used += leb128(in->buf + in->used, len);
+		if (len > 0)
+			memcpy(in->buf + in->used, data, len);
+		in->used += len;
+		return;
+	}
 	put_len(in, len);
 	fp_put(in, data, len);
+}
+
+/* The key of each thread's digest context, made once. */
+static pthread_key_t ctx_key;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+static int ctx_key_ok;
+
+/* Frees a thread's digest context when the thread ends. */
+static void
+ctx_free(void *ctx)
+{
+	EVP_MD_CTX_free(ctx);
+}
+
+/* Makes ctx_key (pthread_once). */
+static void
+ctx_key_make(void)
+{
+	ctx_key_ok = pthread_key_create(&ctx_key, ctx_free) == 0;
+}
+
+/* The calling thread's digest context, made on its first use and kept
+ * for the next fingerprint (a context costs an allocation, and its
+ * setup for SHA-256 more), or NULL when out of memory. */
+static EVP_MD_CTX *
+thread_ctx(void)
+{
+	EVP_MD_CTX *ctx;
+
+	pthread_once(&ctx_once, ctx_key_make);
+	if (!ctx_key_ok)
+		return NULL;
+	if ((ctx = pthread_getspecific(ctx_key)) == NULL &&
+	    (ctx = EVP_MD_CTX_new()) != NULL &&
+	    pthread_setspecific(ctx_key, ctx) != 0) {
+		EVP_MD_CTX_free(ctx);
+		ctx = NULL;
+	}
+	return ctx;
 }
 
 idem_err
@@ -580,7 +636,8 @@ idem_fingerprint(const idem_request *req, unsigned char out[32])
 {
 	fp_input in;
 	const char *tmpl = req->route != NULL ? req->route->tmpl : "";
-	char *query = idem_query_canonical(req->query);
+	const char *query = req->query;
+	char *sorted = NULL;
 	size_t blen, i;
 	const char *body = idem_request_body(req, &blen);
 	int json;
@@ -594,7 +651,10 @@ idem_fingerprint(const idem_request *req, unsigned char out[32])
 	unsigned int n = 32;
 	int ok;
 
-	in.ctx = EVP_MD_CTX_new();
+	/* a query of one pair, or none, is its own canonical form */
+	if (strchr(query, '&') != NULL)
+		query = sorted = idem_query_canonical(req->query);
+	in.ctx = thread_ctx();
 	in.ok = 1;
 	in.used = 0;
 	ok = in.ctx != NULL && query != NULL && media != NULL &&
@@ -616,8 +676,7 @@ idem_fingerprint(const idem_request *req, unsigned char out[32])
 		fp_flush(&in);
 		ok = in.ok && EVP_DigestFinal_ex(in.ctx, out, &n) == 1;
 	}
-	EVP_MD_CTX_free(in.ctx);
-	free(query);
+	free(sorted);
 	free(media);
 	free(canon);
 	return ok ? IDEM_OK : IDEM_ERR_NOMEM;
