@@ -461,17 +461,15 @@ idem_query_canonical(const char *query)
 	return out;
 }
 
-char *
-idem_media_type(const char *ctype, int *json)
+/* Writes the media type of the Content-Type value p to out (room for
+ * strlen(p) + 1 bytes) and sets *json: idem_media_type without the
+ * allocation. */
+static void
+media_type_into(const char *p, char *out, int *json)
 {
-	const char *p = ctype != NULL ? ctype : "";
 	size_t n = 0, type_len;
 	int quoted = 0;
-	char *out;
 
-	*json = 0;
-	if ((out = malloc(strlen(p) + 1)) == NULL)
-		return NULL;
 	while (is_ows(*p))
 		p++;
 	for (; *p != '\0' && *p != ';'; p++)
@@ -510,6 +508,17 @@ idem_media_type(const char *ctype, int *json)
 	*json = (type_len == 16 && memcmp(out, "application/json", 16) == 0) ||
 	    (type_len > 5 && memchr(out, '/', type_len - 5) != NULL &&
 	    memcmp(out + type_len - 5, "+json", 5) == 0);
+}
+
+char *
+idem_media_type(const char *ctype, int *json)
+{
+	const char *p = ctype != NULL ? ctype : "";
+	char *out;
+
+	*json = 0;
+	if ((out = malloc(strlen(p) + 1)) != NULL)
+		media_type_into(p, out, json);
 	return out;
 }
 
@@ -641,16 +650,27 @@ idem_fingerprint(const idem_request *req, unsigned char out[32])
 	size_t blen, i;
 	const char *body = idem_request_body(req, &blen);
 	int json;
-	char *media = idem_media_type(idem_request_header(req, "Content-Type"),
-	    &json);
+	/* idem_request_header(req, "Content-Type"), its CGI name known */
+	const char *ctype = idem_request_env(req, "CONTENT_TYPE");
+	/* the usual short media type is written here, not allocated */
+	char small[128], *heap = NULL, *media = small;
+	const char *jbody;
+	char *canon = NULL;
+	unsigned int n = 32;
+	int ok, as_is;
+
+	if (ctype == NULL)
+		ctype = "";
+	if (strlen(ctype) < sizeof(small))
+		media_type_into(ctype, small, &json);
+	else if ((media = heap = idem_media_type(ctype, &json)) == NULL)
+		json = 0;
 	/* a body already in its canonical form need not be parsed and
 	 * written again: the same bytes either way */
-	int as_is = json && idem_json_is_canonical(body, blen);
-	char *canon = json && !as_is ? idem_json_canonical(body, blen) : NULL;
-	const char *jbody = as_is ? body : canon;
-	unsigned int n = 32;
-	int ok;
-
+	as_is = json && idem_json_is_canonical(body, blen);
+	if (json && !as_is)
+		canon = idem_json_canonical(body, blen);
+	jbody = as_is ? body : canon;
 	/* a query of one pair, or none, is its own canonical form */
 	if (strchr(query, '&') != NULL)
 		query = sorted = idem_query_canonical(req->query);
@@ -677,7 +697,7 @@ idem_fingerprint(const idem_request *req, unsigned char out[32])
 		ok = in.ok && EVP_DigestFinal_ex(in.ctx, out, &n) == 1;
 	}
 	free(sorted);
-	free(media);
+	free(heap);
 	free(canon);
 	return ok ? IDEM_OK : IDEM_ERR_NOMEM;
 }

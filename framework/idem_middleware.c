@@ -899,7 +899,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next)
 {
 	const idem_config *cfg = mw->cfg;
-	const char *key = idem_request_header(req, "Idempotency-Key");
+	/* idem_request_header(req, "Idempotency-Key"), its CGI name known */
+	const char *key = idem_request_env(req, "HTTP_IDEMPOTENCY_KEY");
 	static const char *const formats[] = { "1 to 255 visible ASCII "
 	    "characters", "a UUID in its 36-character form", "a UUIDv7 "
 	    "(RFC 9562) in its 36-character form" };
