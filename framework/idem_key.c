@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,12 +103,41 @@ idem_key_parse(idem_key_format fmt, const char *header,
 	return IDEM_OK;
 }
 
+/* SHA-256, fetched once from the default provider (never freed: it
+ * lives as long as the process, as EVP_sha256()'s does). */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+/* Fetches sha256_md (pthread_once). */
+static void
+sha256_fetch(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+/* The SHA-256 to digest with.  EVP_sha256() would make OpenSSL 3 fetch
+ * the implementation again on every digest, a third of a fingerprint's
+ * instructions; this one is fetched once.  Returns it, or EVP_sha256()
+ * should the fetch have failed. */
+static const EVP_MD *
+sha256(void)
+{
+	pthread_once(&sha256_once, sha256_fetch);
+	return sha256_md != NULL ? sha256_md : EVP_sha256();
+}
+
+void
+idem_sha256_init(void)
+{
+	(void)sha256();
+}
+
 idem_err
 idem_sha256(const void *data, size_t len, unsigned char out[32])
 {
 	unsigned int n = 32;
 
-	return EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) == 1 ?
+	return EVP_Digest(data, len, out, &n, sha256(), NULL) == 1 ?
 	    IDEM_OK : IDEM_ERR_NOMEM;
 }
 
@@ -218,6 +248,132 @@ idem_json_canonical(const char *text, size_t len)
 	return out;
 }
 
+/* The depth of nesting up to which idem_json_is_canonical looks; a
+ * deeper text is left to idem_json_canonical. */
+#define AS_IS_DEPTH 32
+
+/* A JSON string at s[*i] (its opening quote) of printable ASCII with no
+ * escape, which a dump writes back as it is: sets *str and *n to its
+ * content and *i past it.  Returns 1, or 0 for any other string. */
+static int
+as_is_string(const char *s, size_t len, size_t *i, const char **str,
+    size_t *n)
+{
+	size_t j;
+
+	for (j = *i + 1; j < len && s[j] != '"'; j++)
+		if ((unsigned char)s[j] < 0x20 || (unsigned char)s[j] > 0x7e ||
+		    s[j] == '\\')
+			return 0;
+	if (j >= len)
+		return 0;
+	*str = s + *i + 1;
+	*n = j - *i - 1;
+	*i = j + 1;
+	return 1;
+}
+
+/* Whether s[*i] starts the literal lit (true, false, null); advances *i
+ * past it. */
+static int
+as_is_literal(const char *s, size_t len, size_t *i, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if (len - *i < n || memcmp(s + *i, lit, n) != 0)
+		return 0;
+	*i += n;
+	return 1;
+}
+
+/*
+ * Whether the JSON value at s[*i] is written as its canonical dump writes
+ * it (see idem_json_is_canonical), depth the containers around it;
+ * advances *i past it.  Returns 1, or 0 when it is not, or may not be.
+ */
+static int
+as_is_value(const char *s, size_t len, size_t *i, int depth)
+{
+	const char *key, *prev = NULL;
+	size_t klen, plen = 0, start = *i;
+	int c;
+
+	if (*i >= len)
+		return 0;
+	switch (s[*i]) {
+	case '"':
+		return as_is_string(s, len, i, &key, &klen);
+	case 't':
+		return as_is_literal(s, len, i, "true");
+	case 'f':
+		return as_is_literal(s, len, i, "false");
+	case 'n':
+		return as_is_literal(s, len, i, "null");
+	case '[':
+		if (depth >= AS_IS_DEPTH)
+			return 0;
+		if (++(*i) < len && s[*i] == ']') {
+			(*i)++;
+			return 1;
+		}
+		for (;;) {
+			if (!as_is_value(s, len, i, depth + 1) || *i >= len)
+				return 0;
+			if (s[(*i)++] == ']')
+				return 1;
+			if (s[*i - 1] != ',')
+				return 0;
+		}
+	case '{':
+		if (depth >= AS_IS_DEPTH)
+			return 0;
+		if (++(*i) < len && s[*i] == '}') {
+			(*i)++;
+			return 1;
+		}
+		for (;;) {
+			if (*i >= len || s[*i] != '"' ||
+			    !as_is_string(s, len, i, &key, &klen))
+				return 0;
+			/* keys strictly ascending, as a sorted dump writes
+			 * them (bytewise, a prefix first): no duplicate */
+			c = prev == NULL ? -1 :
+			    memcmp(prev, key, plen < klen ? plen : klen);
+			if (c > 0 || (c == 0 && plen >= klen))
+				return 0;
+			prev = key;
+			plen = klen;
+			if (*i >= len || s[(*i)++] != ':' ||
+			    !as_is_value(s, len, i, depth + 1) || *i >= len)
+				return 0;
+			if (s[(*i)++] == '}')
+				return 1;
+			if (s[*i - 1] != ',')
+				return 0;
+		}
+	default:
+		/* a plain integer only (see plain_integer), not followed by
+		 * a fraction or an exponent */
+		if (s[*i] == '-')
+			(*i)++;
+		while (*i < len && s[*i] >= '0' && s[*i] <= '9')
+			(*i)++;
+		if (*i < len && (s[*i] == '.' || s[*i] == 'e' || s[*i] == 'E'))
+			return 0;
+		return *i > start && plain_integer(s + start, *i - start);
+	}
+}
+
+int
+idem_json_is_canonical(const char *text, size_t len)
+{
+	size_t i = 0;
+
+	if (len == 0 || (text[0] != '{' && text[0] != '['))
+		return 0;
+	return as_is_value(text, len, &i, 0) && i == len;
+}
+
 /* A query pair: its text, the length of its name, its place. */
 typedef struct qpair {
 	const char *s;
@@ -305,17 +461,15 @@ idem_query_canonical(const char *query)
 	return out;
 }
 
-char *
-idem_media_type(const char *ctype, int *json)
+/* Writes the media type of the Content-Type value p to out (room for
+ * strlen(p) + 1 bytes) and sets *json: idem_media_type without the
+ * allocation. */
+static void
+media_type_into(const char *p, char *out, int *json)
 {
-	const char *p = ctype != NULL ? ctype : "";
 	size_t n = 0, type_len;
 	int quoted = 0;
-	char *out;
 
-	*json = 0;
-	if ((out = malloc(strlen(p) + 1)) == NULL)
-		return NULL;
 	while (is_ows(*p))
 		p++;
 	for (; *p != '\0' && *p != ';'; p++)
@@ -354,15 +508,62 @@ idem_media_type(const char *ctype, int *json)
 	*json = (type_len == 16 && memcmp(out, "application/json", 16) == 0) ||
 	    (type_len > 5 && memchr(out, '/', type_len - 5) != NULL &&
 	    memcmp(out + type_len - 5, "+json", 5) == 0);
+}
+
+char *
+idem_media_type(const char *ctype, int *json)
+{
+	const char *p = ctype != NULL ? ctype : "";
+	char *out;
+
+	*json = 0;
+	if ((out = malloc(strlen(p) + 1)) != NULL)
+		media_type_into(p, out, json);
 	return out;
 }
 
-/* Feeds n to the digest as a LEB128 varint: self-delimiting, and one
- * byte below 128, so a small request stays within two SHA-256 blocks. */
-static int
-put_len(EVP_MD_CTX *ctx, uint64_t n)
+/* The fingerprint's input on its way to the digest: gathered in buf and
+ * handed over when it is full, so a small request is one update. */
+typedef struct fp_input {
+	EVP_MD_CTX *ctx;
+	int ok;                   /* 0 once an update failed */
+	size_t used;
+	unsigned char buf[512];
+} fp_input;
+
+/* Hands what in has gathered to the digest. */
+static void
+fp_flush(fp_input *in)
 {
-	unsigned char b[10];
+	if (in->used > 0 && EVP_DigestUpdate(in->ctx, in->buf, in->used) != 1)
+		in->ok = 0;
+	in->used = 0;
+}
+
+/* Appends len bytes to the input; a piece larger than buf goes to the
+ * digest directly (the digest of the whole is the same either way). */
+static void
+fp_put(fp_input *in, const void *data, size_t len)
+{
+	if (len > sizeof(in->buf) - in->used) {
+		fp_flush(in);
+		if (len >= sizeof(in->buf)) {
+			if (EVP_DigestUpdate(in->ctx, data, len) != 1)
+				in->ok = 0;
+			return;
+		}
+	}
+	if (len > 0)
+		memcpy(in->buf + in->used, data, len);
+	in->used += len;
+}
+
+/* Writes n as a LEB128 varint to b (10 bytes at most): self-delimiting,
+ * and one byte below 128, so a small request stays within two SHA-256
+ * blocks.  Returns the bytes written. */
+static size_t
+leb128(unsigned char *b, uint64_t n)
+{
 	size_t i = 0;
 
 	do {
@@ -372,50 +573,131 @@ put_len(EVP_MD_CTX *ctx, uint64_t n)
 			b[i] |= 0x80;
 		i++;
 	} while (n != 0);
-	return EVP_DigestUpdate(ctx, b, i) == 1;
+	return i;
+}
+
+/* Feeds n to the digest as a LEB128 varint. */
+static void
+put_len(fp_input *in, uint64_t n)
+{
+	unsigned char b[10];
+
+	fp_put(in, b, leb128(b, n));
 }
 
 /* Feeds one length-prefixed field to the digest. */
-static int
-field(EVP_MD_CTX *ctx, const void *data, size_t len)
+static void
+field(fp_input *in, const void *data, size_t len)
 {
-	return put_len(ctx, len) &&
-	    (len == 0 || EVP_DigestUpdate(ctx, data, len) == 1);
+	/* the usual small field straight into the buffer */
+	if (len <= sizeof(in->buf) - 10 - in->used) {
+		in->used += leb128(in->buf + in->used, len);
+		if (len > 0)
+			memcpy(in->buf + in->used, data, len);
+		in->used += len;
+		return;
+	}
+	put_len(in, len);
+	fp_put(in, data, len);
+}
+
+/* The key of each thread's digest context, made once. */
+static pthread_key_t ctx_key;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+static int ctx_key_ok;
+
+/* Frees a thread's digest context when the thread ends. */
+static void
+ctx_free(void *ctx)
+{
+	EVP_MD_CTX_free(ctx);
+}
+
+/* Makes ctx_key (pthread_once). */
+static void
+ctx_key_make(void)
+{
+	ctx_key_ok = pthread_key_create(&ctx_key, ctx_free) == 0;
+}
+
+/* The calling thread's digest context, made on its first use and kept
+ * for the next fingerprint (a context costs an allocation, and its
+ * setup for SHA-256 more), or NULL when out of memory. */
+static EVP_MD_CTX *
+thread_ctx(void)
+{
+	EVP_MD_CTX *ctx;
+
+	pthread_once(&ctx_once, ctx_key_make);
+	if (!ctx_key_ok)
+		return NULL;
+	if ((ctx = pthread_getspecific(ctx_key)) == NULL &&
+	    (ctx = EVP_MD_CTX_new()) != NULL &&
+	    pthread_setspecific(ctx_key, ctx) != 0) {
+		EVP_MD_CTX_free(ctx);
+		ctx = NULL;
+	}
+	return ctx;
 }
 
 idem_err
 idem_fingerprint(const idem_request *req, unsigned char out[32])
 {
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	fp_input in;
 	const char *tmpl = req->route != NULL ? req->route->tmpl : "";
-	char *query = idem_query_canonical(req->query);
+	const char *query = req->query;
+	char *sorted = NULL;
 	size_t blen, i;
 	const char *body = idem_request_body(req, &blen);
 	int json;
-	char *media = idem_media_type(idem_request_header(req, "Content-Type"),
-	    &json);
-	char *canon = json ? idem_json_canonical(body, blen) : NULL;
+	/* idem_request_header(req, "Content-Type"), its CGI name known */
+	const char *ctype = idem_request_env(req, "CONTENT_TYPE");
+	/* the usual short media type is written here, not allocated */
+	char small[128], *heap = NULL, *media = small;
+	const char *jbody;
+	char *canon = NULL;
 	unsigned int n = 32;
-	int ok;
+	int ok, as_is;
 
-	ok = ctx != NULL && query != NULL && media != NULL &&
-	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-	    field(ctx, req->method, strlen(req->method)) &&
-	    field(ctx, tmpl, strlen(tmpl)) &&
-	    /* each decoded segment apart: "a%2Fb/c" is not "a/b%2Fc" */
-	    put_len(ctx, req->nsegs);
-	for (i = 0; ok && i < req->nsegs; i++)
-		ok = field(ctx, req->segs[i], strlen(req->segs[i]));
-	ok = ok && field(ctx, query, strlen(query)) &&
-	    field(ctx, media, strlen(media)) &&
-	    /* a canonical JSON body is marked so it never equals raw bytes */
-	    field(ctx, canon != NULL ? "J" : "B", 1) &&
-	    field(ctx, canon != NULL ? canon : body,
-	    canon != NULL ? strlen(canon) : blen) &&
-	    EVP_DigestFinal_ex(ctx, out, &n) == 1;
-	EVP_MD_CTX_free(ctx);
-	free(query);
-	free(media);
+	if (ctype == NULL)
+		ctype = "";
+	if (strlen(ctype) < sizeof(small))
+		media_type_into(ctype, small, &json);
+	else if ((media = heap = idem_media_type(ctype, &json)) == NULL)
+		json = 0;
+	/* a body already in its canonical form need not be parsed and
+	 * written again: the same bytes either way */
+	as_is = json && idem_json_is_canonical(body, blen);
+	if (json && !as_is)
+		canon = idem_json_canonical(body, blen);
+	jbody = as_is ? body : canon;
+	/* a query of one pair, or none, is its own canonical form */
+	if (strchr(query, '&') != NULL)
+		query = sorted = idem_query_canonical(req->query);
+	in.ctx = thread_ctx();
+	in.ok = 1;
+	in.used = 0;
+	ok = in.ctx != NULL && query != NULL && media != NULL &&
+	    EVP_DigestInit_ex(in.ctx, sha256(), NULL) == 1;
+	if (ok) {
+		field(&in, req->method, strlen(req->method));
+		field(&in, tmpl, strlen(tmpl));
+		/* each decoded segment apart: "a%2Fb/c" is not "a/b%2Fc" */
+		put_len(&in, req->nsegs);
+		for (i = 0; i < req->nsegs; i++)
+			field(&in, req->segs[i], strlen(req->segs[i]));
+		field(&in, query, strlen(query));
+		field(&in, media, strlen(media));
+		/* a canonical JSON body is marked so it never equals raw
+		 * bytes */
+		field(&in, jbody != NULL ? "J" : "B", 1);
+		field(&in, jbody != NULL ? jbody : body, as_is ? blen :
+		    canon != NULL ? strlen(canon) : blen);
+		fp_flush(&in);
+		ok = in.ok && EVP_DigestFinal_ex(in.ctx, out, &n) == 1;
+	}
+	free(sorted);
+	free(heap);
 	free(canon);
 	return ok ? IDEM_OK : IDEM_ERR_NOMEM;
 }

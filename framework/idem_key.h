@@ -33,6 +33,10 @@ int idem_key_valid(idem_key_format fmt, const char *key, size_t len);
 idem_err idem_key_parse(idem_key_format fmt, const char *header,
     char out[IDEM_KEY_MAX + 1], size_t *len);
 
+/* Makes OpenSSL ready for idem_sha256 and fingerprints (its one-time
+ * initialisation), so that no request pays for it.  Idempotent. */
+void idem_sha256_init(void);
+
 /* SHA-256 of len bytes into out.  Returns IDEM_OK or IDEM_ERR_NOMEM. */
 idem_err idem_sha256(const void *data, size_t len, unsigned char out[32]);
 
@@ -56,6 +60,16 @@ idem_err idem_fingerprint(const idem_request *req, unsigned char out[32]);
  * any digit never share a canonical form.
  */
 char *idem_json_canonical(const char *text, size_t len);
+
+/*
+ * Whether a JSON text (len bytes) is its own canonical form: whether
+ * idem_json_canonical would return exactly these bytes.  Answers only for
+ * what it can tell without parsing into a tree (an object or array of
+ * ASCII strings without escapes, plain integers, literals, sorted keys,
+ * no white space, at most 32 deep); 0 otherwise, which means "not known",
+ * not "not canonical".
+ */
+int idem_json_is_canonical(const char *text, size_t len);
 
 /*
  * The query with its '&'-separated pairs sorted by name (the part before

@@ -378,8 +378,9 @@ idem_leases_add(idem_leases *ls, idem_lease_job job, const idem_request *req,
 		return NULL;
 	l->job = job;
 	l->key = *k;
-	snprintf(l->owner, sizeof(l->owner), "%s", owner);
-	snprintf(l->request_id, sizeof(l->request_id), "%s", req->request_id);
+	idem_copy_string(l->owner, sizeof(l->owner), owner);
+	idem_copy_string(l->request_id, sizeof(l->request_id),
+	    req->request_id);
 	if (req->route != NULL) {
 		l->method = req->route->method;
 		l->route = req->route->tmpl;

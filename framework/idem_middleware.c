@@ -92,6 +92,7 @@ idem_middleware_new(const idem_config *cfg, idem_store *store,
 	faults = getenv("IDEMFCGI_TEST_FAULTS");
 	mw->faults = faults != NULL && strcmp(faults, "1") == 0;
 	idem_random_id(mw->instance);
+	idem_sha256_init();
 	*out = mw;
 	return IDEM_OK;
 }
@@ -212,17 +213,27 @@ refuse_store_unavailable(idem_response *res)
  * client's cookie, the time, the request id), the hop-by-hop ones (RFC 9110
  * section 7.6.1), and the replay marker, which replay adds itself.
  */
-static const char *const never_stored[] = { "Set-Cookie", "Date",
-    "X-Request-Id", "Connection", "Keep-Alive", "Proxy-Connection",
-    "Transfer-Encoding", "Upgrade", "TE", "Trailer", IDEM_REPLAYED_HEADER };
+static const struct {
+	const char *name;
+	size_t len;
+} never_stored[] = {
+#define NAME(s) { s, sizeof(s) - 1 }
+	NAME("Set-Cookie"), NAME("Date"), NAME("X-Request-Id"),
+	NAME("Connection"), NAME("Keep-Alive"), NAME("Proxy-Connection"),
+	NAME("Transfer-Encoding"), NAME("Upgrade"), NAME("TE"),
+	NAME("Trailer"), NAME(IDEM_REPLAYED_HEADER)
+#undef NAME
+};
 
 int
 idem_header_stored(const idem_config *cfg, const char *name)
 {
-	size_t i;
+	size_t i, len = strlen(name);
 
+	/* names of another length cannot be equal */
 	for (i = 0; i < sizeof(never_stored) / sizeof(never_stored[0]); i++)
-		if (strcasecmp(name, never_stored[i]) == 0)
+		if (len == never_stored[i].len &&
+		    strcasecmp(name, never_stored[i].name) == 0)
 			return 0;
 	for (i = 0; cfg != NULL && i < cfg->nreplay_omit; i++)
 		if (strcasecmp(name, cfg->replay_omit[i]) == 0)
@@ -230,30 +241,56 @@ idem_header_stored(const idem_config *cfg, const char *name)
 	return 1;
 }
 
-char *
-idem_headers_serialize(const idem_config *cfg, const idem_response *res,
-    size_t *len)
+/* The bytes idem_headers_write may need for res, its NUL included. */
+static size_t
+headers_size(const idem_response *res)
 {
-	size_t i, kept = 0, size = 1;
-	char *out, *p;
+	size_t i, size = 1;
 
 	for (i = 0; i < res->nheaders; i++)
 		size += strlen(res->headers[i].name) +
 		    strlen(res->headers[i].value) + 4;
-	if ((out = malloc(size)) == NULL)
-		return NULL;
-	p = out;
+	return size;
+}
+
+/* Writes the stored headers of res to out (headers_size(res) bytes):
+ * "Name: value\r\n" each, and a NUL.  Returns the length written. */
+static size_t
+headers_write(const idem_config *cfg, const idem_response *res, char *out)
+{
+	size_t i, kept = 0, n;
+	char *p = out;
+
 	for (i = 0; i < res->nheaders && kept < IDEM_MAX_HEADERS; i++) {
 		const idem_header *h = &res->headers[i];
 		/* what replay would refuse is never stored */
 		if (!idem_response_header_ok(h->name, h->value) ||
 		    !idem_header_stored(cfg, h->name))
 			continue;
-		p += sprintf(p, "%s: %s\r\n", h->name, h->value);
+		n = strlen(h->name);
+		memcpy(p, h->name, n);
+		p += n;
+		*p++ = ':';
+		*p++ = ' ';
+		n = strlen(h->value);
+		memcpy(p, h->value, n);
+		p += n;
+		*p++ = '\r';
+		*p++ = '\n';
 		kept++;
 	}
 	*p = '\0';
-	*len = (size_t)(p - out);
+	return (size_t)(p - out);
+}
+
+char *
+idem_headers_serialize(const idem_config *cfg, const idem_response *res,
+    size_t *len)
+{
+	char *out = malloc(headers_size(res));
+
+	if (out != NULL)
+		*len = headers_write(cfg, res, out);
 	return out;
 }
 
@@ -266,15 +303,20 @@ static idem_err
 replay(const idem_config *cfg, const idem_stored_response *sr,
     idem_response *res)
 {
-	char *copy, *line, *save = NULL;
+	/* the usual few headers are cut up here, not in an allocation */
+	char small[1024], *copy = small, *heap = NULL, *line, *save = NULL;
 	idem_err err = IDEM_OK;
 
 	idem_response_clear(res);
 	if ((err = idem_response_status(res, sr->status)) != IDEM_OK)
 		return err;
-	if ((copy = strndup(sr->headers != NULL ? sr->headers : "",
-	    sr->headers_len)) == NULL)
+	if (sr->headers_len >= sizeof(small) &&
+	    (copy = heap = malloc(sr->headers_len + 1)) == NULL)
 		return IDEM_ERR_NOMEM;
+	/* up to the first NUL, as a C string would be */
+	copy[0] = '\0';
+	if (sr->headers != NULL)
+		strncat(copy, sr->headers, sr->headers_len);
 	for (line = strtok_r(copy, "\r\n", &save); line != NULL && err == IDEM_OK;
 	    line = strtok_r(NULL, "\r\n", &save)) {
 		char *colon = strchr(line, ':');
@@ -288,7 +330,7 @@ replay(const idem_config *cfg, const idem_stored_response *sr,
 		err = idem_response_header(res, line,
 		    colon[1] == ' ' ? colon + 2 : colon + 1);
 	}
-	free(copy);
+	free(heap);
 	if (err == IDEM_OK)
 		err = idem_response_framework_header(res, IDEM_REPLAYED_HEADER,
 		    "true");
@@ -554,13 +596,18 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 	const char *why;
 	idem_stored_response sr, sub, *tried = &sr;
 	stand_in_buf *buf = NULL;
+	/* the usual few headers are written here, not allocated */
+	char small[1024], *heap = NULL;
+	size_t size = headers_size(res);
 	idem_err err;
 
 	memset(&sr, 0, sizeof(sr));
 	sr.status = res->status;
 	sr.body = res->body;
 	sr.body_len = res->len;
-	sr.headers = idem_headers_serialize(mw->cfg, res, &sr.headers_len);
+	sr.headers = size <= sizeof(small) ? small : (heap = malloc(size));
+	if (sr.headers != NULL)
+		sr.headers_len = headers_write(mw->cfg, res, sr.headers);
 	if (sr.headers == NULL)
 		why = "out of memory";
 	else
@@ -602,7 +649,7 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 		    "commit failed: %s; a retry after inflight-ttl runs again",
 		    idem_strerror(err));
 	}
-	free(sr.headers);
+	free(heap);
 	free(buf);
 }
 
@@ -837,11 +884,14 @@ idem_middleware_plain(idem_middleware *mw, idem_request *req,
 static void
 new_owner(const idem_middleware *mw, char *owner)
 {
-	char rnd[33];
+	/* the instance id is at most 16 bytes: 16 + 1 + 32 fit */
+	size_t n = strlen(mw->instance);
 
-	idem_random_id(rnd);
-	idem_random_id(rnd + 16);
-	snprintf(owner, IDEM_OWNER_MAX + 1, "%s.%s", mw->instance, rnd);
+	_Static_assert(sizeof(mw->instance) + 33 <= IDEM_OWNER_MAX + 1,
+	    "an owner token holds the instance id and 32 hex digits");
+	memcpy(owner, mw->instance, n);
+	owner[n] = '.';
+	idem_random_hex(owner + n + 1, 16);
 }
 
 void
@@ -849,7 +899,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next)
 {
 	const idem_config *cfg = mw->cfg;
-	const char *key = idem_request_header(req, "Idempotency-Key");
+	/* idem_request_header(req, "Idempotency-Key"), its CGI name known */
+	const char *key = idem_request_env(req, "HTTP_IDEMPOTENCY_KEY");
 	static const char *const formats[] = { "1 to 255 visible ASCII "
 	    "characters", "a UUID in its 36-character form", "a UUIDv7 "
 	    "(RFC 9562) in its 36-character form" };

@@ -37,8 +37,10 @@ idem_request_env(const idem_request *req, const char *name)
 
 	if (req->envp == NULL)
 		return NULL;
+	/* the first byte before the call: most variables differ there */
 	for (p = req->envp; *p != NULL; p++)
-		if (strncmp(*p, name, len) == 0 && (*p)[len] == '=')
+		if ((len == 0 || (*p)[0] == name[0]) &&
+		    strncmp(*p, name, len) == 0 && (*p)[len] == '=')
 			return *p + len + 1;
 	return NULL;
 }

@@ -228,9 +228,14 @@ allow_add(char *allow, size_t allowlen, size_t *used, const char *method)
 		if ((p == allow || p[-1] == ' ') &&
 		    (p[len] == ',' || p[len] == '\0'))
 			return;
-	if (*used + len + 3 < allowlen)
-		*used += (size_t)snprintf(allow + *used, allowlen - *used,
-		    "%s%s", *used > 0 ? ", " : "", method);
+	if (*used + len + 3 < allowlen) {
+		if (*used > 0) {
+			memcpy(allow + *used, ", ", 2);
+			*used += 2;
+		}
+		memcpy(allow + *used, method, len + 1);
+		*used += len;
+	}
 }
 
 idem_err

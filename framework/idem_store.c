@@ -236,3 +236,12 @@ idem_stored_response_copy(idem_stored_response *dst,
 	dst->body_len = src->body_len;
 	return IDEM_OK;
 }
+
+void
+idem_copy_string(char *dst, size_t size, const char *src)
+{
+	size_t n = strnlen(src, size - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}

@@ -302,6 +302,9 @@ void idem_stored_response_clear(idem_stored_response *resp);
 /* A deep copy of src into dst.  Returns IDEM_OK or IDEM_ERR_NOMEM. */
 idem_err idem_stored_response_copy(idem_stored_response *dst,
     const idem_stored_response *src);
+/* Copies the string src into dst (size bytes, at least 1), cut to fit
+ * as snprintf would cut it: owner tokens and request ids. */
+void idem_copy_string(char *dst, size_t size, const char *src);
 
 /*
  * The in-memory store: one process, thread-safe, bounded by max_entries.

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -73,6 +74,38 @@ find(memory_store *ms, const idem_store_key *k)
 	return r;
 }
 
+/* Copies src into dst in one allocation: the headers, a NUL, the body, a
+ * NUL (freed with answer_free).  Returns IDEM_OK or IDEM_ERR_NOMEM. */
+static idem_err
+answer_copy(idem_stored_response *dst, const idem_stored_response *src)
+{
+	char *block;
+
+	if (src->body_len > SIZE_MAX - 2 - src->headers_len ||
+	    (block = malloc(src->headers_len + src->body_len + 2)) == NULL)
+		return IDEM_ERR_NOMEM;
+	dst->status = src->status;
+	dst->headers = block;
+	dst->headers_len = src->headers_len;
+	dst->body = block + src->headers_len + 1;
+	dst->body_len = src->body_len;
+	if (src->headers_len > 0)
+		memcpy(dst->headers, src->headers, src->headers_len);
+	dst->headers[src->headers_len] = '\0';
+	if (src->body_len > 0)
+		memcpy(dst->body, src->body, src->body_len);
+	dst->body[src->body_len] = '\0';
+	return IDEM_OK;
+}
+
+/* Frees an answer answer_copy made, and zeroes it. */
+static void
+answer_free(idem_stored_response *a)
+{
+	free(a->headers);
+	memset(a, 0, sizeof(*a));
+}
+
 /* Removes r from the table (and the committed list) and frees it. */
 static void
 drop(memory_store *ms, record *r)
@@ -83,7 +116,7 @@ drop(memory_store *ms, record *r)
 	else
 		ms->in_flight--;
 	ms->count--;
-	idem_stored_response_clear(&r->resp);
+	answer_free(&r->resp);
 	free(r);
 }
 
@@ -164,8 +197,9 @@ mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 		}
 		make_key(&r->k, k);
 		memcpy(r->fp, fp, 32);
-		snprintf(r->owner, sizeof(r->owner), "%s", owner);
-		snprintf(r->request_id, sizeof(r->request_id), "%s", request_id);
+		idem_copy_string(r->owner, sizeof(r->owner), owner);
+		idem_copy_string(r->request_id, sizeof(r->request_id),
+		    request_id);
 		r->reserved_at = now;
 		r->lease_at = now;
 		r->expires_at = now + lifetime_ms;
@@ -182,15 +216,15 @@ mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 		if (idem_stored_response_copy(&out->response, &r->resp) != IDEM_OK)
 			err = IDEM_ERR_STORE;
 	} else {
-		snprintf(out->owner, sizeof(out->owner), "%s", r->owner);
-		snprintf(out->request_id, sizeof(out->request_id), "%s",
+		idem_copy_string(out->owner, sizeof(out->owner), r->owner);
+		idem_copy_string(out->request_id, sizeof(out->request_id),
 		    r->request_id);
 		out->lease_age_ms = now - r->lease_at;
 		out->outcome = IDEM_RESERVE_IN_FLIGHT;
 		if (memcmp(r->fp, fp, 32) == 0 &&
 		    out->lease_age_ms > inflight_ttl_ms) {
-			snprintf(r->owner, sizeof(r->owner), "%s", owner);
-			snprintf(r->request_id, sizeof(r->request_id), "%s",
+			idem_copy_string(r->owner, sizeof(r->owner), owner);
+			idem_copy_string(r->request_id, sizeof(r->request_id),
 			    request_id);
 			r->lease_at = now;
 			r->expires_at = now + lifetime_ms;
@@ -221,12 +255,12 @@ mem_commit(idem_store *s, const idem_store_key *k, const char *owner,
 	record *r;
 
 	/* copy before taking the lock, to hold it briefly */
-	if (idem_stored_response_copy(&copy, resp) != IDEM_OK)
+	if (answer_copy(&copy, resp) != IDEM_OK)
 		return IDEM_ERR_STORE;
 	pthread_mutex_lock(&ms->lock);
 	if ((r = find_owned(ms, k, owner)) == NULL) {
 		pthread_mutex_unlock(&ms->lock);
-		idem_stored_response_clear(&copy);
+		answer_free(&copy);
 		return IDEM_ERR_NOT_FOUND;
 	}
 	r->resp = copy;
@@ -409,7 +443,7 @@ mem_close(idem_store *s)
 
 	HASH_ITER(hh, ms->table, r, tmp) {
 		HASH_DEL(ms->table, r);
-		idem_stored_response_clear(&r->resp);
+		answer_free(&r->resp);
 		free(r);
 	}
 	pthread_mutex_destroy(&ms->lock);

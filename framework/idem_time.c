@@ -102,6 +102,17 @@ idem_random_id(char out[17])
 }
 
 void
+idem_random_hex(char *out, size_t n)
+{
+	unsigned char b[32];
+
+	if (n > sizeof(b))
+		n = sizeof(b);
+	random_bytes(b, n);
+	*hex(out, b, n) = '\0';
+}
+
+void
 idem_uuid4(char out[37])
 {
 	unsigned char b[16];

@@ -33,6 +33,10 @@ char *idem_mono_to_utc(uint64_t mono_ms, char *buf, size_t size);
 /* 16 random hex digits and a NUL: instance ids. */
 void idem_random_id(char out[17]);
 
+/* 2 * n random hex digits and a NUL, from one read of n random bytes
+ * (n at most 32). */
+void idem_random_hex(char *out, size_t n);
+
 /* A random (version 4) UUID in its 36-character form and a NUL.  From
  * getrandom(2): libuuid's generator reseeds random(3) on every call, a
  * sixth of a request's instructions. */
