@@ -241,7 +241,7 @@ idem_header_stored(const idem_config *cfg, const char *name)
 	return 1;
 }
 
-/* The bytes idem_headers_write may need for res, its NUL included. */
+/* The bytes headers_write may need for res, its NUL included. */
 static size_t
 headers_size(const idem_response *res)
 {
