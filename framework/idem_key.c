@@ -589,8 +589,10 @@ put_len(fp_input *in, uint64_t n)
 static void
 field(fp_input *in, const void *data, size_t len)
 {
-	/* the usual small field straight into the buffer */
-	if (len <= sizeof(in->buf) - 10 - in->used) {
+	/* the usual small field straight into the buffer (room for its
+	 * length, at most 10 bytes, and itself) */
+	if (in->used + 10 <= sizeof(in->buf) &&
+	    len <= sizeof(in->buf) - 10 - in->used) {
 		in->used += leb128(in->buf + in->used, len);
 		if (len > 0)
 			memcpy(in->buf + in->used, data, len);
