@@ -929,6 +929,16 @@ Test(scale, killed_instance_taken_over_once, .init = exclusive_turn,
 	unlink(log);
 }
 
+/* Expects log to hold "127.0.0.1:PORT" followed by what. */
+static void
+expect_port_in(const char *log, int port, const char *what)
+{
+	char want[160];
+
+	snprintf(want, sizeof(want), "127.0.0.1:%d%s", port, what);
+	cr_expect_not_null(strstr(log, want), "no \"%s\" in: %s", want, log);
+}
+
 /*
  * A server that accepts the connection but cannot prepare the store's
  * statements (here node 1, where user idem may only read: the REVOKE runs
@@ -938,7 +948,7 @@ Test(scale, killed_instance_taken_over_once, .init = exclusive_turn,
 Test(scale, unprepared_node_passed_over, .init = exclusive_turn,
     .timeout = 60)
 {
-	char text[1024], want[128], *log;
+	char text[1024], *log;
 	idem_config *cfg;
 	idem_store *s = NULL;
 	idem_store_key k = { .key_len = 0 };
@@ -968,12 +978,8 @@ Test(scale, unprepared_node_passed_over, .init = exclusive_turn,
 	free(galera_sql(&g, 1, "SET SESSION wsrep_on = OFF; GRANT INSERT, "
 	    "UPDATE, DELETE ON idem.* TO 'idem'@'127.0.0.1'"));
 	cr_assert_not_null(log);
-	snprintf(want, sizeof(want), "127.0.0.1:%d: cannot prepare statement",
-	    g.port[0]);
-	cr_expect_not_null(strstr(log, want), "%s", log);
-	snprintf(want, sizeof(want), "connected to 127.0.0.1:%d, host 2 of "
-	    "the list", g.port[1]);
-	cr_expect_not_null(strstr(log, want), "%s", log);
+	expect_port_in(log, g.port[0], ": cannot prepare statement");
+	expect_port_in(log, g.port[1], ", host 2 of the list");
 	free(log);
 	idem_store_close(s);
 	idem_config_free(cfg);
@@ -985,7 +991,7 @@ Test(scale, unprepared_node_passed_over, .init = exclusive_turn,
 Test(scale, unsynced_node_passed_over, .init = exclusive_turn,
     .timeout = 60)
 {
-	char text[1024], want[128], *log, *state;
+	char text[1024], *log, *state;
 	idem_config *cfg;
 	idem_store *s = NULL;
 	harness_capture cap;
@@ -1007,12 +1013,8 @@ Test(scale, unsynced_node_passed_over, .init = exclusive_turn,
 	log = harness_capture_end(&cap);
 	free(galera_sql(&g, 3, "SET GLOBAL wsrep_desync = OFF"));
 	cr_assert_not_null(log);
-	snprintf(want, sizeof(want), "127.0.0.1:%d is a Galera node that "
-	    "cannot serve", g.port[2]);
-	cr_expect_not_null(strstr(log, want), "%s", log);
-	snprintf(want, sizeof(want), "connected to 127.0.0.1:%d, host 2 of "
-	    "the list", g.port[0]);
-	cr_expect_not_null(strstr(log, want), "%s", log);
+	expect_port_in(log, g.port[2], " is a Galera node that cannot serve");
+	expect_port_in(log, g.port[0], ", host 2 of the list");
 	free(log);
 	idem_store_close(s);
 	idem_config_free(cfg);
