@@ -14,22 +14,26 @@
 
 #include "idem_time.h"
 
-uint64_t
-idem_now_ms(void)
+/* Milliseconds of clock id. */
+static uint64_t
+clock_ms(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t
+idem_now_ms(void)
+{
+	return clock_ms(CLOCK_MONOTONIC);
 }
 
 uint64_t
 idem_boot_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return clock_ms(CLOCK_BOOTTIME);
 }
 
 void

@@ -539,18 +539,22 @@ mysql_section(char *buf, size_t size, const char *order, int pool,
 		    pool, more != NULL ? more : "");
 }
 
+/* Starts idemfcgi h on node i, the other two nodes as its failover list,
+ * with causal-reads as causal and the [mysql] lines extra (or NULL);
+ * executions go to the shared testkit log. */
 static void
-start_on_node(harness *h, int i, const char *log, int causal)
+start_on_node(harness *h, int i, const char *log, int causal,
+    const char *extra)
 {
-	char rest[1024], more[128];
+	char rest[1024], more[192];
 	/* node i first, then the two others in ring order (i is 1, 2 or 3) */
 	const char order[4] = { (char)('0' + i), (char)('0' + i % 3 + 1),
 	    (char)('0' + (i + 1) % 3 + 1), '\0' };
 
 	cr_assert(i >= 1 && i <= 3);
 	snprintf(more, sizeof(more), "connect-timeout = 2s\nread-timeout = "
-	    "10s\nwrite-timeout = 10s\ncausal-reads = %s\n", causal ? "true" :
-	    "false");
+	    "10s\nwrite-timeout = 10s\ncausal-reads = %s\n%s", causal ? "true" :
+	    "false", extra != NULL ? extra : "");
 	mysql_section(rest, sizeof(rest), order, 8, more);
 	cr_assert_eq(harness_start(h, &(harness_opts){ .server = "threads = 8",
 	    .idem = "store = mysql\ninflight-ttl = 30s", .rest = rest,
@@ -577,7 +581,7 @@ scale_race(const char *path, int tx, int retry_autocommit)
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-%d.log", (int)getpid());
 	unlink(log);
 	for (i = 0; i < 3; i++)
-		start_on_node(&h[i], i + 1, log, tx);
+		start_on_node(&h[i], i + 1, log, tx, NULL);
 	for (i = 0; i < SCALE_KEYS; i++)
 		snprintf(keys[i], sizeof(keys[i]), "%s", call_key(tx ? "gtx" :
 		    "g2p"));
@@ -721,6 +725,28 @@ check_failover_run(failover_run *f, harness *a)
 	}
 }
 
+/* Starts f's stream of keys through b and a (in thread *t), and lets it
+ * run half a second. */
+static void
+stream_begin(failover_run *f, harness *a, harness *b, pthread_t *t)
+{
+	memset(f, 0, sizeof(*f));
+	f->a = a;
+	f->b = b;
+	pthread_create(t, NULL, failover_stream, f);
+	call_sleep(500);
+}
+
+/* Stops f's stream (thread t) and checks its answers (check_failover_run,
+ * the executions counted in a's log). */
+static void
+stream_end(failover_run *f, pthread_t t, harness *a)
+{
+	atomic_store(&f->stop, 1);
+	pthread_join(t, NULL);
+	check_failover_run(f, a);
+}
+
 /* Whether h serves a new key and has logged a switch to host n of its
  * list ("host N of the list"). */
 static int
@@ -752,19 +778,13 @@ Test(scale, node_killed_under_load, .init = exclusive_turn, .timeout = 120)
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-fo-%d.log",
 	    (int)getpid());
 	unlink(log);
-	start_on_node(&a, 1, log, 0);
-	start_on_node(&b, 3, log, 0);
-	memset(&f, 0, sizeof(f));
-	f.a = &a;
-	f.b = &b;
-	pthread_create(&t, NULL, failover_stream, &f);
-	call_sleep(500);
+	start_on_node(&a, 1, log, 0, NULL);
+	start_on_node(&b, 3, log, 0, NULL);
+	stream_begin(&f, &a, &b, &t);
 	cr_assert_eq(galera_kill_node(&g, 3), 0);
 	cr_assert_eq(galera_await_size(&g, 1, 2, 15000), 0);
 	call_sleep(1000);
-	atomic_store(&f.stop, 1);
-	pthread_join(t, NULL);
-	check_failover_run(&f, &a);
+	stream_end(&f, t, &a);
 	/* b serves through another node, without a restart */
 	cr_expect(serves_on_host(&b, 2) || serves_on_host(&b, 3),
 	    "no failover logged: %s", harness_log(&b));
@@ -800,24 +820,16 @@ Test(scale, node_leaves_primary_component, .init = exclusive_turn,
 {
 	static failover_run f;
 	harness a, b;
-	char log[128], rest[1024], state[64], *text;
+	char log[128], state[64], *text;
 	pthread_t t;
 	int i;
 
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-np-%d.log",
 	    (int)getpid());
 	unlink(log);
-	mysql_section(rest, sizeof(rest), "123", 8, "connect-timeout = 2s\n"
-	    "read-timeout = 10s\nwrite-timeout = 10s\nfailback = 1s\n");
-	cr_assert_eq(harness_start(&a, &(harness_opts){ .server = "threads = 8",
-	    .idem = "store = mysql\ninflight-ttl = 30s", .rest = rest,
-	    .testkit_log = log }), 0);
-	start_on_node(&b, 3, log, 0);
-	memset(&f, 0, sizeof(f));
-	f.a = &a;
-	f.b = &b;
-	pthread_create(&t, NULL, failover_stream, &f);
-	call_sleep(500);
+	start_on_node(&a, 1, log, 0, "failback = 1s\n");
+	start_on_node(&b, 3, log, 0, NULL);
+	stream_begin(&f, &a, &b, &t);
 	free(galera_sql(&g, 1, "SET GLOBAL wsrep_provider_options = "
 	    "'gmcast.isolate=1'"));
 	/* the others suspect it after evs.suspect_timeout (5 s) */
@@ -826,9 +838,7 @@ Test(scale, node_leaves_primary_component, .init = exclusive_turn,
 		call_sleep(100);
 	cr_expect_neq(i, 150, "node 1 stayed in the primary component");
 	call_sleep(1500);
-	atomic_store(&f.stop, 1);
-	pthread_join(t, NULL);
-	check_failover_run(&f, &a);
+	stream_end(&f, t, &a);
 	cr_expect(serves_on_host(&a, 2), "a did not fail over: %s",
 	    harness_log(&a));
 	cr_expect_eq(idem_connections(1), 0, "connections left on node 1");
