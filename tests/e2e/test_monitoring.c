@@ -2,11 +2,15 @@
  * test_monitoring.c - what the operators' tools see.  promtool (Debian
  * package prometheus, installed by scripts/deps; missing, the tests fail)
  * checks the /metrics text of instances that served every kind of request,
- * on the memory store and on the MySQL store, lint included.  A private
+ * on the memory store and on the MySQL store; the Grafana dashboard
+ * (conf/grafana/idemfcgi.json) names only metrics such an instance
+ * exports, and docs/operations.md describes every panel.  A private
  * MariaDB for the MySQL store.
  */
+#include <ctype.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +18,551 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 
 #include "calls.h"
 #include "fcgi_client.h"
 #include "harness.h"
+
+/* ------------------------------------------------------- name lists */
+
+/* A list of strings (each owned). */
+typedef struct list {
+	char **v;
+	size_t n, cap;
+} list;
+
+static void
+list_add(list *l, const char *s, size_t len)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap != 0 ? l->cap * 2 : 16;
+		l->v = realloc(l->v, l->cap * sizeof(*l->v));
+		cr_assert_not_null(l->v);
+	}
+	l->v[l->n] = strndup(s, len);
+	cr_assert_not_null(l->v[l->n]);
+	l->n++;
+}
+
+static int
+list_has(const list *l, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (strcmp(l->v[i], s) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+list_free(list *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+/* Adds a formatted message to problems. */
+static void __attribute__((format(printf, 2, 3)))
+problem(list *problems, const char *fmt, ...)
+{
+	char *msg;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	cr_assert_geq(n, 0);
+	list_add(problems, msg, (size_t)n);
+	free(msg);
+}
+
+/* Expects problems to be empty, listing them. */
+static void
+expect_none(const list *problems)
+{
+	size_t i;
+
+	for (i = 0; i < problems->n; i++)
+		cr_expect_fail("%s", problems->v[i]);
+}
+
+/* Whether some problem contains both a and b. */
+static int
+reported(const list *problems, const char *a, const char *b)
+{
+	size_t i;
+
+	for (i = 0; i < problems->n; i++)
+		if (strstr(problems->v[i], a) != NULL &&
+		    strstr(problems->v[i], b) != NULL)
+			return 1;
+	return 0;
+}
+
+/* What a scrape exports: the names of its samples, and of its families
+ * with their types.  A histogram's samples are NAME_bucket, NAME_sum and
+ * NAME_count, whether or not it has any yet. */
+typedef struct exported {
+	list names, families, types;
+} exported;
+
+static void
+exported_read(exported *x, const char *text)
+{
+	const char *line, *eol, *p;
+	char suffixed[200];
+
+	memset(x, 0, sizeof(*x));
+	for (line = text; *line != '\0'; line = *eol != '\0' ? eol + 1 : eol) {
+		eol = strchrnul(line, '\n');
+		if (strncmp(line, "# TYPE ", 7) == 0) {
+			const char *name = line + 7, *sp = memchr(name, ' ',
+			    (size_t)(eol - name));
+			cr_assert_not_null(sp, "%.*s", (int)(eol - line), line);
+			list_add(&x->families, name, (size_t)(sp - name));
+			list_add(&x->types, sp + 1, (size_t)(eol - sp - 1));
+			if ((size_t)(eol - sp - 1) == 9 &&
+			    strncmp(sp + 1, "histogram", 9) == 0) {
+				static const char *const sfx[] = { "_bucket",
+				    "_sum", "_count" };
+				size_t i;
+				for (i = 0; i < 3; i++) {
+					snprintf(suffixed, sizeof(suffixed),
+					    "%.*s%s", (int)(sp - name), name,
+					    sfx[i]);
+					if (!list_has(&x->names, suffixed))
+						list_add(&x->names, suffixed,
+						    strlen(suffixed));
+				}
+			}
+			continue;
+		}
+		if (*line == '#' || line == eol)
+			continue;
+		for (p = line; p < eol && *p != '{' && *p != ' '; p++)
+			;
+		snprintf(suffixed, sizeof(suffixed), "%.*s", (int)(p - line),
+		    line);
+		if (!list_has(&x->names, suffixed))
+			list_add(&x->names, suffixed, strlen(suffixed));
+	}
+}
+
+static void
+exported_free(exported *x)
+{
+	list_free(&x->names);
+	list_free(&x->families);
+	list_free(&x->types);
+}
+
+/* --------------------------------------------- metric names in PromQL */
+
+static int
+ident_start(int c)
+{
+	return isalpha(c) || c == '_' || c == ':';
+}
+
+static int
+ident_char(int c)
+{
+	return isalnum(c) || c == '_' || c == ':';
+}
+
+/* Whether s (len bytes) is one of words. */
+static int
+one_of(const char *const *words, const char *s, size_t len)
+{
+	for (; *words != NULL; words++)
+		if (strlen(*words) == len && strncmp(*words, s, len) == 0)
+			return 1;
+	return 0;
+}
+
+/* Past the string literal at p (", ' or `), or NULL when unterminated. */
+static const char *
+skip_string(const char *p)
+{
+	char q = *p++;
+
+	for (; *p != '\0' && *p != q; p++)
+		if (*p == '\\' && q != '`' && p[1] != '\0')
+			p++;
+	return *p == q ? p + 1 : NULL;
+}
+
+/* Past the bracket that closes the one at p ({ or [), skipping strings;
+ * NULL when there is none. */
+static const char *
+skip_closing(const char *p)
+{
+	char close = *p == '{' ? '}' : ']';
+
+	for (p++; *p != '\0' && *p != close; )
+		if (*p == '"' || *p == '\'' || *p == '`') {
+			if ((p = skip_string(p)) == NULL)
+				return NULL;
+		} else
+			p++;
+	return *p == close ? p + 1 : NULL;
+}
+
+/*
+ * The metric names of a PromQL expression into names, and the label
+ * matchers written after each (without braces, "" when none) into the
+ * same index of matchers.  Skips strings, ranges, Grafana's $variables,
+ * numbers and durations, keywords and aggregations, function names (an
+ * identifier before "("), and the label lists of by, without, on,
+ * ignoring, group_left and group_right.  Returns NULL, or what is wrong.
+ */
+static const char *
+promql_metrics(const char *e, list *names, list *matchers)
+{
+	static const char *const label_lists[] = { "by", "without", "on",
+	    "ignoring", "group_left", "group_right", NULL };
+	static const char *const keywords[] = { "bool", "and", "or",
+	    "unless", "offset", "atan2", "sum", "min", "max", "avg", "group",
+	    "stddev", "stdvar", "count", "count_values", "bottomk", "topk",
+	    "quantile", "inf", "nan", NULL };
+	const char *p = e, *s, *q, *r;
+
+	while (*p != '\0') {
+		if (*p == '"' || *p == '\'' || *p == '`') {
+			if ((p = skip_string(p)) == NULL)
+				return "an unterminated string";
+		} else if (*p == '[') {
+			if ((p = skip_closing(p)) == NULL)
+				return "an unterminated [";
+		} else if (*p == '{') {
+			return "a selector without a metric name";
+		} else if (*p == '$') {
+			p++;
+			if (*p == '{') {
+				if ((p = strchr(p, '}')) == NULL)
+					return "an unterminated ${";
+				p++;
+			} else
+				while (ident_char((unsigned char)*p))
+					p++;
+		} else if (isdigit((unsigned char)*p) || (*p == '.' &&
+		    isdigit((unsigned char)p[1]))) {
+			while (isalnum((unsigned char)*p) || *p == '.')
+				p++;
+		} else if (ident_start((unsigned char)*p)) {
+			for (s = p; ident_char((unsigned char)*p); p++)
+				;
+			for (q = p; isspace((unsigned char)*q); q++)
+				;
+			if (one_of(label_lists, s, (size_t)(p - s))) {
+				if (*q == '(') {
+					if ((r = strchr(q, ')')) == NULL)
+						return "an unterminated label list";
+					p = r + 1;
+				}
+				continue;
+			}
+			if (one_of(keywords, s, (size_t)(p - s)) || *q == '(')
+				continue;
+			list_add(names, s, (size_t)(p - s));
+			if (*q == '{') {
+				if ((r = skip_closing(q)) == NULL)
+					return "an unterminated {";
+				list_add(matchers, q + 1, (size_t)(r - q - 2));
+				p = r;
+			} else
+				list_add(matchers, "", 0);
+		} else
+			p++;
+	}
+	return NULL;
+}
+
+/* The expression of a Grafana "label_values(EXPR, LABEL)" query: EXPR
+ * into buf; "" for "label_values(LABEL)"; q itself for any other query. */
+static const char *
+variable_expr(const char *q, char *buf, size_t size)
+{
+	const char *in, *end, *p, *comma = NULL;
+	int depth = 0;
+
+	if (strncmp(q, "label_values(", 13) != 0)
+		return q;
+	in = q + 13;
+	end = strrchr(in, ')');
+	cr_assert_not_null(end, "%s", q);
+	for (p = in; p < end; p++) {
+		if (*p == '"') {
+			p = skip_string(p);
+			cr_assert_not_null(p, "%s", q);
+			p--;
+		} else if (*p == '{' || *p == '(')
+			depth++;
+		else if (*p == '}' || *p == ')')
+			depth--;
+		else if (*p == ',' && depth == 0)
+			comma = p;
+	}
+	snprintf(buf, size, "%.*s", comma != NULL ? (int)(comma - in) : 0, in);
+	return buf;
+}
+
+/*
+ * Checks that every metric expr names is exported (names starting with
+ * absent_ok need not be: "" for none), that it names at least one, and,
+ * with filtered, that each of its selectors filters by the dashboard's
+ * job and instance variables; what is wrong goes to problems.  Adds the
+ * names to used.  what says where expr is, for the messages.
+ */
+static void
+check_expr(const char *what, const char *expr, const exported *x,
+    const char *absent_ok, int filtered, list *used, list *problems)
+{
+	list names = { 0 }, matchers = { 0 };
+	const char *err = promql_metrics(expr, &names, &matchers);
+	size_t i;
+
+	if (err != NULL)
+		problem(problems, "%s: %s in %s", what, err, expr);
+	if (names.n == 0)
+		problem(problems, "%s: no metric in %s", what, expr);
+	for (i = 0; i < names.n; i++) {
+		const char *n = names.v[i];
+		if (!list_has(used, n))
+			list_add(used, n, strlen(n));
+		if (!list_has(&x->names, n) && (*absent_ok == '\0' ||
+		    strncmp(n, absent_ok, strlen(absent_ok)) != 0))
+			problem(problems, "%s: %s is not a metric the instance "
+			    "exports (%s)", what, n, expr);
+		if (filtered && (strstr(matchers.v[i], "job=~\"$job\"") ==
+		    NULL || strstr(matchers.v[i], "instance=~\"$instance\"") ==
+		    NULL))
+			problem(problems, "%s: %s{%s} is not filtered by $job "
+			    "and $instance", what, n, matchers.v[i]);
+	}
+	list_free(&names);
+	list_free(&matchers);
+}
+
+/* Checks that every family x exports is in used (a histogram: any of its
+ * samples); what names the file that should have them. */
+static void
+check_coverage(const char *what, const exported *x, const list *used,
+    list *problems)
+{
+	char name[200];
+	size_t i;
+
+	for (i = 0; i < x->families.n; i++) {
+		const char *f = x->families.v[i];
+		int found = list_has(used, f);
+		if (strcmp(x->types.v[i], "histogram") == 0) {
+			snprintf(name, sizeof(name), "%s_bucket", f);
+			found = found || list_has(used, name);
+			snprintf(name, sizeof(name), "%s_sum", f);
+			found = found || list_has(used, name);
+			snprintf(name, sizeof(name), "%s_count", f);
+			found = found || list_has(used, name);
+		}
+		if (!found)
+			problem(problems, "%s: nothing shows %s", what, f);
+	}
+}
+
+/* ------------------------------------------------------- the files */
+
+/* IDEM_SRCDIR/rel, read whole (caller frees). */
+static char *
+source_file(const char *rel)
+{
+	const char *src = getenv("IDEM_SRCDIR");
+	char path[512];
+	char *text;
+
+	cr_assert_not_null(src, "IDEM_SRCDIR is not set");
+	snprintf(path, sizeof(path), "%s/%s", src, rel);
+	text = harness_slurp(path);
+	cr_assert_not_null(text, "cannot read %s", path);
+	return text;
+}
+
+#define DASHBOARD "conf/grafana/idemfcgi.json"
+
+/* The panels of a dashboard's panel array, rows' own panels included,
+ * into out (borrowed references). */
+static void
+panels_of(json_t *array, json_t *out)
+{
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(array, i, p) {
+		const char *type = json_string_value(json_object_get(p, "type"));
+		if (type != NULL && strcmp(type, "row") == 0)
+			panels_of(json_object_get(p, "panels"), out);
+		else
+			json_array_append(out, p);
+	}
+}
+
+/* Whether doc's datasource is the DS_PROMETHEUS variable. */
+static int
+on_ds_variable(json_t *doc)
+{
+	const char *uid = json_string_value(json_object_get(json_object_get(doc,
+	    "datasource"), "uid"));
+
+	return uid != NULL && strcmp(uid, "${DS_PROMETHEUS}") == 0;
+}
+
+/*
+ * The dashboard: a Grafana dashboard (schema 36 to 39) with a data source
+ * variable and job and instance variables; each panel on that data
+ * source, in its own cells of the grid, described in docs/operations.md,
+ * with queries that name only metrics x exports (but those starting with
+ * absent_ok), each filtered by job and instance; and every family of x
+ * on some panel, unless absent_ok is given (another store's scrape).
+ * What is wrong with the queries goes to problems; the rest is expected.
+ */
+static void
+check_dashboard(const exported *x, const char *absent_ok, list *problems)
+{
+	char *text = source_file(DASHBOARD), *doc = source_file(
+	    "docs/operations.md"), buf[512], what[300];
+	json_error_t e;
+	json_t *d = json_loads(text, 0, &e), *panels, *p, *v, *t;
+	list used = { 0 }, ids = { 0 };
+	unsigned char grid[24][200];
+	const char *ds = NULL, *job = NULL, *instance = NULL;
+	size_t i, j, k;
+	json_int_t schema;
+	int overlaps;
+
+	cr_assert_not_null(d, DASHBOARD ":%d: %s", e.line, e.text);
+	schema = json_integer_value(json_object_get(d, "schemaVersion"));
+	cr_expect(schema >= 36 && schema <= 39, "schemaVersion %lld",
+	    (long long)schema);
+	cr_expect(json_is_string(json_object_get(d, "uid")));
+	cr_expect(json_is_string(json_object_get(d, "title")));
+	json_array_foreach(json_object_get(json_object_get(d, "templating"),
+	    "list"), i, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		const char *type = json_string_value(json_object_get(v, "type"));
+		json_t *q = json_object_get(v, "query");
+		const char *query = json_is_object(q) ? json_string_value(
+		    json_object_get(q, "query")) : json_string_value(q);
+		cr_assert(name != NULL && type != NULL && query != NULL,
+		    "variable %zu", i);
+		if (strcmp(name, "DS_PROMETHEUS") == 0) {
+			cr_expect_str_eq(type, "datasource");
+			cr_expect_str_eq(query, "prometheus");
+			ds = name;
+			continue;
+		}
+		if (strcmp(name, "job") == 0)
+			job = name;
+		if (strcmp(name, "instance") == 0)
+			instance = name;
+		cr_expect_str_eq(type, "query", "variable %s", name);
+		cr_expect(on_ds_variable(v), "variable %s", name);
+		cr_expect(!json_is_string(json_object_get(v, "definition")) ||
+		    strcmp(json_string_value(json_object_get(v, "definition")),
+		    query) == 0, "variable %s: its definition is not its "
+		    "query", name);
+		snprintf(what, sizeof(what), "variable %s", name);
+		check_expr(what, variable_expr(query, buf, sizeof(buf)), x,
+		    absent_ok, 0, &used, problems);
+	}
+	cr_expect_not_null(ds, "no DS_PROMETHEUS data source variable");
+	cr_expect_not_null(job, "no job variable");
+	cr_expect_not_null(instance, "no instance variable");
+
+	panels = json_array();
+	panels_of(json_object_get(d, "panels"), panels);
+	cr_expect_geq(json_array_size(panels), 10);
+	memset(grid, 0, sizeof(grid));
+	json_array_foreach(panels, i, p) {
+		const char *title = json_string_value(json_object_get(p, "title"));
+		json_t *gp = json_object_get(p, "gridPos");
+		json_int_t gx = json_integer_value(json_object_get(gp, "x")),
+		    gy = json_integer_value(json_object_get(gp, "y")),
+		    gw = json_integer_value(json_object_get(gp, "w")),
+		    gh = json_integer_value(json_object_get(gp, "h"));
+		list refs = { 0 };
+
+		cr_assert_not_null(title, "panel %zu has no title", i);
+		snprintf(buf, sizeof(buf), "%lld",
+		    (long long)json_integer_value(json_object_get(p, "id")));
+		cr_expect(json_is_integer(json_object_get(p, "id")) &&
+		    !list_has(&ids, buf), "%s: no id, or another panel's", title);
+		list_add(&ids, buf, strlen(buf));
+		/* its own cells of the 24-column grid */
+		cr_expect(gw > 0 && gh > 0 && gx >= 0 && gx + gw <= 24 &&
+		    gy >= 0 && gy + gh <= 200, "%s: gridPos", title);
+		overlaps = 0;
+		for (j = (size_t)gx; gw > 0 && j < (size_t)(gx + gw) &&
+		    j < 24; j++)
+			for (k = (size_t)gy; gh > 0 && k < (size_t)(gy + gh) &&
+			    k < 200; k++) {
+				overlaps |= grid[j][k];
+				grid[j][k] = 1;
+			}
+		cr_expect(!overlaps, "%s overlaps another panel", title);
+		cr_expect(on_ds_variable(p), "%s: datasource", title);
+		snprintf(buf, sizeof(buf), "**%s**", title);
+		cr_expect(strstr(doc, buf) != NULL, "docs/operations.md does "
+		    "not describe the panel %s", buf);
+		cr_expect_gt(json_array_size(json_object_get(p, "targets")), 0,
+		    "%s: no query", title);
+		json_array_foreach(json_object_get(p, "targets"), j, t) {
+			const char *expr = json_string_value(json_object_get(t,
+			    "expr"));
+			const char *ref = json_string_value(json_object_get(t,
+			    "refId"));
+			cr_assert(expr != NULL && ref != NULL,
+			    "%s: query %zu without expr or refId", title, j);
+			cr_expect(!list_has(&refs, ref), "%s: refId %s twice",
+			    title, ref);
+			list_add(&refs, ref, strlen(ref));
+			cr_expect(on_ds_variable(t), "%s: %s's datasource",
+			    title, ref);
+			snprintf(what, sizeof(what), "panel %s, %s", title, ref);
+			check_expr(what, expr, x, absent_ok, 1, &used,
+			    problems);
+		}
+		list_free(&refs);
+	}
+	/* grid rows too: a row header has its own cells */
+	json_array_foreach(json_object_get(d, "panels"), i, p) {
+		const char *type = json_string_value(json_object_get(p, "type"));
+		json_int_t gy = json_integer_value(json_object_get(
+		    json_object_get(p, "gridPos"), "y"));
+		if (type == NULL || strcmp(type, "row") != 0)
+			continue;
+		overlaps = 0;
+		for (j = 0; j < 24 && gy >= 0 && gy < 200; j++) {
+			overlaps |= grid[j][gy];
+			grid[j][gy] = 1;
+		}
+		cr_expect(!overlaps, "row %s overlaps a panel",
+		    json_string_value(json_object_get(p, "title")));
+	}
+	if (*absent_ok == '\0')
+		check_coverage(DASHBOARD, x, &used, problems);
+	json_decref(panels);
+	json_decref(d);
+	list_free(&used);
+	list_free(&ids);
+	free(text);
+	free(doc);
+}
 
 /* ------------------------------------------------------- promtool */
 
@@ -220,6 +765,66 @@ memory_instance_served_everything(harness *h)
 
 /* ------------------------------------------------------------ tests */
 
+/* The names the checks compare: the metrics of an expression and nothing
+ * else of it; the series of a scrape, a histogram's by its samples. */
+Test(monitoring, names_read_from_promql_and_scrapes)
+{
+	static const struct {
+		const char *expr, *names;
+	} cases[] = {
+		{ "histogram_quantile(0.99, sum by (le, op) (rate("
+		  "idemfcgi_store_duration_seconds_bucket{job=~\"$job\","
+		  "instance=~\"$instance\"}[$__rate_interval])))",
+		  "idemfcgi_store_duration_seconds_bucket" },
+		{ "sum without (instance) (a_total) / on (job) group_left (x) b "
+		  "or c offset 5m > bool 0.5e3",
+		  "a_total b c" },
+		{ "x{a=\"sum(rate(y[5m]))\", b='z}'} unless count(w) and "
+		  "max_over_time(v[1h:5m]) > ${DS} and topk(3, u:rule)",
+		  "x w v u:rule" },
+		{ "idemfcgi_memory_store_in_flight > 0\nand\n"
+		  "idemfcgi_memory_store_in_flight > idemfcgi_requests_in_flight - 1",
+		  "idemfcgi_memory_store_in_flight idemfcgi_memory_store_in_flight "
+		  "idemfcgi_requests_in_flight" },
+	};
+	list names = { 0 }, matchers = { 0 };
+	char got[512], *p;
+	exported x;
+	size_t i, j;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cr_expect_null(promql_metrics(cases[i].expr, &names, &matchers));
+		for (p = got, *p = '\0', j = 0; j < names.n; j++)
+			p += sprintf(p, "%s%s", j ? " " : "", names.v[j]);
+		cr_expect_str_eq(got, cases[i].names, "%s", cases[i].expr);
+		cr_expect_eq(matchers.n, names.n);
+		list_free(&names);
+		list_free(&matchers);
+	}
+	cr_expect_null(promql_metrics("a{job=~\"$job\"} + b", &names,
+	    &matchers));
+	cr_expect_str_eq(matchers.v[0], "job=~\"$job\"");
+	cr_expect_str_eq(matchers.v[1], "");
+	list_free(&names);
+	list_free(&matchers);
+	/* a selector must name its metric */
+	cr_expect_not_null(promql_metrics("rate({__name__=\"x\"}[5m])", &names,
+	    &matchers));
+	list_free(&names);
+	list_free(&matchers);
+
+	exported_read(&x, "# HELP a_total A.\n# TYPE a_total counter\n"
+	    "a_total{x=\"1\"} 1\n# HELP h H.\n# TYPE h histogram\n");
+	cr_expect(list_has(&x.names, "a_total"));
+	cr_expect(list_has(&x.names, "h_bucket"));
+	cr_expect(list_has(&x.names, "h_count"));
+	cr_expect(list_has(&x.names, "h_sum"));
+	cr_expect(!list_has(&x.names, "h"), "a histogram's own name is no "
+	    "series");
+	cr_expect_eq(x.families.n, 2);
+	exported_free(&x);
+}
+
 /* promtool_accepts would see a problem: a lint problem is reported (exit
  * status 3), and so is a parse error (1). */
 Test(monitoring, promtool_reports_problems)
@@ -243,14 +848,70 @@ Test(monitoring, promtool_reports_problems)
 	cr_expect_str_eq(out, "");
 }
 
+/* The scrape without the lines of one family (name and its samples). */
+static char *
+without_family(const char *text, const char *family)
+{
+	char *out = malloc(strlen(text) + 1), *o = out;
+	const char *line, *eol;
+	size_t flen = strlen(family);
+
+	cr_assert_not_null(out);
+	for (line = text; *line != '\0'; line = *eol != '\0' ? eol + 1 : eol) {
+		const char *name = line;
+		eol = strchrnul(line, '\n');
+		if (strncmp(line, "# HELP ", 7) == 0 ||
+		    strncmp(line, "# TYPE ", 7) == 0)
+			name = line + 7;
+		if (strncmp(name, family, flen) == 0 && (name[flen] == ' ' ||
+		    name[flen] == '{'))
+			continue;
+		memcpy(o, line, (size_t)(eol - line));
+		o += eol - line;
+		*o++ = '\n';
+	}
+	*o = '\0';
+	return out;
+}
+
 /* The memory store: promtool accepts the metrics of an instance that
- * served every kind of request. */
+ * served every kind of request; the dashboard names only metrics it
+ * exports, and shows all of them. */
 Test(monitoring, memory_store, .timeout = 60)
 {
+	list problems = { 0 };
 	harness h;
-	char *text = memory_instance_served_everything(&h);
+	exported x;
+	char *text = memory_instance_served_everything(&h), *less;
 
 	promtool_accepts(text, "memory store");
+	exported_read(&x, text);
+	check_dashboard(&x, "", &problems);
+	expect_none(&problems);
+	exported_free(&x);
+	list_free(&problems);
+
+	/* and the check bites: a family the instance did not export is
+	 * reported wherever it is used */
+	less = without_family(text, "idemfcgi_memory_store_evictions_total");
+	exported_read(&x, less);
+	check_dashboard(&x, "", &problems);
+	cr_expect(reported(&problems, "panel Memory store evictions",
+	    "idemfcgi_memory_store_evictions_total is not a metric"));
+	exported_free(&x);
+	list_free(&problems);
+	free(less);
+	/* and a family no panel shows */
+	cr_assert_geq(asprintf(&less, "%s# HELP idemfcgi_new_total New.\n"
+	    "# TYPE idemfcgi_new_total counter\nidemfcgi_new_total 0\n", text),
+	    0);
+	exported_read(&x, less);
+	check_dashboard(&x, "", &problems);
+	cr_expect(reported(&problems, DASHBOARD, "nothing shows "
+	    "idemfcgi_new_total"));
+	exported_free(&x);
+	list_free(&problems);
+	free(less);
 	free(text);
 	cr_expect_eq(harness_stop(&h), 0);
 }
@@ -263,12 +924,15 @@ Test(monitoring, memory_store, .timeout = 60)
  * by the master, restarted); then a slow request whose worker stops: b
  * answers a duplicate 409 in flight, then takes the key over, and a's
  * commit, once its worker runs again, is fenced.  promtool accepts both
- * instances' metrics.
+ * instances' metrics; the dashboard names only metrics they export, but
+ * the memory store's.
  */
 Test(monitoring, mysql_store, .timeout = 90)
 {
 	const char *slow_key = call_key("mon-my-slow");
 	harness a, b;
+	list problems = { 0 };
+	exported x;
 	char *ta, *tb;
 	call slow, c;
 	pthread_t t;
@@ -339,6 +1003,11 @@ Test(monitoring, mysql_store, .timeout = 90)
 
 	promtool_accepts(ta, "MySQL store, the instance that was fenced");
 	promtool_accepts(tb, "MySQL store, the instance that took over");
+	exported_read(&x, ta);
+	check_dashboard(&x, "idemfcgi_memory_store_", &problems);
+	expect_none(&problems);
+	exported_free(&x);
+	list_free(&problems);
 	free(ta);
 	free(tb);
 	harness_stop(&b);
