@@ -3,9 +3,11 @@
  * package prometheus, installed by scripts/deps; missing, the tests fail)
  * checks the /metrics text of instances that served every kind of request,
  * on the memory store and on the MySQL store; the Grafana dashboard
- * (conf/grafana/idemfcgi.json) names only metrics such an instance
- * exports, and docs/operations.md describes every panel.  A private
- * MariaDB for the MySQL store.
+ * (conf/grafana/idemfcgi.json) and the alerting rules
+ * (conf/prometheus/idemfcgi-rules.yml) name only metrics such an instance
+ * exports, and docs/operations.md describes every panel.  promtool's own
+ * checks of the rules (check rules, test rules) are
+ * tests/prometheus/check-rules.sh.  A private MariaDB for the MySQL store.
  */
 #include <ctype.h>
 #include <pthread.h>
@@ -394,6 +396,7 @@ source_file(const char *rel)
 }
 
 #define DASHBOARD "conf/grafana/idemfcgi.json"
+#define RULES "conf/prometheus/idemfcgi-rules.yml"
 
 /* The panels of a dashboard's panel array, rows' own panels included,
  * into out (borrowed references). */
@@ -562,6 +565,77 @@ check_dashboard(const exported *x, const char *absent_ok, list *problems)
 	list_free(&ids);
 	free(text);
 	free(doc);
+}
+
+/*
+ * The expressions of the alerting rules (conf/prometheus/idemfcgi-rules
+ * .yml), read by line: "expr: TEXT", or "expr: |" (or >) and the lines
+ * indented deeper than "expr:".  Into exprs; the alert names into alerts.
+ */
+static void
+rules_read(const char *text, list *exprs, list *alerts)
+{
+	const char *line, *eol, *next, *p, *end, *q;
+
+	for (line = text; *line != '\0'; line = next) {
+		size_t indent;
+		eol = strchrnul(line, '\n');
+		next = *eol != '\0' ? eol + 1 : eol;
+		for (p = line; *p == ' '; p++)
+			;
+		indent = (size_t)(p - line);
+		if (strncmp(p, "- alert:", 8) == 0) {
+			for (p += 8; *p == ' '; p++)
+				;
+			list_add(alerts, p, (size_t)(eol - p));
+			continue;
+		}
+		if (strncmp(p, "expr:", 5) != 0)
+			continue;
+		for (p += 5; *p == ' '; p++)
+			;
+		cr_assert(*p != '"' && *p != '\'', RULES ": a quoted expr: "
+		    "write it plain or as a block (|)");
+		if (*p != '|' && *p != '>') {
+			list_add(exprs, p, (size_t)(eol - p));
+			continue;
+		}
+		/* the block: the lines after it indented deeper, or blank */
+		for (end = next; *end != '\0'; ) {
+			const char *end_eol = strchrnul(end, '\n');
+			for (q = end; *q == ' '; q++)
+				;
+			if (q != end_eol && (size_t)(q - end) <= indent)
+				break;
+			end = *end_eol != '\0' ? end_eol + 1 : end_eol;
+		}
+		list_add(exprs, next, (size_t)(end - next));
+		next = end;
+	}
+}
+
+/* The alerting rules: one expression per alert, each naming only metrics
+ * x exports (but those starting with absent_ok); what is wrong with the
+ * expressions goes to problems. */
+static void
+check_rules(const exported *x, const char *absent_ok, list *problems)
+{
+	char *text = source_file(RULES), what[200];
+	list exprs = { 0 }, alerts = { 0 }, used = { 0 };
+	size_t i;
+
+	rules_read(text, &exprs, &alerts);
+	cr_expect_geq(alerts.n, 8, "the alerts of " RULES);
+	cr_assert_eq(exprs.n, alerts.n, RULES ": %zu alerts, %zu expr",
+	    alerts.n, exprs.n);
+	for (i = 0; i < exprs.n; i++) {
+		snprintf(what, sizeof(what), RULES ", %s", alerts.v[i]);
+		check_expr(what, exprs.v[i], x, absent_ok, 0, &used, problems);
+	}
+	list_free(&exprs);
+	list_free(&alerts);
+	list_free(&used);
+	free(text);
 }
 
 /* ------------------------------------------------------- promtool */
@@ -766,8 +840,9 @@ memory_instance_served_everything(harness *h)
 /* ------------------------------------------------------------ tests */
 
 /* The names the checks compare: the metrics of an expression and nothing
- * else of it; the series of a scrape, a histogram's by its samples. */
-Test(monitoring, names_read_from_promql_and_scrapes)
+ * else of it; the expressions of the rules; the series of a scrape, a
+ * histogram's by its samples. */
+Test(monitoring, names_read_from_promql_rules_and_scrapes)
 {
 	static const struct {
 		const char *expr, *names;
@@ -787,7 +862,7 @@ Test(monitoring, names_read_from_promql_and_scrapes)
 		  "idemfcgi_memory_store_in_flight idemfcgi_memory_store_in_flight "
 		  "idemfcgi_requests_in_flight" },
 	};
-	list names = { 0 }, matchers = { 0 };
+	list names = { 0 }, matchers = { 0 }, exprs = { 0 }, alerts = { 0 };
 	char got[512], *p;
 	exported x;
 	size_t i, j;
@@ -812,6 +887,23 @@ Test(monitoring, names_read_from_promql_and_scrapes)
 	    &matchers));
 	list_free(&names);
 	list_free(&matchers);
+
+	/* the rules' expressions: inline, and as a block up to the next key */
+	rules_read("groups:\n  - name: g\n    rules:\n      - alert: A\n"
+	    "        expr: up == 0\n        for: 1m\n      - alert: B\n"
+	    "        expr: |\n          sum(x)\n\n            > 1\n"
+	    "        labels:\n          severity: warning\n", &exprs,
+	    &alerts);
+	cr_expect_eq(alerts.n, 2);
+	cr_expect_eq(exprs.n, 2);
+	if (alerts.n == 2 && exprs.n == 2) {
+		cr_expect_str_eq(alerts.v[0], "A");
+		cr_expect_str_eq(alerts.v[1], "B");
+		cr_expect_str_eq(exprs.v[0], "up == 0");
+		cr_expect_str_eq(exprs.v[1], "          sum(x)\n\n            > 1\n");
+	}
+	list_free(&exprs);
+	list_free(&alerts);
 
 	exported_read(&x, "# HELP a_total A.\n# TYPE a_total counter\n"
 	    "a_total{x=\"1\"} 1\n# HELP h H.\n# TYPE h histogram\n");
@@ -875,8 +967,8 @@ without_family(const char *text, const char *family)
 }
 
 /* The memory store: promtool accepts the metrics of an instance that
- * served every kind of request; the dashboard names only metrics it
- * exports, and shows all of them. */
+ * served every kind of request; the dashboard and the alerting rules
+ * name only metrics it exports, and the dashboard shows all of them. */
 Test(monitoring, memory_store, .timeout = 60)
 {
 	list problems = { 0 };
@@ -887,16 +979,20 @@ Test(monitoring, memory_store, .timeout = 60)
 	promtool_accepts(text, "memory store");
 	exported_read(&x, text);
 	check_dashboard(&x, "", &problems);
+	check_rules(&x, "", &problems);
 	expect_none(&problems);
 	exported_free(&x);
 	list_free(&problems);
 
-	/* and the check bites: a family the instance did not export is
-	 * reported wherever it is used */
+	/* and the checks bite: a family the instance did not export is
+	 * reported wherever it is used, and as missing from the dashboard */
 	less = without_family(text, "idemfcgi_memory_store_evictions_total");
 	exported_read(&x, less);
 	check_dashboard(&x, "", &problems);
+	check_rules(&x, "", &problems);
 	cr_expect(reported(&problems, "panel Memory store evictions",
+	    "idemfcgi_memory_store_evictions_total is not a metric"));
+	cr_expect(reported(&problems, RULES ", IdemfcgiMemoryStoreEvictions",
 	    "idemfcgi_memory_store_evictions_total is not a metric"));
 	exported_free(&x);
 	list_free(&problems);
@@ -924,8 +1020,8 @@ Test(monitoring, memory_store, .timeout = 60)
  * by the master, restarted); then a slow request whose worker stops: b
  * answers a duplicate 409 in flight, then takes the key over, and a's
  * commit, once its worker runs again, is fenced.  promtool accepts both
- * instances' metrics; the dashboard names only metrics they export, but
- * the memory store's.
+ * instances' metrics; the dashboard and the rules name only metrics they
+ * export, but the memory store's.
  */
 Test(monitoring, mysql_store, .timeout = 90)
 {
@@ -1005,6 +1101,7 @@ Test(monitoring, mysql_store, .timeout = 90)
 	promtool_accepts(tb, "MySQL store, the instance that took over");
 	exported_read(&x, ta);
 	check_dashboard(&x, "idemfcgi_memory_store_", &problems);
+	check_rules(&x, "idemfcgi_memory_store_", &problems);
 	expect_none(&problems);
 	exported_free(&x);
 	list_free(&problems);

@@ -4,7 +4,8 @@
 # the installed header, library and pkg-config file, loads it into the
 # installed idemfcgi and calls it: on the memory store, then on the MySQL
 # store of a private MariaDB (tests/lib/mariadb-ctl), where its POST is a
-# transactional route.  The staging root has the Grafana dashboard too.
+# transactional route.  The staging root has the Grafana dashboard and the
+# alerting rules too.
 set -u
 b=${IDEM_BUILDDIR:?} s=${IDEM_SRCDIR:?}
 tmp=$(mktemp -d /tmp/idemfcgi-sdk.XXXXXX)
@@ -30,7 +31,7 @@ make -C "$b" install DESTDIR="$tmp/root" >"$tmp/install.log" 2>&1 ||
 pc=$(find "$tmp/root" -name idemfcgi.pc)
 [ -n "$pc" ] || fail 1 "make install installs idemfcgi.pc" "$tmp/install.log"
 # and what operators watch it with, under the data directory
-for f in grafana/idemfcgi.json; do
+for f in grafana/idemfcgi.json prometheus/idemfcgi-rules.yml; do
 	[ -n "$(find "$tmp/root" -path "*/share/idemfcgi/$f")" ] ||
 		fail 1 "make install installs share/idemfcgi/$f" "$tmp/install.log"
 done
