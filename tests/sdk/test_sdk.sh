@@ -4,7 +4,8 @@
 # the installed header, library and pkg-config file, loads it into the
 # installed idemfcgi and calls it: on the memory store, then on the MySQL
 # store of a private MariaDB (tests/lib/mariadb-ctl), where its POST is a
-# transactional route.
+# transactional route.  The staging root has the Grafana dashboard and the
+# alerting rules too.
 set -u
 b=${IDEM_BUILDDIR:?} s=${IDEM_SRCDIR:?}
 tmp=$(mktemp -d /tmp/idemfcgi-sdk.XXXXXX)
@@ -29,6 +30,11 @@ make -C "$b" install DESTDIR="$tmp/root" >"$tmp/install.log" 2>&1 ||
 	fail 1 "make install into a staging root" "$tmp/install.log"
 pc=$(find "$tmp/root" -name idemfcgi.pc)
 [ -n "$pc" ] || fail 1 "make install installs idemfcgi.pc" "$tmp/install.log"
+# and what operators watch it with, under the data directory
+for f in grafana/idemfcgi.json prometheus/idemfcgi-rules.yml; do
+	[ -n "$(find "$tmp/root" -path "*/share/idemfcgi/$f")" ] ||
+		fail 1 "make install installs share/idemfcgi/$f" "$tmp/install.log"
+done
 echo "ok 1 - make install into a staging root"
 # The staged .pc file names the configured prefix; a copy names the
 # staging root instead.  (pkg-config --define-prefix would move the
