@@ -699,14 +699,28 @@ scrape(const harness *h)
 	return text;
 }
 
-/* The outcome counter of a scrape. */
+/* The outcome counter of a scrape, summed over its routes. */
 static double
 outcome(const char *text, const char *name)
 {
-	char series[128];
+	char labels[64];
 
-	snprintf(series, sizeof(series),
-	    "idemfcgi_idempotency_outcomes_total{outcome=\"%s\"}", name);
+	snprintf(labels, sizeof(labels), "outcome=\"%s\"", name);
+	return harness_metric_sum(text, "idemfcgi_idempotency_outcomes_total",
+	    labels);
+}
+
+/* The outcome counter of one route (method and template; "" and "" for
+ * none) in a scrape. */
+static double
+route_outcome(const char *text, const char *method, const char *route,
+    const char *name)
+{
+	char series[256];
+
+	snprintf(series, sizeof(series), "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"%s\",route=\"%s\",outcome=\"%s\"}", method, route,
+	    name);
 	return harness_metric(text, series);
 }
 
@@ -831,6 +845,27 @@ memory_instance_served_everything(harness *h)
 	cr_expect_geq(outcome(text, "key_invalid"), 1);
 	cr_expect_geq(outcome(text, "scope_missing"), 1);
 	cr_expect_geq(outcome(text, "answer_not_stored"), 1);
+	/* each on its route */
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo", "acquired"),
+	    6);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo", "replayed"),
+	    2);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo", "conflict"),
+	    1);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo",
+	    "key_missing"), 1);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/fail", "released"),
+	    1);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/status/{code}",
+	    "released"), 1);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/sleep/{ms}",
+	    "in_flight"), 1);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/sleep/{ms}",
+	    "conflict"), 0);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/fat-headers/{n}",
+	    "answer_not_stored"), 1);
+	cr_expect_eq(route_outcome(text, "GET", "/testkit/read", "acquired"),
+	    -1, "a read has no outcomes");
 	cr_expect_geq(harness_metric(text,
 	    "idemfcgi_memory_store_evictions_total"), 1);
 	cr_expect_eq(harness_metric(text, "idemfcgi_worker_restarts_total"), 1);
@@ -1095,6 +1130,22 @@ Test(monitoring, mysql_store, .timeout = 90)
 	cr_expect_eq(outcome(ta, "fenced"), 1);
 	cr_expect_eq(outcome(tb, "in_flight"), 1, "%s", tb);
 	cr_expect_eq(outcome(tb, "taken_over"), 1);
+	/* each on its route; the master's on none */
+	cr_expect_geq(route_outcome(ta, "POST", "/testkit/echo",
+	    "replay_cached"), 1);
+	cr_expect_eq(route_outcome(ta, "POST", "/testkit/tx/{code}",
+	    "committed"), 1);
+	cr_expect_eq(route_outcome(ta, "POST", "/testkit/tx/{code}",
+	    "replayed"), 1);
+	cr_expect_eq(route_outcome(ta, "POST", "/testkit/tx/{code}",
+	    "released"), 1);
+	cr_expect_eq(route_outcome(ta, "", "", "dead_worker_released"), 1);
+	cr_expect_eq(route_outcome(ta, "POST", "/testkit/sleep/{ms}",
+	    "fenced"), 1);
+	cr_expect_eq(route_outcome(tb, "POST", "/testkit/sleep/{ms}",
+	    "taken_over"), 1);
+	cr_expect_eq(route_outcome(tb, "POST", "/testkit/sleep/{ms}",
+	    "in_flight"), 1);
 	cr_expect_eq(harness_metric(ta, "idemfcgi_memory_store_entries"), -1);
 
 	promtool_accepts(ta, "MySQL store, the instance that was fenced");
