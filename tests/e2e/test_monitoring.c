@@ -427,7 +427,8 @@ on_ds_variable(json_t *doc)
 
 /*
  * The dashboard: a Grafana dashboard (schema 36 to 39) with a data source
- * variable and job and instance variables; each panel on that data
+ * variable and job, instance and route variables (route's All matching
+ * the series without a route); each panel on that data
  * source, in its own cells of the grid, described in docs/operations.md,
  * with queries that name only metrics x exports (but those starting with
  * absent_ok), each filtered by job and instance; and every family of x
@@ -443,7 +444,7 @@ check_dashboard(const exported *x, const char *absent_ok, list *problems)
 	json_t *d = json_loads(text, 0, &e), *panels, *p, *v, *t;
 	list used = { 0 }, ids = { 0 };
 	unsigned char grid[24][200];
-	const char *ds = NULL, *job = NULL, *instance = NULL;
+	const char *ds = NULL, *job = NULL, *instance = NULL, *route = NULL;
 	size_t i, j, k;
 	json_int_t schema;
 	int overlaps;
@@ -473,6 +474,15 @@ check_dashboard(const exported *x, const char *absent_ok, list *problems)
 			job = name;
 		if (strcmp(name, "instance") == 0)
 			instance = name;
+		/* "All" must match the outcomes without a route too */
+		if (strcmp(name, "route") == 0) {
+			route = name;
+			cr_expect(json_is_true(json_object_get(v, "includeAll")) &&
+			    json_is_string(json_object_get(v, "allValue")) &&
+			    strcmp(json_string_value(json_object_get(v,
+			    "allValue")), ".*") == 0, "variable route: All is not "
+			    "\".*\"");
+		}
 		cr_expect_str_eq(type, "query", "variable %s", name);
 		cr_expect(on_ds_variable(v), "variable %s", name);
 		cr_expect(!json_is_string(json_object_get(v, "definition")) ||
@@ -486,6 +496,7 @@ check_dashboard(const exported *x, const char *absent_ok, list *problems)
 	cr_expect_not_null(ds, "no DS_PROMETHEUS data source variable");
 	cr_expect_not_null(job, "no job variable");
 	cr_expect_not_null(instance, "no instance variable");
+	cr_expect_not_null(route, "no route variable");
 
 	panels = json_array();
 	panels_of(json_object_get(d, "panels"), panels);
