@@ -61,12 +61,13 @@ key_hash(const idem_store_key *sk, char buf[17])
 	return buf;
 }
 
-/* Counts an outcome when ls has metrics. */
+/* Counts an outcome of l's key, on its route's metrics row, when ls has
+ * metrics. */
 static void
-count(const idem_leases *ls, idem_outcome o)
+count(const idem_leases *ls, const idem_lease *l, idem_outcome o)
 {
 	if (ls->metrics != NULL)
-		idem_metrics_outcome(ls->metrics, o, 1);
+		idem_metrics_outcome(ls->metrics, l->key.metrics_row, o, 1);
 }
 
 /* The log context of a lease: its request, route, key hash, owner. */
@@ -91,11 +92,11 @@ job_release(idem_leases *ls, idem_lease *l)
 	idem_err err = idem_store_release(ls->store, &l->key, l->owner);
 
 	if (err == IDEM_OK) {
-		count(ls, IDEM_OUTCOME_RELEASED);
+		count(ls, l, IDEM_OUTCOME_RELEASED);
 		idem_log_at(lease_ctx(l, &ctx, "released"), IDEM_LOG_INFO,
 		    "released after the store came back");
 	} else if (err == IDEM_ERR_NOT_FOUND) {
-		count(ls, IDEM_OUTCOME_FENCED);
+		count(ls, l, IDEM_OUTCOME_FENCED);
 		idem_log_at(lease_ctx(l, &ctx, "fenced"), IDEM_LOG_WARN,
 		    "release refused after the store came back: the "
 		    "reservation was taken over meanwhile");
@@ -127,11 +128,11 @@ job_commit(idem_leases *ls, idem_lease *l)
 	err = ls->commit(ls->commit_arg, &l->key, l->owner, &l->answer,
 	    lease_ctx(l, &ctx, NULL));
 	if (err == IDEM_OK) {
-		count(ls, IDEM_OUTCOME_COMMITTED);
+		count(ls, l, IDEM_OUTCOME_COMMITTED);
 		idem_log_at(lease_ctx(l, &ctx, "committed"), IDEM_LOG_INFO,
 		    "answer stored after the store came back");
 	} else if (err == IDEM_ERR_NOT_FOUND) {
-		count(ls, IDEM_OUTCOME_FENCED);
+		count(ls, l, IDEM_OUTCOME_FENCED);
 		idem_log_at(lease_ctx(l, &ctx, "fenced"), IDEM_LOG_WARN,
 		    "answer never stored: the reservation was taken over "
 		    "while the store was away; a retry ran again");
@@ -216,7 +217,7 @@ round_done(idem_leases *ls, idem_lease *copy, idem_lease **orig,
 		    (done[i] || copy[i].lost)) {
 			/* only this thread removes these: orig[i] is live */
 			if (!done[i]) {
-				count(ls, IDEM_OUTCOME_FENCED);
+				count(ls, &copy[i], IDEM_OUTCOME_FENCED);
 				idem_log_at(lease_ctx(&copy[i], &ctx, "fenced"),
 				    IDEM_LOG_WARN, "the reservation was taken over "
 				    "while the store was away; its answer is not "

@@ -73,7 +73,8 @@ typedef idem_err (*idem_lease_commit_fn)(void *arg, const idem_store_key *k,
 idem_err idem_leases_new(idem_store *store, uint64_t inflight_ttl_ms,
     idem_lease_commit_fn commit, void *arg, idem_leases **out);
 
-/* Counts outcomes (committed, released, fenced) into m (borrowed; NULL:
+/* Counts outcomes (committed, released, fenced) into m, each on the
+ * metrics row of its key (idem_store_key.metrics_row) (borrowed; NULL:
  * not counted). */
 void idem_leases_set_metrics(idem_leases *ls, struct idem_metrics *m);
 

@@ -150,7 +150,7 @@ sweep(master *m, pid_t pid, const char *instance, int pass)
 		    hash);
 	}
 	if (m->metrics != NULL)
-		idem_metrics_outcome(m->metrics,
+		idem_metrics_outcome(m->metrics, IDEM_METRICS_NO_ROUTE,
 		    IDEM_OUTCOME_DEAD_WORKER_RELEASED, n);
 	if (pass == 0)
 		idem_log(NULL, n > 0 ? IDEM_LOG_WARN : IDEM_LOG_INFO, "released "

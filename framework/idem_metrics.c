@@ -30,15 +30,18 @@ typedef struct histogram {
 
 typedef struct row {
 	_Atomic int used;
+	_Atomic int keyed;                     /* outcomes exported at zero */
 	char method[METHOD_MAX];
 	char route[ROUTE_MAX];
 	_Atomic uint64_t status[500];          /* 100 .. 599 */
+	_Atomic uint64_t outcomes[IDEM_OUTCOME_COUNT];
 	histogram handler;
 } row;
 
 struct idem_metrics {
 	pthread_mutex_t lock;                  /* registering rows */
-	_Atomic uint64_t outcomes[IDEM_OUTCOME_COUNT];
+	/* the outcomes of IDEM_METRICS_NO_ROUTE */
+	_Atomic uint64_t outside[IDEM_OUTCOME_COUNT];
 	histogram store[IDEM_STORE_OP_COUNT];
 	_Atomic uint64_t store_errors[IDEM_STORE_OP_COUNT];
 	_Atomic int64_t in_flight[IDEM_METRICS_SLOTS];
@@ -98,7 +101,8 @@ lock(idem_metrics *m)
 }
 
 unsigned
-idem_metrics_route(idem_metrics *m, const char *method, const char *tmpl)
+idem_metrics_route(idem_metrics *m, const char *method, const char *tmpl,
+    int keyed)
 {
 	unsigned i, found = 0;
 
@@ -115,6 +119,8 @@ idem_metrics_route(idem_metrics *m, const char *method, const char *tmpl)
 		atomic_store(&m->rows[i].used, 1);
 		found = i;
 	}
+	if (found != 0 && keyed)
+		atomic_store(&m->rows[found].keyed, 1);
 	pthread_mutex_unlock(&m->lock);
 	return found;
 }
@@ -151,10 +157,14 @@ idem_metrics_handler(idem_metrics *m, unsigned r, uint64_t ns)
 }
 
 void
-idem_metrics_outcome(idem_metrics *m, idem_outcome o, uint64_t n)
+idem_metrics_outcome(idem_metrics *m, unsigned r, idem_outcome o, uint64_t n)
 {
-	if ((unsigned)o < IDEM_OUTCOME_COUNT)
-		ADD(&m->outcomes[o], n);
+	if ((unsigned)o >= IDEM_OUTCOME_COUNT)
+		return;
+	if (r == IDEM_METRICS_NO_ROUTE)
+		ADD(&m->outside[o], n);
+	else
+		ADD(&m->rows[r < IDEM_METRICS_ROUTES ? r : 0].outcomes[o], n);
 }
 
 void
@@ -276,6 +286,42 @@ put_op(FILE *fp, const void *arg)
 	fprintf(fp, "op=\"%s\"", (const char *)arg);
 }
 
+/* Whether outcome o is one counted outside any request, so exported at
+ * zero for IDEM_METRICS_NO_ROUTE too. */
+static int
+outside_outcome(unsigned o)
+{
+	return o == IDEM_OUTCOME_DEAD_WORKER_RELEASED ||
+	    o == IDEM_OUTCOME_CONTENDED;
+}
+
+/* The outcome series: of every used row (a keyed one's at zero too), then
+ * of no route (method="", route=""). */
+static void
+outcome_series(FILE *fp, const idem_metrics *m)
+{
+	unsigned i, o;
+
+	for (i = 0; i < IDEM_METRICS_ROUTES && GET(&m->rows[i].used); i++)
+		for (o = 0; o < IDEM_OUTCOME_COUNT; o++) {
+			uint64_t n = GET(&m->rows[i].outcomes[o]);
+			if (n == 0 && !GET(&m->rows[i].keyed))
+				continue;
+			fputs("idemfcgi_idempotency_outcomes_total{", fp);
+			route_labels(fp, &m->rows[i], i == 0);
+			fprintf(fp, ",outcome=\"%s\"} %llu\n", outcome_names[o],
+			    (unsigned long long)n);
+		}
+	for (o = 0; o < IDEM_OUTCOME_COUNT; o++) {
+		uint64_t n = GET(&m->outside[o]);
+		if (n == 0 && !outside_outcome(o))
+			continue;
+		fprintf(fp, "idemfcgi_idempotency_outcomes_total{method=\"\","
+		    "route=\"\",outcome=\"%s\"} %llu\n", outcome_names[o],
+		    (unsigned long long)n);
+	}
+}
+
 /* Whether a histogram has seen anything. */
 static int
 histogram_used(const histogram *h)
@@ -328,11 +374,9 @@ idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
 			    &m->rows[i].handler, put_route, &ra);
 	}
 	head(fp, "idemfcgi_idempotency_outcomes_total", "counter",
-	    "What the idempotency layer did, by outcome.");
-	for (i = 0; i < IDEM_OUTCOME_COUNT; i++)
-		fprintf(fp, "idemfcgi_idempotency_outcomes_total"
-		    "{outcome=\"%s\"} %llu\n", outcome_names[i],
-		    (unsigned long long)GET(&m->outcomes[i]));
+	    "What the idempotency layer did, by route and outcome (method "
+	    "and route empty: outside any request).");
+	outcome_series(fp, m);
 	head(fp, "idemfcgi_store_duration_seconds", "histogram",
 	    "Latency of idempotency store operations, by operation.");
 	for (i = 0; i < IDEM_STORE_OP_COUNT; i++)

@@ -19,6 +19,8 @@
 #include "idemfcgi.h"
 
 #define IDEM_METRICS_ROUTES 256     /* route rows; row 0 is "unmatched" */
+/* The row of the outcomes no request's route owns (method="", route=""). */
+#define IDEM_METRICS_NO_ROUTE IDEM_METRICS_ROUTES
 #define IDEM_METRICS_SLOTS 512      /* worker slots of the in-flight gauge */
 
 /* What the idempotency layer did with a request (or a dead worker's key). */
@@ -36,9 +38,12 @@ typedef enum idem_outcome {
 	IDEM_OUTCOME_KEY_MISSING,    /* 400 */
 	IDEM_OUTCOME_KEY_INVALID,    /* 400 */
 	IDEM_OUTCOME_SCOPE_MISSING,  /* 400 */
-	IDEM_OUTCOME_DEAD_WORKER_RELEASED, /* released by the master */
+	IDEM_OUTCOME_DEAD_WORKER_RELEASED, /* released by the master (no
+	                              * route: IDEM_METRICS_NO_ROUTE) */
 	IDEM_OUTCOME_CONTENDED,      /* a deadlock or lock wait on one key:
-	                              * retried, or answered 409 in flight */
+	                              * retried, or answered 409 in flight
+	                              * (the store counts it, on the key's
+	                              * or the transaction's row) */
 	IDEM_OUTCOME_ANSWER_NOT_STORED, /* a committable answer too large for
 	                              * the store: a stand-in was stored */
 	IDEM_OUTCOME_TX_ROLLED_BACK, /* a transactional route's committable
@@ -47,7 +52,8 @@ typedef enum idem_outcome {
 	IDEM_OUTCOME_TX_UNKNOWN,     /* its COMMIT's outcome was lost: 503 */
 	IDEM_OUTCOME_REPLAY_CACHED,  /* a replay answered from the MySQL
 	                              * store's replay cache (also counted
-	                              * as replayed) */
+	                              * as replayed; the store says so in
+	                              * idem_reserve_result.cached) */
 	IDEM_OUTCOME_COUNT
 } idem_outcome;
 
@@ -78,17 +84,21 @@ idem_err idem_metrics_new(idem_metrics **out);
 /* Unmaps m in this process.  NULL is fine. */
 void idem_metrics_free(idem_metrics *m);
 
-/* The row of a route (registered when new).  Returns the row, or 0
- * ("unmatched") when every row is taken. */
+/* The row of a route (registered when new); keyed says the idempotency
+ * layer runs on it (its policy is not off), so its outcomes are exported
+ * at zero too, before any happens (once keyed, a row stays so).  Returns
+ * the row, or 0 ("unmatched") when every row is taken. */
 unsigned idem_metrics_route(idem_metrics *m, const char *method,
-    const char *tmpl);
+    const char *tmpl, int keyed);
 
 /* One answered request of a route row. */
 void idem_metrics_request(idem_metrics *m, unsigned row, int status);
 /* A handler of a route row took ns nanoseconds. */
 void idem_metrics_handler(idem_metrics *m, unsigned row, uint64_t ns);
-/* One idempotency outcome (n times). */
-void idem_metrics_outcome(idem_metrics *m, idem_outcome o, uint64_t n);
+/* One idempotency outcome (n times) of a route row, or of
+ * IDEM_METRICS_NO_ROUTE (outside any request); a row past it counts as 0. */
+void idem_metrics_outcome(idem_metrics *m, unsigned row, idem_outcome o,
+    uint64_t n);
 /* A store operation took ns nanoseconds; failed says it failed. */
 void idem_metrics_store(idem_metrics *m, idem_store_op op, uint64_t ns,
     int failed);

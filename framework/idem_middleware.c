@@ -62,12 +62,19 @@ fault_die(const idem_middleware *mw, const idem_request *req,
 		raise(SIGKILL);
 }
 
-/* Counts an outcome when mw has metrics. */
+/* Counts an outcome on a metrics row when mw has metrics. */
 static void
-count(const idem_middleware *mw, idem_outcome o)
+count_row(const idem_middleware *mw, unsigned row, idem_outcome o)
 {
 	if (mw->metrics != NULL)
-		idem_metrics_outcome(mw->metrics, o, 1);
+		idem_metrics_outcome(mw->metrics, row, o, 1);
+}
+
+/* Counts an outcome of req's route when mw has metrics. */
+static void
+count(const idem_middleware *mw, const idem_request *req, idem_outcome o)
+{
+	count_row(mw, req->route->metrics_row, o);
 }
 
 static idem_err commit_deferred(void *arg, const idem_store_key *sk,
@@ -364,8 +371,9 @@ warn_unscoped(const idem_request *req)
 	    "scope = remote-user or header:NAME (logged once per process)");
 }
 
-/* Fills *sk: the key and the scope hash.  Returns 0, or -1 after putting
- * a 400 in res when the scope's principal is missing. */
+/* Fills *sk: the key, the scope hash, and the metrics row of req's route
+ * (what the store counts on the key's behalf).  Returns 0, or -1 after
+ * putting a 400 in res when the scope's principal is missing. */
 static int
 store_key(const idem_middleware *mw, const idem_request *req, const char *key,
     idem_store_key *sk, idem_response *res)
@@ -375,6 +383,7 @@ store_key(const idem_middleware *mw, const idem_request *req, const char *key,
 	memset(sk, 0, sizeof(*sk));
 	sk->key_len = strlen(key);
 	memcpy(sk->key, key, sk->key_len);
+	sk->metrics_row = req->route->metrics_row;
 	switch (mw->cfg->scope) {
 	case IDEM_SCOPE_NONE:
 		warn_unscoped(req);
@@ -412,7 +421,7 @@ store_failed(idem_middleware *mw, const idem_request *req, idem_err err)
 {
 	int was_up = 0;
 
-	count(mw, IDEM_OUTCOME_STORE_UNAVAILABLE);
+	count(mw, req, IDEM_OUTCOME_STORE_UNAVAILABLE);
 	atomic_fetch_add(&mw->refused_down, 1);
 	if (atomic_compare_exchange_strong(&mw->store_down, &was_up, 1)) {
 		mw->down_since = idem_now_ms();
@@ -576,7 +585,7 @@ commit_deferred(void *arg, const idem_store_key *sk, const char *owner,
 		c.event = "answer_not_stored";
 		idem_log_at(&c, IDEM_LOG_WARN, "the store refused the answer as "
 		    "too large; storing a stand-in saying it was executed");
-		count(mw, IDEM_OUTCOME_ANSWER_NOT_STORED);
+		count_row(mw, sk->metrics_row, IDEM_OUTCOME_ANSWER_NOT_STORED);
 		err = commit_stand_in(mw, sk, owner, sr);
 	}
 	return err;
@@ -615,7 +624,7 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 	err = why != NULL ? IDEM_ERR_TOO_LARGE : idem_store_commit(mw->store,
 	    sk, owner, &sr, mw->cfg->lifetime);
 	if (err == IDEM_ERR_TOO_LARGE) {
-		count(mw, IDEM_OUTCOME_ANSWER_NOT_STORED);
+		count(mw, req, IDEM_OUTCOME_ANSWER_NOT_STORED);
 		idem_log_event(req, IDEM_LOG_WARN, "answer_not_stored", owner,
 		    "answer of %zu bytes (status %d) not stored: %s; retries "
 		    "get a notice that the request was executed",
@@ -631,9 +640,9 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 		}
 	}
 	if (err == IDEM_OK) {
-		count(mw, IDEM_OUTCOME_COMMITTED);
+		count(mw, req, IDEM_OUTCOME_COMMITTED);
 	} else if (err == IDEM_ERR_NOT_FOUND) {
-		count(mw, IDEM_OUTCOME_FENCED);
+		count(mw, req, IDEM_OUTCOME_FENCED);
 		idem_log_event(req, IDEM_LOG_WARN, "fenced", owner, "commit "
 		    "refused: this request no longer holds its reservation (taken "
 		    "over or released); its answer was not stored");
@@ -676,11 +685,11 @@ release_reservation(idem_middleware *mw, const idem_request *req,
 	idem_err err = idem_store_release(mw->store, sk, owner);
 
 	if (err == IDEM_OK) {
-		count(mw, IDEM_OUTCOME_RELEASED);
+		count(mw, req, IDEM_OUTCOME_RELEASED);
 		idem_log_event(req, IDEM_LOG_INFO, "released", owner, "released "
 		    "(status %d: %s); a retry runs again", status, why);
 	} else if (err == IDEM_ERR_NOT_FOUND) {
-		count(mw, IDEM_OUTCOME_FENCED);
+		count(mw, req, IDEM_OUTCOME_FENCED);
 		idem_log_event(req, IDEM_LOG_WARN, "fenced", owner, "release "
 		    "refused: this request no longer holds its reservation");
 	} else if (idem_leases_add(mw->leases, IDEM_LEASE_RELEASE, req, sk,
@@ -740,7 +749,7 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 	if (!committable(mw->cfg, res, herr)) {
 		idem_store_tx_end(mw->store, c, sk, owner, 0, 0, &unknown);
 		if (sk != NULL) {
-			count(mw, IDEM_OUTCOME_RELEASED);
+			count(mw, req, IDEM_OUTCOME_RELEASED);
 			idem_log_event(req, IDEM_LOG_INFO, "released", owner,
 			    "rolled back (status %d%s); a retry runs again",
 			    res->status, herr != IDEM_OK ? ", the handler failed" :
@@ -759,7 +768,7 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 		err = why != NULL ? IDEM_ERR_TOO_LARGE : idem_store_tx_record(
 		    mw->store, c, sk, owner, &sr, mw->cfg->lifetime);
 		if (err == IDEM_ERR_TOO_LARGE) {
-			count(mw, IDEM_OUTCOME_ANSWER_NOT_STORED);
+			count(mw, req, IDEM_OUTCOME_ANSWER_NOT_STORED);
 			idem_log_event(req, IDEM_LOG_WARN, "answer_not_stored", owner,
 			    "answer of %zu bytes (status %d) not stored: %s; retries "
 			    "get a notice that the request was executed",
@@ -786,7 +795,7 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 	}
 	if (err == IDEM_OK) {
 		if (sk != NULL)
-			count(mw, IDEM_OUTCOME_COMMITTED);
+			count(mw, req, IDEM_OUTCOME_COMMITTED);
 		return 0;
 	}
 not_committed:
@@ -799,9 +808,9 @@ not_committed:
 	}
 	/* not committed (or not known to be): the handler's answer is void */
 	if (err == IDEM_ERR_NOT_FOUND)
-		count(mw, IDEM_OUTCOME_FENCED);
+		count(mw, req, IDEM_OUTCOME_FENCED);
 	else if (sk != NULL)
-		count(mw, unknown ? IDEM_OUTCOME_TX_UNKNOWN :
+		count(mw, req, unknown ? IDEM_OUTCOME_TX_UNKNOWN :
 		    IDEM_OUTCOME_TX_ROLLED_BACK);
 	idem_log_event(req, unknown ? IDEM_LOG_ERROR : IDEM_LOG_WARN, unknown ?
 	    "tx_outcome_unknown" : "tx_rolled_back", owner, "%s (status %d "
@@ -850,6 +859,8 @@ tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	idem_reserve_result rr;
 	idem_err err;
 
+	if (c != NULL)
+		c->metrics_row = req->route->metrics_row;
 	if (c == NULL || idem_store_tx_begin(mw->store, c, NULL, NULL, NULL,
 	    NULL, 0, 0, &rr) != IDEM_OK) {
 		if (c != NULL)
@@ -919,7 +930,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 
 	if (key == NULL) {
 		if (idem_middleware_policy(mw, req) == IDEM_POLICY_REQUIRED) {
-			count(mw, IDEM_OUTCOME_KEY_MISSING);
+			count(mw, req, IDEM_OUTCOME_KEY_MISSING);
 			idem_answer_problem(res, 400, "IDEMPOTENCY_KEY_MISSING",
 			    "this route needs an Idempotency-Key header", 0);
 		} else {
@@ -929,7 +940,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	}
 	if (idem_key_parse(cfg->key_format, key, req->idem_keybuf, &klen) !=
 	    IDEM_OK) {
-		count(mw, IDEM_OUTCOME_KEY_INVALID);
+		count(mw, req, IDEM_OUTCOME_KEY_INVALID);
 		snprintf(detail, sizeof(detail), "an Idempotency-Key here is %s",
 		    formats[cfg->key_format]);
 		idem_answer_problem(res, 400, "IDEMPOTENCY_KEY_INVALID", detail,
@@ -937,7 +948,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		return;
 	}
 	if (store_key(mw, req, req->idem_keybuf, &sk, res) < 0) {
-		count(mw, IDEM_OUTCOME_SCOPE_MISSING);
+		count(mw, req, IDEM_OUTCOME_SCOPE_MISSING);
 		return;
 	}
 	/* from here on, log lines about req carry the key's hash */
@@ -956,6 +967,8 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		refuse_store_unavailable(res);
 		return;
 	}
+	if (txc != NULL)
+		txc->metrics_row = sk.metrics_row;
 
 	deadline = idem_now_ms() + cfg->inflight_wait;
 again:
@@ -987,20 +1000,24 @@ again:
 			break;
 		if (memcmp(rr.fingerprint, fp, 32) != 0) {
 			idem_reserve_result_clear(&rr);
-			count(mw, IDEM_OUTCOME_CONFLICT);
+			count(mw, req, IDEM_OUTCOME_CONFLICT);
 			idem_answer_problem(res, (int)cfg->conflict_status,
 			    "IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used "
 			    "for a different request", 0);
 			goto out;
 		}
 		if (rr.outcome == IDEM_RESERVE_COMMITTED) {
+			int cached = rr.cached;
 			err = replay(cfg, &rr.response, res);
 			idem_reserve_result_clear(&rr);
-			if (err != IDEM_OK)
+			if (err != IDEM_OK) {
 				idem_answer_problem(res, 500, "REPLAY_FAILED",
 				    "the stored answer could not be replayed", 0);
-			else
-				count(mw, IDEM_OUTCOME_REPLAYED);
+				goto out;
+			}
+			count(mw, req, IDEM_OUTCOME_REPLAYED);
+			if (cached)
+				count(mw, req, IDEM_OUTCOME_REPLAY_CACHED);
 			goto out;
 		}
 		idem_reserve_result_clear(&rr);
@@ -1009,7 +1026,7 @@ wait:
 		 * attempt on: a transactional duplicate's attempt may itself
 		 * have waited), or say so */
 		if (idem_now_ms() >= deadline) {
-			count(mw, IDEM_OUTCOME_IN_FLIGHT);
+			count(mw, req, IDEM_OUTCOME_IN_FLIGHT);
 			idem_answer_problem(res, 409, "IDEMPOTENCY_IN_FLIGHT",
 			    "a request with this Idempotency-Key is being "
 			    "processed; retry later", 1);
@@ -1020,14 +1037,14 @@ wait:
 			pause *= 2;
 	}
 	if (rr.outcome == IDEM_RESERVE_TAKEN_OVER) {
-		count(mw, IDEM_OUTCOME_TAKEN_OVER);
+		count(mw, req, IDEM_OUTCOME_TAKEN_OVER);
 		idem_log_event(req, IDEM_LOG_WARN, "takeover", owner, "took over "
 		    "the reservation of request %s (owner %s), idle for %llu ms "
 		    "(inflight-ttl %llu ms); running the handler", rr.request_id,
 		    rr.owner, (unsigned long long)rr.lease_age_ms,
 		    (unsigned long long)cfg->inflight_ttl);
 	} else {
-		count(mw, IDEM_OUTCOME_ACQUIRED);
+		count(mw, req, IDEM_OUTCOME_ACQUIRED);
 	}
 	idem_reserve_result_clear(&rr);
 	if (txc != NULL) {

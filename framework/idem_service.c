@@ -141,7 +141,9 @@ idem_service_set_metrics(idem_service *svc, idem_metrics *m, unsigned slot)
 	for (i = 0; i < idem_router_count(svc->router); i++) {
 		idem_route *rt = idem_router_at(svc->router, i);
 		rt->metrics = m;
-		rt->metrics_row = idem_metrics_route(m, rt->method, rt->tmpl);
+		rt->metrics_row = idem_metrics_route(m, rt->method, rt->tmpl,
+		    svc->mw != NULL &&
+		    idem_route_policy(svc->cfg, rt) != IDEM_POLICY_OFF);
 		if (rt->metrics_row == 0)
 			idem_log(NULL, IDEM_LOG_WARN, "metrics: more than %d routes; "
 			    "%s %s is counted as route=\"unmatched\"",

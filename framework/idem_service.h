@@ -59,8 +59,9 @@ idem_config *idem_service_release_config(idem_service *svc);
 
 /*
  * Counts into m (borrowed: the master's region, shared by every worker;
- * must outlive svc) instead of the service's own, as worker slot.  Does
- * nothing when [metrics] is off.
+ * must outlive svc) instead of the service's own, as worker slot, and
+ * gives every route its row there (keyed when its policy is not off).
+ * Does nothing when [metrics] is off.
  */
 void idem_service_set_metrics(idem_service *svc, struct idem_metrics *m,
     unsigned slot);

@@ -35,11 +35,15 @@ typedef struct idem_mysql_conn idem_mysql_conn;
 #define IDEM_RID_MAX 64         /* bytes of a request id */
 
 /* Which record: the SHA-256 of the scope (all zero for scope = none) and
- * the key as the client sent it. */
+ * the key as the client sent it.  metrics_row is not part of it: the
+ * metrics row (idem_metrics.h) of the route of the request that holds
+ * the key, on which a store counts what it meets on the key's behalf
+ * (contention). */
 typedef struct idem_store_key {
 	unsigned char scope[32];
 	char key[IDEM_KEY_MAX + 1];
 	size_t key_len;
+	unsigned metrics_row;
 } idem_store_key;
 
 /* A stored answer.  headers is "Name: value\r\n" lines. */
@@ -69,6 +73,10 @@ typedef struct idem_reserve_result {
 	uint64_t lease_age_ms;
 	/* COMMITTED: the answer, owned by the result */
 	idem_stored_response response;
+	/* COMMITTED: read from the store's copy of answers read before
+	 * (the MySQL store's replay cache), no statement sent; the caller
+	 * counts it as replay_cached when it replays */
+	int cached;
 } idem_reserve_result;
 
 typedef struct idem_store idem_store;
@@ -179,6 +187,9 @@ typedef struct idem_store_ops {
 	 * Transactional routes (DESIGN.md 2.7); NULL for a store
 	 * that cannot share a transaction with a handler (memory).  c is a
 	 * connection of the plugin's pool (idem_app_mysql_pool), borrowed.
+	 *
+	 * A transaction's contention is counted on c->metrics_row (the route
+	 * of the request that holds c).
 	 *
 	 * tx_begin opens a transaction on c and, when k is not NULL, reserves
 	 * k inside it, as reserve does.  On ACQUIRED and TAKEN_OVER the

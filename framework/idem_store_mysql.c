@@ -199,12 +199,15 @@ typedef struct params {
 	MYSQL_BIND b[10];
 	unsigned long len[10];
 	unsigned n;
+	unsigned row;            /* the metrics row contention counts on: the
+	                          * bound key's, or no route */
 } params;
 
 static void
 p_init(params *p)
 {
 	memset(p, 0, sizeof(*p));
+	p->row = IDEM_METRICS_NO_ROUTE;
 }
 
 static void
@@ -241,6 +244,7 @@ p_key(params *p, const idem_store_key *k)
 {
 	p_blob(p, k->scope, 32);
 	p_blob(p, k->key, k->key_len);
+	p->row = k->metrics_row;
 }
 
 /* Whether err (a mysql_errno) can never succeed for these values: a value
@@ -259,17 +263,25 @@ permanent_error(unsigned err)
 	    err == 1118 /* ER_TOO_BIG_ROWSIZE */;
 }
 
+/* Counts one contention on metrics row r (a route's, or no route). */
+static void
+count_contended(mysql_store *ms, unsigned r)
+{
+	if (ms->base.metrics != NULL)
+		idem_metrics_outcome(ms->base.metrics, r, IDEM_OUTCOME_CONTENDED,
+		    1);
+}
+
 /* Whether err (a mysql_errno) is contention: ER_LOCK_DEADLOCK or
  * ER_LOCK_WAIT_TIMEOUT, whose statement (or, for a deadlock, transaction)
  * was rolled back because others are working on the same rows.  Counted
- * in the metrics. */
+ * in the metrics on row r. */
 static int
-contention(mysql_store *ms, unsigned err)
+contention(mysql_store *ms, unsigned r, unsigned err)
 {
 	if (err != 1213 && err != 1205)
 		return 0;
-	if (ms->base.metrics != NULL)
-		idem_metrics_outcome(ms->base.metrics, IDEM_OUTCOME_CONTENDED, 1);
+	count_contended(ms, r);
 	return 1;
 }
 
@@ -326,7 +338,7 @@ run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 			idem_mysql_put(ms->pool, c);
 			return IDEM_ERR_TOO_LARGE;
 		}
-		if (contention(ms, err)) {
+		if (contention(ms, p->row, err)) {
 			/* a lock wait has waited all it may already: not
 			 * again */
 			idem_mysql_put(ms->pool, c);
@@ -586,21 +598,19 @@ found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_at,
 }
 
 /* Whether k's committed answer is in the replay cache: then *out is
- * COMMITTED with it and no statement is sent.  A replay (the request's
- * fingerprint fp is the record's) is counted as replay_cached; another
- * request is the middleware's conflict.  The cache's times are
- * CLOCK_BOOTTIME: an entry also ages while the machine is suspended. */
+ * COMMITTED with it, marked cached, and no statement is sent (the
+ * middleware counts a replay of it, a request of the record's
+ * fingerprint, as replay_cached; another request is its conflict).  The
+ * cache's times are CLOCK_BOOTTIME: an entry also ages while the machine
+ * is suspended. */
 static int
-cached(mysql_store *ms, const idem_store_key *k, const unsigned char fp[32],
-    idem_reserve_result *out)
+cached(mysql_store *ms, const idem_store_key *k, idem_reserve_result *out)
 {
 	if (ms->cache == NULL || !idem_replay_cache_get(ms->cache, k,
 	    idem_boot_ms(), out->fingerprint, &out->response))
 		return 0;
 	out->outcome = IDEM_RESERVE_COMMITTED;
-	if (ms->base.metrics != NULL && memcmp(out->fingerprint, fp, 32) == 0)
-		idem_metrics_outcome(ms->base.metrics,
-		    IDEM_OUTCOME_REPLAY_CACHED, 1);
+	out->cached = 1;
 	return 1;
 }
 
@@ -619,7 +629,7 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 	row r;
 	idem_err err;
 
-	if (cached(ms, k, fp, out))
+	if (cached(ms, k, out))
 		return IDEM_OK;
 	/* a row that disappears or changes between statements sends us
 	 * round again; when it keeps doing so, others are reserving and
@@ -665,8 +675,7 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 		}
 		return IDEM_OK;
 	}
-	if (ms->base.metrics != NULL)
-		idem_metrics_outcome(ms->base.metrics, IDEM_OUTCOME_CONTENDED, 1);
+	count_contended(ms, k->metrics_row);
 	return IDEM_ERR_BUSY;
 }
 
@@ -1137,12 +1146,12 @@ tx_rollback(idem_mysql_conn *c)
 }
 
 /* After statement i of c failed with err: rolls back and says why.
- * Returns IDEM_ERR_BUSY (a deadlock, a lock wait: contention) or
- * IDEM_ERR_STORE (logged). */
+ * Returns IDEM_ERR_BUSY (a deadlock, a lock wait: contention, counted on
+ * c's metrics row) or IDEM_ERR_STORE (logged). */
 static idem_err
 tx_failed(mysql_store *ms, idem_mysql_conn *c, int i, unsigned err)
 {
-	int contended = contention(ms, err);
+	int contended = contention(ms, c->metrics_row, err);
 
 	idem_mysql_check(c, err);
 	if (!c->broken && i >= 0 && !contended)
@@ -1168,7 +1177,7 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	idem_err err;
 
 	/* a cached answer opens no transaction */
-	if (k != NULL && cached(ms, k, fp, out))
+	if (k != NULL && cached(ms, k, out))
 		return IDEM_OK;
 	/* a round ends early when the row vanished or changed, or when
 	 * others hold it (a lock wait, a deadlock: racing takers each hold

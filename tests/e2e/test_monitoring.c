@@ -427,7 +427,8 @@ on_ds_variable(json_t *doc)
 
 /*
  * The dashboard: a Grafana dashboard (schema 36 to 39) with a data source
- * variable and job and instance variables; each panel on that data
+ * variable and job, instance and route variables (route's All matching
+ * the series without a route); each panel on that data
  * source, in its own cells of the grid, described in docs/operations.md,
  * with queries that name only metrics x exports (but those starting with
  * absent_ok), each filtered by job and instance; and every family of x
@@ -443,7 +444,7 @@ check_dashboard(const exported *x, const char *absent_ok, list *problems)
 	json_t *d = json_loads(text, 0, &e), *panels, *p, *v, *t;
 	list used = { 0 }, ids = { 0 };
 	unsigned char grid[24][200];
-	const char *ds = NULL, *job = NULL, *instance = NULL;
+	const char *ds = NULL, *job = NULL, *instance = NULL, *route = NULL;
 	size_t i, j, k;
 	json_int_t schema;
 	int overlaps;
@@ -473,6 +474,15 @@ check_dashboard(const exported *x, const char *absent_ok, list *problems)
 			job = name;
 		if (strcmp(name, "instance") == 0)
 			instance = name;
+		/* "All" must match the outcomes without a route too */
+		if (strcmp(name, "route") == 0) {
+			route = name;
+			cr_expect(json_is_true(json_object_get(v, "includeAll")) &&
+			    json_is_string(json_object_get(v, "allValue")) &&
+			    strcmp(json_string_value(json_object_get(v,
+			    "allValue")), ".*") == 0, "variable route: All is not "
+			    "\".*\"");
+		}
 		cr_expect_str_eq(type, "query", "variable %s", name);
 		cr_expect(on_ds_variable(v), "variable %s", name);
 		cr_expect(!json_is_string(json_object_get(v, "definition")) ||
@@ -486,6 +496,7 @@ check_dashboard(const exported *x, const char *absent_ok, list *problems)
 	cr_expect_not_null(ds, "no DS_PROMETHEUS data source variable");
 	cr_expect_not_null(job, "no job variable");
 	cr_expect_not_null(instance, "no instance variable");
+	cr_expect_not_null(route, "no route variable");
 
 	panels = json_array();
 	panels_of(json_object_get(d, "panels"), panels);
@@ -699,14 +710,28 @@ scrape(const harness *h)
 	return text;
 }
 
-/* The outcome counter of a scrape. */
+/* The outcome counter of a scrape, summed over its routes. */
 static double
 outcome(const char *text, const char *name)
 {
-	char series[128];
+	char labels[64];
 
-	snprintf(series, sizeof(series),
-	    "idemfcgi_idempotency_outcomes_total{outcome=\"%s\"}", name);
+	snprintf(labels, sizeof(labels), "outcome=\"%s\"", name);
+	return harness_metric_sum(text, "idemfcgi_idempotency_outcomes_total",
+	    labels);
+}
+
+/* The outcome counter of one route (method and template; "" and "" for
+ * none) in a scrape. */
+static double
+route_outcome(const char *text, const char *method, const char *route,
+    const char *name)
+{
+	char series[256];
+
+	snprintf(series, sizeof(series), "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"%s\",route=\"%s\",outcome=\"%s\"}", method, route,
+	    name);
 	return harness_metric(text, series);
 }
 
@@ -831,6 +856,27 @@ memory_instance_served_everything(harness *h)
 	cr_expect_geq(outcome(text, "key_invalid"), 1);
 	cr_expect_geq(outcome(text, "scope_missing"), 1);
 	cr_expect_geq(outcome(text, "answer_not_stored"), 1);
+	/* each on its route */
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo", "acquired"),
+	    6);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo", "replayed"),
+	    2);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo", "conflict"),
+	    1);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo",
+	    "key_missing"), 1);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/fail", "released"),
+	    1);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/status/{code}",
+	    "released"), 1);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/sleep/{ms}",
+	    "in_flight"), 1);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/sleep/{ms}",
+	    "conflict"), 0);
+	cr_expect_eq(route_outcome(text, "POST", "/testkit/fat-headers/{n}",
+	    "answer_not_stored"), 1);
+	cr_expect_eq(route_outcome(text, "GET", "/testkit/read", "acquired"),
+	    -1, "a read has no outcomes");
 	cr_expect_geq(harness_metric(text,
 	    "idemfcgi_memory_store_evictions_total"), 1);
 	cr_expect_eq(harness_metric(text, "idemfcgi_worker_restarts_total"), 1);
@@ -1095,6 +1141,22 @@ Test(monitoring, mysql_store, .timeout = 90)
 	cr_expect_eq(outcome(ta, "fenced"), 1);
 	cr_expect_eq(outcome(tb, "in_flight"), 1, "%s", tb);
 	cr_expect_eq(outcome(tb, "taken_over"), 1);
+	/* each on its route; the master's on none */
+	cr_expect_geq(route_outcome(ta, "POST", "/testkit/echo",
+	    "replay_cached"), 1);
+	cr_expect_eq(route_outcome(ta, "POST", "/testkit/tx/{code}",
+	    "committed"), 1);
+	cr_expect_eq(route_outcome(ta, "POST", "/testkit/tx/{code}",
+	    "replayed"), 1);
+	cr_expect_eq(route_outcome(ta, "POST", "/testkit/tx/{code}",
+	    "released"), 1);
+	cr_expect_eq(route_outcome(ta, "", "", "dead_worker_released"), 1);
+	cr_expect_eq(route_outcome(ta, "POST", "/testkit/sleep/{ms}",
+	    "fenced"), 1);
+	cr_expect_eq(route_outcome(tb, "POST", "/testkit/sleep/{ms}",
+	    "taken_over"), 1);
+	cr_expect_eq(route_outcome(tb, "POST", "/testkit/sleep/{ms}",
+	    "in_flight"), 1);
 	cr_expect_eq(harness_metric(ta, "idemfcgi_memory_store_entries"), -1);
 
 	promtool_accepts(ta, "MySQL store, the instance that was fenced");

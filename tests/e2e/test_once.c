@@ -144,21 +144,30 @@ Test(once, one_key_contention_mysql, .timeout = 60)
 	one_key_contention(1);
 }
 
-/* The outcome counter name, scraped from h ([metrics] enabled). */
+/* The outcome counter name of the series with labels too ("": all),
+ * summed, scraped from h ([metrics] enabled). */
 static double
-outcome(const harness *h, const char *name)
+outcome_of(const harness *h, const char *labels, const char *name)
 {
-	char series[128];
+	char want[256];
 	fc_response r;
 	double v;
 
-	snprintf(series, sizeof(series),
-	    "idemfcgi_idempotency_outcomes_total{outcome=\"%s\"}", name);
+	snprintf(want, sizeof(want), "%s%soutcome=\"%s\"", labels,
+	    *labels != '\0' ? "," : "", name);
 	cr_assert_eq(fc_http(h->addr, "GET", "/metrics", NULL, NULL, &r), 0);
 	cr_assert_eq(r.status, 200, "%s", r.body);
-	v = harness_metric(r.body, series);
+	v = harness_metric_sum(r.body, "idemfcgi_idempotency_outcomes_total",
+	    want);
 	fc_response_free(&r);
 	return v;
+}
+
+/* The outcome counter name over every route, scraped from h. */
+static double
+outcome(const harness *h, const char *name)
+{
+	return outcome_of(h, "", name);
 }
 
 /*
@@ -281,7 +290,7 @@ Test(once, purge_spares_running_handler_mysql, .timeout = 60)
  * Issue 12.6: contention is counted.  A transactional handler holds its
  * key's row lock while it runs; a duplicate's reservation waits for it (a
  * lock wait, 1205, not retried), is answered 409 in flight, never 503,
- * and is counted as contended.
+ * and is counted as contended, on its route.
  */
 Test(once, contention_counted_mysql, .timeout = 60)
 {
@@ -301,6 +310,10 @@ Test(once, contention_counted_mysql, .timeout = 60)
 	pthread_join(t, NULL);
 	cr_expect_eq(first.status, 201, "%d %s", first.status, first.body_out);
 	cr_expect_geq(outcome(&h, "contended"), 1);
+	/* on the route whose request met it */
+	cr_expect_eq(outcome_of(&h, "method=\"POST\","
+	    "route=\"/testkit/tx/{code}\"", "contended"),
+	    outcome(&h, "contended"));
 	cr_expect_eq(harness_count_key(&h, "/testkit/tx/201", key), 1);
 	harness_stop(&h);
 }

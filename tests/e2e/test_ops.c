@@ -45,15 +45,15 @@ get(const harness *h, const char *path, char **body, char rid[80])
 	return status;
 }
 
-/* The outcome counter of a scrape. */
+/* The outcome counter of a scrape, summed over its routes. */
 static double
 outcome(const char *text, const char *name)
 {
-	char series[128];
+	char labels[64];
 
-	snprintf(series, sizeof(series),
-	    "idemfcgi_idempotency_outcomes_total{outcome=\"%s\"}", name);
-	return harness_metric(text, series);
+	snprintf(labels, sizeof(labels), "outcome=\"%s\"", name);
+	return harness_metric_sum(text, "idemfcgi_idempotency_outcomes_total",
+	    labels);
 }
 
 /* The request counter of a route and status. */

@@ -3,12 +3,14 @@
  * Apache (mod_proxy_fcgi over TCP and a unix socket, mod_fcgid, lighttpd
  * with an external socket and with bin-path), driven by a real HTTP client
  * (curl), with the memory store and with MySQL.  The web servers use the
- * config files of conf/ as shipped.
+ * config files of conf/ as shipped; the Apache snippet also loads into an
+ * Apache without mod_proxy_fcgi.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -295,4 +297,52 @@ ParameterizedTest(setup *s, web, authorization_scope, .timeout = 60)
 	done(&a);
 	cr_expect_eq(websrv_count(&w, "/testkit/echo", k), 2);
 	websrv_stop(&w);
+}
+
+/* "apache2 -t" on a config of the modules given and the Apache snippet
+ * (conf/apache-proxy-fcgi.conf): its exit status; what it printed goes
+ * into out (size bytes). */
+static int
+apache_configtest(const char *modules, char *out, size_t size)
+{
+	char dir[] = "/tmp/idemfcgi-apache-t.XXXXXX", conf[320], cmd[700];
+	const char *src = getenv("IDEM_SRCDIR");
+	FILE *fp;
+	size_t got;
+	int st;
+
+	cr_assert_not_null(src, "IDEM_SRCDIR is not set");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(conf, sizeof(conf), "%s/httpd.conf", dir);
+	fp = fopen(conf, "w");
+	cr_assert_not_null(fp);
+	fprintf(fp, "ServerRoot /etc/apache2\nDefaultRuntimeDir %s\n"
+	    "PidFile %s/httpd.pid\nServerName 127.0.0.1\n"
+	    "Listen 127.0.0.1:%d\nErrorLog %s/error.log\n"
+	    "LoadModule mpm_event_module /usr/lib/apache2/modules/"
+	    "mod_mpm_event.so\n%sInclude %s/conf/apache-proxy-fcgi.conf\n",
+	    dir, dir, harness_free_port(), dir, modules, src);
+	cr_assert_eq(fclose(fp), 0);
+	snprintf(cmd, sizeof(cmd), "PATH=/usr/sbin:$PATH apache2 -t -f %s 2>&1; "
+	    "st=$?; rm -rf '%s'; exit $st", conf, dir);
+	fp = popen(cmd, "r");
+	cr_assert_not_null(fp);
+	got = fread(out, 1, size - 1, fp);
+	out[got] = '\0';
+	st = pclose(fp);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The Apache snippet loads whether mod_proxy_fcgi is (a2enconf idemfcgi
+ * before a2enmod proxy_fcgi keeps apache2ctl configtest passing) or not
+ * (then it does nothing). */
+Test(web, apache_snippet_loads_without_proxy_fcgi)
+{
+	char out[2048];
+
+	cr_expect_eq(apache_configtest("", out, sizeof(out)), 0, "%s", out);
+	cr_expect_eq(apache_configtest("LoadModule proxy_module "
+	    "/usr/lib/apache2/modules/mod_proxy.so\nLoadModule proxy_fcgi_module "
+	    "/usr/lib/apache2/modules/mod_proxy_fcgi.so\n", out, sizeof(out)), 0,
+	    "%s", out);
 }

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -511,6 +512,86 @@ harness_metric(const char *text, const char *series)
 		p += len;
 	}
 	return -1;
+}
+
+/* Past the label pair at p (name="value", escapes kept, and a ',' after
+ * it), with its text in *pair and *len; NULL when p holds none. */
+static const char *
+label_pair(const char *p, const char **pair, size_t *len)
+{
+	const char *q = p;
+
+	while (*q == '_' || isalnum((unsigned char)*q))
+		q++;
+	if (q == p || q[0] != '=' || q[1] != '"')
+		return NULL;
+	for (q += 2; *q != '\0' && *q != '"'; q++)
+		if (*q == '\\' && q[1] != '\0')
+			q++;
+	if (*q != '"')
+		return NULL;
+	*pair = p;
+	*len = (size_t)(++q - p);
+	return *q == ',' ? q + 1 : q;
+}
+
+/* Past the '}' of the label set at p (after its '{'), or NULL when it
+ * is malformed. */
+static const char *
+labels_end(const char *p)
+{
+	const char *pair;
+	size_t len;
+
+	while (p != NULL && *p != '}')
+		p = label_pair(p, &pair, &len);
+	return p != NULL ? p + 1 : NULL;
+}
+
+/* Whether the label set at p (after its '{') has the pair want (wlen
+ * bytes). */
+static int
+has_pair(const char *p, const char *want, size_t wlen)
+{
+	const char *pair;
+	size_t len;
+
+	while (p != NULL && *p != '}') {
+		p = label_pair(p, &pair, &len);
+		if (p != NULL && len == wlen && memcmp(pair, want, len) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+double
+harness_metric_sum(const char *text, const char *family, const char *labels)
+{
+	size_t flen = strlen(family), len;
+	const char *line, *eol, *p, *end, *want, *pair;
+	double sum = 0;
+	int seen = 0, match;
+
+	for (line = text; *line != '\0'; line = *eol != '\0' ? eol + 1 : eol) {
+		eol = strchrnul(line, '\n');
+		if (strncmp(line, family, flen) != 0 ||
+		    (line[flen] != '{' && line[flen] != ' '))
+			continue;
+		p = line + flen;
+		end = *p == '{' ? labels_end(p + 1) : p;
+		if (end == NULL || *end != ' ')
+			continue;
+		for (match = 1, want = labels; match && *want != '\0'; ) {
+			if ((want = label_pair(want, &pair, &len)) == NULL)
+				return -1;
+			match = *p == '{' && has_pair(p + 1, pair, len);
+		}
+		if (match) {
+			sum += atof(end + 1);
+			seen = 1;
+		}
+	}
+	return seen ? sum : -1;
 }
 
 const char *

@@ -74,6 +74,12 @@ int harness_start(harness *h, const harness_opts *opts);
  * or -1 when it is absent. */
 double harness_metric(const char *text, const char *series);
 
+/* The sum of the series of family in Prometheus text whose labels include
+ * each of labels ('outcome="acquired"', 'route="/c",outcome="in_flight"';
+ * "": every series), or -1 when none is there. */
+double harness_metric_sum(const char *text, const char *family,
+    const char *labels);
+
 /* Reads a response-head header (lines "Name: value\r\n"),
  * case-insensitive; a thread-local copy, or NULL. */
 const char *harness_head_find(const char *head, const char *name);

@@ -219,6 +219,7 @@ plain_commit(void *arg, const idem_store_key *k, const char *owner,
 static fake *fs;
 static idem_leases *ls;
 static idem_metrics *metrics;
+static unsigned route_row;      /* the keys' route: POST /lease */
 static idem_request req;
 
 /* Leases over a fresh fake store, renewed every ttl_ms / 3. */
@@ -230,6 +231,7 @@ start(uint64_t ttl_ms)
 	fs->base.ops = &fake_ops;
 	pthread_mutex_init(&fs->lock, NULL);
 	cr_assert_eq(idem_metrics_new(&metrics), IDEM_OK);
+	route_row = idem_metrics_route(metrics, "POST", "/lease", 1);
 	cr_assert_eq(idem_leases_new(&fs->base, ttl_ms, plain_commit, fs, &ls),
 	    IDEM_OK);
 	idem_leases_set_metrics(ls, metrics);
@@ -262,7 +264,7 @@ stop(void)
 	idem_log_set_level(IDEM_LOG_INFO);
 }
 
-/* The store key of key. */
+/* The store key of key, on the route POST /lease. */
 static idem_store_key
 skey(const char *key)
 {
@@ -271,6 +273,7 @@ skey(const char *key)
 	memset(&k, 0, sizeof(k));
 	snprintf(k.key, sizeof(k.key), "%s", key);
 	k.key_len = strlen(k.key);
+	k.metrics_row = route_row;
 	return k;
 }
 
@@ -288,7 +291,7 @@ add(idem_lease_job job, const char *key, const char *owner)
 	    job == IDEM_LEASE_COMMIT ? &answer : NULL);
 }
 
-/* The count of outcome in the metrics. */
+/* The count of outcome in the metrics, on the keys' route. */
 static double
 outcome(const char *name)
 {
@@ -297,7 +300,7 @@ outcome(const char *name)
 	double v;
 
 	snprintf(series, sizeof(series), "idemfcgi_idempotency_outcomes_total"
-	    "{outcome=\"%s\"}", name);
+	    "{method=\"POST\",route=\"/lease\",outcome=\"%s\"}", name);
 	text = idem_metrics_render(metrics, NULL, &len);
 	cr_assert_not_null(text);
 	v = harness_metric(text, series);

@@ -1,6 +1,7 @@
 /*
  * test_metrics.c - the shared metrics region: counts seen across fork, the
- * exposition text (cumulative buckets, escaped labels), the row limit.
+ * exposition text (cumulative buckets, escaped labels), the row limit,
+ * outcomes by route.
  */
 #include "config.h"
 
@@ -36,16 +37,16 @@ Test(metrics, shared_across_fork)
 	char *text;
 
 	cr_assert_eq(idem_metrics_new(&m), IDEM_OK);
-	row = idem_metrics_route(m, "POST", "/a/{id}");
+	row = idem_metrics_route(m, "POST", "/a/{id}", 1);
 	cr_assert_eq(row, 1);
 	for (i = 0; i < 2; i++) {
 		if ((pid = fork()) == 0) {
 			int j;
 			/* a worker registers the same route: the same row */
-			unsigned r = idem_metrics_route(m, "POST", "/a/{id}");
+			unsigned r = idem_metrics_route(m, "POST", "/a/{id}", 1);
 			for (j = 0; j < 1000; j++) {
 				idem_metrics_request(m, r, 201);
-				idem_metrics_outcome(m, IDEM_OUTCOME_ACQUIRED, 1);
+				idem_metrics_outcome(m, r, IDEM_OUTCOME_ACQUIRED, 1);
 			}
 			idem_metrics_in_flight(m, (unsigned)i + 1, 1);
 			_exit(r == row ? 0 : 1);
@@ -59,7 +60,7 @@ Test(metrics, shared_across_fork)
 	cr_expect_eq(harness_metric(text, "idemfcgi_requests_total{method=\"POST\","
 	    "route=\"/a/{id}\",status=\"201\"}"), 2000, "%s", text);
 	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
-	    "{outcome=\"acquired\"}"), 2000);
+	    "{method=\"POST\",route=\"/a/{id}\",outcome=\"acquired\"}"), 2000);
 	cr_expect_eq(harness_metric(text, "idemfcgi_requests_in_flight"), 3);
 	free(text);
 	/* a dead worker's requests are no longer in flight */
@@ -113,7 +114,7 @@ Test(metrics, text_format)
 	char *text;
 
 	cr_assert_eq(idem_metrics_new(&m), IDEM_OK);
-	row = idem_metrics_route(m, "GET", "/q\"uote\\d\nx");
+	row = idem_metrics_route(m, "GET", "/q\"uote\\d\nx", 0);
 	idem_metrics_request(m, row, 200);
 	idem_metrics_request(m, 0, 404);
 	idem_metrics_request(m, row, 42);
@@ -154,10 +155,82 @@ Test(metrics, row_limit)
 	cr_assert_eq(idem_metrics_new(&m), IDEM_OK);
 	for (i = 1; i < IDEM_METRICS_ROUTES; i++) {
 		snprintf(tmpl, sizeof(tmpl), "/r%u", i);
-		row = idem_metrics_route(m, "GET", tmpl);
+		row = idem_metrics_route(m, "GET", tmpl, 0);
 		cr_expect_eq(row, i);
 	}
-	cr_expect_eq(idem_metrics_route(m, "GET", "/one-too-many"), 0);
-	cr_expect_eq(idem_metrics_route(m, "GET", "/r7"), 7);
+	cr_expect_eq(idem_metrics_route(m, "GET", "/one-too-many", 0), 0);
+	cr_expect_eq(idem_metrics_route(m, "GET", "/r7", 0), 7);
+	idem_metrics_free(m);
+}
+
+/*
+ * Outcomes are counted per route: two routes' apart, each labelled as its
+ * requests are; a keyed route's at zero too, before any; an unkeyed
+ * route's only once counted; outside any request with method="" and
+ * route="" (dead_worker_released and contended at zero too); a row past
+ * the no-route row as unmatched.
+ */
+Test(metrics, outcomes_by_route)
+{
+	idem_metrics *m;
+	unsigned a, b, plain;
+	char *text;
+
+	cr_assert_eq(idem_metrics_new(&m), IDEM_OK);
+	a = idem_metrics_route(m, "POST", "/a/{id}", 1);
+	b = idem_metrics_route(m, "PUT", "/b", 1);
+	plain = idem_metrics_route(m, "GET", "/read", 0);
+	idem_metrics_outcome(m, a, IDEM_OUTCOME_ACQUIRED, 3);
+	idem_metrics_outcome(m, a, IDEM_OUTCOME_COMMITTED, 3);
+	idem_metrics_outcome(m, b, IDEM_OUTCOME_ACQUIRED, 1);
+	idem_metrics_outcome(m, b, IDEM_OUTCOME_REPLAYED, 2);
+	idem_metrics_outcome(m, IDEM_METRICS_NO_ROUTE,
+	    IDEM_OUTCOME_DEAD_WORKER_RELEASED, 4);
+	text = render(m, NULL);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"POST\",route=\"/a/{id}\",outcome=\"acquired\"}"), 3,
+	    "%s", text);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"PUT\",route=\"/b\",outcome=\"acquired\"}"), 1);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"PUT\",route=\"/b\",outcome=\"replayed\"}"), 2);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"POST\",route=\"/a/{id}\",outcome=\"replayed\"}"), 0);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"PUT\",route=\"/b\",outcome=\"taken_over\"}"), 0);
+	cr_expect_eq(harness_metric_sum(text,
+	    "idemfcgi_idempotency_outcomes_total", "outcome=\"acquired\""), 4);
+	cr_expect_eq(harness_metric_sum(text,
+	    "idemfcgi_idempotency_outcomes_total", "route=\"/a/{id}\""), 6);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"\",route=\"\",outcome=\"dead_worker_released\"}"), 4);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"\",route=\"\",outcome=\"contended\"}"), 0);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"\",route=\"\",outcome=\"acquired\"}"), -1);
+	cr_expect(strstr(text, "route=\"/read\",outcome=") == NULL,
+	    "an unkeyed route has no outcome yet: %s", text);
+	cr_expect(strstr(text, "route=\"unmatched\",outcome=") == NULL);
+	free(text);
+
+	/* counted once, an unkeyed route's outcome shows; a row too far is
+	 * unmatched; a route keyed later stays keyed */
+	idem_metrics_outcome(m, plain, IDEM_OUTCOME_CONTENDED, 1);
+	idem_metrics_outcome(m, IDEM_METRICS_NO_ROUTE + 1,
+	    IDEM_OUTCOME_CONFLICT, 1);
+	idem_metrics_outcome(m, a, IDEM_OUTCOME_COUNT, 1);
+	cr_expect_eq(idem_metrics_route(m, "GET", "/read", 1), plain);
+	cr_expect_eq(idem_metrics_route(m, "GET", "/read", 0), plain);
+	text = render(m, NULL);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"GET\",route=\"/read\",outcome=\"contended\"}"), 1,
+	    "%s", text);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"GET\",route=\"/read\",outcome=\"acquired\"}"), 0);
+	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"\",route=\"unmatched\",outcome=\"conflict\"}"), 1);
+	cr_expect_eq(harness_metric_sum(text,
+	    "idemfcgi_idempotency_outcomes_total", ""), 15);
+	free(text);
 	idem_metrics_free(m);
 }

@@ -235,6 +235,8 @@ setup_with(const char *idem_conf)
 	fs = calloc(1, sizeof(*fs));
 	fs->base.ops = &faulty_ops;
 	fs->inner = idem_middleware_swap_store(svc->mw, &fs->base);
+	/* the routes added here get their metrics rows ([metrics] on) */
+	idem_service_set_metrics(svc, svc->metrics, 0);
 	atomic_store(&calls, 0);
 	atomic_store(&stored, 0);
 	idem_log_set_level(IDEM_LOG_ERROR + 1);
@@ -850,15 +852,83 @@ Test(mw, store_outage_logged_once_and_counted, .init = setup_metrics,
 	text = idem_metrics_render(svc->metrics, NULL, &n);
 	cr_assert_not_null(text);
 	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
-	    "{outcome=\"store_unavailable\"}"), 2, "%s", text);
+	    "{method=\"POST\",route=\"/c\",outcome=\"store_unavailable\"}"), 2,
+	    "%s", text);
+	cr_expect_eq(harness_metric_sum(text,
+	    "idemfcgi_idempotency_outcomes_total", "outcome=\"fenced\""), 0);
 	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
-	    "{outcome=\"fenced\"}"), 0);
+	    "{method=\"POST\",route=\"/c\",outcome=\"acquired\"}"), 1);
 	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
-	    "{outcome=\"acquired\"}"), 1);
-	cr_expect_eq(harness_metric(text, "idemfcgi_idempotency_outcomes_total"
-	    "{outcome=\"committed\"}"), 1);
+	    "{method=\"POST\",route=\"/c\",outcome=\"committed\"}"), 1);
 	free(text);
 	cr_expect_eq(idem_middleware_backlog(svc->mw), 0, "the jobs are done");
+}
+
+/* The outcome count of method route in svc's metrics (-1: no series). */
+static double
+route_outcome(const char *method, const char *route, const char *outcome)
+{
+	char series[256], *text;
+	size_t n;
+	double v;
+
+	snprintf(series, sizeof(series), "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"%s\",route=\"%s\",outcome=\"%s\"}", method, route,
+	    outcome);
+	text = idem_metrics_render(svc->metrics, NULL, &n);
+	cr_assert_not_null(text);
+	v = harness_metric(text, series);
+	free(text);
+	return v;
+}
+
+/*
+ * Two routes' outcomes are counted apart, under the labels of their
+ * requests: POST /c's first executions, commits (the lease thread's
+ * deferred one too), replay and 409 in flight; POST /c/{x}'s executions,
+ * commit, releases, conflict and missing key; a keyed route that saw
+ * nothing has its series at zero, a route with the policy off none.
+ */
+Test(mw, outcomes_counted_by_route, .init = setup_metrics,
+    .fini = teardown)
+{
+	reply r;
+
+	cr_expect_eq(post("/c", "{}", KEY("r1"), NULL).status, 201);
+	cr_expect_str_eq(post("/c", "{}", KEY("r1"), NULL).replayed, "true");
+	cr_expect_eq(post("/c/x", "{}", KEY("r2"), NULL).status, 201);
+	cr_expect_eq(post("/c/x?s=500", "{}", KEY("r3"), NULL).status, 500);
+	cr_expect_eq(post("/c/x?s=503", "{}", KEY("r4"), NULL).status, 503);
+	r = post("/c/x", "{\"other\":1}", KEY("r2"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_CONFLICT");
+	r = post("/c/x", "{}", NULL, NULL);
+	expect_problem(&r, 400, "IDEMPOTENCY_KEY_MISSING");
+	cr_expect_eq(post("/off", "{}", NULL, NULL).status, 201);
+	/* a commit that meets an outage is the lease thread's: counted on
+	 * its key's route all the same */
+	fs->fail_commit = 1;
+	cr_expect_eq(post("/c", "{}", KEY("r5"), NULL).status, 201);
+	r = post("/c", "{}", KEY("r5"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_IN_FLIGHT");
+	fs->fail_commit = 0;
+	usleep(400000);
+
+	cr_expect_eq(route_outcome("POST", "/c", "acquired"), 2);
+	cr_expect_eq(route_outcome("POST", "/c", "committed"), 2);
+	cr_expect_eq(route_outcome("POST", "/c", "replayed"), 1);
+	cr_expect_eq(route_outcome("POST", "/c", "in_flight"), 1);
+	cr_expect_eq(route_outcome("POST", "/c", "conflict"), 0);
+	cr_expect_eq(route_outcome("POST", "/c", "released"), 0);
+	cr_expect_eq(route_outcome("POST", "/c/{x}", "acquired"), 3);
+	cr_expect_eq(route_outcome("POST", "/c/{x}", "committed"), 1);
+	cr_expect_eq(route_outcome("POST", "/c/{x}", "released"), 2);
+	cr_expect_eq(route_outcome("POST", "/c/{x}", "conflict"), 1);
+	cr_expect_eq(route_outcome("POST", "/c/{x}", "key_missing"), 1);
+	cr_expect_eq(route_outcome("POST", "/c/{x}", "replayed"), 0);
+	cr_expect_eq(route_outcome("POST", "/c/{x}", "in_flight"), 0);
+	cr_expect_eq(route_outcome("POST", "/opt", "acquired"), 0);
+	cr_expect_eq(route_outcome("POST", "/off", "acquired"), -1);
+	cr_expect_eq(route_outcome("", "", "dead_worker_released"), 0);
 }
 
 static harness_capture capture;
