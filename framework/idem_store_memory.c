@@ -15,6 +15,7 @@
 #include <utlist.h>
 
 #include "idem_log.h"
+#include "idem_metrics.h"
 #include "idem_time.h"
 #include "idem_store.h"
 
@@ -340,6 +341,7 @@ mem_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 		}
 		k = &(*keys)[(*n)++];
 		memset(k, 0, sizeof(*k));
+		k->metrics_row = IDEM_METRICS_NO_ROUTE;   /* no request's */
 		memcpy(k->scope, r->k.bytes, 32);
 		k->key_len = r->k.len - 32;
 		memcpy(k->key, r->k.bytes + 32, k->key_len);
