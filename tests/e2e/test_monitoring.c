@@ -710,31 +710,6 @@ scrape(const harness *h)
 	return text;
 }
 
-/* The outcome counter of a scrape, summed over its routes. */
-static double
-outcome(const char *text, const char *name)
-{
-	char labels[64];
-
-	snprintf(labels, sizeof(labels), "outcome=\"%s\"", name);
-	return harness_metric_sum(text, "idemfcgi_idempotency_outcomes_total",
-	    labels);
-}
-
-/* The outcome counter of one route (method and template; "" and "" for
- * none) in a scrape. */
-static double
-route_outcome(const char *text, const char *method, const char *route,
-    const char *name)
-{
-	char series[256];
-
-	snprintf(series, sizeof(series), "idemfcgi_idempotency_outcomes_total"
-	    "{method=\"%s\",route=\"%s\",outcome=\"%s\"}", method, route,
-	    name);
-	return harness_metric(text, series);
-}
-
 /* A POST with a key (NULL: none) and, with api, the scope header. */
 static call
 post(const harness *h, const char *path, const char *key, const char *body,
@@ -847,36 +822,36 @@ memory_instance_served_everything(harness *h)
 	fc_response_free(&r);
 
 	text = scrape(h);
-	cr_expect_geq(outcome(text, "acquired"), 10, "%s", text);
-	cr_expect_geq(outcome(text, "replayed"), 2);
-	cr_expect_geq(outcome(text, "conflict"), 1);
-	cr_expect_geq(outcome(text, "in_flight"), 1);
-	cr_expect_geq(outcome(text, "released"), 2);
-	cr_expect_geq(outcome(text, "key_missing"), 1);
-	cr_expect_geq(outcome(text, "key_invalid"), 1);
-	cr_expect_geq(outcome(text, "scope_missing"), 1);
-	cr_expect_geq(outcome(text, "answer_not_stored"), 1);
+	cr_expect_geq(harness_outcome(text, "acquired"), 10, "%s", text);
+	cr_expect_geq(harness_outcome(text, "replayed"), 2);
+	cr_expect_geq(harness_outcome(text, "conflict"), 1);
+	cr_expect_geq(harness_outcome(text, "in_flight"), 1);
+	cr_expect_geq(harness_outcome(text, "released"), 2);
+	cr_expect_geq(harness_outcome(text, "key_missing"), 1);
+	cr_expect_geq(harness_outcome(text, "key_invalid"), 1);
+	cr_expect_geq(harness_outcome(text, "scope_missing"), 1);
+	cr_expect_geq(harness_outcome(text, "answer_not_stored"), 1);
 	/* each on its route */
-	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo", "acquired"),
-	    6);
-	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo", "replayed"),
-	    2);
-	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo", "conflict"),
-	    1);
-	cr_expect_eq(route_outcome(text, "POST", "/testkit/echo",
+	cr_expect_eq(harness_route_outcome(text, "POST", "/testkit/echo",
+	    "acquired"), 6);
+	cr_expect_eq(harness_route_outcome(text, "POST", "/testkit/echo",
+	    "replayed"), 2);
+	cr_expect_eq(harness_route_outcome(text, "POST", "/testkit/echo",
+	    "conflict"), 1);
+	cr_expect_eq(harness_route_outcome(text, "POST", "/testkit/echo",
 	    "key_missing"), 1);
-	cr_expect_eq(route_outcome(text, "POST", "/testkit/fail", "released"),
-	    1);
-	cr_expect_eq(route_outcome(text, "POST", "/testkit/status/{code}",
+	cr_expect_eq(harness_route_outcome(text, "POST", "/testkit/fail",
 	    "released"), 1);
-	cr_expect_eq(route_outcome(text, "POST", "/testkit/sleep/{ms}",
+	cr_expect_eq(harness_route_outcome(text, "POST",
+	    "/testkit/status/{code}", "released"), 1);
+	cr_expect_eq(harness_route_outcome(text, "POST", "/testkit/sleep/{ms}",
 	    "in_flight"), 1);
-	cr_expect_eq(route_outcome(text, "POST", "/testkit/sleep/{ms}",
+	cr_expect_eq(harness_route_outcome(text, "POST", "/testkit/sleep/{ms}",
 	    "conflict"), 0);
-	cr_expect_eq(route_outcome(text, "POST", "/testkit/fat-headers/{n}",
-	    "answer_not_stored"), 1);
-	cr_expect_eq(route_outcome(text, "GET", "/testkit/read", "acquired"),
-	    -1, "a read has no outcomes");
+	cr_expect_eq(harness_route_outcome(text, "POST",
+	    "/testkit/fat-headers/{n}", "answer_not_stored"), 1);
+	cr_expect_eq(harness_route_outcome(text, "GET", "/testkit/read",
+	    "acquired"), -1, "a read has no outcomes");
 	cr_expect_geq(harness_metric(text,
 	    "idemfcgi_memory_store_evictions_total"), 1);
 	cr_expect_eq(harness_metric(text, "idemfcgi_worker_restarts_total"), 1);
@@ -1126,36 +1101,37 @@ Test(monitoring, mysql_store, .timeout = 90)
 	for (i = 0; i < 30; i++) {
 		free(ta);
 		ta = scrape(&a);
-		if (outcome(ta, "fenced") >= 1)
+		if (harness_outcome(ta, "fenced") >= 1)
 			break;
 		call_sleep(100);
 	}
 	tb = scrape(&b);
-	cr_expect_geq(outcome(ta, "acquired"), 5, "%s", ta);
-	cr_expect_geq(outcome(ta, "replayed"), 4);
-	cr_expect_geq(outcome(ta, "replay_cached"), 1);
-	cr_expect_geq(outcome(ta, "conflict"), 1);
-	cr_expect_geq(outcome(ta, "released"), 2);
-	cr_expect_geq(outcome(ta, "key_missing"), 1);
-	cr_expect_eq(outcome(ta, "dead_worker_released"), 1);
-	cr_expect_eq(outcome(ta, "fenced"), 1);
-	cr_expect_eq(outcome(tb, "in_flight"), 1, "%s", tb);
-	cr_expect_eq(outcome(tb, "taken_over"), 1);
+	cr_expect_geq(harness_outcome(ta, "acquired"), 5, "%s", ta);
+	cr_expect_geq(harness_outcome(ta, "replayed"), 4);
+	cr_expect_geq(harness_outcome(ta, "replay_cached"), 1);
+	cr_expect_geq(harness_outcome(ta, "conflict"), 1);
+	cr_expect_geq(harness_outcome(ta, "released"), 2);
+	cr_expect_geq(harness_outcome(ta, "key_missing"), 1);
+	cr_expect_eq(harness_outcome(ta, "dead_worker_released"), 1);
+	cr_expect_eq(harness_outcome(ta, "fenced"), 1);
+	cr_expect_eq(harness_outcome(tb, "in_flight"), 1, "%s", tb);
+	cr_expect_eq(harness_outcome(tb, "taken_over"), 1);
 	/* each on its route; the master's on none */
-	cr_expect_geq(route_outcome(ta, "POST", "/testkit/echo",
+	cr_expect_geq(harness_route_outcome(ta, "POST", "/testkit/echo",
 	    "replay_cached"), 1);
-	cr_expect_eq(route_outcome(ta, "POST", "/testkit/tx/{code}",
+	cr_expect_eq(harness_route_outcome(ta, "POST", "/testkit/tx/{code}",
 	    "committed"), 1);
-	cr_expect_eq(route_outcome(ta, "POST", "/testkit/tx/{code}",
+	cr_expect_eq(harness_route_outcome(ta, "POST", "/testkit/tx/{code}",
 	    "replayed"), 1);
-	cr_expect_eq(route_outcome(ta, "POST", "/testkit/tx/{code}",
+	cr_expect_eq(harness_route_outcome(ta, "POST", "/testkit/tx/{code}",
 	    "released"), 1);
-	cr_expect_eq(route_outcome(ta, "", "", "dead_worker_released"), 1);
-	cr_expect_eq(route_outcome(ta, "POST", "/testkit/sleep/{ms}",
+	cr_expect_eq(harness_route_outcome(ta, "", "", "dead_worker_released"),
+	    1); 
+	cr_expect_eq(harness_route_outcome(ta, "POST", "/testkit/sleep/{ms}",
 	    "fenced"), 1);
-	cr_expect_eq(route_outcome(tb, "POST", "/testkit/sleep/{ms}",
+	cr_expect_eq(harness_route_outcome(tb, "POST", "/testkit/sleep/{ms}",
 	    "taken_over"), 1);
-	cr_expect_eq(route_outcome(tb, "POST", "/testkit/sleep/{ms}",
+	cr_expect_eq(harness_route_outcome(tb, "POST", "/testkit/sleep/{ms}",
 	    "in_flight"), 1);
 	cr_expect_eq(harness_metric(ta, "idemfcgi_memory_store_entries"), -1);
 

@@ -45,17 +45,6 @@ get(const harness *h, const char *path, char **body, char rid[80])
 	return status;
 }
 
-/* The outcome counter of a scrape, summed over its routes. */
-static double
-outcome(const char *text, const char *name)
-{
-	char labels[64];
-
-	snprintf(labels, sizeof(labels), "outcome=\"%s\"", name);
-	return harness_metric_sum(text, "idemfcgi_idempotency_outcomes_total",
-	    labels);
-}
-
 /* The request counter of a route and status. */
 static double
 requests(const char *text, const char *method, const char *route,
@@ -140,17 +129,17 @@ Test(ops, metrics_count_a_scripted_sequence)
 	cr_expect_eq(requests(text, "", "unmatched", 404), 1);
 	cr_expect_eq(requests(text, "GET", "/metrics", 200), 1);
 	/* what the idempotency layer did */
-	cr_expect_eq(outcome(text, "acquired"), 6);
-	cr_expect_eq(outcome(text, "committed"), 4);
-	cr_expect_eq(outcome(text, "released"), 2);
-	cr_expect_eq(outcome(text, "replayed"), 2);
-	cr_expect_eq(outcome(text, "conflict"), 1);
-	cr_expect_eq(outcome(text, "in_flight"), 1);
-	cr_expect_eq(outcome(text, "key_missing"), 1);
-	cr_expect_eq(outcome(text, "key_invalid"), 1);
-	cr_expect_eq(outcome(text, "taken_over"), 0);
-	cr_expect_eq(outcome(text, "fenced"), 0);
-	cr_expect_eq(outcome(text, "store_unavailable"), 0);
+	cr_expect_eq(harness_outcome(text, "acquired"), 6);
+	cr_expect_eq(harness_outcome(text, "committed"), 4);
+	cr_expect_eq(harness_outcome(text, "released"), 2);
+	cr_expect_eq(harness_outcome(text, "replayed"), 2);
+	cr_expect_eq(harness_outcome(text, "conflict"), 1);
+	cr_expect_eq(harness_outcome(text, "in_flight"), 1);
+	cr_expect_eq(harness_outcome(text, "key_missing"), 1);
+	cr_expect_eq(harness_outcome(text, "key_invalid"), 1);
+	cr_expect_eq(harness_outcome(text, "taken_over"), 0);
+	cr_expect_eq(harness_outcome(text, "fenced"), 0);
+	cr_expect_eq(harness_outcome(text, "store_unavailable"), 0);
 	/* the memory store holds the four committed answers */
 	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_entries"), 4);
 	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_evictions_total"), 0);
@@ -224,9 +213,9 @@ Test(ops, transactional_operations_counted_once)
 	    "{op=\"commit\"}"), 1, "%s", text);
 	cr_expect_eq(harness_metric(text, "idemfcgi_store_duration_seconds_count"
 	    "{op=\"release\"}"), 1, "%s", text);
-	cr_expect_eq(outcome(text, "committed"), 1);
-	cr_expect_eq(outcome(text, "replayed"), 1);
-	cr_expect_eq(outcome(text, "released"), 1);
+	cr_expect_eq(harness_outcome(text, "committed"), 1);
+	cr_expect_eq(harness_outcome(text, "replayed"), 1);
+	cr_expect_eq(harness_outcome(text, "released"), 1);
 	free(text);
 	harness_stop(&h);
 }
@@ -258,20 +247,20 @@ Test(ops, metrics_cover_every_worker)
 	text = scrape(&h, rid_scrape);
 	cr_expect_eq(harness_metric(text, "idemfcgi_requests_in_flight"), 2, "%s", text);
 	cr_expect_eq(harness_metric(text, "idemfcgi_workers"), 2);
-	cr_expect_eq(outcome(text, "acquired"), 5);
-	cr_expect_eq(outcome(text, "committed"), 4);
+	cr_expect_eq(harness_outcome(text, "acquired"), 5);
+	cr_expect_eq(harness_outcome(text, "committed"), 4);
 	free(text);
 	pthread_join(t, NULL);
 	cr_expect_eq(slow.status, 201);
 
 	/* every scrape, from either worker, has the same numbers */
 	text = scrape(&h, NULL);
-	cr_expect_eq(outcome(text, "committed"), 5, "%s", text);
+	cr_expect_eq(harness_outcome(text, "committed"), 5, "%s", text);
 	cr_expect_eq(requests(text, "POST", "/testkit/echo", 201), 4);
 	cr_expect_eq(requests(text, "POST", "/testkit/sleep/{ms}", 201), 1);
 	for (i = 0; i < 4; i++) {
 		again = scrape(&h, NULL);
-		cr_expect_eq(outcome(again, "committed"), 5);
+		cr_expect_eq(harness_outcome(again, "committed"), 5);
 		cr_expect_eq(requests(again, "POST", "/testkit/echo", 201), 4);
 		free(again);
 	}
@@ -312,8 +301,8 @@ Test(ops, metrics_cover_every_worker)
 	}
 	cr_expect_eq(harness_metric(text, "idemfcgi_worker_restarts_total"), 1, "%s",
 	    text);
-	cr_expect_eq(outcome(text, "dead_worker_released"), 1);
-	cr_expect_eq(outcome(text, "committed"), 5);
+	cr_expect_eq(harness_outcome(text, "dead_worker_released"), 1);
+	cr_expect_eq(harness_outcome(text, "committed"), 5);
 	cr_expect_eq(harness_metric(text, "idemfcgi_requests_in_flight"), 1);
 	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_entries"), -1,
 	    "only the memory store has these");

@@ -594,6 +594,28 @@ harness_metric_sum(const char *text, const char *family, const char *labels)
 	return seen ? sum : -1;
 }
 
+double
+harness_route_outcome(const char *text, const char *method, const char *route,
+    const char *outcome)
+{
+	char series[320];
+
+	snprintf(series, sizeof(series), "idemfcgi_idempotency_outcomes_total"
+	    "{method=\"%s\",route=\"%s\",outcome=\"%s\"}", method, route,
+	    outcome);
+	return harness_metric(text, series);
+}
+
+double
+harness_outcome(const char *text, const char *outcome)
+{
+	char labels[64];
+
+	snprintf(labels, sizeof(labels), "outcome=\"%s\"", outcome);
+	return harness_metric_sum(text, "idemfcgi_idempotency_outcomes_total",
+	    labels);
+}
+
 const char *
 harness_head_find(const char *head, const char *name)
 {

@@ -80,6 +80,15 @@ double harness_metric(const char *text, const char *series);
 double harness_metric_sum(const char *text, const char *family,
     const char *labels);
 
+/* The idemfcgi_idempotency_outcomes_total series of one route (method and
+ * template; "" and "" for the outcomes of no request) and outcome in
+ * Prometheus text, or -1 when it is absent. */
+double harness_route_outcome(const char *text, const char *method,
+    const char *route, const char *outcome);
+
+/* That outcome summed over every route, or -1 when none is there. */
+double harness_outcome(const char *text, const char *outcome);
+
 /* Reads a response-head header (lines "Name: value\r\n"),
  * case-insensitive; a thread-local copy, or NULL. */
 const char *harness_head_find(const char *head, const char *name);

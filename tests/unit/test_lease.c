@@ -295,15 +295,13 @@ add(idem_lease_job job, const char *key, const char *owner)
 static double
 outcome(const char *name)
 {
-	char series[128], *text;
+	char *text;
 	size_t len;
 	double v;
 
-	snprintf(series, sizeof(series), "idemfcgi_idempotency_outcomes_total"
-	    "{method=\"POST\",route=\"/lease\",outcome=\"%s\"}", name);
 	text = idem_metrics_render(metrics, NULL, &len);
 	cr_assert_not_null(text);
-	v = harness_metric(text, series);
+	v = harness_route_outcome(text, "POST", "/lease", name);
 	free(text);
 	return v;
 }

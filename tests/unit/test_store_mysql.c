@@ -507,15 +507,13 @@ Test(tx, takeover_fences_the_old_owner, .timeout = 60)
 static double
 contended(idem_metrics *m, const char *route)
 {
-	char series[200], *text;
+	char *text;
 	size_t len;
 	double v;
 
-	snprintf(series, sizeof(series), "idemfcgi_idempotency_outcomes_total"
-	    "{method=\"POST\",route=\"%s\",outcome=\"contended\"}", route);
 	text = idem_metrics_render(m, NULL, &len);
 	cr_assert_not_null(text);
-	v = harness_metric(text, series);
+	v = harness_route_outcome(text, "POST", route, "contended");
 	free(text);
 	return v;
 }
