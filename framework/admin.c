@@ -291,6 +291,15 @@ find(const idem_config *cfg, const options *o, idem_store *s,
 		    key, o->scope != NULL ? " in this scope" : "", absent);
 		return EXIT_REFUSED;
 	}
+	if (err == IDEM_ERR_BUSY) {
+		complain("no committed record for key %s%s yet: an open "
+		    "transaction holds it, most likely a transactional request "
+		    "still running (its record exists only inside its "
+		    "transaction until it commits or rolls back); look again "
+		    "when it has ended", key, o->scope != NULL ?
+		    " in this scope" : "");
+		return EXIT_REFUSED;
+	}
 	return err == IDEM_OK ? 0 : EXIT_STORE;
 }
 

@@ -31,6 +31,9 @@ struct idem_lease {
 	int finishing;            /* RENEW: its handler returned and its
 	                           * commit or release is under way */
 	idem_stored_response answer;  /* IDEM_LEASE_COMMIT: owned */
+	uint64_t settle_at;       /* IDEM_LEASE_FORGET: idem_now_ms when the
+	                           * reservation can no longer come into being
+	                           * (the store's settle_ms after the add) */
 	struct idem_lease *prev, *next;
 };
 
@@ -174,8 +177,16 @@ run_job(idem_leases *ls, idem_lease *l, int renew_too, idem_err *err_out)
 		err = job_release(ls, l);
 		break;
 	case IDEM_LEASE_FORGET:
-		/* no renewal: nothing runs under it, and it may not exist */
+		/* no renewal: nothing runs under it, and it may not exist;
+		 * until it has settled, the database may still run the INSERT
+		 * that got no answer: look again next round */
 		err = job_forget(ls, l);
+		if (!idem_store_err_transient(err) &&
+		    idem_now_ms() < l->settle_at) {
+			if (err_out != NULL)
+				*err_out = err;
+			return 0;
+		}
 		break;
 	case IDEM_LEASE_COMMIT:
 		err = job_commit(ls, l);
@@ -379,6 +390,8 @@ idem_leases_add(idem_leases *ls, idem_lease_job job, const idem_request *req,
 		return NULL;
 	l->job = job;
 	l->key = *k;
+	if (job == IDEM_LEASE_FORGET)
+		l->settle_at = idem_now_ms() + ls->store->settle_ms;
 	idem_copy_string(l->owner, sizeof(l->owner), owner);
 	idem_copy_string(l->request_id, sizeof(l->request_id),
 	    req->request_id);

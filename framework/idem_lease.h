@@ -12,7 +12,8 @@
  *            renewing the lease meanwhile;
  *   RELEASE  retries a release that met one;
  *   FORGET   deletes the reservation of a reserve that got no answer (it
- *            may or may not exist).
+ *            may or may not exist, and may yet come into being: it is
+ *            looked for each round until the store's settle_ms passed).
  * A job the store refuses because another owner holds the key (fencing)
  * is counted as fenced, logged, and dropped, never retried.  At most
  * IDEM_LEASE_MAX_BACKLOG jobs other than RENEW wait at once.  A stopping

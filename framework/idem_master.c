@@ -110,10 +110,26 @@ spawn(master *m)
 	return 0;
 }
 
-/* Times after a worker's death at which its reservations are swept: at
- * once, then twice more for statements that were still on their way. */
-static const uint64_t sweep_after_ms[] = { 0, 1000, 5000 };
-#define NSWEEPS (sizeof(sweep_after_ms) / sizeof(sweep_after_ms[0]))
+/* Sweeps of a dead worker's reservations: at once, then twice more for
+ * statements that were still on their way. */
+#define NSWEEPS 3
+
+/* When sweep pass (0 to NSWEEPS - 1) of a dead worker's reservations is
+ * due, in ms after its death: at once, after a second, and when every
+ * INSERT it left waiting on a row lock has ended (the store's settle
+ * time; the server runs such a statement to its end although its client
+ * is gone), 5 s at the least. */
+static uint64_t
+sweep_after_ms(const master *m, int pass)
+{
+	uint64_t settle = idem_store_mysql_settle_ms(m->cfg);
+
+	if (pass == 0)
+		return 0;
+	if (pass == 1)
+		return 1000;
+	return settle > 5000 ? settle : 5000;
+}
 
 /*
  * Deletes the reservations of dead worker pid (owner tokens of instance),
@@ -182,7 +198,7 @@ release_dead(master *m, const worker *w)
 	memcpy(m->late[i].instance, w->instance, sizeof(w->instance));
 	m->late[i].pid = w->pid;
 	m->late[i].pass = 1;
-	m->late[i].due = idem_now_ms() + sweep_after_ms[1];
+	m->late[i].due = idem_now_ms() + sweep_after_ms(m, 1);
 }
 
 /* Runs the later sweeps that are due; returns ms until the next one
@@ -203,8 +219,8 @@ late_sweeps(master *m)
 				l->instance[0] = '\0';
 				continue;
 			}
-			l->due = now + sweep_after_ms[l->pass] -
-			    sweep_after_ms[l->pass - 1];
+			l->due = now + sweep_after_ms(m, l->pass) -
+			    sweep_after_ms(m, l->pass - 1);
 		}
 		if (l->due - now < next)
 			next = l->due - now;

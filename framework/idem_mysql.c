@@ -14,6 +14,7 @@
 
 #include <errmsg.h>
 #include <mysql.h>
+#include <ma_pvio.h>
 
 #include "idem_log.h"
 #include "idem_mysql.h"
@@ -253,6 +254,7 @@ disconnect(idem_mysql_pool *p, idem_mysql_conn *c)
 	c->m = NULL;
 	c->broken = 0;
 	c->tx_mode = 0;
+	c->read_timeout = 0;
 }
 
 /* Reads the server's max_allowed_packet on c (it may change while we
@@ -298,13 +300,16 @@ node_ready(idem_mysql_conn *c, char *why, size_t size)
 
 	snprintf(why, size, "its wsrep status cannot be read");
 	if (mysql_query(c->m, "SHOW GLOBAL STATUS WHERE Variable_name IN "
-	    "('wsrep_ready', 'wsrep_local_state_comment')") != 0 ||
+	    "('wsrep_ready', 'wsrep_local_state_comment', "
+	    "'wsrep_gcomm_uuid')") != 0 ||
 	    (r = mysql_store_result(c->m)) == NULL)
 		return 0;
 	while ((row = mysql_fetch_row(r)) != NULL)
 		if (row[0] != NULL && row[1] != NULL) {
 			if (strcasecmp(row[0], "wsrep_ready") == 0)
 				ready = strcmp(row[1], "ON") == 0;
+			else if (strcasecmp(row[0], "wsrep_gcomm_uuid") == 0)
+				snprintf(c->node, sizeof(c->node), "%s", row[1]);
 			else if (!(synced = strcmp(row[1], "Synced") == 0))
 				snprintf(why, size, "it is %.40s, not Synced",
 				    row[1]);
@@ -385,6 +390,8 @@ open_one(idem_mysql_pool *p, idem_mysql_conn *c, const idem_endpoint *e,
 		    mysql_error(c->m));
 		return why;
 	}
+	c->read_timeout = p->read_timeout;
+	c->node[0] = '\0';
 	if (galera == 1 && !node_ready(c, state, sizeof(state))) {
 		snprintf(why, size, "%s is a Galera node that cannot serve: %s",
 		    name, state);
@@ -461,6 +468,34 @@ idem_mysql_reconnect(idem_mysql_conn *c)
 }
 
 int
+idem_mysql_reopen_same(idem_mysql_conn *c)
+{
+	idem_mysql_pool *p = c->pool;
+	char name[IDEM_HOST_MAX + 16], buf[1024], node[sizeof(c->node)];
+	const char *why;
+	int end = c->end;
+
+	if (end < 0 || (size_t)end >= p->nends)
+		return -1;
+	memcpy(node, c->node, sizeof(node));
+	disconnect(p, c);
+	endpoint_name(&p->ends[end], name, sizeof(name));
+	if ((why = open_one(p, c, &p->ends[end], name, buf, sizeof(buf)))
+	    != NULL || strcmp(c->node, node) != 0) {
+		if (why == NULL)
+			why = "another node answers there now";
+		if (may_log(p))
+			idem_log(NULL, IDEM_LOG_ERROR, "mysql: cannot reopen on "
+			    "%s: %s", name, why);
+		disconnect(p, c);
+		return -1;
+	}
+	c->end = end;
+	c->opened_ms = idem_now_ms();
+	return 0;
+}
+
+int
 idem_mysql_tx_mode(idem_mysql_conn *c)
 {
 	if (c->tx_mode)
@@ -470,6 +505,35 @@ idem_mysql_tx_mode(idem_mysql_conn *c)
 		return -1;
 	}
 	c->tx_mode = 1;
+	return 0;
+}
+
+uint64_t
+idem_mysql_lock_margin_ms(uint64_t wait_ms)
+{
+	return 2000 + wait_ms / 4;
+}
+
+int
+idem_mysql_expect_lock_wait(idem_mysql_conn *c, uint64_t wait_ms)
+{
+	unsigned want = c->pool->read_timeout, need;
+	MARIADB_PVIO *pvio;
+
+	if (c->m == NULL || (pvio = c->m->net.pvio) == NULL ||
+	    pvio->methods == NULL || pvio->methods->set_timeout == NULL)
+		return -1;
+	if (wait_ms > 0 && (need = secs(wait_ms +
+	    idem_mysql_lock_margin_ms(wait_ms))) > want)
+		want = need;
+	if (want == c->read_timeout)
+		return 0;
+	/* what mysql_options(MYSQL_OPT_READ_TIMEOUT) sets before connecting,
+	 * on the open connection: Connector/C reads it at every wait for
+	 * the server (ma_pvio.h, installed with its headers) */
+	if (pvio->methods->set_timeout(pvio, PVIO_READ_TIMEOUT, (int)want))
+		return -1;
+	c->read_timeout = want;
 	return 0;
 }
 
@@ -537,6 +601,8 @@ idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c)
 {
 	if (c->broken || fail_back(p, c))
 		disconnect(p, c);
+	else if (c->m != NULL && c->read_timeout != p->read_timeout)
+		(void)idem_mysql_expect_lock_wait(c, 0);
 	pthread_mutex_lock(&p->lock);
 	p->idle[p->nidle++] = c;
 	pthread_cond_signal(&p->freed);

@@ -37,6 +37,11 @@ struct idem_mysql_conn {
 	unsigned metrics_row;    /* a transactional request's: its route's
 	                          * metrics row (idem_metrics.h), set by the
 	                          * middleware when it takes the connection */
+	unsigned read_timeout;   /* s: the read timeout set on m now (see
+	                          * idem_mysql_expect_lock_wait) */
+	char node[64];           /* a Galera node's wsrep_gcomm_uuid: which
+	                          * node of the cluster m is open on; "": not
+	                          * a Galera node */
 };
 
 /*
@@ -106,6 +111,12 @@ int idem_mysql_tx_mode(idem_mysql_conn *c);
  * Returns 0, or -1 (logged, c left unconnected). */
 int idem_mysql_reconnect(idem_mysql_conn *c);
 
+/* Closes c and connects it again to the node it was open on (its host
+ * of the list, and on Galera the same node: wsrep_gcomm_uuid), and to no
+ * other: for a read that must see what c's own transaction did.  Returns
+ * 0, or -1 (logged, c left unconnected). */
+int idem_mysql_reopen_same(idem_mysql_conn *c);
+
 /* Whether c is inside a transaction with autocommit off (the server's own
  * flags, no round trip): after a transactional handler, whether it left
  * its transaction open as it must.  A connection found with autocommit
@@ -117,6 +128,23 @@ int idem_mysql_tx_intact(idem_mysql_conn *c);
  * that won), as idem_mysql_check was told or the connection's last error
  * says.  Clears what it read, for the next transaction. */
 int idem_mysql_tx_lost(idem_mysql_conn *c);
+
+/*
+ * The time a statement that may wait wait_ms for a row lock gets on top
+ * of that wait for its answer to arrive: 2 s and a quarter of the wait.
+ */
+uint64_t idem_mysql_lock_margin_ms(uint64_t wait_ms);
+
+/*
+ * Gives the next statements on c time to wait wait_ms for a row lock: the
+ * connection's read timeout becomes at least wait_ms plus
+ * idem_mysql_lock_margin_ms(wait_ms), so the server's own lock wait
+ * timeout (1205: contention) always comes before the client gives up on
+ * the connection (2013: an outage).  0 goes back to [mysql]
+ * read-timeout.  No round trip; a system call only when the timeout
+ * changes.  Returns 0, or -1 when c is not connected.
+ */
+int idem_mysql_expect_lock_wait(idem_mysql_conn *c, uint64_t wait_ms);
 
 /* Logs a connection's last error, rate-limited like the above. */
 void idem_mysql_log_conn_error(idem_mysql_pool *p, const char *what,

@@ -174,8 +174,10 @@ typedef struct idem_store_ops {
 	idem_err (*release_prefix)(idem_store *s, const char *prefix,
 	    idem_store_key **keys, size_t *n);
 	/* Administration (idemfcgi-admin), not on the request path. */
-	/* Fills *out with k's record.  Returns IDEM_OK, IDEM_ERR_NOT_FOUND
-	 * or IDEM_ERR_STORE. */
+	/* Fills *out with k's record.  Returns IDEM_OK, IDEM_ERR_NOT_FOUND,
+	 * IDEM_ERR_BUSY (no committed record, but an open transaction holds
+	 * the key's: a transactional request's reservation) or
+	 * IDEM_ERR_STORE. */
 	idem_err (*lookup)(idem_store *s, const idem_store_key *k,
 	    idem_store_record *out);
 	/* Counts records by state (a full scan in MySQL); in-flight records
@@ -255,6 +257,11 @@ struct idem_store {
 	struct idem_metrics *metrics;  /* borrowed; when set, the wrappers
 	                                * below time every operation */
 	idem_store_limits limits;      /* set by the store when it opens */
+	uint64_t settle_ms;            /* set by the store when it opens: how
+	                                * long a reservation whose reserve got
+	                                * no answer may still come into being
+	                                * (a statement the database runs after
+	                                * its client gave up on it); 0: never */
 };
 
 /* Thin wrappers over s->ops, so callers read like function calls. */
@@ -340,6 +347,21 @@ struct idem_config;
  */
 idem_err idem_store_mysql_new(const struct idem_config *cfg,
     unsigned pool_size, idem_store **out);
+
+/*
+ * The MySQL store's settle_ms for cfg: a reservation's INSERT waits up to
+ * inflight-wait (at least 1 s) for a row lock, and the server runs it to
+ * its end even when its client is gone (a killed worker; one that gave
+ * up), so its row may land that long, and the margin of
+ * idem_mysql_lock_margin_ms, after it was sent; and a second more.
+ */
+uint64_t idem_store_mysql_settle_ms(const struct idem_config *cfg);
+
+/* Tests only: the next "insert", "takeover", "commit", "release" or
+ * "renew" statement of the MySQL store s is applied and its answer lost,
+ * with its connection, as when the server goes away just after it.
+ * Returns 0, or -1 (not a MySQL store, no such statement). */
+int idem_store_mysql_lose_answer(idem_store *s, const char *op);
 
 struct idem_mysql_pool;
 /*

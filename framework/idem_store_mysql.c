@@ -57,11 +57,15 @@
 
 enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY,
-    S_LOOKUP, S_CENSUS, S_OLDEST, S_SELECT_LOCKED, NSTMT };
+    S_LOOKUP, S_CENSUS, S_OLDEST, S_SELECT_LOCKED, S_PROBE,
+    S_SELECT_CAUSAL, S_COMMIT_CAUSAL, S_RELEASE_CAUSAL, S_RENEW_CAUSAL,
+    NSTMT };
 
 /* Galera's causal read: the statement waits until the node has applied
  * what the cluster committed before it (nothing without Galera). */
 #define CAUSAL "SET STATEMENT wsrep_sync_wait = 1 FOR "
+/* The same for an UPDATE or DELETE (bit 2; bit 1 covers reads only). */
+#define CAUSAL_WRITE "SET STATEMENT wsrep_sync_wait = 2 FOR "
 /* the lease's age and the time left until expires_at (0 or less:
  * expired; in flight, until the reservation's lifetime would end), in
  * microseconds */
@@ -71,6 +75,14 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     "status, headers, body FROM idempotency_keys WHERE " PK
 /* a locking read: waits for a transaction that holds the row */
 #define SELECT_LOCKED SELECT_ROW " LOCK IN SHARE MODE"
+/* the owner-checked statements */
+#define COMMIT_ROW "UPDATE idempotency_keys SET state = 'committed', " \
+    "status = ?, headers = ?, body = ?, expires_at = " NOW " + INTERVAL " \
+    "? MICROSECOND WHERE " PK " AND state = 'in_flight' AND owner = ?"
+#define RELEASE_ROW "DELETE FROM idempotency_keys WHERE " PK " AND " \
+    "state = 'in_flight' AND owner = ?"
+#define RENEW_ROW "UPDATE idempotency_keys SET lease_at = " NOW " WHERE " \
+    PK " AND state = 'in_flight' AND owner = ?"
 #define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
 #define AGE(col) "TIMESTAMPDIFF(MICROSECOND, " col ", " NOW ")"
 #define LOOKUP_ROW "SELECT state, fingerprint, owner, request_id, " \
@@ -94,13 +106,9 @@ static const char *const sql[NSTMT] = {
 	    ", lease_at = " NOW ", expires_at = " NOW " + INTERVAL ? "
 	    "MICROSECOND, status = NULL, headers = NULL, body = NULL WHERE " PK
 	    " AND state = 'committed' AND expires_at <= " NOW,
-	[S_COMMIT] = "UPDATE idempotency_keys SET state = 'committed', "
-	    "status = ?, headers = ?, body = ?, expires_at = " NOW " + INTERVAL "
-	    "? MICROSECOND WHERE " PK " AND state = 'in_flight' AND owner = ?",
-	[S_RELEASE] = "DELETE FROM idempotency_keys WHERE " PK " AND "
-	    "state = 'in_flight' AND owner = ?",
-	[S_RENEW] = "UPDATE idempotency_keys SET lease_at = " NOW " WHERE " PK
-	    " AND state = 'in_flight' AND owner = ?",
+	[S_COMMIT] = COMMIT_ROW,
+	[S_RELEASE] = RELEASE_ROW,
+	[S_RENEW] = RENEW_ROW,
 	/* never an in_flight row: its owner may still be working on it */
 	[S_PURGE] = "DELETE FROM idempotency_keys WHERE state = 'committed' "
 	    "AND expires_at < " NOW " LIMIT ?",
@@ -126,6 +134,19 @@ static const char *const sql[NSTMT] = {
 	 * Causal whatever causal-reads says (rare, and after a failover it
 	 * may run on a node that has not applied that COMMIT yet) */
 	[S_SELECT_LOCKED] = CAUSAL SELECT_LOCKED,
+	/* fails at once (1205) when a transaction holds the key's row: a
+	 * transactional request's reservation, invisible until it commits */
+	[S_PROBE] = "SELECT 1 FROM idempotency_keys WHERE " PK " LOCK IN SHARE "
+	    "MODE NOWAIT",
+	/* On Galera an owner-checked statement that matched no row may
+	 * have run on a node that had not yet applied the reservation,
+	 * made through another node: a row still ours looks fenced.  These
+	 * run it again once the node has applied what the cluster
+	 * committed before (see owned), and read the row so */
+	[S_SELECT_CAUSAL] = CAUSAL SELECT_ROW,
+	[S_COMMIT_CAUSAL] = CAUSAL_WRITE COMMIT_ROW,
+	[S_RELEASE_CAUSAL] = CAUSAL_WRITE RELEASE_ROW,
+	[S_RENEW_CAUSAL] = CAUSAL_WRITE RENEW_ROW,
 };
 
 /*
@@ -156,6 +177,8 @@ store_sql(const idem_config *cfg, const char **out)
 		    causal_sql[i] : sql[i];
 }
 
+static const idem_store_ops mysql_ops;
+
 typedef struct mysql_store {
 	idem_store base;
 	idem_mysql_pool *pool;
@@ -164,6 +187,14 @@ typedef struct mysql_store {
 	 * the statements of the pool */
 	const char *stmts[NSTMT];
 	char insert[1024];
+	/* ms: how long each statement may wait for a row lock (S_INSERT:
+	 * insert_lock_wait; the other writes and the locking read: the
+	 * session's second; plain reads: none), so its connection waits
+	 * longer than that for the answer (idem_mysql_expect_lock_wait) */
+	uint64_t lock_wait_ms[NSTMT];
+	int lose_answer;             /* tests: 1 + the statement whose next
+	                              * answer is lost (idem_store_mysql_lose_
+	                              * answer); 0: none */
 } mysql_store;
 
 /* The seconds a reservation's INSERT waits for a row lock: inflight-wait,
@@ -191,6 +222,52 @@ lock_wait_insert(const idem_config *cfg, char *buf, size_t size)
 	snprintf(buf, size, "SET STATEMENT innodb_lock_wait_timeout = %llu%s "
 	    "FOR %s", insert_lock_wait(cfg), cfg->mysql_causal_reads ?
 	    ", wsrep_sync_wait = 4" : "", sql[S_INSERT]);
+}
+
+int
+idem_store_mysql_lose_answer(idem_store *s, const char *op)
+{
+	static const struct { const char *name; int stmt; } ops[] = {
+		{ "insert", S_INSERT }, { "takeover", S_TAKEOVER },
+		{ "commit", S_COMMIT }, { "release", S_RELEASE },
+		{ "renew", S_RENEW },
+	};
+	size_t i;
+
+	if (s == NULL || s->ops != &mysql_ops)
+		return -1;
+	for (i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (strcmp(ops[i].name, op) == 0) {
+			((mysql_store *)s)->lose_answer = ops[i].stmt + 1;
+			return 0;
+		}
+	return -1;
+}
+
+uint64_t
+idem_store_mysql_settle_ms(const idem_config *cfg)
+{
+	uint64_t wait = insert_lock_wait(cfg) * 1000;
+
+	return wait + idem_mysql_lock_margin_ms(wait) + 1000;
+}
+
+/* Fills waits[NSTMT] with how long each statement may wait for a row
+ * lock, in ms: the reservation's INSERT insert_lock_wait, the other
+ * writes and the locking read the second of the store's session
+ * (idem_store_mysql_new), the plain reads nothing. */
+static void
+set_lock_waits(const idem_config *cfg, uint64_t *waits)
+{
+	static const int locking[] = { S_TAKEOVER, S_REUSE, S_COMMIT,
+	    S_RELEASE, S_RENEW, S_PURGE, S_RELEASE_BY, S_SELECT_LOCKED,
+	    S_COMMIT_CAUSAL, S_RELEASE_CAUSAL, S_RENEW_CAUSAL };
+	size_t i;
+
+	memset(waits, 0, NSTMT * sizeof(*waits));
+	for (i = 0; i < sizeof(locking) / sizeof(locking[0]); i++)
+		waits[locking[i]] = 1000;
+	waits[S_INSERT] = insert_lock_wait(cfg) * 1000;
 }
 
 /* ------------------------------------------------------ binding helpers */
@@ -318,8 +395,18 @@ run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 		if (c == NULL)
 			return IDEM_ERR_STORE;
 		st = c->stmts[i];
+		(void)idem_mysql_expect_lock_wait(c, ms->lock_wait_ms[i]);
 		if (mysql_stmt_bind_param(st, p->b) == 0 &&
 		    mysql_stmt_execute(st) == 0) {
+			if (ms->lose_answer == i + 1) {
+				/* tests: applied, and its answer lost with its
+				 * connection, as if the server had gone away */
+				ms->lose_answer = 0;
+				c->broken = 1;
+				idem_mysql_put(ms->pool, c);
+				lost++;
+				continue;
+			}
 			if (retried != NULL)
 				*retried = lost > 0;
 			if (held != NULL) {
@@ -614,6 +701,25 @@ cached(mysql_store *ms, const idem_store_key *k, idem_reserve_result *out)
 	return 1;
 }
 
+/* After a takeover whose connection was lost and whose attempt on a new
+ * one matched no row: the first may have been applied, and the row be
+ * ours.  Reads it (causally) and makes *out TAKEN_OVER when it is; else
+ * *out stays what the takeover found.  Returns IDEM_OK or the read's
+ * error. */
+static idem_err
+own_takeover(mysql_store *ms, const reserve_args *a, idem_reserve_result *out)
+{
+	idem_err err;
+	row r;
+
+	if ((err = read_row_with(ms, S_SELECT_CAUSAL, a->k, &r)) != IDEM_OK)
+		return err;
+	idem_stored_response_clear(&r.resp);
+	if (r.found && !r.committed && strcmp(r.owner, a->owner) == 0)
+		out->outcome = IDEM_RESERVE_TAKEN_OVER;
+	return IDEM_OK;
+}
+
 static idem_err
 my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
     const char *owner, const char *request_id, uint64_t inflight_ttl_ms,
@@ -667,11 +773,13 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 		}
 		if (found_row(ms, &a, &r, read_at, out)) {
 			p_takeover(&p, &a, r.owner);
-			if ((err = exec_count(ms, S_TAKEOVER, &p, &n, NULL))
+			if ((err = exec_count(ms, S_TAKEOVER, &p, &n, &retried))
 			    != IDEM_OK)
 				return err;
 			if (n == 1)
 				out->outcome = IDEM_RESERVE_TAKEN_OVER;
+			else if (retried)
+				return own_takeover(ms, &a, out);
 		}
 		return IDEM_OK;
 	}
@@ -679,13 +787,27 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 	return IDEM_ERR_BUSY;
 }
 
-/* The owner-checked statements: commit, release, renew. */
+/* The causal variant of owner-checked statement i. */
+static int
+causal_of(int i)
+{
+	return i == S_COMMIT ? S_COMMIT_CAUSAL : i == S_RELEASE ?
+	    S_RELEASE_CAUSAL : S_RENEW_CAUSAL;
+}
+
+/*
+ * The owner-checked statements: commit, release, renew.  One that matches
+ * no row is run again causally before it counts as fenced: on Galera the
+ * first may have run on a node that had not yet applied our reservation
+ * (made through another node), and the second waits until it has.  That
+ * costs a statement only where the answer is "fenced" or a lagging node.
+ */
 static idem_err
 owned(mysql_store *ms, int i, params *p, const idem_store_key *k,
     const char *owner)
 {
 	unsigned long long n;
-	int retried = 0;
+	int retried = 0, retried2 = 0;
 	idem_err err;
 	row r;
 
@@ -695,16 +817,21 @@ owned(mysql_store *ms, int i, params *p, const idem_store_key *k,
 		return err;
 	if (n == 1)
 		return IDEM_OK;
+	if ((err = exec_count(ms, causal_of(i), p, &n, &retried2)) != IDEM_OK)
+		return err;
+	if (n == 1)
+		return IDEM_OK;
+	retried |= retried2;
 	if (retried && i == S_COMMIT) {
 		/* did the first attempt commit before the connection died? */
-		if ((err = read_row(ms, k, &r)) != IDEM_OK)
+		if ((err = read_row_with(ms, S_SELECT_CAUSAL, k, &r)) != IDEM_OK)
 			return err;
 		idem_stored_response_clear(&r.resp);
 		if (r.found && r.committed && strcmp(r.owner, owner) == 0)
 			return IDEM_OK;
 	}
 	if (retried && i == S_RELEASE) {
-		if ((err = read_row(ms, k, &r)) != IDEM_OK)
+		if ((err = read_row_with(ms, S_SELECT_CAUSAL, k, &r)) != IDEM_OK)
 			return err;
 		idem_stored_response_clear(&r.resp);
 		if (!r.found || strcmp(r.owner, owner) != 0)
@@ -992,8 +1119,13 @@ my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 	if ((err = fetch_one((mysql_store *)s, S_LOOKUP, &p, b, &found))
 	    != IDEM_OK)
 		return err;
-	if (!found)
-		return IDEM_ERR_NOT_FOUND;
+	if (!found) {
+		/* no committed row: is an open transaction holding one? */
+		p_init(&p);
+		p_key(&p, k);
+		err = fetch_one((mysql_store *)s, S_PROBE, &p, b, &found);
+		return err == IDEM_OK ? IDEM_ERR_NOT_FOUND : err;
+	}
 	terminate(state, sizeof(state), len[0], null[0]);
 	terminate(out->owner, sizeof(out->owner), len[2], null[2]);
 	terminate(out->request_id, sizeof(out->request_id), len[3], null[3]);
@@ -1086,7 +1218,12 @@ my_close(idem_store *s)
  * inflight-wait, then IN_FLIGHT), so it needs no lease and cannot be taken
  * over.  These statements are prepared on the plugin's pool.
  */
-enum { T_INSERT, T_SELECT, T_TAKEOVER, T_REUSE, T_COMMIT, NTX };
+enum { T_INSERT, T_SELECT, T_TAKEOVER, T_REUSE, T_COMMIT, T_OUTCOME, NTX };
+
+/* How long T_OUTCOME waits for the transaction it asks about to end. */
+#define OUTCOME_LOCK_WAIT_S 2
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 idem_err
 idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
@@ -1113,6 +1250,12 @@ idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
 	tsql[T_TAKEOVER] = sql[S_TAKEOVER];
 	tsql[T_REUSE] = sql[S_REUSE];
 	tsql[T_COMMIT] = sql[S_COMMIT];
+	/* a lost COMMIT's outcome, read on the transaction's own node: the
+	 * locking read waits for the transaction to end (the server ends it
+	 * once it sees the connection cut) */
+	tsql[T_OUTCOME] = "SET STATEMENT innodb_lock_wait_timeout = "
+	    STR(OUTCOME_LOCK_WAIT_S) ", wsrep_sync_wait = 1 FOR "
+	    SELECT_LOCKED;
 	return idem_mysql_pool_extra(pool, tsql, NTX);
 }
 
@@ -1203,7 +1346,11 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 		if (k == NULL)
 			return IDEM_OK;
 		p_insert(&p, &a);
-		if ((e = tx_exec(c, T_INSERT, &p, &n)) != 0) {
+		(void)idem_mysql_expect_lock_wait(c, ms->lock_wait_ms[S_INSERT]);
+		e = tx_exec(c, T_INSERT, &p, &n);
+		if (!c->broken)
+			(void)idem_mysql_expect_lock_wait(c, 0);
+		if (e != 0) {
 			if (first && c->broken && idem_mysql_reconnect(c) == 0) {
 				/* a connection that died idle in the pool (the
 				 * database restarted): once more on a new one */
@@ -1320,6 +1467,43 @@ tx_cut(idem_mysql_conn *c)
 		shutdown(fd, SHUT_RDWR);
 }
 
+/*
+ * After c's COMMIT was lost and c cut: reads k's record on the node the
+ * transaction ran on, through c opened there again, with a locking read
+ * that waits for the transaction to end.  Returns 1 when it committed
+ * under owner, 0 when it did not (not committed on its own node: it never
+ * will be), -1 when that node cannot tell (unreachable, another node
+ * answers at its address, the wait ran out).
+ */
+static int
+outcome_here(mysql_store *ms, idem_mysql_conn *c, const idem_store_key *k,
+    const char *owner)
+{
+	params p;
+	row r;
+	unsigned e;
+	int rc;
+
+	if (idem_mysql_reopen_same(c) != 0)
+		return -1;
+	memset(&r, 0, sizeof(r));
+	p_init(&p);
+	p_key(&p, k);
+	(void)idem_mysql_expect_lock_wait(c, OUTCOME_LOCK_WAIT_S * 1000);
+	if ((e = tx_exec(c, T_OUTCOME, &p, NULL)) != 0) {
+		idem_mysql_log_error(ms->pool, "reading a lost COMMIT's outcome",
+		    c->extra[T_OUTCOME]);
+		return -1;
+	}
+	if (fetch_row(ms, c, c->extra[T_OUTCOME], &r) != IDEM_OK)
+		return -1;
+	rc = r.found && r.committed && strcmp(r.owner, owner) == 0;
+	idem_stored_response_clear(&r.resp);
+	if (!c->broken)
+		(void)idem_mysql_expect_lock_wait(c, 0);
+	return rc;
+}
+
 static idem_err
 my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
     const char *owner, int commit, unsigned faults, int *unknown)
@@ -1366,12 +1550,24 @@ my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 		*unknown = 1;
 		return IDEM_ERR_STORE;
 	}
-	if ((err = read_row_with(ms, S_SELECT_LOCKED, k, &r)) != IDEM_OK) {
+	switch (outcome_here(ms, c, k, owner)) {
+	case 1:
+		return IDEM_OK;
+	case 0:
+		return IDEM_ERR_STORE;
+	}
+	/* the transaction's node cannot be asked: another node knows only
+	 * what the cluster has ordered, not a COMMIT still on its way, so
+	 * only a commit (ours, or another owner's, which ours cannot
+	 * overtake) is an answer */
+	if ((err = read_row_with(ms, S_SELECT_LOCKED, k, &r)) != IDEM_OK ||
+	    !r.found || !r.committed) {
+		idem_stored_response_clear(&r.resp);
 		*unknown = 1;
 		return IDEM_ERR_STORE;
 	}
 	idem_stored_response_clear(&r.resp);
-	if (r.found && r.committed && strcmp(r.owner, owner) == 0)
+	if (strcmp(r.owner, owner) == 0)
 		return IDEM_OK;
 	return IDEM_ERR_STORE;
 }
@@ -1425,9 +1621,11 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	if ((ms = calloc(1, sizeof(*ms))) == NULL)
 		return IDEM_ERR_NOMEM;
 	ms->base.ops = &mysql_ops;
+	ms->base.settle_ms = idem_store_mysql_settle_ms(cfg);
 	store_sql(cfg, ms->stmts);
 	lock_wait_insert(cfg, ms->insert, sizeof(ms->insert));
 	ms->stmts[S_INSERT] = ms->insert;
+	set_lock_waits(cfg, ms->lock_wait_ms);
 	err = idem_mysql_pool_new(cfg, ms->stmts, NSTMT, pool_size, &ms->pool);
 	if (err != IDEM_OK) {
 		free(ms);

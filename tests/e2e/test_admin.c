@@ -326,3 +326,43 @@ Test(admin, bad_arguments)
 	refused(conf, "stats", 3, "cannot use the MySQL store");
 	unlink(conf);
 }
+
+/* show during a transactional request: its record exists only inside the
+ * request's open transaction, and show says that a transaction holds the
+ * key rather than that it was never used; once it commits, show finds it
+ * (issue 23). */
+Test(admin, show_names_a_record_held_by_an_open_transaction)
+{
+	harness h;
+	const char *key = call_key("adm-tx");
+	char args[400], *out, *err;
+	call first;
+	pthread_t t;
+
+	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .mysql = 1,
+	    .rest = "pool-size = 4\n" }), 0);
+	first = call_make(h.addr, "/testkit/tx/201?ms=3000", key, NULL);
+	pthread_create(&t, NULL, call_thread, &first);
+	call_sleep(800);
+	snprintf(args, sizeof(args), "show %s", key);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 1);
+	cr_expect(strstr(err, "an open transaction holds it") != NULL, "%s",
+	    err);
+	cr_expect(strstr(err, "never used") == NULL, "%s", err);
+	free(out);
+	free(err);
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 201, "%d %s", first.status, first.body_out);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 0, "%s", err);
+	cr_expect(strstr(out, "state:        committed\n") != NULL, "%s", out);
+	free(out);
+	free(err);
+	/* a key never used is still said to be so */
+	snprintf(args, sizeof(args), "show %s", call_key("adm-never"));
+	cr_expect_eq(admin(h.conf, args, &out, &err), 1);
+	cr_expect(strstr(err, "never used") != NULL, "%s", err);
+	free(out);
+	free(err);
+	harness_stop(&h);
+}

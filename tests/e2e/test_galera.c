@@ -28,6 +28,7 @@
 
 #include "calls.h"
 #include "idem_config.h"
+#include "idem_mysql.h"
 #include "idem_store.h"
 #include "../unit/store_suite.h"
 #include "galera.h"
@@ -1029,4 +1030,253 @@ Test(scale, unsynced_node_passed_over, .init = exclusive_turn,
 	idem_store_close(s);
 	idem_config_free(cfg);
 	cr_expect_eq(galera_await_size(&g, 3, 3, 10000), 0);
+}
+
+/* ------------------------- owner checks on a lagging node (issue 23) */
+
+#define LAG_KEYS 600
+#define LOST_COMMITS 200
+
+/* A store (and its config, in *cfg: caller frees) on the nodes of order
+ * ("21": node 2, then node 1), with pool connections. */
+static idem_store *
+store_on(const char *order, int pool, idem_config **cfg)
+{
+	char text[1024] = "[idempotency]\nstore = mysql\n";
+	size_t len = strlen(text);
+	idem_store *s = NULL;
+
+	mysql_section(text + len, sizeof(text) - len, order, pool,
+	    "connect-timeout = 2s\nread-timeout = 10s\nwrite-timeout = 10s\n");
+	cr_assert_eq(idem_config_load_string(text, "galera.conf", cfg),
+	    IDEM_OK);
+	cr_assert_eq(idem_store_mysql_new(*cfg, (unsigned)pool, &s), IDEM_OK);
+	return s;
+}
+
+/* A writer on a node: reserves and commits fresh keys through its store
+ * until told to stop, so the other nodes have write sets to apply. */
+typedef struct lag_writer {
+	idem_store *s;
+	atomic_int *stop;
+	int id;
+} lag_writer;
+
+static void *
+lag_write(void *arg)
+{
+	lag_writer *w = arg;
+	idem_stored_response resp = { .status = 201, .body = "x",
+	    .body_len = 1 };
+	unsigned char fp[32] = { 9 };
+	idem_reserve_result r;
+	idem_store_key k;
+	char owner[32];
+	int i;
+
+	for (i = 0; !atomic_load(w->stop); i++) {
+		memset(&k, 0, sizeof(k));
+		k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "glw-%d-%d-%d",
+		    (int)getpid(), w->id, i);
+		snprintf(owner, sizeof(owner), "w%d.%d", w->id, i);
+		if (idem_store_reserve(w->s, &k, fp, owner, "rid", 30000, 60000,
+		    &r) == IDEM_OK && r.outcome == IDEM_RESERVE_ACQUIRED)
+			(void)idem_store_commit(w->s, &k, owner, &resp, 60000);
+		idem_reserve_result_clear(&r);
+	}
+	return NULL;
+}
+
+/* Two writers on a node, and what stops them. */
+typedef struct lag {
+	lag_writer w[2];
+	pthread_t t[2];
+	atomic_int stop;
+} lag;
+
+/* Starts two writers on store s. */
+static void
+lag_start(idem_store *s, lag *l)
+{
+	int i;
+
+	atomic_store(&l->stop, 0);
+	for (i = 0; i < 2; i++) {
+		l->w[i] = (lag_writer){ s, &l->stop, i };
+		cr_assert_eq(pthread_create(&l->t[i], NULL, lag_write, &l->w[i]),
+		    0);
+	}
+}
+
+/* Stops them and waits for them. */
+static void
+lag_stop(lag *l)
+{
+	atomic_store(&l->stop, 1);
+	pthread_join(l->t[0], NULL);
+	pthread_join(l->t[1], NULL);
+}
+
+/*
+ * A pool that straddles two nodes: a reservation made through node 2
+ * (under the load of two writers there), then at once its commit, renewal
+ * or release through node 1, which may not have applied the reservation
+ * yet.  The owner-checked statement matching no row there is not proof
+ * that the row is another owner's: none is ever fenced, and none is left
+ * in flight (a row left so would run its handler a second time after
+ * inflight-ttl).
+ */
+Test(galera, owner_checks_on_a_lagging_node, .init = shared_turn,
+    .timeout = 120)
+{
+	idem_config *ca, *cb, *cw;
+	idem_store *a = store_on("2", 4, &ca), *b = store_on("1", 4, &cb),
+	    *w = store_on("2", 4, &cw);
+	idem_stored_response resp = { .status = 201, .body = "ok",
+	    .body_len = 2 };
+	unsigned char fp[32] = { 3 };
+	int i, fenced[3] = { 0, 0, 0 }, other = 0;
+	char owner[32], sql[256];
+	idem_reserve_result r;
+	idem_store_key k;
+	lag load;
+	MYSQL *n1;
+
+	lag_start(w, &load);
+	for (i = 0; i < LAG_KEYS; i++) {
+		idem_err e1 = IDEM_OK, e2;
+		memset(&k, 0, sizeof(k));
+		k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "glag-%d-%d",
+		    (int)getpid(), i);
+		snprintf(owner, sizeof(owner), "oa.%d", i);
+		cr_assert_eq(idem_store_reserve(a, &k, fp, owner, "rid", 30000,
+		    60000, &r), IDEM_OK);
+		cr_assert_eq(r.outcome, IDEM_RESERVE_ACQUIRED);
+		idem_reserve_result_clear(&r);
+		switch (i % 3) {
+		case 0:
+			e2 = idem_store_commit(b, &k, owner, &resp, 60000);
+			break;
+		case 1:
+			e1 = idem_store_renew(b, &k, owner);
+			e2 = idem_store_release(b, &k, owner);
+			break;
+		default:
+			e2 = idem_store_release(b, &k, owner);
+			break;
+		}
+		if (e1 == IDEM_ERR_NOT_FOUND || e2 == IDEM_ERR_NOT_FOUND)
+			fenced[i % 3]++;
+		else if (e1 != IDEM_OK || e2 != IDEM_OK)
+			other++;
+	}
+	lag_stop(&load);
+	cr_expect_eq(fenced[0] + fenced[1] + fenced[2], 0, "taken as fenced "
+	    "though the row was ours: %d commits, %d renewals or releases "
+	    "after them, %d releases of %d", fenced[0], fenced[1], fenced[2],
+	    LAG_KEYS / 3);
+	cr_expect_eq(other, 0, "%d other errors", other);
+	n1 = must_connect(1);
+	must_query(n1, "SET SESSION wsrep_sync_wait = 1");
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM idempotency_keys "
+	    "WHERE idem_key LIKE 'glag-%d-%%' AND state = 'in_flight'",
+	    (int)getpid());
+	cr_expect_eq(query_int(n1, sql), 0, "left in flight");
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM idempotency_keys "
+	    "WHERE idem_key LIKE 'glag-%d-%%' AND state = 'committed'",
+	    (int)getpid());
+	cr_expect_eq(query_int(n1, sql), (LAG_KEYS + 2) / 3, "committed");
+	mysql_close(n1);
+	idem_store_close(a);
+	idem_store_close(b);
+	idem_store_close(w);
+	idem_config_free(ca);
+	idem_config_free(cb);
+	idem_config_free(cw);
+}
+
+/*
+ * A transactional route's COMMIT lost on its way (the connection cut
+ * right after it was sent), the transaction on node 2 (under load there)
+ * and the store's own pool on node 1.  The outcome is read on the
+ * transaction's own node, where a locking read waits for it: every
+ * answer is the truth, checked on the cluster afterwards.  Node 1 alone
+ * could not tell a COMMIT still on its way from none: from there only a
+ * commit is an answer, anything else is "unknown".
+ */
+Test(galera, lost_commit_read_on_its_own_node, .init = shared_turn,
+    .timeout = 120)
+{
+	idem_config *cs, *cw;
+	idem_store *s = store_on("1", 4, &cs), *w = store_on("2", 4, &cw);
+	idem_mysql_pool *p = NULL;
+	idem_stored_response resp = { .status = 201, .body = "done",
+	    .body_len = 4 };
+	unsigned char fp[32] = { 4 };
+	int i, said_ok = 0, said_not = 0, unknown_n = 0, lies = 0;
+	static int said[LOST_COMMITS];
+	long long committed;
+	char owner[32], sql[300];
+	idem_reserve_result r;
+	idem_store_key k;
+	lag load;
+	MYSQL *n1;
+
+	/* the plugin's pool: on node 2 (cw's list), with the store's
+	 * transaction statements */
+	cr_assert_eq(idem_mysql_pool_new(cw, NULL, 0, 2, &p), IDEM_OK);
+	cr_assert_eq(idem_store_mysql_tx_prepare(cw, p), IDEM_OK);
+	n1 = must_connect(1);
+	must_query(n1, "SET SESSION wsrep_sync_wait = 1");
+	lag_start(w, &load);
+	for (i = 0; i < LOST_COMMITS; i++) {
+		idem_mysql_conn *c = idem_mysql_take(p);
+		int unknown = 0;
+		idem_err err;
+
+		cr_assert_not_null(c);
+		memset(&k, 0, sizeof(k));
+		k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "glc-%d-%d",
+		    (int)getpid(), i);
+		snprintf(owner, sizeof(owner), "oc.%d", i);
+		cr_assert_eq(idem_store_tx_begin(s, c, &k, fp, owner, "rid", 30000,
+		    60000, &r), IDEM_OK);
+		cr_assert_eq(r.outcome, IDEM_RESERVE_ACQUIRED);
+		idem_reserve_result_clear(&r);
+		cr_assert_eq(idem_store_tx_record(s, c, &k, owner, &resp, 60000),
+		    IDEM_OK);
+		err = idem_store_tx_end(s, c, &k, owner, 1,
+		    IDEM_TX_FAULT_LOSE_IN_COMMIT, &unknown);
+		idem_mysql_put(p, c);
+		said[i] = err == IDEM_OK ? 1 : unknown ? -1 : 0;
+	}
+	lag_stop(&load);
+	/* the truth, once the cluster has it all (a causal read) */
+	call_sleep(1000);
+	for (i = 0; i < LOST_COMMITS; i++) {
+		snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM idempotency_keys "
+		    "WHERE idem_key = 'glc-%d-%d' AND state = 'committed' AND "
+		    "owner = 'oc.%d'", (int)getpid(), i, i);
+		committed = query_int(n1, sql);
+		if (said[i] == 1) {
+			said_ok++;
+			lies += committed != 1;
+		} else if (said[i] == 0) {
+			said_not++;
+			lies += committed != 0;
+		} else {
+			unknown_n++;
+		}
+	}
+	cr_log_info("lost COMMITs: %d said committed, %d said rolled back, %d "
+	    "unknown", said_ok, said_not, unknown_n);
+	cr_expect_eq(lies, 0, "%d answers were untrue (%d said committed, %d "
+	    "said rolled back, %d unknown)", lies, said_ok, said_not,
+	    unknown_n);
+	mysql_close(n1);
+	idem_mysql_pool_free(p);
+	idem_store_close(s);
+	idem_store_close(w);
+	idem_config_free(cs);
+	idem_config_free(cw);
 }

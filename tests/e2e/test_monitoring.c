@@ -700,13 +700,9 @@ start(harness *h, const harness_opts *o)
 static char *
 scrape(const harness *h)
 {
-	fc_response r;
-	char *text;
+	char *text = harness_scrape(h);
 
-	cr_assert_eq(fc_http(h->addr, "GET", "/metrics", NULL, NULL, &r), 0);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	text = strdup(r.body);
-	fc_response_free(&r);
+	cr_assert_not_null(text, "GET /metrics did not answer 200");
 	return text;
 }
 

@@ -547,3 +547,134 @@ Test(tx, new_key_is_not_in_flight_during_a_purge, .timeout = 120)
 	harness_stop(&hn);
 	mariadb_destroy(&ha.m);
 }
+
+/* ------------------------------ lock waits and read timeouts (issue 23) */
+
+/*
+ * DESIGN 2.7: a reservation's INSERT waits up to inflight-wait on the row
+ * lock of a running transaction, and that wait is contention however it
+ * compares with [mysql] read-timeout.  Here inflight-wait (8 s) is four
+ * times read-timeout (the tests' 2 s).  Key a's first request outlasts the wait: its
+ * transactional duplicate and a two-phase request of another route under
+ * the key both get 409 IN_FLIGHT.  Key b's first commits within it: its
+ * duplicate replays, the other route's request is a conflict.  Nobody is
+ * told the store is unavailable, no outage is logged or counted, and each
+ * key ran once.
+ */
+Test(tx, lock_wait_longer_than_read_timeout_is_contention, .timeout = 120)
+{
+	harness hn;
+	const char *ka = call_key("lw-a"), *kb = call_key("lw-b");
+	call first[2], dup[4];
+	pthread_t t[6];
+	char *text;
+	int i;
+
+	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
+	cr_assert_eq(harness_start(&hn, &(harness_opts){
+	    .server = "threads = 8\nworkers = 1", .mysql = 1,
+	    .idem = "inflight-ttl = 30s\ninflight-wait = 8s",
+	    .rest = "pool-size = 8\n[metrics]\n"
+	    "enabled = true\n" }), 0);
+	first[0] = call_make(hn.addr, "/testkit/tx/201?ms=12000", ka, NULL);
+	first[1] = call_make(hn.addr, "/testkit/tx/201?ms=5000", kb, NULL);
+	for (i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, call_thread, &first[i]);
+	call_sleep(500);
+	dup[0] = call_make(hn.addr, "/testkit/tx/201?ms=12000", ka, NULL);
+	dup[1] = call_make(hn.addr, "/testkit/status/201", ka, NULL);
+	dup[2] = call_make(hn.addr, "/testkit/tx/201?ms=5000", kb, NULL);
+	dup[3] = call_make(hn.addr, "/testkit/status/201", kb, NULL);
+	for (i = 0; i < 4; i++)
+		pthread_create(&t[2 + i], NULL, call_thread, &dup[i]);
+	for (i = 0; i < 6; i++)
+		pthread_join(t[i], NULL);
+	for (i = 0; i < 2; i++) {
+		cr_expect_eq(first[i].status, 201, "%d %s", first[i].status,
+		    first[i].body_out);
+		cr_expect_eq(dup[i].status, 409, "key a, duplicate %d: %d %s", i,
+		    dup[i].status, dup[i].body_out);
+		cr_expect_str_eq(dup[i].code, "IDEMPOTENCY_IN_FLIGHT");
+	}
+	cr_expect_eq(dup[2].status, 201, "%d %s", dup[2].status,
+	    dup[2].body_out);
+	cr_expect_str_eq(dup[2].replayed, "true");
+	cr_expect_str_eq(dup[2].exec, first[1].exec);
+	cr_expect_eq(dup[3].status, 409, "%d %s", dup[3].status,
+	    dup[3].body_out);
+	cr_expect_str_eq(dup[3].code, "IDEMPOTENCY_CONFLICT");
+	cr_expect_eq(effects(ka, NULL), 1);
+	cr_expect_eq(effects(kb, NULL), 1);
+	cr_expect_eq(harness_count(&hn, "/testkit/status/201"), 0);
+	cr_assert_not_null(text = harness_scrape(&hn));
+	cr_expect_eq(harness_outcome(text, "store_unavailable"), 0, "%s", text);
+	cr_expect_geq(harness_outcome(text, "contended"), 1, "%s", text);
+	free(text);
+	cr_expect(!harness_logged(&hn, "store_unavailable"), "a lock wait was "
+	    "logged as a store outage");
+	cr_expect(!harness_logged(&hn, "Lost connection"), "a lock wait was "
+	    "cut by the read timeout");
+	harness_stop(&hn);
+}
+
+/*
+ * A worker killed while its reservation's INSERT waits on a running
+ * transaction's row lock leaves that INSERT to the server, which runs it
+ * once the lock is free (it does not read the dead connection meanwhile):
+ * the row lands under the dead worker's owner after its master's first
+ * sweeps found nothing, and would answer 409 until inflight-ttl.  The
+ * master sweeps once more after the longest such wait (inflight-wait and
+ * its margin), so the key is free again soon after, and its retry runs
+ * once.
+ */
+Test(tx, killed_worker_insert_landing_late_is_released, .timeout = 120)
+{
+	harness a, b;
+	const char *key = call_key("lw-orphan");
+	call first, dup, retry;
+	pthread_t t1, t2;
+	int pids[4], n, i;
+	const char *state = "";
+
+	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(harness_start(i == 0 ? &a : &b, &(harness_opts){
+		    .server = "threads = 8\nworkers = 1", .mysql = 1,
+		    .idem = "inflight-ttl = 60s\ninflight-wait = 8s",
+		    .rest = "pool-size = 8\n" }), 0);
+	/* rolled back (503) after 7 s, when the master's first three sweeps
+	 * (at its death, 1 s and 5 s after) are done: the waiting INSERT then
+	 * gets the lock */
+	first = call_make(a.addr, "/testkit/tx/503?ms=7000", key, NULL);
+	pthread_create(&t1, NULL, call_thread, &first);
+	call_sleep(500);
+	dup = call_make(b.addr, "/testkit/status/201", key, NULL);
+	pthread_create(&t2, NULL, call_thread, &dup);
+	call_sleep(500);
+	n = harness_workers(&b, pids, 4);
+	cr_assert_eq(n, 1);
+	kill(pids[0], SIGKILL);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	cr_expect_eq(first.status, 503, "%d %s", first.status, first.body_out);
+	cr_expect_eq(dup.status, -1, "%d %s", dup.status, dup.body_out);
+	/* the INSERT lands as the lock frees */
+	for (i = 0; i < 30 && strcmp(record_state(key), "in_flight") != 0; i++)
+		call_sleep(100);
+	cr_log_info("the dead worker's INSERT %s", i < 30 ? "landed" :
+	    "never landed");
+	/* its master's sweep after inflight-wait and its margin frees it */
+	for (i = 0; i < 200; i++) {
+		state = record_state(key);
+		if (strcmp(state, "none") == 0)
+			break;
+		call_sleep(100);
+	}
+	cr_expect_str_eq(state, "none", "the dead worker's reservation stayed");
+	retry = call_one(a.addr, "/testkit/status/201", key, NULL);
+	cr_expect_eq(retry.status, 201, "%d %s", retry.status, retry.body_out);
+	cr_expect_eq(harness_count_key(&a, "/testkit/status/201", key), 1);
+	cr_expect_eq(effects(key, NULL), 0);
+	harness_stop(&a);
+	harness_stop(&b);
+}

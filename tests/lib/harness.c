@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fcgi_client.h"
 #include "harness.h"
 #include "idem_log.h"
 #include "mariadb.h"
@@ -638,4 +639,18 @@ harness_head_find(const char *head, const char *name)
 		p = eol != NULL ? eol + 2 : NULL;
 	}
 	return NULL;
+}
+
+char *
+harness_scrape(const harness *h)
+{
+	fc_response r;
+	char *text = NULL;
+
+	if (fc_http(h->addr, "GET", "/metrics", NULL, NULL, &r) != 0)
+		return NULL;
+	if (r.status == 200 && r.body != NULL)
+		text = strdup(r.body);
+	fc_response_free(&r);
+	return text;
 }

@@ -89,6 +89,10 @@ double harness_route_outcome(const char *text, const char *method,
 /* That outcome summed over every route, or -1 when none is there. */
 double harness_outcome(const char *text, const char *outcome);
 
+/* GET /metrics from h (over FastCGI, REMOTE_ADDR 127.0.0.1): the
+ * exposition text of a 200 (caller frees), or NULL. */
+char *harness_scrape(const harness *h);
+
 /* Reads a response-head header (lines "Name: value\r\n"),
  * case-insensitive; a thread-local copy, or NULL. */
 const char *harness_head_find(const char *head, const char *name);

@@ -507,6 +507,29 @@ Test(lease, forget_deletes_once_back, .init = start_fast, .fini = stop)
 	cr_expect_eq(fake_count(fs, &fs->renews), 0);
 }
 
+/* A reservation that comes into being after its FORGET found nothing (an
+ * INSERT the database ran late, after a lock wait its client gave up on)
+ * is deleted by a later round, while the store's settle_ms lasts; after
+ * that the job is done. */
+Test(lease, forget_looks_again_until_settled, .init = start_fast,
+    .fini = stop)
+{
+	int before;
+
+	fs->base.settle_ms = 3000;
+	cr_assert_not_null(add(IDEM_LEASE_FORGET, "kf", "of"));
+	cr_expect(reaches(&fs->releases, 2), "looked for more than once");
+	cr_expect_eq(idem_leases_backlog(ls), 1, "kept until settled");
+	/* the late INSERT lands */
+	fake_hold(fs, "kf", "of");
+	cr_expect(backlog_drains(10000));
+	cr_expect_eq(fake_state(fs, "kf"), -1, "the late reservation deleted");
+	before = fake_count(fs, &fs->releases);
+	call_sleep(200);
+	cr_expect_eq(fake_count(fs, &fs->releases), before, "done once settled");
+	cr_expect_eq(outcome("released"), 0);
+}
+
 /* -------------------------------------------------------------- fencing */
 
 /* Another owner took the key over: the deferred commit is refused, counted

@@ -359,8 +359,9 @@ Test(tx, rollback_leaves_nothing)
 	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "o1", "r1", 30000,
 	    60000, &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
-	/* not seen by anybody before it commits */
-	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_NOT_FOUND);
+	/* not seen by anybody before it commits: a lookup says only that
+	 * an open transaction holds the key */
+	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_BUSY);
 	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "o1", 0, 0, &unknown),
 	    IDEM_OK);
 	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_NOT_FOUND);
@@ -992,4 +993,58 @@ Test(mysql, replay_cache_same_answer_never_past_expiry, .timeout = 60)
 	idem_store_close(plain);
 	idem_config_free(cfg);
 	idem_config_free(nocfg);
+}
+
+/*
+ * Issue 23: a statement applied whose answer was lost with its
+ * connection is sent again on a new one, and the store recognises its own
+ * work.  A takeover applied so is ours (TAKEN_OVER, not IN_FLIGHT under
+ * our own owner, which nobody would renew); a commit, a release and a
+ * reservation applied so are ours too.
+ */
+Test(mysql, answers_lost_after_the_statement_applied, .timeout = 60)
+{
+	idem_config *cfg = config(4);
+	idem_store *s = NULL;
+	unsigned char fp[32] = { 7 };
+	idem_stored_response resp = { .status = 201, .body = "ok",
+	    .body_len = 2 };
+	idem_reserve_result rr;
+	idem_store_key k;
+	char key[64];
+
+	cr_assert_eq(idem_store_mysql_new(cfg, 4, &s), IDEM_OK);
+	cr_assert_eq(idem_store_mysql_lose_answer(s, "nothing"), -1);
+	snprintf(key, sizeof(key), "lost-answer-%d", (int)getpid());
+	memset(&k, 0, sizeof(k));
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "%s", key);
+
+	/* the reservation's INSERT */
+	cr_assert_eq(idem_store_mysql_lose_answer(s, "insert"), 0);
+	cr_expect_eq(reserve_as(s, key, "old.1"), IDEM_RESERVE_ACQUIRED);
+	/* a takeover of it (inflight-ttl 1 ms: stale at once) */
+	tx_msleep(20);
+	cr_assert_eq(idem_store_mysql_lose_answer(s, "takeover"), 0);
+	memset(&rr, 0, sizeof(rr));
+	cr_assert_eq(idem_store_reserve(s, &k, fp, "new.1", "rid2", 1, 60000,
+	    &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_TAKEN_OVER, "outcome %d",
+	    (int)rr.outcome);
+	cr_expect_str_eq(rr.owner, "old.1");
+	idem_reserve_result_clear(&rr);
+	/* renewed and committed by its new owner, each answer lost once */
+	cr_assert_eq(idem_store_mysql_lose_answer(s, "renew"), 0);
+	cr_expect_eq(idem_store_renew(s, &k, "new.1"), IDEM_OK);
+	cr_assert_eq(idem_store_mysql_lose_answer(s, "commit"), 0);
+	cr_expect_eq(idem_store_commit(s, &k, "new.1", &resp, 60000), IDEM_OK);
+	cr_expect_eq(reserve_as(s, key, "third.1"), IDEM_RESERVE_COMMITTED);
+
+	/* a release */
+	snprintf(key, sizeof(key), "lost-release-%d", (int)getpid());
+	cr_expect_eq(reserve_as(s, key, "rel.1"), IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_mysql_lose_answer(s, "release"), 0);
+	cr_expect_eq(release_as(s, key, "rel.1"), IDEM_OK);
+	cr_expect_eq(reserve_as(s, key, "rel.2"), IDEM_RESERVE_ACQUIRED);
+	idem_store_close(s);
+	idem_config_free(cfg);
 }
