@@ -14,12 +14,10 @@
 #ifndef IDEM_MIDDLEWARE_H
 #define IDEM_MIDDLEWARE_H
 
+#include "idem_answer.h"
 #include "idem_config.h"
 #include "idem_request.h"
 #include "idem_store.h"
-
-/* The header a replayed answer carries, with the value "true". */
-#define IDEM_REPLAYED_HEADER "Idempotent-Replayed"
 
 /* The protocol's state: config, store, leases (idem_lease.h), the outage
  * log.  Opaque: use the functions below. */
@@ -80,15 +78,6 @@ unsigned idem_middleware_backlog(idem_middleware *mw);
  * (contention is not one). */
 int idem_middleware_store_down(const idem_middleware *mw);
 
-/*
- * The policy of rt under cfg: its own, or for IDEM_POLICY_DEFAULT off on
- * the safe methods (GET, HEAD, OPTIONS, TRACE) and on every other method
- * (POST, PUT, PATCH, DELETE, ...) required or optional as cfg's required
- * says.
- */
-idem_policy idem_route_policy(const idem_config *cfg,
-    const struct idem_route *rt);
-
 /* The policy of req's route (idem_route_policy). */
 idem_policy idem_middleware_policy(const idem_middleware *mw,
     const idem_request *req);
@@ -107,31 +96,5 @@ void idem_middleware_handle(idem_middleware *mw, idem_request *req,
  */
 void idem_middleware_plain(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next);
-
-/*
- * Replaces res with a problem+json answer (RFC 9457) of status, code and
- * detail (both borrowed for the call); retry_after > 0 adds that
- * Retry-After.  When the answer cannot be built, res is a bare 500.
- */
-void idem_answer_problem(idem_response *res, int status, const char *code,
-    const char *detail, int retry_after);
-
-/*
- * Whether a response header named name (any case) is stored for replay:
- * not one of the fixed never-stored headers (Set-Cookie, Date,
- * X-Request-Id, the hop-by-hop ones, Idempotent-Replayed) nor one of cfg's
- * replay-omit-headers (cfg NULL: the fixed ones only).
- */
-int idem_header_stored(const idem_config *cfg, const char *name);
-
-/*
- * "Name: value\r\n" lines of res's headers to store for replay under cfg
- * (see idem_header_stored; caller frees); NULL when out of memory.  Only
- * what replay takes back is kept: headers idem_response_header would
- * refuse are left out, and at most IDEM_MAX_HEADERS, so the replay's own
- * header always fits.  res itself, the first answer, is not changed.
- */
-char *idem_headers_serialize(const idem_config *cfg, const idem_response *res,
-    size_t *len);
 
 #endif

@@ -141,6 +141,14 @@ struct idem_response {
 void idem_response_init(idem_response *res);
 /* Frees what res owns and re-initialises it. */
 void idem_response_clear(idem_response *res);
+
+/*
+ * Replaces res with a problem+json answer (RFC 9457) of status, code and
+ * detail (both borrowed for the call); retry_after > 0 adds that
+ * Retry-After.  When the answer cannot be built, res is a bare 500.
+ */
+void idem_response_refuse(idem_response *res, int status, const char *code,
+    const char *detail, int retry_after);
 /*
  * Whether idem_response_header would take name and value (their count
  * aside): an HTTP token of at most 128 bytes, a value without control

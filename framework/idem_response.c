@@ -289,3 +289,22 @@ idem_response_head(const idem_response *res, const char *request_id,
 	*len = (size_t)(p - head);
 	return head;
 }
+
+void
+idem_response_refuse(idem_response *res, int status, const char *code,
+    const char *detail, int retry_after)
+{
+	char ra[16];
+
+	idem_response_clear(res);
+	if (idem_response_problem(res, status, code, detail) != IDEM_OK) {
+		idem_response_clear(res);
+		res->status = 500;
+		return;
+	}
+	if (retry_after > 0) {
+		snprintf(ra, sizeof(ra), "%d", retry_after);
+		if (idem_response_header(res, "Retry-After", ra) != IDEM_OK)
+			res->status = 500;
+	}
+}

@@ -284,3 +284,21 @@ idem_router_match(const idem_router *r, idem_request *req, char *allow,
 	}
 	return path_matched ? IDEM_ERR_INVALID : IDEM_ERR_NOT_FOUND;
 }
+
+/* Methods that change nothing (RFC 9110 section 9.2.1): the default policy
+ * leaves their routes off. */
+static const char *const safe_methods[] = { "GET", "HEAD", "OPTIONS",
+    "TRACE" };
+
+idem_policy
+idem_route_policy(const idem_config *cfg, const idem_route *rt)
+{
+	size_t i;
+
+	if (rt->policy != IDEM_POLICY_DEFAULT)
+		return rt->policy;
+	for (i = 0; i < sizeof(safe_methods) / sizeof(safe_methods[0]); i++)
+		if (strcmp(rt->method, safe_methods[i]) == 0)
+			return IDEM_POLICY_OFF;
+	return cfg->required ? IDEM_POLICY_REQUIRED : IDEM_POLICY_OPTIONAL;
+}

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include "idemfcgi.h"
+#include "idem_config.h"
 #include "idem_request.h"
 
 typedef struct idem_route {
@@ -69,5 +70,14 @@ int idem_route_covers(const idem_route *a, const idem_route *b);
  */
 idem_err idem_router_match(const idem_router *r, idem_request *req,
     char *allow, size_t allowlen);
+
+/*
+ * The policy of rt under cfg: its own, or for IDEM_POLICY_DEFAULT off on
+ * the safe methods (GET, HEAD, OPTIONS, TRACE) and on every other method
+ * (POST, PUT, PATCH, DELETE, ...) required or optional as cfg's required
+ * says.
+ */
+idem_policy idem_route_policy(const idem_config *cfg,
+    const struct idem_route *rt);
 
 #endif

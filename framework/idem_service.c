@@ -215,7 +215,7 @@ run_handler(idem_request *req, idem_response *res)
 	if (err != IDEM_OK) {
 		idem_log(req, IDEM_LOG_ERROR, "handler %s %s (plugin %s) failed: "
 		    "%s", rt->method, rt->tmpl, rt->owner, idem_strerror(err));
-		idem_answer_problem(res, 500, "HANDLER_FAILED", "the handler "
+		idem_response_refuse(res, 500, "HANDLER_FAILED", "the handler "
 		    "failed; the request may be retried", 0);
 	}
 	return err;
@@ -250,7 +250,7 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 		    req->path != NULL ? req->path : "-");
 	if (err != IDEM_OK) {
 		idem_log(req, IDEM_LOG_WARN, "refused: %s", pb.detail);
-		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		idem_response_refuse(res, pb.status, pb.code, pb.detail,
 		    0);
 		goto drain;
 	}
@@ -258,14 +258,14 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 	if (err == IDEM_ERR_NOT_FOUND) {
 		idem_problem_set(&pb, 404, "ROUTE_NOT_FOUND",
 		    "no route for %s", req->path);
-		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		idem_response_refuse(res, pb.status, pb.code, pb.detail,
 		    0);
 		goto drain;
 	}
 	if (err != IDEM_OK) {
 		idem_problem_set(&pb, 405, "METHOD_NOT_ALLOWED",
 		    "%s is not allowed on %s", req->method, req->path);
-		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		idem_response_refuse(res, pb.status, pb.code, pb.detail,
 		    0);
 		if (idem_response_header(res, "Allow", allow) != IDEM_OK)
 			res->status = 500;
@@ -274,7 +274,7 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 	err = idem_request_read_body(req, svc->cfg->max_body, rd, rdctx, &pb);
 	if (err != IDEM_OK) {
 		idem_log(req, IDEM_LOG_WARN, "refused: %s", pb.detail);
-		idem_answer_problem(res, pb.status, pb.code, pb.detail,
+		idem_response_refuse(res, pb.status, pb.code, pb.detail,
 		    0);
 		goto drain;
 	}

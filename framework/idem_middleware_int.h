@@ -1,0 +1,126 @@
+/*
+ * idem_middleware_int.h - what the two halves of the middleware share:
+ * idem_middleware.c (DESIGN.md 2, steps 1 to 6: the two-phase path) and
+ * idem_middleware_tx.c (2.7: transactional routes, the only middleware
+ * file that knows the MySQL pool).  Not for other modules.
+ */
+#ifndef IDEM_MIDDLEWARE_INT_H
+#define IDEM_MIDDLEWARE_INT_H
+
+#include <stdatomic.h>
+
+#include "idem_answer.h"
+#include "idem_lease.h"
+#include "idem_metrics.h"
+#include "idem_middleware.h"
+
+/* The request header that injects a fault (DESIGN.md 4), read
+ * only when the environment has IDEMFCGI_TEST_FAULTS=1. */
+#define FAULT_HEADER "X-Idemfcgi-Fault"
+
+struct idem_middleware {
+	const idem_config *cfg;   /* borrowed */
+	idem_store *store;        /* owned */
+	struct idem_metrics *metrics; /* borrowed; NULL: not counted */
+	char instance[17];        /* owner tokens start with it and '.' */
+	/* the leases of this process's reservations, renewed while their
+	 * handlers run, and the commits and releases that met an outage */
+	idem_leases *leases;      /* owned */
+	/* a store outage is logged when it begins and when it ends, not on
+	 * every request it refuses */
+	atomic_int store_down;
+	_Atomic uint64_t down_since;   /* ms */
+	atomic_ulong refused_down;     /* 503s since */
+	int faults;               /* IDEMFCGI_TEST_FAULTS=1: requests may
+	                           * inject faults (DESIGN.md 4) */
+};
+
+/* Whether req asks for the fault named point (FAULT_HEADER; only with
+ * IDEMFCGI_TEST_FAULTS=1), and: dies there when it does. */
+int idem_mw_fault(const idem_middleware *mw, const idem_request *req,
+    const char *point);
+void idem_mw_fault_die(const idem_middleware *mw, const idem_request *req,
+    const char *point);
+
+/* Counts an outcome on a metrics row, or on req's route's, when mw has
+ * metrics. */
+void idem_mw_count_row(const idem_middleware *mw, unsigned row,
+    idem_outcome o);
+void idem_mw_count(const idem_middleware *mw, const idem_request *req,
+    idem_outcome o);
+
+/* The store failed on req: counts the refusal, logs an outage's start
+ * once.  The store answered: logs an outage's end once. */
+void idem_mw_store_failed(idem_middleware *mw, const idem_request *req,
+    idem_err err);
+void idem_mw_store_answered(idem_middleware *mw, const idem_request *req);
+
+/* Replaces res with the 503 of a store that failed (fail closed). */
+void idem_mw_refuse_unavailable(idem_response *res);
+
+/* Whether an answer is stored (and a transaction committed): the handler
+ * succeeded with a status in commit-statuses. */
+int idem_mw_committable(const idem_config *cfg, const idem_response *res,
+    idem_err herr);
+
+/* Writes a fresh owner token into owner (IDEM_OWNER_MAX + 1 bytes). */
+void idem_mw_new_owner(const idem_middleware *mw, char *owner);
+
+/* How an answer is written: the store's commit, or a transactional
+ * route's record inside its transaction (arg: the connection). */
+typedef idem_err (*idem_mw_write_fn)(idem_middleware *mw, void *arg,
+    const idem_store_key *sk, const char *owner,
+    const idem_stored_response *sr);
+
+/*
+ * Writes the prepared answer a as sk's, through write with arg: a
+ * committable answer is never released, so when it is not stored whole
+ * (a->why set by idem_answer_prepare, or the store refuses it as too
+ * large) its stand-in is, logged (about req; or, with req NULL, about
+ * ctx) and counted as answer_not_stored on sk's row.  Returns what the
+ * last write returned.
+ */
+idem_err idem_mw_write_answer(idem_middleware *mw, idem_answer *a,
+    const idem_store_key *sk, const char *owner, const idem_request *req,
+    const idem_log_ctx *ctx, idem_mw_write_fn write, void *arg);
+
+/* What a request asks the store for: its key, fingerprint, owner token
+ * (all borrowed). */
+typedef struct idem_mw_ask {
+	const idem_store_key *sk;
+	const unsigned char *fp;
+	char *owner;
+} idem_mw_ask;
+
+/* How long a request may still wait while its key is in flight or
+ * contended (inflight-wait from its first attempt), and the next pause. */
+typedef struct idem_mw_wait {
+	uint64_t deadline;    /* idem_now_ms */
+	long pause;           /* ms */
+} idem_mw_wait;
+
+/* Starts w at inflight-wait from now. */
+void idem_mw_wait_init(const idem_middleware *mw, idem_mw_wait *w);
+
+/*
+ * Step 4 of DESIGN.md 2: reserves ask's key for req through the store, or
+ * inside c's transaction when c is not NULL, waiting within w while it is
+ * in flight or contended.  Returns 1 when the handler is to run (acquired
+ * or taken over; counted, a takeover logged), 0 when res holds the answer
+ * (the replay, a conflict, in flight, store unavailable).
+ */
+int idem_mw_reserve(idem_middleware *mw, idem_request *req,
+    idem_response *res, const idem_mw_ask *ask, idem_mysql_conn *c,
+    idem_mw_wait *w);
+
+/* Step 7 (idem_middleware_tx.c): a keyed request to a transactional route,
+ * from its reservation inside the handler's transaction to its COMMIT. */
+void idem_mw_tx_handle(idem_middleware *mw, idem_request *req,
+    idem_response *res, idem_next_fn next, idem_mw_ask *ask);
+
+/* A request to a transactional route with no key to record: the handler
+ * in a transaction of its own. */
+void idem_mw_tx_plain(idem_middleware *mw, idem_request *req,
+    idem_response *res, idem_next_fn next);
+
+#endif

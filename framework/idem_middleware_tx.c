@@ -1,0 +1,230 @@
+/*
+ * idem_middleware_tx.c - transactional routes (DESIGN.md 2.7): the key's
+ * record and the handler's writes in one transaction on a connection of
+ * the plugin's pool, from the reservation to COMMIT.  The only middleware
+ * file that knows the MySQL pool.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "idem_log.h"
+#include "idem_middleware_int.h"
+#include "idem_mysql.h"
+#include "idem_router.h"
+
+/* Times a transactional request whose transaction lost a race for its key
+ * (a deadlock, a certification failure; at COMMIT or under the handler)
+ * reserves again before answering 503 TRANSACTION_ROLLED_BACK. */
+#define TX_RACES 3
+
+/* write_fn of a transactional route: the record in the open transaction
+ * of arg, its connection. */
+static idem_err
+write_record(idem_middleware *mw, void *arg, const idem_store_key *sk,
+    const char *owner, const idem_stored_response *sr)
+{
+	return idem_store_tx_record(mw->store, arg, sk, owner, sr,
+	    mw->cfg->lifetime);
+}
+
+/* The IDEM_TX_FAULT_* bits req asks for. */
+static unsigned
+tx_faults(const idem_middleware *mw, const idem_request *req)
+{
+	return (idem_mw_fault(mw, req, "in-commit") ? IDEM_TX_FAULT_DIE_IN_COMMIT : 0) |
+	    (idem_mw_fault(mw, req, "lose-before-commit") ?
+	    IDEM_TX_FAULT_LOSE_BEFORE_COMMIT : 0) |
+	    (idem_mw_fault(mw, req, "lose-in-commit") ? IDEM_TX_FAULT_LOSE_IN_COMMIT : 0);
+}
+
+/*
+ * After a transactional route's handler ran in c's transaction: writes the
+ * answer into sk's record (sk NULL: no record) and commits, or rolls back
+ * when the answer is not stored.  A committable answer the store cannot
+ * hold is written as its stand-in.  When the transaction does not commit,
+ * res becomes a 503 saying so (or that the outcome is unknown), except
+ * when may_retry and the transaction lost a race for sk, at COMMIT or
+ * under the handler (lost: idem_mysql_tx_lost) (a deadlock; on Galera, a
+ * certification failure against another node's transaction): then
+ * nothing of it was done, res is left to the caller, and 1 is returned:
+ * the caller reserves again, which replays the winner's answer, waits for
+ * it, or runs once more.  Returns 0 otherwise.
+ */
+static int
+tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
+    const idem_store_key *sk, const char *owner, idem_response *res,
+    idem_err herr, int lost, int may_retry)
+{
+	int unknown = 0;
+	idem_err err = IDEM_OK;
+
+	/* the server rolled the transaction back under the handler (a
+	 * deadlock; on Galera, another node's commit of this key won):
+	 * whatever the handler answered, nothing of it was done */
+	if (sk != NULL && lost) {
+		idem_store_tx_end(mw->store, c, sk, owner, 0, 0, &unknown);
+		err = IDEM_ERR_BUSY;
+		goto not_committed;
+	}
+	if (!idem_mw_committable(mw->cfg, res, herr)) {
+		idem_store_tx_end(mw->store, c, sk, owner, 0, 0, &unknown);
+		if (sk != NULL) {
+			idem_mw_count(mw, req, IDEM_OUTCOME_RELEASED);
+			idem_log_event(req, IDEM_LOG_INFO, "released", owner,
+			    "rolled back (status %d%s); a retry runs again",
+			    res->status, herr != IDEM_OK ? ", the handler failed" :
+			    "");
+		}
+		return 0;
+	}
+	if (sk != NULL) {
+		idem_answer a;
+		err = idem_answer_prepare(&a, mw->cfg,
+		    idem_store_get_limits(mw->store), res);
+		if (err == IDEM_OK)
+			err = idem_mw_write_answer(mw, &a, sk, owner, req, NULL, write_record,
+			    c);
+		idem_answer_clear(&a);
+		/* the record not written (even as its stand-in), the open
+		 * transaction goes back; other errors rolled it back already */
+		if (err == IDEM_ERR_TOO_LARGE || err == IDEM_ERR_NOMEM)
+			idem_store_tx_end(mw->store, c, sk, owner, 0, 0, &unknown);
+	}
+	if (err == IDEM_OK) {
+		idem_mw_fault_die(mw, req, "after-record");
+		err = idem_store_tx_end(mw->store, c, sk, owner, 1,
+		    tx_faults(mw, req), &unknown);
+	}
+	if (err == IDEM_OK) {
+		if (sk != NULL)
+			idem_mw_count(mw, req, IDEM_OUTCOME_COMMITTED);
+		return 0;
+	}
+not_committed:
+	if (err == IDEM_ERR_BUSY && sk != NULL && may_retry) {
+		idem_log_event(req, IDEM_LOG_INFO, "tx_lost_race", owner,
+		    "the transaction lost a race for the key, at COMMIT or under "
+		    "the handler (a deadlock, or a certification failure): "
+		    "nothing was done; reserving again");
+		return 1;
+	}
+	/* not committed (or not known to be): the handler's answer is void */
+	if (err == IDEM_ERR_NOT_FOUND)
+		idem_mw_count(mw, req, IDEM_OUTCOME_FENCED);
+	else if (sk != NULL)
+		idem_mw_count(mw, req, unknown ? IDEM_OUTCOME_TX_UNKNOWN :
+		    IDEM_OUTCOME_TX_ROLLED_BACK);
+	idem_log_event(req, unknown ? IDEM_LOG_ERROR : IDEM_LOG_WARN, unknown ?
+	    "tx_outcome_unknown" : "tx_rolled_back", owner, "%s (status %d "
+	    "not sent): %s", unknown ? "the connection was lost during COMMIT "
+	    "and its outcome could not be read" : "the transaction did not "
+	    "commit", res->status, err == IDEM_ERR_NOT_FOUND ? "this request "
+	    "no longer held its key" : idem_strerror(err));
+	if (unknown)
+		idem_response_refuse(res, 503, "TRANSACTION_OUTCOME_UNKNOWN", "the "
+		    "connection to the database was lost while committing, and "
+		    "whether the request took effect could not be learned; retry "
+		    "with the same Idempotency-Key to get its answer", 1);
+	else
+		idem_response_refuse(res, 503, "TRANSACTION_ROLLED_BACK", "the "
+		    "request's transaction could not be committed and was rolled "
+		    "back: nothing was done; retry", 1);
+	return 0;
+}
+
+/* Logs a handler that ended its own transaction (COMMIT, ROLLBACK, DDL):
+ * its writes no longer commit with the answer.  What follows then runs as
+ * the two-phase path would: the answer's UPDATE commits when the
+ * reservation was committed with the handler's writes, and finds no row
+ * (503, not done) when it was rolled back.  A handler that commits and
+ * then writes again is in a new transaction and goes unnoticed. */
+static void
+tx_check_open(const idem_request *req, idem_mysql_conn *c, const char *owner)
+{
+	/* the reservation opened it: open it must still be, autocommit off */
+	if (!c->broken && !idem_mysql_tx_intact(c))
+		idem_log_event(req, IDEM_LOG_ERROR, "tx_ended_by_handler", owner,
+		    "the handler of %s %s ended its transaction itself (COMMIT, "
+		    "ROLLBACK, DDL or LOCK TABLES): its writes are no longer "
+		    "committed with its answer; fix the plugin", req->route->method,
+		    req->route->tmpl);
+}
+
+/* Runs a transactional route's handler with no key to record, in a
+ * transaction of its own. */
+void
+idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
+    idem_next_fn next)
+{
+	idem_mysql_pool *pool = req->route->tx_pool;
+	idem_mysql_conn *c = idem_mysql_take(pool);
+	idem_reserve_result rr;
+	idem_err err;
+
+	if (c != NULL)
+		c->metrics_row = req->route->metrics_row;
+	if (c == NULL || idem_store_tx_begin(mw->store, c, NULL, NULL, NULL,
+	    NULL, 0, 0, &rr) != IDEM_OK) {
+		if (c != NULL)
+			idem_mysql_put(pool, c);
+		idem_response_refuse(res, 503, "DATABASE_UNAVAILABLE", "the "
+		    "database is unavailable; retry later", 1);
+		return;
+	}
+	req->tx = c;
+	err = next(req, res);
+	req->tx = NULL;
+	idem_mw_fault_die(mw, req, "after-handler");
+	/* without a reservation the transaction opens with the handler's
+	 * first statement, if any: nothing to check */
+	tx_finish(mw, req, c, NULL, NULL, res, err, 0, 0);
+	idem_mysql_put(pool, c);
+}
+
+
+void
+idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
+    idem_next_fn next, idem_mw_ask *ask)
+{
+	idem_mysql_pool *pool = req->route->tx_pool;
+	idem_mysql_conn *c = idem_mysql_take(pool);
+	idem_mw_wait w;
+	int races = 0, lost;
+	idem_err err;
+
+	if (c == NULL) {
+		idem_mw_store_failed(mw, req, IDEM_ERR_STORE);
+		idem_mw_refuse_unavailable(res);
+		return;
+	}
+	c->metrics_row = ask->sk->metrics_row;
+	idem_mw_wait_init(mw, &w);
+	/* the open transaction holds the key: no lease to renew */
+	while (idem_mw_reserve(mw, req, res, ask, c, &w)) {
+		/* what the reservation's own retries met is not the
+		 * handler's: only a 1213 under the handler is a lost race */
+		(void)idem_mysql_tx_lost(c);
+		req->tx = c;
+		err = next(req, res);
+		req->tx = NULL;
+		idem_mw_fault_die(mw, req, "after-handler");
+		lost = idem_mysql_tx_lost(c);
+		if (!lost)
+			tx_check_open(req, c, ask->owner);
+		else
+			/* for its side effect: a handler that turned autocommit
+			 * back on leaves tx mode, so the next reservation turns
+			 * it off again */
+			(void)idem_mysql_tx_intact(c);
+		if (!tx_finish(mw, req, c, ask->sk, ask->owner, res, err, lost,
+		    races < TX_RACES))
+			break;
+		/* lost a race: as a retry of the client would */
+		races++;
+		idem_response_clear(res);
+		idem_mw_new_owner(mw, ask->owner);
+	}
+	idem_mysql_put(pool, c);
+}
