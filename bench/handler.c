@@ -152,13 +152,4 @@ deploy(idem_app *app, void *data)
 	    idem_app_mysql_exec(app, create_table) : IDEM_OK;
 }
 
-int
-idem_plugin_init(idem_plugin *p)
-{
-	p->abi_version = IDEM_ABI_VERSION;
-	p->struct_size = sizeof(*p);
-	p->name = "bench";
-	p->setup = setup;
-	p->deploy = deploy;
-	return 0;
-}
+IDEM_PLUGIN("bench", setup, deploy, NULL)

@@ -8,8 +8,9 @@
  *
  *     int idem_plugin_init(idem_plugin *p);
  *
- * which fills *p (ABI version and struct size first) and returns 0.  The
- * server checks them, then runs the plugin's hooks as "Lifecycle" at the
+ * which fills *p (ABI version and struct size first) and returns 0
+ * (IDEM_PLUGIN below writes it for the common case).  The server checks
+ * them, then runs the plugin's hooks as "Lifecycle" at the
  * end of this file says: setup reads the plugin's own config section
  * ([name]) and registers its routes with idem_route_add().  Handlers run
  * concurrently on a worker's threads: whatever a plugin shares between
@@ -292,6 +293,29 @@ typedef struct idem_plugin {
 #define IDEM_PLUGIN_SYMBOL "idem_plugin_init"
 #define IDEM_PLUGIN_EXPORT __attribute__((visibility("default")))
 IDEM_PLUGIN_EXPORT int idem_plugin_init(idem_plugin *p);
+
+/*
+ * The common idem_plugin_init, written for a plugin: name (a string
+ * literal, also its config section) and its hooks (NULL for an absent
+ * deploy or teardown).  Use it once, at file scope:
+ *
+ *     IDEM_PLUGIN("hello", setup, NULL, NULL)
+ *
+ * A plugin that needs more (a name chosen at load time) writes
+ * idem_plugin_init itself.
+ */
+#define IDEM_PLUGIN(name_, setup_, deploy_, teardown_)                    \
+	IDEM_PLUGIN_EXPORT int                                            \
+	idem_plugin_init(idem_plugin *p)                                  \
+	{                                                                 \
+		p->abi_version = IDEM_ABI_VERSION;                        \
+		p->struct_size = sizeof(*p);                              \
+		p->name = (name_);                                        \
+		p->setup = (setup_);                                      \
+		p->deploy = (deploy_);                                    \
+		p->teardown = (teardown_);                                \
+		return 0;                                                 \
+	}
 
 #ifdef __cplusplus
 }

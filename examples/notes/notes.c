@@ -338,14 +338,4 @@ deploy(idem_app *app, void *data)
 	    idem_app_mysql_exec(app, create_table) : IDEM_OK;
 }
 
-int
-idem_plugin_init(idem_plugin *p)
-{
-	p->abi_version = IDEM_ABI_VERSION;
-	p->struct_size = sizeof(*p);
-	p->name = "notes";
-	p->setup = setup;
-	p->deploy = deploy;
-	p->teardown = teardown;
-	return 0;
-}
+IDEM_PLUGIN("notes", setup, deploy, teardown)

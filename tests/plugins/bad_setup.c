@@ -8,12 +8,4 @@ setup(idem_app *app, void **data)
 	    IDEM_POLICY_DEFAULT, NULL, NULL);
 }
 
-int
-idem_plugin_init(idem_plugin *p)
-{
-	p->abi_version = IDEM_ABI_VERSION;
-	p->struct_size = sizeof(*p);
-	p->name = "bad_setup";
-	p->setup = setup;
-	return 0;
-}
+IDEM_PLUGIN("bad_setup", setup, NULL, NULL)

@@ -495,14 +495,4 @@ deploy(idem_app *app, void *data)
 	    idem_app_mysql_exec(app, effects_table) : IDEM_OK;
 }
 
-int
-idem_plugin_init(idem_plugin *p)
-{
-	p->abi_version = IDEM_ABI_VERSION;
-	p->struct_size = sizeof(*p);
-	p->name = "testkit";
-	p->setup = setup;
-	p->deploy = deploy;
-	p->teardown = teardown;
-	return 0;
-}
+IDEM_PLUGIN("testkit", setup, deploy, teardown)
