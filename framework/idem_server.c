@@ -622,7 +622,12 @@ admit(server *srv)
 	pthread_mutex_lock(&srv->lock);
 	if (c != NULL && fd >= 0) {
 		conn_open(c, fd);
-		conn_park(srv, c);
+		/* a stop that came meanwhile closed the idle connections:
+		 * this one would wait for a thread that never comes */
+		if (atomic_load(&srv->stopping))
+			conn_close(srv, c);
+		else
+			conn_park(srv, c);
 	} else if (c != NULL) {
 		slot_free(srv, c);
 	}
