@@ -632,19 +632,23 @@ admit(server *srv)
 		slot_free(srv, c);
 	}
 	srv->listen_armed = 0;
-	/* out of descriptors: accepting again at once would spin; go on once
-	 * a connection closes, or after a pause when none is ours */
-	if ((err == EMFILE || err == ENFILE) && !evict_idle(srv) &&
-	    srv->open > 0) {
-		pthread_mutex_unlock(&srv->lock);
-		return;
-	}
-	pthread_mutex_unlock(&srv->lock);
-	if (err == EMFILE || err == ENFILE) {
+	/* out of descriptors: accepting again at once would spin.  Close an
+	 * idle connection for room; else go on once one of ours closes (its
+	 * thread re-arms), or after a pause when none is ours */
+	if ((err == EMFILE || err == ENFILE) && !evict_idle(srv)) {
 		struct timespec pause = { 0, 100 * 1000000L };
+
+		if (srv->open > 0) {
+			pthread_mutex_unlock(&srv->lock);
+			return;
+		}
+		pthread_mutex_unlock(&srv->lock);
 		nanosleep(&pause, NULL);
+		pthread_mutex_lock(&srv->lock);
 	}
-	pthread_mutex_lock(&srv->lock);
+	/* when every idle connection has a request waiting, none could be
+	 * closed and this re-arms at once: those requests are served by the
+	 * next threads to wake, and the new connection is admitted after */
 	listen_rearm(srv);
 	pthread_mutex_unlock(&srv->lock);
 }
