@@ -7,7 +7,8 @@
  * from config text, which is untrusted: anything else is refused.
  * idem_cidr_match takes the client address as the web server gives it in
  * REMOTE_ADDR, and matches an IPv4 client seen on an IPv6 socket
- * (::ffff:10.1.2.3) as the IPv4 address it is.
+ * (::ffff:10.1.2.3) as the IPv4 address it is; idem_cidr_match_sockaddr
+ * does the same for a socket's peer address (accept, getpeername).
  */
 #ifndef IDEM_CIDR_H
 #define IDEM_CIDR_H
@@ -30,5 +31,14 @@ int idem_cidr_parse(const char *text, idem_cidr *out);
  * one of the n blocks of list.  Returns 1 or 0 (also for a bad or NULL
  * addr). */
 int idem_cidr_match(const idem_cidr *list, size_t n, const char *addr);
+
+struct sockaddr;
+
+/* Whether the peer address sa (borrowed) is in one of the n blocks of
+ * list, an IPv4-mapped IPv6 address (a dual-stack socket's IPv4 peer) as
+ * its IPv4 form.  Returns 1 or 0, or -1 when sa is neither AF_INET nor
+ * AF_INET6 (a unix socket's peer: no address to check). */
+int idem_cidr_match_sockaddr(const idem_cidr *list, size_t n,
+    const struct sockaddr *sa);
 
 #endif

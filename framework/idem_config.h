@@ -65,6 +65,10 @@ typedef struct idem_config {
 	unsigned socket_mode;          /* unix socket permissions */
 	unsigned workers;
 	unsigned threads;
+	unsigned max_connections;      /* FastCGI connections open at once,
+	                                * per worker process */
+	idem_cidr *allow_clients;      /* FastCGI peers accepted over TCP */
+	size_t nallow_clients;
 	uint64_t max_body;             /* bytes */
 	unsigned max_headers;          /* HTTP_* params */
 	uint64_t max_header_size;      /* bytes of one header value */

@@ -610,6 +610,11 @@ static const key_def keys[] = {
 	    .def = "1" },
 	{ "server", "threads", &t_uint, FIELD(threads), .min = 1, .max = 1024,
 	    .def = "8" },
+	{ "server", "max-connections", &t_uint, FIELD(max_connections),
+	    .min = 1, .max = 65536, .def = "1024" },
+	{ "server", "allow-clients", &t_blocks, FIELD(allow_clients),
+	    .aux = offsetof(idem_config, nallow_clients),
+	    .def = "127.0.0.0/8 ::1" },
 	{ "server", "max-body", &t_size, FIELD(max_body), .min = 0,
 	    .max = 1ULL << 31, .def = "1m" },
 	{ "server", "max-headers", &t_uint, FIELD(max_headers), .min = 1,
@@ -828,6 +833,13 @@ idem_config_keys_check(idem_config *cfg,
 		    "server", "workers", "workers > 1 needs store = mysql: a "
 		    "memory store is per process, and a retry that reaches "
 		    "another worker would run again");
+	if (cfg->max_connections < cfg->threads)
+		idem_config_error(cfg, seen_line(seen, "server",
+		    "max-connections") != 0 ? seen_line(seen, "server",
+		    "max-connections") : seen_line(seen, "server", "threads"),
+		    "server", "max-connections", "max-connections (%u) is below "
+		    "threads (%u): threads beyond the connections would never "
+		    "serve", cfg->max_connections, cfg->threads);
 	if (cfg->metrics_enabled && cfg->policy_path != NULL &&
 	    strcmp(cfg->metrics_path, cfg->policy_path) == 0)
 		idem_config_error(cfg, seen_line(seen, "metrics", "path"),

@@ -47,6 +47,8 @@ struct idem_metrics {
 	_Atomic int64_t in_flight[IDEM_METRICS_SLOTS];
 	_Atomic uint64_t workers;
 	_Atomic uint64_t restarts;
+	_Atomic uint64_t conn_refused;         /* allow-clients */
+	_Atomic uint64_t conn_evicted;         /* max-connections */
 	row rows[IDEM_METRICS_ROUTES];
 };
 
@@ -199,6 +201,20 @@ void
 idem_metrics_restart(idem_metrics *m)
 {
 	ADD(&m->restarts, 1);
+}
+
+/* Counts one connection refused by allow-clients. */
+void
+idem_metrics_connection_refused(idem_metrics *m)
+{
+	ADD(&m->conn_refused, 1);
+}
+
+/* Counts one idle connection closed for max-connections. */
+void
+idem_metrics_connection_evicted(idem_metrics *m)
+{
+	ADD(&m->conn_evicted, 1);
 }
 
 uint64_t
@@ -409,6 +425,16 @@ idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
 	    "Workers that died and were started again.");
 	fprintf(fp, "idemfcgi_worker_restarts_total %llu\n",
 	    (unsigned long long)GET(&m->restarts));
+	head(fp, "idemfcgi_connections_refused_total", "counter",
+	    "FastCGI connections closed at accept: the peer is not in "
+	    "[server] allow-clients.");
+	fprintf(fp, "idemfcgi_connections_refused_total %llu\n",
+	    (unsigned long long)GET(&m->conn_refused));
+	head(fp, "idemfcgi_connections_evicted_total", "counter",
+	    "Idle kept FastCGI connections closed to admit a new one "
+	    "([server] max-connections reached).");
+	fprintf(fp, "idemfcgi_connections_evicted_total %llu\n",
+	    (unsigned long long)GET(&m->conn_evicted));
 	head(fp, "idemfcgi_build_info", "gauge", "The version; always 1.");
 	fprintf(fp, "idemfcgi_build_info{version=\"%s\",store=\"%s\"} 1\n",
 	    PACKAGE_VERSION, store != NULL && store->name != NULL ?

@@ -108,6 +108,10 @@ void idem_metrics_in_flight(idem_metrics *m, unsigned slot, int delta);
 void idem_metrics_slot_reset(idem_metrics *m, unsigned slot);
 /* The master: how many workers run, and one more restart. */
 void idem_metrics_workers(idem_metrics *m, unsigned running);
+/* A FastCGI connection refused ([server] allow-clients), and an idle kept
+ * connection closed to admit a new one ([server] max-connections). */
+void idem_metrics_connection_refused(idem_metrics *m);
+void idem_metrics_connection_evicted(idem_metrics *m);
 void idem_metrics_restart(idem_metrics *m);
 
 /*

@@ -2,10 +2,15 @@
  * idem_server.h - the FastCGI side: the listening socket, the worker
  * threads looping on FCGX_Accept_r, and signals.
  *
- * Threads wait on their own epoll set holding the listening socket
- * (EPOLLEXCLUSIVE, so one connection wakes one thread) and an eventfd that
- * is made readable to stop them.  The listening socket is non-blocking, so
- * a thread that loses the race for a connection goes back to waiting.
+ * The threads share one dispatcher (see idem_server.c): every open
+ * connection has a slot with its own libfcgi request object, and the
+ * connections waiting for their next request wait in one epoll set with
+ * the listening socket, so a connection the web server keeps open
+ * (FCGI_KEEP_CONN) never holds a thread between requests: any free thread
+ * serves whichever connection has a request.  At most [server]
+ * max-connections are open; a new connection past that closes the idle
+ * one parked longest.  A TCP peer outside [server] allow-clients is closed
+ * at accept, before anything is read.
  * SIGTERM and SIGINT are blocked in every thread and taken by sigwait in
  * the thread that called idem_server_run: they stop accepting, let the
  * requests in flight finish within shutdown-grace, and return.

@@ -1,12 +1,15 @@
 /*
  * test_webservers.c - the protocol through a real lighttpd and a real
  * Apache (mod_proxy_fcgi over TCP and a unix socket, mod_fcgid, lighttpd
- * with an external socket and with bin-path), driven by a real HTTP client
- * (curl), with the memory store and with MySQL.  The web servers use the
+ * with an external socket and with bin-path) and a real nginx (an upstream
+ * with keepalive and fastcgi_keep_conn, more kept connections than
+ * idemfcgi has threads), driven by a real HTTP client (curl), with the
+ * memory store and with MySQL.  The web servers use the
  * config files of conf/ as shipped; the Apache snippet also loads into an
  * Apache without mod_proxy_fcgi.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,14 +32,14 @@ typedef struct setup {
 static struct criterion_test_params
 setups(void)
 {
-	static setup s[10];
+	static setup s[12];
 	int i;
 
-	for (i = 0; i < 10; i++) {
+	for (i = 0; i < 12; i++) {
 		s[i].kind = (websrv_kind)(i / 2);
 		s[i].mysql = i % 2;
 	}
-	return cr_make_param_array(setup, s, 10);
+	return cr_make_param_array(setup, s, 12);
 }
 
 static websrv w;
@@ -254,6 +257,138 @@ ParameterizedTest(setup *s, web, protocol, .timeout = 120)
 	if (s->kind == WS_APACHE_FCGID)
 		cr_expect_eq(websrv_logged(&w, "started by apache2 (mod_fcgid) "
 		    "with store = memory"), !s->mysql);
+	websrv_stop(&w);
+}
+
+/* Requests sent by a pool of client threads, each taking the next one. */
+typedef struct pool {
+	req *q;
+	size_t n;
+	atomic_size_t next;
+} pool;
+
+static void *
+pool_thread(void *arg)
+{
+	pool *p = arg;
+	size_t i;
+
+	while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
+		send_req(&p->q[i]);
+	return NULL;
+}
+
+/* Sends the n requests of q from clients threads at once. */
+static void
+send_all(req *q, size_t n, int clients)
+{
+	pool p = { q, n, 0 };
+	pthread_t t[64];
+	int i;
+
+	cr_assert_leq(clients, 64);
+	for (i = 0; i < clients; i++)
+		pthread_create(&t[i], NULL, pool_thread, &p);
+	for (i = 0; i < clients; i++)
+		pthread_join(t[i], NULL);
+}
+
+/* Whether q got a true answer of the protocol for a keyed request: the
+ * handler's 201 (first or replayed) or 409 in flight.  Anything else,
+ * curl's -1 (its 30 s timeout) or nginx's 502/504 included, is a request
+ * left unanswered. */
+static int
+answered(const req *q)
+{
+	return q->r.status == 201 || (q->r.status == 409 &&
+	    strcmp(q->code, "IDEMPOTENCY_IN_FLIGHT") == 0);
+}
+
+ParameterizedTestParameters(web, nginx_keepalive_load)
+{
+	static setup s[2] = { { WS_NGINX, 0 }, { WS_NGINX, 1 } };
+
+	return cr_make_param_array(setup, s, 2);
+}
+
+/*
+ * Through nginx with keepalive 16 per worker (2 workers) and
+ * fastcgi_keep_conn on, to idemfcgi with 4 threads: more kept connections
+ * and more concurrent clients than threads.  Every request is answered
+ * (before the dispatcher, threads sat on idle kept connections and new
+ * ones timed out), and the handler runs once per key.
+ */
+ParameterizedTest(setup *s, web, nginx_keepalive_load, .timeout = 300)
+{
+	static req q[200];
+	char keys[50][96], body[64];
+	size_t i, unanswered = 0;
+	int ran = 0;
+
+	start(s, "");
+	cr_log_info("nginx keepalive, %s store", s->mysql ? "mysql" : "memory");
+
+	/* 32 concurrent duplicates of one slow request */
+	snprintf(keys[0], sizeof(keys[0]), "%s", key("ngx-dup"));
+	for (i = 0; i < 32; i++)
+		q[i] = mk("/testkit/sleep/300", keys[0], "{\"n\": 1}");
+	send_all(q, 32, 32);
+	for (i = 0; i < 32; i++) {
+		if (!answered(&q[i]))
+			unanswered++;
+		else if (q[i].r.status == 201 &&
+		    http_header(&q[i].r, "Idempotent-Replayed") == NULL)
+			ran++;
+		done(&q[i]);
+	}
+	cr_expect_eq(unanswered, 0, "%zu of 32 duplicates unanswered",
+	    unanswered);
+	cr_expect_eq(ran, 1, "%d of 32 duplicates ran", ran);
+	cr_expect_eq(websrv_count(&w, "/testkit/sleep/300", keys[0]), 1);
+
+	/* 200 requests over 50 keys from 32 clients */
+	for (i = 0; i < 50; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "ngx-many-%zu", i);
+		snprintf(keys[i], sizeof(keys[i]), "%s", key(name));
+	}
+	for (i = 0; i < 200; i++) {
+		snprintf(body, sizeof(body), "{\"k\": %zu}", i % 50);
+		q[i] = mk("/testkit/echo", keys[i % 50], NULL);
+		q[i].body = strdup(body);
+	}
+	send_all(q, 200, 32);
+	unanswered = 0;
+	for (i = 0; i < 200; i++) {
+		if (!answered(&q[i])) {
+			if (unanswered++ < 5)
+				cr_log_error("request %zu: %d %s", i, q[i].r.status,
+				    q[i].r.body != NULL ? q[i].r.body : "");
+		}
+		free((char *)q[i].body);
+		done(&q[i]);
+	}
+	cr_expect_eq(unanswered, 0, "%zu of 200 requests unanswered",
+	    unanswered);
+	for (i = 0; i < 50; i++)
+		cr_expect_eq(websrv_count(&w, "/testkit/echo", keys[i]), 1,
+		    "key %zu ran %zu times", i,
+		    websrv_count(&w, "/testkit/echo", keys[i]));
+
+	/* one key hammered by 12 clients, 120 requests */
+	snprintf(keys[0], sizeof(keys[0]), "%s", key("ngx-hammer"));
+	for (i = 0; i < 120; i++)
+		q[i] = mk("/testkit/sleep/20", keys[0], "{}");
+	send_all(q, 120, 12);
+	unanswered = 0;
+	for (i = 0; i < 120; i++) {
+		if (!answered(&q[i]))
+			unanswered++;
+		done(&q[i]);
+	}
+	cr_expect_eq(unanswered, 0, "%zu of 120 hammering requests unanswered",
+	    unanswered);
+	cr_expect_eq(websrv_count(&w, "/testkit/sleep/20", keys[0]), 1);
 	websrv_stop(&w);
 }
 

@@ -7,12 +7,16 @@
 #include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
+#include <poll.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -22,9 +26,35 @@
 enum { BEGIN_REQUEST = 1, END_REQUEST = 3, PARAMS = 4, STDIN = 5,
     STDOUT = 6, STDERR = 7 };
 
-/* Connects to "unix:/path" or "HOST:PORT"; returns the fd or -1. */
+/* Binds fd (of family) to the IP address source, any port.  Returns 0 or
+ * -1. */
 static int
-connect_to(const char *addr)
+bind_source(int fd, int family, const char *source)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
+		sa->sin_family = AF_INET;
+		if (inet_pton(AF_INET, source, &sa->sin_addr) != 1)
+			return -1;
+		len = sizeof(*sa);
+	} else {
+		struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&ss;
+		sa->sin6_family = AF_INET6;
+		if (inet_pton(AF_INET6, source, &sa->sin6_addr) != 1)
+			return -1;
+		len = sizeof(*sa);
+	}
+	return bind(fd, (struct sockaddr *)&ss, len);
+}
+
+/* Connects to "unix:/path" or "HOST:PORT", from the IP address source
+ * when it is not NULL (TCP only); returns the fd or -1. */
+static int
+connect_from(const char *addr, const char *source)
 {
 	int fd;
 
@@ -56,6 +86,12 @@ connect_to(const char *addr)
 		for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
 			fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
 			    ai->ai_protocol);
+			if (fd >= 0 && source != NULL && bind_source(fd,
+			    ai->ai_family, source) < 0) {
+				close(fd);
+				fd = -1;
+				continue;
+			}
 			if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
 				close(fd);
 				fd = -1;
@@ -66,6 +102,14 @@ connect_to(const char *addr)
 	}
 }
 
+/* Connects to addr from no particular source; returns the fd or -1. */
+static int
+connect_to(const char *addr)
+{
+	return connect_from(addr, NULL);
+}
+
+/* Writes all of buf to fd.  Returns 0 or -1. */
 static int
 write_all(int fd, const void *buf, size_t len)
 {
@@ -83,6 +127,8 @@ write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/* Reads exactly len bytes.  Returns 0, or -1 at end of file, an error or
+ * the socket's receive timeout. */
 static int
 read_all(int fd, void *buf, size_t len)
 {
@@ -127,11 +173,13 @@ put_len(unsigned char *p, size_t len)
 	return 4;
 }
 
-/* Sends BEGIN_REQUEST, PARAMS and STDIN. */
+/* Sends BEGIN_REQUEST (with FCGI_KEEP_CONN when keep), PARAMS and
+ * STDIN. */
 static int
-send_request(int fd, const char *const *params, const void *body, size_t len)
+send_request_keep(int fd, int keep, const char *const *params,
+    const void *body, size_t len)
 {
-	static const unsigned char begin[8] = { 0, 1, 0, 0, 0, 0, 0, 0 };
+	const unsigned char begin[8] = { 0, 1, keep ? 1 : 0, 0, 0, 0, 0, 0 };
 	unsigned char *buf;
 	size_t used = 0, cap = 65536, i;
 	const char *p = body;
@@ -174,6 +222,13 @@ out:
 	return rc;
 }
 
+/* Sends a request that asks the server to close the connection after. */
+static int
+send_request(int fd, const char *const *params, const void *body, size_t len)
+{
+	return send_request_keep(fd, 0, params, body, len);
+}
+
 /* Appends len bytes to a growing buffer. */
 static int
 append(char **buf, size_t *len, const void *data, size_t n)
@@ -209,20 +264,16 @@ split_output(fc_response *out, char *all, size_t len)
 	out->status = st != NULL ? atoi(st) : 200;
 }
 
-int
-fc_request_raw(const char *addr, const char *const *params, const void *body,
-    size_t len, fc_response *out)
+/* Reads records from fd up to FCGI_END_REQUEST into *out (zeroed
+ * first).  Returns 0, or -1 when the connection closed or timed out
+ * before it. */
+static int
+read_response(int fd, fc_response *out)
 {
 	char *all = NULL;
 	size_t alen = 0;
-	int fd;
 
 	memset(out, 0, sizeof(*out));
-	if ((fd = connect_to(addr)) < 0)
-		return -1;
-	if (send_request(fd, params, body, len) < 0) {
-		/* the server may answer early (413) and close: read it */
-	}
 	for (;;) {
 		unsigned char h[8], content[65536 + 256];
 		size_t clen, plen;
@@ -243,7 +294,6 @@ fc_request_raw(const char *addr, const char *const *params, const void *body,
 			break;
 		}
 	}
-	close(fd);
 	if (!out->ended) {
 		free(all);
 		return -1;
@@ -251,6 +301,23 @@ fc_request_raw(const char *addr, const char *const *params, const void *body,
 	split_output(out, all != NULL ? all : "", alen);
 	free(all);
 	return 0;
+}
+
+int
+fc_request_raw(const char *addr, const char *const *params, const void *body,
+    size_t len, fc_response *out)
+{
+	int fd, rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((fd = connect_to(addr)) < 0)
+		return -1;
+	if (send_request(fd, params, body, len) < 0) {
+		/* the server may answer early (413) and close: read it */
+	}
+	rc = read_response(fd, out);
+	close(fd);
+	return rc;
 }
 
 /* Builds the params of fc_http into a NULL-terminated array (caller frees
@@ -313,8 +380,10 @@ build_params(const char *method, const char *uri, const char *const *headers,
 	return p;
 }
 
-int
-fc_http(const char *addr, const char *method, const char *uri,
+/* Sends the request of fc_http on fd (keeping the connection open after
+ * when keep) and reads its answer.  Returns 0 or -1. */
+static int
+http_on(int fd, int keep, const char *method, const char *uri,
     const char *const *headers, const char *body, fc_response *out)
 {
 	size_t len = body != NULL ? strlen(body) : 0, nowned, i;
@@ -323,13 +392,61 @@ fc_http(const char *addr, const char *method, const char *uri,
 	    &nowned);
 	int rc = -1;
 
-	if (params != NULL && owned != NULL)
-		rc = fc_request_raw(addr, params, body, len, out);
+	memset(out, 0, sizeof(*out));
+	if (params != NULL && owned != NULL &&
+	    send_request_keep(fd, keep, params, body, len) == 0)
+		rc = read_response(fd, out);
 	for (i = 0; owned != NULL && i < nowned; i++)
 		free(owned[i]);
 	free(owned);
 	free(params);
 	return rc;
+}
+
+int
+fc_http(const char *addr, const char *method, const char *uri,
+    const char *const *headers, const char *body, fc_response *out)
+{
+	int fd, rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((fd = connect_to(addr)) < 0)
+		return -1;
+	rc = http_on(fd, 0, method, uri, headers, body, out);
+	close(fd);
+	return rc;
+}
+
+int
+fc_connect(const char *addr, const char *source, int timeout_ms)
+{
+	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+	int fd = connect_from(addr, source);
+
+	if (fd >= 0 && timeout_ms > 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int
+fc_http_on(int fd, const char *method, const char *uri,
+    const char *const *headers, const char *body, fc_response *out)
+{
+	return http_on(fd, 1, method, uri, headers, body, out);
+}
+
+int
+fc_closed_by_peer(int fd, int timeout_ms)
+{
+	struct pollfd pf = { fd, POLLIN, 0 };
+	char b;
+
+	if (poll(&pf, 1, timeout_ms) <= 0)
+		return 0;
+	return recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
 }
 
 int

@@ -1,6 +1,8 @@
 /*
  * fcgi_client.h - a small FastCGI client for the tests: it speaks to
- * idemfcgi exactly as a web server would (one request per connection).
+ * idemfcgi exactly as a web server would: one request per connection, or
+ * several on a connection kept open (FCGI_KEEP_CONN), as nginx with
+ * fastcgi_keep_conn does.
  */
 #ifndef FCGI_CLIENT_H
 #define FCGI_CLIENT_H
@@ -34,6 +36,27 @@ int fc_request_raw(const char *addr, const char *const *params,
  */
 int fc_http(const char *addr, const char *method, const char *uri,
     const char *const *headers, const char *body, fc_response *out);
+
+/*
+ * Opens a connection to addr ("unix:/path" or "HOST:PORT") for
+ * fc_http_on, from the IP address source when it is not NULL (TCP: bound
+ * before connecting, so a test can come from 127.0.0.2); a read waits at
+ * most timeout_ms (0: forever), so a server that never answers fails the
+ * call instead of hanging the test.  Returns the fd (caller closes) or -1.
+ */
+int fc_connect(const char *addr, const char *source, int timeout_ms);
+
+/*
+ * fc_http on the open connection fd, with FCGI_KEEP_CONN: the server keeps
+ * the connection open after its answer for the next request.  Returns 0
+ * with *out, or -1 when the connection closed or timed out first.
+ */
+int fc_http_on(int fd, const char *method, const char *uri,
+    const char *const *headers, const char *body, fc_response *out);
+
+/* Whether the server closed fd (end of file or reset) within timeout_ms;
+ * 0 also when it sent something instead. */
+int fc_closed_by_peer(int fd, int timeout_ms);
 
 /* Connects, sends the request and hangs up without reading.  Returns 0. */
 int fc_hangup(const char *addr, const char *method, const char *uri);

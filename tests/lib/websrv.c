@@ -1,5 +1,5 @@
 /*
- * websrv.c - private lighttpd and Apache instances for the tests.
+ * websrv.c - private lighttpd, Apache and nginx instances for the tests.
  */
 #include "config.h"
 
@@ -21,7 +21,7 @@
 #define MODS "/usr/lib/apache2/modules"
 
 static const char *const names[] = { "lighttpd", "lighttpd-spawn",
-    "apache-proxy-tcp", "apache-proxy-unix", "apache-fcgid" };
+    "apache-proxy-tcp", "apache-proxy-unix", "apache-fcgid", "nginx" };
 
 const char *
 websrv_name(websrv_kind kind)
@@ -144,6 +144,41 @@ write_apache(websrv *w, const char *backend, const char *idem_conf)
 	return write_file(w->dir, "httpd.conf", text);
 }
 
+/* An nginx of two workers in front of idemfcgi's TCP backend, including
+ * conf/nginx-idemfcgi.conf as a user would; every path of its own in
+ * w->dir (PLATFORM.md, "nginx privately"). */
+static int
+write_nginx(websrv *w, const char *backend)
+{
+	char text[4096];
+	const char *d = w->dir;
+
+	snprintf(text, sizeof(text),
+	    "user root;\n"
+	    "worker_processes 2;\n"
+	    "pid %s/nginx.pid;\n"
+	    "error_log %s/error.log warn;\n"
+	    "events { worker_connections 1024; }\n"
+	    "http {\n"
+	    "    access_log off;\n"
+	    "    client_body_temp_path %s/client_body;\n"
+	    "    fastcgi_temp_path %s/fastcgi;\n"
+	    "    proxy_temp_path %s/proxy;\n"
+	    "    uwsgi_temp_path %s/uwsgi;\n"
+	    "    scgi_temp_path %s/scgi;\n"
+	    "    upstream idemfcgi {\n"
+	    "        server %s;\n"
+	    "        keepalive 16;\n"
+	    "    }\n"
+	    "    server {\n"
+	    "        listen 127.0.0.1:%d;\n"
+	    "        include %s/conf/nginx-idemfcgi.conf;\n"
+	    "    }\n"
+	    "}\n",
+	    d, d, d, d, d, d, d, backend, w->port, srcdir());
+	return write_file(w->dir, "nginx.conf", text);
+}
+
 /* Whether something answers HTTP on the port. */
 static int
 answers(const websrv *w)
@@ -163,6 +198,7 @@ websrv_start(websrv *w, websrv_kind kind, const char *idem_conf)
 	char *const *argv;
 	char *lighttpd_argv[] = { "lighttpd", "-D", "-f", path, NULL };
 	char *apache_argv[] = { "apache2", "-f", path, "-DFOREGROUND", NULL };
+	char *nginx_argv[] = { "nginx", "-c", path, "-g", "daemon off;", NULL };
 	int i, rc = 0;
 
 	memset(w, 0, sizeof(*w));
@@ -198,6 +234,16 @@ websrv_start(websrv *w, websrv_kind kind, const char *idem_conf)
 		    .server = "threads = 16\nmax-body = 64k", .rest = idem_conf,
 		    .testkit_log = w->testkit_log, .listen = listen });
 		break;
+	case WS_NGINX:
+		/* fewer threads than nginx keeps connections: 2 workers x
+		 * keepalive 16 */
+		snprintf(listen, sizeof(listen), "127.0.0.1:%d",
+		    harness_free_port());
+		rc = harness_start(&w->idem, &(harness_opts){
+		    .server = "threads = 4\nmax-body = 64k\nmount = /api",
+		    .rest = idem_conf, .testkit_log = w->testkit_log,
+		    .listen = listen });
+		break;
 	default:
 		snprintf(sock, sizeof(sock), "%s/spawned.sock", w->dir);
 		rc = write_spawn_conf(w, idem_conf);
@@ -211,6 +257,11 @@ websrv_start(websrv *w, websrv_kind kind, const char *idem_conf)
 		rc = write_lighttpd(w, sock);
 		snprintf(path, sizeof(path), "%s/lighttpd.conf", w->dir);
 		argv = lighttpd_argv;
+		break;
+	case WS_NGINX:
+		rc = write_nginx(w, w->idem.addr);
+		snprintf(path, sizeof(path), "%s/nginx.conf", w->dir);
+		argv = nginx_argv;
 		break;
 	default:
 		if (kind == WS_APACHE_TCP)

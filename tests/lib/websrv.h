@@ -1,5 +1,6 @@
 /*
- * websrv.h - a real lighttpd or Apache in front of idemfcgi for the tests,
+ * websrv.h - a real lighttpd, Apache or nginx in front of idemfcgi for the
+ * tests,
  * configured with the files of conf/ as a user would include them: private
  * config files, a free loopback port, nothing of the system's touched.
  */
@@ -16,7 +17,11 @@ typedef enum websrv_kind {
 	WS_LIGHTTPD_SPAWN,    /* mod_fastcgi bin-path: lighttpd starts it */
 	WS_APACHE_TCP,        /* mod_proxy_fcgi to idemfcgi on TCP */
 	WS_APACHE_UNIX,       /* mod_proxy_fcgi to idemfcgi's unix socket */
-	WS_APACHE_FCGID       /* mod_fcgid starts it */
+	WS_APACHE_FCGID,      /* mod_fcgid starts it */
+	WS_NGINX              /* fastcgi_pass to idemfcgi on TCP, 4 threads,
+	                       * an upstream with keepalive 16 and
+	                       * fastcgi_keep_conn on: more kept connections
+	                       * than threads */
 } websrv_kind;
 
 typedef struct websrv {

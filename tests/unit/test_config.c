@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <criterion/criterion.h>
@@ -123,6 +124,8 @@ Test(config, design_example)
 	    "                             # server spawns us with the socket on fd 0\n"
 	    "workers = 1                  # processes\n"
 	    "threads = 8                  # per process\n"
+	    "max-connections = 1024       # per process; idle kept ones close first\n"
+	    "allow-clients = 127.0.0.0/8 ::1  # FastCGI peers over TCP, or any\n"
 	    "max-body = 1m\n"
 	    "mount   = /api               # prefix to strip when PATH_INFO is absent\n"
 	    "plugins = /usr/lib/idemfcgi/ledger.so\n"
@@ -160,6 +163,8 @@ Test(config, design_example)
 	cr_assert_eq(err, IDEM_OK, "refused: %s", log);
 	cr_expect_str_eq(cfg->listen, "127.0.0.1:9000");
 	cr_expect_eq(cfg->threads, 8);
+	cr_expect_eq(cfg->max_connections, 1024);
+	cr_expect_eq(cfg->nallow_clients, 2);
 	cr_expect_eq(cfg->max_body, 1048576);
 	cr_expect_str_eq(cfg->mount, "/api");
 	cr_assert_eq(cfg->nplugins, 1);
@@ -397,6 +402,93 @@ Test(config, operations_keys)
 	refused("[metrics]\nbogus = 1\n", "[metrics] bogus: unknown key");
 }
 
+/* [server] allow-clients (FastCGI peers over TCP: loopback unless said
+ * otherwise, "any" written out) and max-connections (at least threads);
+ * bad values are refused with file, line and key, as --check shows them. */
+Test(config, connection_keys)
+{
+	struct sockaddr_in in4;
+	struct sockaddr_in6 in6;
+	idem_config *cfg;
+	idem_err err;
+	char *log;
+
+	cr_assert_eq(idem_config_defaults(&cfg), IDEM_OK);
+	cr_expect_eq(cfg->max_connections, 1024);
+	cr_expect(idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	    "127.0.0.1"));
+	cr_expect(idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	    "127.9.8.7"), "all of 127/8 is loopback");
+	cr_expect(idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	    "::1"));
+	cr_expect(!idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	    "10.0.0.1"));
+	cr_expect(!idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	    "::2"));
+	/* a peer as accept gives it: an IPv4 peer of a dual-stack socket is
+	 * ::ffff:a.b.c.d and matches as its IPv4 form; a unix peer has no
+	 * address to check */
+	memset(&in6, 0, sizeof(in6));
+	in6.sin6_family = AF_INET6;
+	memcpy(&in6.sin6_addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x7f\0\0\x05", 16);
+	cr_expect_eq(idem_cidr_match_sockaddr(cfg->allow_clients,
+	    cfg->nallow_clients, (struct sockaddr *)&in6), 1);
+	memcpy(&in6.sin6_addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x0a\0\0\x05", 16);
+	cr_expect_eq(idem_cidr_match_sockaddr(cfg->allow_clients,
+	    cfg->nallow_clients, (struct sockaddr *)&in6), 0);
+	memset(&in4, 0, sizeof(in4));
+	in4.sin_family = AF_INET;
+	memcpy(&in4.sin_addr, "\xc0\x00\x02\x01", 4);
+	cr_expect_eq(idem_cidr_match_sockaddr(cfg->allow_clients,
+	    cfg->nallow_clients, (struct sockaddr *)&in4), 0);
+	in4.sin_family = AF_UNIX;
+	cr_expect_eq(idem_cidr_match_sockaddr(cfg->allow_clients,
+	    cfg->nallow_clients, (struct sockaddr *)&in4), -1);
+	idem_config_free(cfg);
+
+	log = load_capture("[server]\nthreads = 4\nmax-connections = 4\n"
+	    "allow-clients = 192.0.2.0/24\n  2001:db8::7\n", &cfg, &err);
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	free(log);
+	cr_expect_eq(cfg->max_connections, 4);
+	cr_expect_eq(cfg->nallow_clients, 2);
+	cr_expect(idem_cidr_match(cfg->allow_clients, 2, "192.0.2.200"));
+	cr_expect(idem_cidr_match(cfg->allow_clients, 2, "2001:db8::7"));
+	cr_expect(!idem_cidr_match(cfg->allow_clients, 2, "127.0.0.1"),
+	    "a list replaces the loopback default");
+	memcpy(&in4.sin_addr, "\xc0\x00\x02\x01", 4);
+	in4.sin_family = AF_INET;
+	cr_expect_eq(idem_cidr_match_sockaddr(cfg->allow_clients, 2,
+	    (struct sockaddr *)&in4), 1);
+	idem_config_free(cfg);
+
+	log = load_capture("[server]\nallow-clients = any\n", &cfg, &err);
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	free(log);
+	cr_expect(idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	    "203.0.113.9"));
+	cr_expect(idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	    "2001:db8::1"));
+	idem_config_free(cfg);
+
+	refused("[server]\nallow-clients = 10.0.0.0/33\n",
+	    "test.conf:2: [server] allow-clients: bad value \"10.0.0.0/33\": "
+	    "expected addresses");
+	refused("[server]\nallow-clients = web1.example.org\n",
+	    "expected addresses or blocks such as 127.0.0.1 10.0.0.0/8 ::1, "
+	    "or any");
+	refused("[server]\nallow-clients = 10.1.2.3/\n", "expected addresses");
+	refused("[server]\nallow-clients =\n", "at least one address");
+	refused("[server]\nmax-connections = 0\n", "[server] max-connections");
+	refused("[server]\nmax-connections = 65537\n",
+	    "[server] max-connections");
+	refused("[server]\nthreads = 16\nmax-connections = 8\n",
+	    "test.conf:3: [server] max-connections: max-connections (8) is "
+	    "below threads (16)");
+	refused("[server]\nmax-connections = 4\n",
+	    "max-connections (4) is below threads (8)");
+}
+
 /* More response headers never stored for replay: header names in any
  * case, on continuation lines too; anything else is refused with file,
  * line and key. */
@@ -509,6 +601,12 @@ expect_defaults(const idem_config *cfg)
 	cr_expect_eq(cfg->socket_mode, 0660);
 	cr_expect_eq(cfg->workers, 1);
 	cr_expect_eq(cfg->threads, 8);
+	cr_expect_eq(cfg->max_connections, 1024);
+	cr_assert_eq(cfg->nallow_clients, 2);
+	cr_expect_eq(cfg->allow_clients[0].family, AF_INET);
+	cr_expect_eq(cfg->allow_clients[0].bits, 8);
+	cr_expect_eq(cfg->allow_clients[1].family, AF_INET6);
+	cr_expect_eq(cfg->allow_clients[1].bits, 128);
 	cr_expect_eq(cfg->max_body, 1048576);
 	cr_expect_eq(cfg->max_headers, 100);
 	cr_expect_eq(cfg->max_header_size, 8192);
