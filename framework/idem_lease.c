@@ -34,6 +34,8 @@ struct idem_lease {
 	uint64_t settle_at;       /* IDEM_LEASE_FORGET: idem_now_ms when the
 	                           * reservation can no longer come into being
 	                           * (the store's settle_ms after the add) */
+	int answered;             /* IDEM_LEASE_FORGET: the store has answered
+	                           * its deletion (it waits only to settle) */
 	struct idem_lease *prev, *next;
 };
 
@@ -181,6 +183,8 @@ run_job(idem_leases *ls, idem_lease *l, int renew_too, idem_err *err_out)
 		 * until it has settled, the database may still run the INSERT
 		 * that got no answer: look again next round */
 		err = job_forget(ls, l);
+		if (!idem_store_err_transient(err))
+			l->answered = 1;
 		if (!idem_store_err_transient(err) &&
 		    idem_now_ms() < l->settle_at) {
 			if (err_out != NULL)
@@ -375,6 +379,14 @@ log_dropped(idem_lease *l)
 	};
 	idem_log_ctx ctx;
 
+	if (l->job == IDEM_LEASE_FORGET && l->answered) {
+		/* the store is there; the INSERT may not have ended yet */
+		idem_log_at(lease_ctx(l, &ctx, "dropped_at_exit"), IDEM_LOG_WARN,
+		    "stopping before a reservation that got no answer settled: "
+		    "should the database still run its INSERT, retries get 409 "
+		    "until inflight-ttl passes");
+		return;
+	}
 	idem_log_at(lease_ctx(l, &ctx, "dropped_at_exit"), IDEM_LOG_ERROR,
 	    "stopping while the store is away: %s", what[l->job]);
 }
@@ -515,8 +527,14 @@ idem_leases_flush(idem_leases *ls, uint64_t budget_ms)
 				break;
 			}
 		}
-		if (jobs != NULL && idem_now_ms() + 100 < deadline)
-			idem_sleep_ms(100);
+		/* a round at most every 100 ms, up to the deadline: a job
+		 * waiting to settle does not spin */
+		if (jobs != NULL) {
+			uint64_t now = idem_now_ms();
+			if (now < deadline)
+				idem_sleep_ms(deadline - now < 100 ?
+				    (long)(deadline - now) : 100);
+		}
 	}
 	DL_FOREACH_SAFE(jobs, l, tmp) {
 		log_dropped(l);

@@ -258,8 +258,9 @@ disconnect(idem_mysql_pool *p, idem_mysql_conn *c)
 }
 
 /* Reads the server's max_allowed_packet on c (it may change while we
- * run; a connection sees the value of when it connected), and whether it
- * is a Galera node (wsrep_on; a server without that variable is not).
+ * run; a connection sees the value of when it connected), which server it
+ * is (c->node), and whether it is a Galera node (wsrep_on; a server
+ * without that variable is not).
  * Returns 1 when it is, 0 when not, -1 when the server did not answer. */
 static int
 read_server(idem_mysql_pool *p, idem_mysql_conn *c)
@@ -271,14 +272,21 @@ read_server(idem_mysql_pool *p, idem_mysql_conn *c)
 	/* a server without wsrep_on (1193, unknown variable) is no Galera
 	 * node; any other error is the server's, and decides nothing */
 	if (mysql_query(c->m, "SELECT @@max_allowed_packet, "
-	    "@@global.wsrep_on") != 0 && (mysql_errno(c->m) != 1193 ||
-	    mysql_query(c->m, "SELECT @@max_allowed_packet, 0") != 0))
+	    "@@global.wsrep_on, @@hostname, @@port, @@server_id") != 0 &&
+	    (mysql_errno(c->m) != 1193 || mysql_query(c->m, "SELECT "
+	    "@@max_allowed_packet, 0, @@hostname, @@port, @@server_id") != 0))
 		return -1;
 	if ((r = mysql_store_result(c->m)) == NULL)
 		return -1;
+	c->node[0] = '\0';
 	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL) {
 		atomic_store(&p->max_packet, strtoull(row[0], NULL, 10));
 		galera = row[1] != NULL && strcmp(row[1], "1") == 0;
+		/* which server this is (a Galera node's gcomm UUID replaces
+		 * it: node_ready) */
+		snprintf(c->node, sizeof(c->node), "%.40s:%s/%s", row[2] != NULL ?
+		    row[2] : "", row[3] != NULL ? row[3] : "", row[4] != NULL ?
+		    row[4] : "");
 	}
 	mysql_free_result(r);
 	return galera;
@@ -391,7 +399,6 @@ open_one(idem_mysql_pool *p, idem_mysql_conn *c, const idem_endpoint *e,
 		return why;
 	}
 	c->read_timeout = p->read_timeout;
-	c->node[0] = '\0';
 	if (galera == 1 && !node_ready(c, state, sizeof(state))) {
 		snprintf(why, size, "%s is a Galera node that cannot serve: %s",
 		    name, state);

@@ -39,9 +39,9 @@ struct idem_mysql_conn {
 	                          * middleware when it takes the connection */
 	unsigned read_timeout;   /* s: the read timeout set on m now (see
 	                          * idem_mysql_expect_lock_wait) */
-	char node[64];           /* a Galera node's wsrep_gcomm_uuid: which
-	                          * node of the cluster m is open on; "": not
-	                          * a Galera node */
+	char node[64];           /* which server m is open on: a Galera
+	                          * node's wsrep_gcomm_uuid, else the server's
+	                          * "hostname:port/server_id" */
 };
 
 /*
@@ -111,9 +111,8 @@ int idem_mysql_tx_mode(idem_mysql_conn *c);
  * Returns 0, or -1 (logged, c left unconnected). */
 int idem_mysql_reconnect(idem_mysql_conn *c);
 
-/* Closes c and connects it again to the node it was open on (its host
- * of the list, and on Galera the same node: wsrep_gcomm_uuid), and to no
- * other: for a read that must see what c's own transaction did.  Returns
+/* Closes c and connects it again to the server it was open on (its host
+ * of the list, and the same server there: c->node), and to no other: for a read that must see what c's own transaction did.  Returns
  * 0, or -1 (logged, c left unconnected). */
 int idem_mysql_reopen_same(idem_mysql_conn *c);
 

@@ -54,18 +54,28 @@
  * a slot closed or reused since (an idle connection evicted, a stop) has
  * another generation or state, and its stale event is dropped.
  *
- * At most max-connections slots are taken.  When a new connection waits
- * and every slot is taken, the idle connection parked longest is closed to
- * admit it; when none is idle (every connection is being served), the
- * listening socket is not re-armed until a slot frees or a connection goes
- * idle: the new connection waits in the backlog.
+ * At most max-connections slots are taken, and one more while a new
+ * connection is admitted.  When a new connection from an allowed peer
+ * arrives and every slot is taken, the idle connection parked longest is
+ * closed to admit it; when none is idle (every connection is being
+ * served), the listening socket is not re-armed until a slot frees or a
+ * connection goes idle: the new connection waits in the backlog.
  *
  * Once a parked connection is readable, libfcgi reads the request's
  * records blocking: a web server that sends half a request and then stalls
- * (without closing) holds that thread until it sends the rest or closes.
- * Web servers send the begin record, params and stdin as one stream, so
- * this costs a thread only on a broken peer.
+ * (without closing) holds that thread until it sends the rest, closes, or
+ * CONN_TIMEOUT_S passes (SO_RCVTIMEO on every accepted connection, as
+ * long as nginx's own fastcgi_send_timeout; and SO_SNDTIMEO for a peer
+ * that stops reading its answer, as its fastcgi_read_timeout).
  */
+
+/* How long a read or a write on a FastCGI connection may wait for the
+ * peer (s), and how long the rest of a kept request's FCGI_STDIN may be
+ * waited for once its answer is written (ms) and how much of it is read
+ * (drain_stdin). */
+#define CONN_TIMEOUT_S 60
+#define DRAIN_WAIT_MS 1000
+#define DRAIN_MAX (1024 * 1024)
 
 #define LISTEN_TAG UINT64_MAX         /* the event of the listening socket */
 #define STOP_TAG (UINT64_MAX - 1)     /* the event of the stop eventfd */
@@ -100,7 +110,8 @@ typedef struct server {
 	unsigned live;               /* threads still running (lock) */
 	pthread_cond_t wake_purger;  /* signalled when stopping */
 	/* connections (lock) */
-	conn *conns;                 /* max_conns slots (owned) */
+	conn *conns;                 /* max_conns + 1 slots (owned; the
+	                              * last for the admitting thread) */
 	unsigned max_conns;
 	conn *free_list;
 	unsigned open;               /* slots taken */
@@ -459,14 +470,16 @@ conn_park(server *srv, conn *c)
 
 /* Arms the listening socket once more (under the lock) when it is not,
  * the server is not stopping, and a connection could be admitted: a slot
- * is free, or an idle connection could be closed for it. */
+ * is free within max-connections, or an idle connection could be closed
+ * for it (else the spare slot, see admit, is left for the next one). */
 static void
 listen_rearm(server *srv)
 {
 	struct epoll_event ev;
 
 	if (srv->listen_armed || atomic_load(&srv->stopping) ||
-	    (srv->open >= srv->max_conns && srv->nidle == 0))
+	    srv->open > srv->max_conns ||
+	    (srv->open == srv->max_conns && srv->nidle == 0))
 		return;
 	memset(&ev, 0, sizeof(ev));
 	ev.events = EPOLLIN | EPOLLONESHOT;
@@ -580,10 +593,26 @@ conn_open(conn *c, int fd)
 	c->fr.keepConnection = 1;
 }
 
+/* Bounds how long a read (SO_RCVTIMEO) and a write (SO_SNDTIMEO) on fd
+ * wait for the peer: ms. */
+static void
+set_timeouts(int fd, long ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
 /*
- * The listening socket is readable: admits one connection.  Makes room
- * first when max-connections are open (closing the idle connection parked
- * longest), or leaves the connection in the backlog until a slot frees.
+ * The listening socket is readable: admits one connection.  Its peer is
+ * checked first: only an allowed peer may make room, at max-connections,
+ * by closing the idle connection parked longest (a refused peer, or
+ * another worker process that took the connection first, closes none).
+ * The admitting thread (one at a time: the socket is armed once) has one
+ * slot beyond the bound for the connection while no idle one could be
+ * closed; the socket is then not armed again until a slot frees, and new
+ * connections wait in the backlog.
  */
 static void
 admit(server *srv)
@@ -595,13 +624,8 @@ admit(server *srv)
 
 	pthread_mutex_lock(&srv->lock);
 	srv->listen_armed = 1;   /* until this thread re-arms it */
-	if (!atomic_load(&srv->stopping)) {
-		if (srv->open >= srv->max_conns)
-			evict_idle(srv);
-		c = slot_take(srv);
-	}
 	pthread_mutex_unlock(&srv->lock);
-	if (c != NULL) {
+	if (!atomic_load(&srv->stopping)) {
 		fd = accept4(srv->listen_fd, (struct sockaddr *)&ss, &len,
 		    SOCK_CLOEXEC);
 		err = fd < 0 ? errno : 0;
@@ -610,26 +634,35 @@ admit(server *srv)
 		close(fd);
 		fd = -1;
 		refused(srv, &ss, len);
-	} else if (fd >= 0 && (ss.ss_family == AF_INET ||
-	    ss.ss_family == AF_INET6)) {
+	} else if (fd >= 0) {
+		set_timeouts(fd, CONN_TIMEOUT_S * 1000);
 		/* no replies to coalesce: Nagle only delays answers (libfcgi
 		 * sets it too when it accepts) */
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+			    sizeof(one));
 	}
 	if (err != 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR &&
 	    err != ECONNABORTED && err != EPROTO)
 		idem_log(NULL, IDEM_LOG_WARN, "accept: %s", strerror(err));
 	pthread_mutex_lock(&srv->lock);
-	if (c != NULL && fd >= 0) {
-		conn_open(c, fd);
-		/* a stop that came meanwhile closed the idle connections:
-		 * this one would wait for a thread that never comes */
-		if (atomic_load(&srv->stopping))
-			conn_close(srv, c);
-		else
-			conn_park(srv, c);
-	} else if (c != NULL) {
-		slot_free(srv, c);
+	if (fd >= 0) {
+		if (srv->open >= srv->max_conns)
+			evict_idle(srv);
+		/* never NULL: listen_rearm leaves the spare slot to this
+		 * thread; closed all the same, should it be */
+		if ((c = slot_take(srv)) == NULL) {
+			close(fd);
+		} else {
+			conn_open(c, fd);
+			/* a stop that came meanwhile closed the idle
+			 * connections: this one would wait for a thread that
+			 * never comes */
+			if (atomic_load(&srv->stopping))
+				conn_close(srv, c);
+			else
+				conn_park(srv, c);
+		}
 	}
 	srv->listen_armed = 0;
 	/* out of descriptors: accepting again at once would spin.  Close an
@@ -658,17 +691,29 @@ admit(server *srv)
  * record), so a kept connection's next read starts at the next request.
  * A handler reads CONTENT_LENGTH bytes; the end record may still be on
  * the wire, and libfcgi would take it (the old request's id, before any
- * FCGI_BEGIN_REQUEST) as a protocol error and drop the connection.  Like
- * the params, this reads blocking: the web server has sent, or is
- * sending, the whole body.
+ * FCGI_BEGIN_REQUEST) as a protocol error and drop the connection.  The
+ * answer is flushed first, so the drain never holds it; the rest is read
+ * for at most DRAIN_WAIT_MS and DRAIN_MAX bytes.  Returns 1 when the
+ * stream ended (the connection can be kept), 0 when it did not (a peer
+ * still sending, or a body left unread that is too large: the connection
+ * is closed after the answer, which is whole).
  */
-static void
+static int
 drain_stdin(FCGX_Request *fr)
 {
 	char buf[4096];
+	size_t total = 0;
+	int n;
 
-	while (FCGX_GetStr(buf, sizeof(buf), fr->in) > 0)
+	if (FCGX_HasSeenEOF(fr->in))
+		return 1;
+	FCGX_FFlush(fr->out);
+	set_timeouts(fr->ipcFd, DRAIN_WAIT_MS);
+	while ((n = FCGX_GetStr(buf, sizeof(buf), fr->in)) > 0 &&
+	    (total += (size_t)n) <= DRAIN_MAX)
 		;
+	set_timeouts(fr->ipcFd, CONN_TIMEOUT_S * 1000);
+	return n == 0 && FCGX_HasSeenEOF(fr->in) && FCGX_GetError(fr->in) == 0;
 }
 
 /* A parked connection (the event's tag) is readable: serves its next
@@ -680,7 +725,7 @@ serve_conn(server *srv, uint64_t tag)
 	conn *c;
 	int rc;
 
-	if (idx >= srv->max_conns)
+	if (idx > srv->max_conns)
 		return;
 	c = &srv->conns[idx];
 	pthread_mutex_lock(&srv->lock);
@@ -700,8 +745,8 @@ serve_conn(server *srv, uint64_t tag)
 	if (rc == 0) {
 		atomic_fetch_add(&srv->in_flight, 1);
 		serve_one(srv, &c->fr);
-		if (c->fr.keepConnection)
-			drain_stdin(&c->fr);
+		if (c->fr.keepConnection && !drain_stdin(&c->fr))
+			c->fr.keepConnection = 0;
 		FCGX_Finish_r(&c->fr);
 		atomic_fetch_sub(&srv->in_flight, 1);
 	}
@@ -778,14 +823,15 @@ dispatcher_new(server *srv)
 	unsigned i;
 
 	srv->max_conns = srv->svc->cfg->max_connections;
-	srv->conns = calloc(srv->max_conns, sizeof(*srv->conns));
+	/* and the admitting thread's spare (see admit) */
+	srv->conns = calloc(srv->max_conns + 1, sizeof(*srv->conns));
 	srv->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (srv->conns == NULL || srv->ep < 0) {
 		idem_log(NULL, IDEM_LOG_ERROR, "cannot start: %s",
 		    strerror(errno));
 		return -1;
 	}
-	for (i = srv->max_conns; i-- > 0;) {
+	for (i = srv->max_conns + 1; i-- > 0;) {
 		FCGX_InitRequest(&srv->conns[i].fr, -1, 0);
 		srv->conns[i].next = srv->free_list;
 		srv->free_list = &srv->conns[i];
@@ -814,7 +860,7 @@ dispatcher_free(server *srv)
 {
 	unsigned i;
 
-	for (i = 0; srv->conns != NULL && i < srv->max_conns; i++)
+	for (i = 0; srv->conns != NULL && i <= srv->max_conns; i++)
 		if (srv->conns[i].state != C_FREE)
 			conn_close(srv, &srv->conns[i]);
 	free(srv->conns);

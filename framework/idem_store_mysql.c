@@ -1558,17 +1558,15 @@ my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	}
 	/* the transaction's node cannot be asked: another node knows only
 	 * what the cluster has ordered, not a COMMIT still on its way, so
-	 * only a commit (ours, or another owner's, which ours cannot
-	 * overtake) is an answer */
-	if ((err = read_row_with(ms, S_SELECT_LOCKED, k, &r)) != IDEM_OK ||
-	    !r.found || !r.committed) {
-		idem_stored_response_clear(&r.resp);
-		*unknown = 1;
-		return IDEM_ERR_STORE;
-	}
+	 * only our own commit is an answer there (another owner's record
+	 * proves nothing: ours may be reusing it, expired, or taking it
+	 * over, stale, in a write set not yet ordered) */
+	err = read_row_with(ms, S_SELECT_LOCKED, k, &r);
 	idem_stored_response_clear(&r.resp);
-	if (strcmp(r.owner, owner) == 0)
+	if (err == IDEM_OK && r.found && r.committed &&
+	    strcmp(r.owner, owner) == 0)
 		return IDEM_OK;
+	*unknown = 1;
 	return IDEM_ERR_STORE;
 }
 

@@ -137,6 +137,32 @@ Test(kept, max_connections_closes_the_oldest_idle, .timeout = 120)
 	harness_stop(&h);
 }
 
+/* A kept request whose FCGI_STDIN end the web server has not sent (its
+ * body whole, as from a web server still streaming): the answer is not
+ * held for the rest; the connection, whose stream did not end, is closed
+ * after the answer, and the request ran once. */
+Test(kept, answer_not_held_by_an_unended_stdin, .timeout = 60)
+{
+	const char *headers[] = { "Idempotency-Key: unended-1",
+	    "Content-Type: application/json", NULL };
+	fc_response r;
+	int fd;
+
+	cr_assert_eq(harness_start(&h, &(harness_opts){
+	    .server = "threads = 2" }), 0);
+	fd = fc_connect(h.addr, NULL, TIMEOUT_MS);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fc_http_on_unended(fd, "POST", "/testkit/echo", headers,
+	    "{}", &r), 0, "no answer while the request's stdin was open");
+	cr_expect_eq(r.status, 201);
+	fc_response_free(&r);
+	cr_expect(fc_closed_by_peer(fd, TIMEOUT_MS), "a connection whose "
+	    "request stream never ended was kept");
+	close(fd);
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "unended-1"), 1);
+	harness_stop(&h);
+}
+
 typedef struct slow {
 	int fd;
 	int status;
@@ -272,6 +298,35 @@ Test(allow, refused_peer_closed_unread, .timeout = 120)
 	cr_expect_eq(echo_on(fd, "from-127.0.0.1"), 201);
 	close(fd);
 	cr_expect_eq(harness_count(&h, "/testkit/echo"), 2);
+	harness_stop(&h);
+}
+
+/* A refused peer closes no idle connection of an allowed one, even at
+ * max-connections: only an allowed peer may make room. */
+Test(allow, refused_peer_evicts_nothing, .timeout = 60)
+{
+	char listen[64];
+	int a, b, r;
+
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", harness_free_port());
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .listen = listen,
+	    .server = "threads = 2\nmax-connections = 2\n"
+	    "allow-clients = 127.0.0.2" }), 0);
+	a = fc_connect(h.addr, "127.0.0.2", TIMEOUT_MS);
+	b = fc_connect(h.addr, "127.0.0.2", TIMEOUT_MS);
+	cr_assert(a >= 0 && b >= 0);
+	cr_assert_eq(echo_on(a, "room-a"), 201);
+	cr_assert_eq(echo_on(b, "room-b"), 201);
+	r = fc_connect(h.addr, "127.0.0.3", TIMEOUT_MS);
+	cr_assert_geq(r, 0);
+	cr_expect_eq(echo_on(r, "room-refused"), -1);
+	close(r);
+	cr_expect(!fc_closed_by_peer(a, 300) && !fc_closed_by_peer(b, 0),
+	    "a refused peer closed an allowed peer's idle connection");
+	cr_expect_eq(echo_on(a, "room-a2"), 201);
+	cr_expect_eq(echo_on(b, "room-b2"), 201);
+	close(a);
+	close(b);
 	harness_stop(&h);
 }
 

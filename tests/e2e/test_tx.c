@@ -53,23 +53,31 @@ effects(const char *key, const char *exec)
 	return n;
 }
 
-/* The state of key's record ("committed", "in_flight") or "none". */
+/* The state of key's record in m ("committed", "in_flight") or "none". */
 static const char *
-record_state(const char *key)
+record_state_in(const mariadb *m, const char *key)
 {
 	static char state[32];
 	char sql[256], *out;
-	mariadb m;
 
-	cr_assert_eq(mariadb_from_env(&m), 0);
 	snprintf(sql, sizeof(sql), "SELECT state FROM idempotency_keys WHERE "
 	    "idem_key = '%s'", key);
-	out = mariadb_sql(&m, sql);
+	out = mariadb_sql(m, sql);
 	snprintf(state, sizeof(state), "%s", out != NULL && *out != '\0' ? out :
 	    "none");
 	state[strcspn(state, "\n")] = '\0';
 	free(out);
 	return state;
+}
+
+/* The same in the program's MariaDB. */
+static const char *
+record_state(const char *key)
+{
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	return record_state_in(&m, key);
 }
 
 /* Sends c until it gets an answer other than IN_FLIGHT (the transaction
@@ -633,13 +641,17 @@ Test(tx, killed_worker_insert_landing_late_is_released, .timeout = 120)
 	const char *key = call_key("lw-orphan");
 	call first, dup, retry;
 	pthread_t t1, t2;
-	int pids[4], n, i;
+	int pids[4], n, i, waiting = 0;
 	const char *state = "";
+	char *out;
+	mariadb m;
 
+	/* a MariaDB of its own: the one lock wait there is the duplicate's */
+	cr_assert_eq(mariadb_start(&m), 0);
 	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
 	for (i = 0; i < 2; i++)
 		cr_assert_eq(harness_start(i == 0 ? &a : &b, &(harness_opts){
-		    .server = "threads = 8\nworkers = 1", .mysql = 1,
+		    .server = "threads = 8\nworkers = 1", .mysql = 1, .db = &m,
 		    .idem = "inflight-ttl = 60s\ninflight-wait = 8s",
 		    .rest = "pool-size = 8\n" }), 0);
 	/* rolled back (503) after 7 s, when the master's first three sweeps
@@ -647,10 +659,18 @@ Test(tx, killed_worker_insert_landing_late_is_released, .timeout = 120)
 	 * gets the lock */
 	first = call_make(a.addr, "/testkit/tx/503?ms=7000", key, NULL);
 	pthread_create(&t1, NULL, call_thread, &first);
-	call_sleep(500);
+	call_sleep(300);
 	dup = call_make(b.addr, "/testkit/status/201", key, NULL);
 	pthread_create(&t2, NULL, call_thread, &dup);
-	call_sleep(500);
+	/* the duplicate's INSERT waits on the first's row lock */
+	for (i = 0; i < 50 && !waiting; i++) {
+		call_sleep(50);
+		out = mariadb_sql(&m, "SELECT COUNT(*) FROM "
+		    "information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'");
+		waiting = out != NULL && atoi(out) > 0;
+		free(out);
+	}
+	cr_assert(waiting, "the duplicate's INSERT never waited on the lock");
 	n = harness_workers(&b, pids, 4);
 	cr_assert_eq(n, 1);
 	kill(pids[0], SIGKILL);
@@ -658,14 +678,14 @@ Test(tx, killed_worker_insert_landing_late_is_released, .timeout = 120)
 	pthread_join(t2, NULL);
 	cr_expect_eq(first.status, 503, "%d %s", first.status, first.body_out);
 	cr_expect_eq(dup.status, -1, "%d %s", dup.status, dup.body_out);
-	/* the INSERT lands as the lock frees */
-	for (i = 0; i < 30 && strcmp(record_state(key), "in_flight") != 0; i++)
+	/* the INSERT lands as the lock frees, under the dead worker */
+	for (i = 0; i < 30 && strcmp(record_state_in(&m, key), "in_flight") !=
+	    0; i++)
 		call_sleep(100);
-	cr_log_info("the dead worker's INSERT %s", i < 30 ? "landed" :
-	    "never landed");
+	cr_expect_lt(i, 30, "the dead worker's INSERT never landed");
 	/* its master's sweep after inflight-wait and its margin frees it */
 	for (i = 0; i < 200; i++) {
-		state = record_state(key);
+		state = record_state_in(&m, key);
 		if (strcmp(state, "none") == 0)
 			break;
 		call_sleep(100);
@@ -674,7 +694,11 @@ Test(tx, killed_worker_insert_landing_late_is_released, .timeout = 120)
 	retry = call_one(a.addr, "/testkit/status/201", key, NULL);
 	cr_expect_eq(retry.status, 201, "%d %s", retry.status, retry.body_out);
 	cr_expect_eq(harness_count_key(&a, "/testkit/status/201", key), 1);
-	cr_expect_eq(effects(key, NULL), 0);
+	out = mariadb_sql(&m, "SELECT COUNT(*) FROM testkit_effects");
+	cr_expect(out != NULL && atoi(out) == 0, "rolled back effects: %s",
+	    out != NULL ? out : "?");
+	free(out);
 	harness_stop(&a);
 	harness_stop(&b);
+	mariadb_destroy(&m);
 }

@@ -174,9 +174,9 @@ put_len(unsigned char *p, size_t len)
 }
 
 /* Sends BEGIN_REQUEST (with FCGI_KEEP_CONN when keep), PARAMS and
- * STDIN. */
+ * STDIN, ended by its empty record unless unended. */
 static int
-send_request_keep(int fd, int keep, const char *const *params,
+send_request_as(int fd, int keep, int unended, const char *const *params,
     const void *body, size_t len)
 {
 	const unsigned char begin[8] = { 0, 1, keep ? 1 : 0, 0, 0, 0, 0, 0 };
@@ -216,10 +216,18 @@ send_request_keep(int fd, int keep, const char *const *params,
 		p += n;
 		len -= n;
 	}
-	rc = put_record(fd, STDIN, NULL, 0);
+	rc = unended ? 0 : put_record(fd, STDIN, NULL, 0);
 out:
 	free(buf);
 	return rc;
+}
+
+/* send_request_as with the stream ended. */
+static int
+send_request_keep(int fd, int keep, const char *const *params,
+    const void *body, size_t len)
+{
+	return send_request_as(fd, keep, 0, params, body, len);
 }
 
 /* Sends a request that asks the server to close the connection after. */
@@ -383,7 +391,7 @@ build_params(const char *method, const char *uri, const char *const *headers,
 /* Sends the request of fc_http on fd (keeping the connection open after
  * when keep) and reads its answer.  Returns 0 or -1. */
 static int
-http_on(int fd, int keep, const char *method, const char *uri,
+http_on(int fd, int keep, int unended, const char *method, const char *uri,
     const char *const *headers, const char *body, fc_response *out)
 {
 	size_t len = body != NULL ? strlen(body) : 0, nowned, i;
@@ -394,7 +402,7 @@ http_on(int fd, int keep, const char *method, const char *uri,
 
 	memset(out, 0, sizeof(*out));
 	if (params != NULL && owned != NULL &&
-	    send_request_keep(fd, keep, params, body, len) == 0)
+	    send_request_as(fd, keep, unended, params, body, len) == 0)
 		rc = read_response(fd, out);
 	for (i = 0; owned != NULL && i < nowned; i++)
 		free(owned[i]);
@@ -412,7 +420,7 @@ fc_http(const char *addr, const char *method, const char *uri,
 	memset(out, 0, sizeof(*out));
 	if ((fd = connect_to(addr)) < 0)
 		return -1;
-	rc = http_on(fd, 0, method, uri, headers, body, out);
+	rc = http_on(fd, 0, 0, method, uri, headers, body, out);
 	close(fd);
 	return rc;
 }
@@ -435,7 +443,14 @@ int
 fc_http_on(int fd, const char *method, const char *uri,
     const char *const *headers, const char *body, fc_response *out)
 {
-	return http_on(fd, 1, method, uri, headers, body, out);
+	return http_on(fd, 1, 0, method, uri, headers, body, out);
+}
+
+int
+fc_http_on_unended(int fd, const char *method, const char *uri,
+    const char *const *headers, const char *body, fc_response *out)
+{
+	return http_on(fd, 1, 1, method, uri, headers, body, out);
 }
 
 int

@@ -58,6 +58,12 @@ int fc_http_on(int fd, const char *method, const char *uri,
  * 0 also when it sent something instead. */
 int fc_closed_by_peer(int fd, int timeout_ms);
 
+/* fc_http_on with the FCGI_STDIN stream left open after the whole body
+ * (its empty end record never sent, as from a web server still sending):
+ * the server must answer all the same.  0 or -1. */
+int fc_http_on_unended(int fd, const char *method, const char *uri,
+    const char *const *headers, const char *body, fc_response *out);
+
 /* Connects, sends the request and hangs up without reading.  Returns 0. */
 int fc_hangup(const char *addr, const char *method, const char *uri);
 

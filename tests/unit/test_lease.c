@@ -530,6 +530,25 @@ Test(lease, forget_looks_again_until_settled, .init = start_fast,
 	cr_expect_eq(outcome("released"), 0);
 }
 
+/* A FORGET still waiting to settle when the worker stops: looked for a
+ * round at most every 100 ms until the budget ends (never a spin), then
+ * logged as unsettled, not as a store that is away. */
+Test(lease, flush_of_an_unsettled_forget, .init = start_idle, .fini = stop)
+{
+	char log[4096];
+	int n;
+
+	fs->base.settle_ms = 20000;
+	cr_assert_not_null(add(IDEM_LEASE_FORGET, "kuf", "ouf"));
+	cr_assert_eq(harness_capture_level(&capture, IDEM_LOG_WARN), 0);
+	cr_expect_eq(idem_leases_flush(ls, 300), 1);
+	n = fake_count(fs, &fs->releases);
+	cr_expect(n >= 1 && n <= 5, "a round every 100 ms: %d tries", n);
+	harness_capture_into(&capture, log, sizeof(log));
+	cr_expect(strstr(log, "settled") != NULL, "%s", log);
+	cr_expect(strstr(log, "the store is away") == NULL, "%s", log);
+}
+
 /* -------------------------------------------------------------- fencing */
 
 /* Another owner took the key over: the deferred commit is refused, counted
