@@ -245,3 +245,16 @@ idem_copy_string(char *dst, size_t size, const char *src)
 	memcpy(dst, src, n);
 	dst[n] = '\0';
 }
+
+idem_reserve_step
+idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
+    const char *owner, int64_t inflight_ttl_us)
+{
+	if (f->committed)
+		return f->expired ? IDEM_STEP_REUSE : IDEM_STEP_REPLAY;
+	if (owner != NULL && f->owner != NULL && strcmp(f->owner, owner) == 0)
+		return IDEM_STEP_OURS;
+	if (memcmp(f->fp, fp, 32) == 0 && f->lease_age_us > inflight_ttl_us)
+		return IDEM_STEP_TAKE_OVER;
+	return IDEM_STEP_IN_FLIGHT;
+}

@@ -264,6 +264,40 @@ struct idem_store {
 	                                * its client gave up on it); 0: never */
 };
 
+/*
+ * The reservation rule (DESIGN.md 2.4), once for every store and path:
+ * what a reserve does with the record it found for its key.  The SQL of
+ * the MySQL store (S_REUSE's and S_TAKEOVER's WHERE) says the same, and
+ * points here.
+ */
+typedef enum idem_reserve_step {
+	IDEM_STEP_REUSE = 0,  /* committed, past its lifetime: as absent, so
+	                       * the record is made this request's */
+	IDEM_STEP_REPLAY,     /* committed, live: its answer is the outcome
+	                       * (another fingerprint: the caller's conflict) */
+	IDEM_STEP_OURS,       /* in flight under this request's own owner: its
+	                       * reservation, applied before a lost answer */
+	IDEM_STEP_TAKE_OVER,  /* in flight, same fingerprint, lease older than
+	                       * inflight-ttl: taken over (conditionally on the
+	                       * old owner), the handler runs */
+	IDEM_STEP_IN_FLIGHT   /* in flight otherwise: someone else holds it (or
+	                       * another request: the caller's conflict) */
+} idem_reserve_step;
+
+/* What the rule reads of a record found (all borrowed). */
+typedef struct idem_found {
+	int committed;
+	int expired;                /* committed, and past expires_at */
+	const unsigned char *fp;    /* 32 bytes */
+	const char *owner;
+	int64_t lease_age_us;       /* in flight: since its lease was renewed */
+} idem_found;
+
+/* The step for found, met by the request of fingerprint fp and owner
+ * owner under inflight_ttl_us. */
+idem_reserve_step idem_reserve_decide(const idem_found *found,
+    const unsigned char fp[32], const char *owner, int64_t inflight_ttl_us);
+
 /* Thin wrappers over s->ops, so callers read like function calls. */
 idem_err idem_store_reserve(idem_store *s, const idem_store_key *k,
     const unsigned char fp[32], const char *owner, const char *request_id,

@@ -173,16 +173,23 @@ mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
     uint64_t lifetime_ms, idem_reserve_result *out)
 {
 	memory_store *ms = (memory_store *)s;
+	idem_reserve_step step = IDEM_STEP_IN_FLIGHT;
 	uint64_t now;
 	record *r;
 	idem_err err = IDEM_OK;
 
 	pthread_mutex_lock(&ms->lock);
 	now = idem_now_ms();
-	r = find(ms, k);
-	if (r != NULL && r->committed && r->expires_at <= now) {
-		drop(ms, r);
-		r = NULL;
+	if ((r = find(ms, k)) != NULL) {
+		idem_found f = { r->committed, r->committed &&
+		    r->expires_at <= now, r->fp, r->owner,
+		    (int64_t)(now - r->lease_at) * 1000 };
+		step = idem_reserve_decide(&f, fp, owner,
+		    (int64_t)inflight_ttl_ms * 1000);
+		if (step == IDEM_STEP_REUSE) {
+			drop(ms, r);
+			r = NULL;
+		}
 	}
 	if (r == NULL) {
 		if (ms->count >= ms->max_entries && make_room(ms, now) < 0) {
@@ -212,25 +219,31 @@ mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 		return IDEM_OK;
 	}
 	memcpy(out->fingerprint, r->fp, 32);
-	if (r->committed) {
+	if (step == IDEM_STEP_REPLAY) {
 		out->outcome = IDEM_RESERVE_COMMITTED;
 		if (idem_stored_response_copy(&out->response, &r->resp) != IDEM_OK)
 			err = IDEM_ERR_STORE;
-	} else {
-		idem_copy_string(out->owner, sizeof(out->owner), r->owner);
-		idem_copy_string(out->request_id, sizeof(out->request_id),
-		    r->request_id);
-		out->lease_age_ms = now - r->lease_at;
-		out->outcome = IDEM_RESERVE_IN_FLIGHT;
-		if (memcmp(r->fp, fp, 32) == 0 &&
-		    out->lease_age_ms > inflight_ttl_ms) {
-			idem_copy_string(r->owner, sizeof(r->owner), owner);
-			idem_copy_string(r->request_id, sizeof(r->request_id),
-			    request_id);
-			r->lease_at = now;
-			r->expires_at = now + lifetime_ms;
-			out->outcome = IDEM_RESERVE_TAKEN_OVER;
-		}
+		pthread_mutex_unlock(&ms->lock);
+		return err;
+	}
+	if (step == IDEM_STEP_OURS) {
+		/* owners are fresh per request: only a caller's own retry */
+		out->outcome = IDEM_RESERVE_ACQUIRED;
+		pthread_mutex_unlock(&ms->lock);
+		return IDEM_OK;
+	}
+	idem_copy_string(out->owner, sizeof(out->owner), r->owner);
+	idem_copy_string(out->request_id, sizeof(out->request_id),
+	    r->request_id);
+	out->lease_age_ms = now - r->lease_at;
+	out->outcome = IDEM_RESERVE_IN_FLIGHT;
+	if (step == IDEM_STEP_TAKE_OVER) {
+		idem_copy_string(r->owner, sizeof(r->owner), owner);
+		idem_copy_string(r->request_id, sizeof(r->request_id),
+		    request_id);
+		r->lease_at = now;
+		r->expires_at = now + lifetime_ms;
+		out->outcome = IDEM_RESERVE_TAKEN_OVER;
 	}
 	pthread_mutex_unlock(&ms->lock);
 	return err;

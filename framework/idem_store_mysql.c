@@ -97,6 +97,8 @@ static const char *const sql[NSTMT] = {
 	    "lease_at, expires_at) VALUES (?, ?, ?, 'in_flight', ?, ?, " NOW
 	    ", " NOW ", " NOW " + INTERVAL ? MICROSECOND)",
 	[S_SELECT] = SELECT_ROW,
+	/* S_TAKEOVER and S_REUSE: the reservation rule's TAKE_OVER and REUSE
+	 * (idem_reserve_decide), made conditional on what was read */
 	[S_TAKEOVER] = "UPDATE idempotency_keys SET owner = ?, request_id = ?, "
 	    "lease_at = " NOW ", expires_at = " NOW " + INTERVAL ? MICROSECOND "
 	    "WHERE " PK " AND state = 'in_flight' AND owner = ? AND "
@@ -649,12 +651,22 @@ p_takeover(params *p, const reserve_args *a, const char *old_owner)
 	p_ll(p, &a->ttl_us);
 }
 
+/* The step of the reservation rule (idem_reserve_decide) for the row r
+ * a reserve found. */
+static idem_reserve_step
+step_of(const reserve_args *a, const row *r)
+{
+	idem_found f = { r->committed, r->expired, r->fp, r->owner,
+	    r->lease_age_us };
+
+	return idem_reserve_decide(&f, a->fp, a->owner, a->ttl_us);
+}
+
 /* Fills *out from a found row r that is live (not an expired committed
  * one), read at read_at (idem_boot_ms before the statement): COMMITTED
  * with its answer (moved out of r, and a copy kept in the replay cache),
- * or IN_FLIGHT with its owner.  Returns whether it is an in-flight reservation of the same
- * request whose lease is older than inflight-ttl: one to take over. */
-static int
+ * or IN_FLIGHT with its owner (what a takeover then changes). */
+static void
 found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_at,
     idem_reserve_result *out)
 {
@@ -674,14 +686,13 @@ found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_at,
 			idem_replay_cache_put(ms->cache, a->k, r->fp,
 			    &out->response, read_at + (left_ms < CACHE_HOLD_MS ?
 			    left_ms : CACHE_HOLD_MS));
-		return 0;
+		return;
 	}
 	snprintf(out->owner, sizeof(out->owner), "%s", r->owner);
 	snprintf(out->request_id, sizeof(out->request_id), "%s", r->request_id);
 	out->lease_age_ms = r->lease_age_us > 0 ?
 	    (uint64_t)r->lease_age_us / 1000 : 0;
 	out->outcome = IDEM_RESERVE_IN_FLIGHT;
-	return memcmp(r->fp, a->fp, 32) == 0 && r->lease_age_us > a->ttl_us;
 }
 
 /* Whether k's committed answer is in the replay cache: then *out is
@@ -755,12 +766,12 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 			return err;
 		if (!r.found)
 			continue;
-		if (!r.committed && strcmp(r.owner, owner) == 0) {
+		switch (step_of(&a, &r)) {
+		case IDEM_STEP_OURS:
 			/* our own INSERT, applied before a lost connection */
 			out->outcome = IDEM_RESERVE_ACQUIRED;
 			return IDEM_OK;
-		}
-		if (r.committed && r.expired) {
+		case IDEM_STEP_REUSE:
 			idem_stored_response_clear(&r.resp);
 			p_reuse(&p, &a);
 			if ((err = exec_count(ms, S_REUSE, &p, &n, NULL)) != IDEM_OK)
@@ -770,8 +781,8 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 				return IDEM_OK;
 			}
 			continue;
-		}
-		if (found_row(ms, &a, &r, read_at, out)) {
+		case IDEM_STEP_TAKE_OVER:
+			found_row(ms, &a, &r, read_at, out);
 			p_takeover(&p, &a, r.owner);
 			if ((err = exec_count(ms, S_TAKEOVER, &p, &n, &retried))
 			    != IDEM_OK)
@@ -780,7 +791,12 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 				out->outcome = IDEM_RESERVE_TAKEN_OVER;
 			else if (retried)
 				return own_takeover(ms, &a, out);
+			return IDEM_OK;
+		case IDEM_STEP_REPLAY:
+		case IDEM_STEP_IN_FLIGHT:
+			break;
 		}
+		found_row(ms, &a, &r, read_at, out);
 		return IDEM_OK;
 	}
 	count_contended(ms, k->metrics_row);
@@ -1386,7 +1402,13 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 			tx_rollback(c);
 			continue;
 		}
-		if (r.committed && r.expired) {
+		switch (step_of(&a, &r)) {
+		case IDEM_STEP_OURS:
+			/* owners are fresh per attempt: not met in a
+			 * transaction; ours all the same */
+			idem_stored_response_clear(&r.resp);
+			return IDEM_OK;
+		case IDEM_STEP_REUSE:
 			idem_stored_response_clear(&r.resp);
 			p_reuse(&p, &a);
 			if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0) {
@@ -1399,12 +1421,13 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 				return IDEM_OK;
 			tx_rollback(c);
 			continue;
-		}
-		/* an in_flight row here is committed: a two-phase reservation
-		 * (another route, or a node before this one took over); taken
-		 * over inside the transaction, its old owner's commit waits
-		 * for ours, then finds another owner */
-		if (found_row(ms, &a, &r, read_at, out)) {
+		case IDEM_STEP_TAKE_OVER:
+			/* an in_flight row here is committed: a two-phase
+			 * reservation (another route, or a node before this
+			 * one took over); taken over inside the transaction,
+			 * its old owner's commit waits for ours, then finds
+			 * another owner */
+			found_row(ms, &a, &r, read_at, out);
 			p_takeover(&p, &a, r.owner);
 			if ((e = tx_exec(c, T_TAKEOVER, &p, &n)) != 0) {
 				if ((err = tx_failed(ms, c, T_TAKEOVER, e)) !=
@@ -1416,6 +1439,11 @@ my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 				out->outcome = IDEM_RESERVE_TAKEN_OVER;
 				return IDEM_OK;
 			}
+			break;
+		case IDEM_STEP_REPLAY:
+		case IDEM_STEP_IN_FLIGHT:
+			found_row(ms, &a, &r, read_at, out);
+			break;
 		}
 		tx_rollback(c);
 		return IDEM_OK;

@@ -139,3 +139,30 @@ Test(memory, frequent_evictions_warned_once)
 	cr_expect(strstr(log, "raise max-entries (now 2)") != NULL, "%s", log);
 	free(log);
 }
+
+/* The reservation rule (idem_reserve_decide), one row per step: what every
+ * store and the transactional path do with a record they found. */
+Test(rule, reservation_steps)
+{
+	unsigned char mine[32] = { 1 }, other[32] = { 2 };
+	idem_found live = { 1, 0, mine, "o", 0 },
+	    expired = { 1, 1, other, "o", 0 },
+	    ours = { 0, 0, mine, "me", 5000000 },
+	    stale = { 0, 0, mine, "old", 30000001 },
+	    fresh = { 0, 0, mine, "old", 30000000 },
+	    stale_other = { 0, 0, other, "old", 90000000 };
+
+	cr_expect_eq(idem_reserve_decide(&live, other, "me", 30000000),
+	    IDEM_STEP_REPLAY, "a live answer, whatever the request");
+	cr_expect_eq(idem_reserve_decide(&expired, mine, "me", 30000000),
+	    IDEM_STEP_REUSE);
+	cr_expect_eq(idem_reserve_decide(&ours, mine, "me", 1),
+	    IDEM_STEP_OURS, "our own reservation is never taken over");
+	cr_expect_eq(idem_reserve_decide(&stale, mine, "me", 30000000),
+	    IDEM_STEP_TAKE_OVER);
+	cr_expect_eq(idem_reserve_decide(&fresh, mine, "me", 30000000),
+	    IDEM_STEP_IN_FLIGHT, "a lease exactly inflight-ttl old is live");
+	cr_expect_eq(idem_reserve_decide(&stale_other, mine, "me", 30000000),
+	    IDEM_STEP_IN_FLIGHT, "another request's reservation is never "
+	    "taken over");
+}
