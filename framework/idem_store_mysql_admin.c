@@ -1,0 +1,218 @@
+/*
+ * idem_store_mysql_admin.c - the MySQL store's operations for
+ * idemfcgi-admin and the gauges: a record as it stands, the census of the
+ * table, the counts, and the release of a dead worker's keys by the prefix
+ * of their owner tokens.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idem_metrics.h"
+#include "idem_store_mysql_int.h"
+
+idem_err
+idem_my_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
+    size_t *n)
+{
+	mysql_store *ms = (mysql_store *)s;
+	char like[IDEM_OWNER_MAX + 2];
+	idem_mysql_conn *c;
+	MYSQL_STMT *st;
+	MYSQL_BIND b[2];
+	unsigned long len[2];
+	unsigned char scope[32];
+	char key[IDEM_KEY_MAX + 1];
+	unsigned long long gone;
+	size_t cap = 0;
+	params p;
+	idem_err err;
+	int rc;
+
+	/* prefixes are hex and '.', never LIKE's % or _ */
+	if (strlen(prefix) > IDEM_OWNER_MAX || strpbrk(prefix, "%_\\") != NULL)
+		return IDEM_ERR_INVALID;
+	snprintf(like, sizeof(like), "%s%%", prefix);
+	idem_my_p_init(&p);
+	idem_my_p_str(&p, like);
+	if ((err = idem_my_run(ms, S_OWNED_BY, &p, &c, NULL, NULL)) != IDEM_OK)
+		return err;
+	st = c->stmts[S_OWNED_BY];
+	memset(b, 0, sizeof(b));
+	b[0].buffer_type = MYSQL_TYPE_BLOB;
+	b[0].buffer = scope;
+	b[0].buffer_length = 32;
+	b[0].length = &len[0];
+	b[1].buffer_type = MYSQL_TYPE_BLOB;
+	b[1].buffer = key;
+	b[1].buffer_length = IDEM_KEY_MAX;
+	b[1].length = &len[1];
+	rc = mysql_stmt_bind_result(st, b) == 0 ? 0 : 1;
+	while (rc == 0 && (rc = mysql_stmt_fetch(st)) == 0) {
+		idem_store_key *k;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 8;
+			if ((k = realloc(*keys, cap * sizeof(*k))) == NULL) {
+				err = IDEM_ERR_NOMEM;
+				break;
+			}
+			*keys = k;
+		}
+		k = &(*keys)[(*n)++];
+		memset(k, 0, sizeof(*k));
+		k->metrics_row = IDEM_METRICS_NO_ROUTE;   /* no request's */
+		memcpy(k->scope, scope, 32);
+		k->key_len = len[1] < IDEM_KEY_MAX ? len[1] : IDEM_KEY_MAX;
+		memcpy(k->key, key, k->key_len);
+	}
+	if (rc == 1) {
+		idem_mysql_check(c, mysql_stmt_errno(st));
+		idem_mysql_log_error(ms->pool, "fetch", st);
+		err = IDEM_ERR_STORE;
+	}
+	while (rc == 0 && mysql_stmt_fetch(st) == 0)
+		;
+	mysql_stmt_free_result(st);
+	idem_mysql_put(ms->pool, c);
+	if (err != IDEM_OK)
+		return err;
+	idem_my_p_init(&p);
+	idem_my_p_str(&p, like);
+	return idem_my_exec_count(ms, S_RELEASE_BY, &p, &gone, NULL);
+}
+
+void
+idem_my_stats(idem_store *s, idem_store_stats *st)
+{
+	long long all = 0, in_flight = 0;
+
+	if (idem_my_select_ints((mysql_store *)s, S_STATS, &all, &in_flight) == IDEM_OK) {
+		st->entries = (uint64_t)all;
+		st->in_flight = (uint64_t)in_flight;
+	}
+}
+
+/* ------------------------------------------------------ administration */
+
+/* NUL-terminates a fetched string of length len in a buffer of size. */
+static void
+terminate(char *buf, size_t size, unsigned long len, my_bool null)
+{
+	buf[null ? 0 : len < size ? len : size - 1] = '\0';
+}
+
+idem_err
+idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
+{
+	MYSQL_BIND b[13];
+	unsigned long len[13];
+	my_bool null[13];
+	char state[16];
+	long long age_res = 0, age_lease = 0, exp_in = 0, status = 0, hl = 0,
+	    bl = 0;
+	params p;
+	idem_err err;
+	int found;
+
+	memset(len, 0, sizeof(len));
+	memset(null, 0, sizeof(null));
+	idem_my_r_buf(&b[0], MYSQL_TYPE_STRING, state, sizeof(state), &len[0], &null[0]);
+	idem_my_r_buf(&b[1], MYSQL_TYPE_BLOB, out->fingerprint, 32, &len[1], &null[1]);
+	idem_my_r_buf(&b[2], MYSQL_TYPE_STRING, out->owner, sizeof(out->owner), &len[2],
+	    &null[2]);
+	idem_my_r_buf(&b[3], MYSQL_TYPE_STRING, out->request_id,
+	    sizeof(out->request_id), &len[3], &null[3]);
+	idem_my_r_buf(&b[4], MYSQL_TYPE_STRING, out->reserved_at,
+	    sizeof(out->reserved_at), &len[4], &null[4]);
+	idem_my_r_buf(&b[5], MYSQL_TYPE_STRING, out->lease_at, sizeof(out->lease_at),
+	    &len[5], &null[5]);
+	idem_my_r_buf(&b[6], MYSQL_TYPE_STRING, out->expires_at,
+	    sizeof(out->expires_at), &len[6], &null[6]);
+	idem_my_r_ll(&b[7], &age_res, &null[7]);
+	idem_my_r_ll(&b[8], &age_lease, &null[8]);
+	idem_my_r_ll(&b[9], &exp_in, &null[9]);
+	idem_my_r_ll(&b[10], &status, &null[10]);
+	idem_my_r_ll(&b[11], &hl, &null[11]);
+	idem_my_r_ll(&b[12], &bl, &null[12]);
+	idem_my_p_init(&p);
+	idem_my_p_key(&p, k);
+	if ((err = idem_my_fetch_one((mysql_store *)s, S_LOOKUP, &p, b, &found))
+	    != IDEM_OK)
+		return err;
+	if (!found) {
+		/* no committed row: is an open transaction holding one? */
+		idem_my_p_init(&p);
+		idem_my_p_key(&p, k);
+		err = idem_my_fetch_one((mysql_store *)s, S_PROBE, &p, b, &found);
+		return err == IDEM_OK ? IDEM_ERR_NOT_FOUND : err;
+	}
+	terminate(state, sizeof(state), len[0], null[0]);
+	terminate(out->owner, sizeof(out->owner), len[2], null[2]);
+	terminate(out->request_id, sizeof(out->request_id), len[3], null[3]);
+	terminate(out->reserved_at, sizeof(out->reserved_at), len[4], null[4]);
+	terminate(out->lease_at, sizeof(out->lease_at), len[5], null[5]);
+	terminate(out->expires_at, sizeof(out->expires_at), len[6], null[6]);
+	out->committed = strcmp(state, "committed") == 0;
+	out->reserved_age_ms = age_res > 0 ? (uint64_t)age_res / 1000 : 0;
+	out->lease_age_ms = age_lease > 0 ? (uint64_t)age_lease / 1000 : 0;
+	out->expires_in_ms = exp_in / 1000;
+	out->status = null[10] ? 0 : (int)status;
+	out->headers_len = null[11] ? 0 : (size_t)hl;
+	out->body_len = null[12] ? 0 : (size_t)bl;
+	return IDEM_OK;
+}
+
+idem_err
+idem_my_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
+{
+	mysql_store *ms = (mysql_store *)s;
+	long long v[4] = { 0, 0, 0, 0 }, ttl_us = (long long)inflight_ttl_ms *
+	    1000, age = 0, lease = 0;
+	MYSQL_BIND b[6];
+	unsigned long len[6];
+	my_bool null[6];
+	params p;
+	idem_err err;
+	int found, i;
+
+	memset(null, 0, sizeof(null));
+	for (i = 0; i < 4; i++)
+		idem_my_r_ll(&b[i], &v[i], &null[i]);
+	idem_my_p_init(&p);
+	idem_my_p_ll(&p, &ttl_us);
+	if ((err = idem_my_fetch_one(ms, S_CENSUS, &p, b, &found)) != IDEM_OK)
+		return err;
+	out->in_flight = (uint64_t)v[0];
+	out->stale = (uint64_t)v[1];
+	out->committed = (uint64_t)v[2];
+	out->expired = (uint64_t)v[3];
+	memset(len, 0, sizeof(len));
+	memset(null, 0, sizeof(null));
+	idem_my_r_buf(&b[0], MYSQL_TYPE_BLOB, out->oldest_key.scope, 32, &len[0],
+	    &null[0]);
+	idem_my_r_buf(&b[1], MYSQL_TYPE_BLOB, out->oldest_key.key, IDEM_KEY_MAX,
+	    &len[1], &null[1]);
+	idem_my_r_buf(&b[2], MYSQL_TYPE_STRING, out->oldest_owner,
+	    sizeof(out->oldest_owner), &len[2], &null[2]);
+	idem_my_r_buf(&b[3], MYSQL_TYPE_STRING, out->oldest_request_id,
+	    sizeof(out->oldest_request_id), &len[3], &null[3]);
+	idem_my_r_ll(&b[4], &age, &null[4]);
+	idem_my_r_ll(&b[5], &lease, &null[5]);
+	idem_my_p_init(&p);
+	if ((err = idem_my_fetch_one(ms, S_OLDEST, &p, b, &found)) != IDEM_OK)
+		return err;
+	if (found) {
+		out->has_oldest = 1;
+		out->oldest_key.key_len = len[1] < IDEM_KEY_MAX ? len[1] :
+		    IDEM_KEY_MAX;
+		terminate(out->oldest_owner, sizeof(out->oldest_owner), len[2],
+		    null[2]);
+		terminate(out->oldest_request_id,
+		    sizeof(out->oldest_request_id), len[3], null[3]);
+		out->oldest_age_ms = age > 0 ? (uint64_t)age / 1000 : 0;
+		out->oldest_lease_age_ms = lease > 0 ? (uint64_t)lease / 1000 : 0;
+	}
+	return IDEM_OK;
+}

@@ -1,0 +1,218 @@
+/*
+ * idem_store_mysql_int.h - what the files of the MySQL store share (not
+ * for other modules):
+ *   idem_store_mysql_sql.c    the statements, their bindings and rows,
+ *                             and the executor of pooled statements
+ *   idem_store_mysql.c        the request-path operations (reserve,
+ *                             commit, release, renew, purge) and opening
+ *   idem_store_mysql_tx.c     the operations of transactional routes
+ *   idem_store_mysql_admin.c  the operations of idemfcgi-admin and the
+ *                             gauges (lookup, census, stats, a dead
+ *                             worker's keys)
+ */
+#ifndef IDEM_STORE_MYSQL_INT_H
+#define IDEM_STORE_MYSQL_INT_H
+
+#include <mysql.h>
+
+#include "idem_mysql.h"
+#include "idem_replay_cache.h"
+#include "idem_store.h"
+
+#define SCHEMA_VERSION 1
+#define SCHEMA_FILE "schema/mysql/001_idempotency_keys.sql"
+#define NOW "UTC_TIMESTAMP(6)"
+#define PK "scope_hash = ? AND idem_key = ?"
+
+/* What the schema's columns hold: headers BLOB, body MEDIUMBLOB. */
+#define HEADERS_COLUMN_MAX 65535ULL
+#define BODY_COLUMN_MAX 16777215ULL
+/* The rest of a commit's packet besides headers and body, generously. */
+#define PACKET_SLACK 4096ULL
+/* Attempts of a statement that meets a deadlock or a lock wait. */
+#define CONTENTION_TRIES 6
+/* Rounds of a reserve whose row keeps vanishing under it. */
+#define RESERVE_ROUNDS 4
+
+/* The longest a committed answer is served from the replay cache */
+#define CACHE_HOLD_MS 60000
+
+enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
+    S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY,
+    S_LOOKUP, S_CENSUS, S_OLDEST, S_SELECT_LOCKED, S_PROBE,
+    S_SELECT_CAUSAL, S_COMMIT_CAUSAL, S_RELEASE_CAUSAL, S_RENEW_CAUSAL,
+    NSTMT };
+
+/* Galera's causal read: the statement waits until the node has applied
+ * what the cluster committed before it (nothing without Galera). */
+#define CAUSAL "SET STATEMENT wsrep_sync_wait = 1 FOR "
+/* The same for an UPDATE or DELETE (bit 2; bit 1 covers reads only). */
+#define CAUSAL_WRITE "SET STATEMENT wsrep_sync_wait = 2 FOR "
+/* the lease's age and the time left until expires_at (0 or less:
+ * expired; in flight, until the reservation's lifetime would end), in
+ * microseconds */
+#define SELECT_ROW "SELECT state, fingerprint, owner, request_id, " \
+    "TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), " \
+    "TIMESTAMPDIFF(MICROSECOND, " NOW ", expires_at), " \
+    "status, headers, body FROM idempotency_keys WHERE " PK
+/* a locking read: waits for a transaction that holds the row */
+#define SELECT_LOCKED SELECT_ROW " LOCK IN SHARE MODE"
+/* the owner-checked statements */
+#define COMMIT_ROW "UPDATE idempotency_keys SET state = 'committed', " \
+    "status = ?, headers = ?, body = ?, expires_at = " NOW " + INTERVAL " \
+    "? MICROSECOND WHERE " PK " AND state = 'in_flight' AND owner = ?"
+#define RELEASE_ROW "DELETE FROM idempotency_keys WHERE " PK " AND " \
+    "state = 'in_flight' AND owner = ?"
+#define RENEW_ROW "UPDATE idempotency_keys SET lease_at = " NOW " WHERE " \
+    PK " AND state = 'in_flight' AND owner = ?"
+#define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
+#define AGE(col) "TIMESTAMPDIFF(MICROSECOND, " col ", " NOW ")"
+#define LOOKUP_ROW "SELECT state, fingerprint, owner, request_id, " \
+    UTC("reserved_at") ", " UTC("lease_at") ", " UTC("expires_at") ", " \
+    AGE("reserved_at") ", " AGE("lease_at") ", TIMESTAMPDIFF(" \
+    "MICROSECOND, " NOW ", expires_at), status, LENGTH(headers), " \
+    "LENGTH(body) FROM idempotency_keys WHERE " PK
+
+typedef struct mysql_store {
+	idem_store base;
+	idem_mysql_pool *pool;
+	idem_replay_cache *cache;    /* committed answers; NULL: none */
+	/* sql with S_INSERT bounded by inflight-wait (see lock_wait_insert):
+	 * the statements of the pool */
+	const char *stmts[NSTMT];
+	char insert[1024];
+	/* ms: how long each statement may wait for a row lock (S_INSERT:
+	 * insert_lock_wait; the other writes and the locking read: the
+	 * session's second; plain reads: none), so its connection waits
+	 * longer than that for the answer (idem_mysql_expect_lock_wait) */
+	uint64_t lock_wait_ms[NSTMT];
+	int lose_answer;             /* tests: 1 + the statement whose next
+	                              * answer is lost (idem_store_mysql_lose_
+	                              * answer); 0: none */
+} mysql_store;
+
+typedef struct params {
+	MYSQL_BIND b[10];
+	unsigned long len[10];
+	unsigned n;
+	unsigned row;            /* the metrics row contention counts on: the
+	                          * bound key's, or no route */
+} params;
+
+/* One row of S_SELECT. */
+typedef struct row {
+	int found;
+	int committed;
+	int expired;
+	unsigned char fp[32];
+	char owner[IDEM_OWNER_MAX + 1];
+	char request_id[IDEM_RID_MAX + 1];
+	long long lease_age_us;
+	long long left_us;           /* committed: time left until it expires */
+	int status;
+	idem_stored_response resp;   /* committed: owned by the row */
+} row;
+
+/* What a reserve asks for, shared by the two-phase and the transactional
+ * reserve. */
+typedef struct reserve_args {
+	const idem_store_key *k;
+	const unsigned char *fp;
+	const char *owner, *request_id;
+	long long life_us, ttl_us;
+} reserve_args;
+
+/* The statements' text, by index (idem_store_mysql_sql.c). */
+extern const char *const idem_my_sql[NSTMT];
+
+/* idem_store_mysql_sql.c: statements, bindings, rows, the executor */
+void
+idem_my_store_sql(const idem_config *cfg, const char **out);
+unsigned long long
+idem_my_insert_lock_wait(const idem_config *cfg);
+void
+idem_my_lock_wait_insert(const idem_config *cfg, char *buf, size_t size);
+void
+idem_my_set_lock_waits(const idem_config *cfg, uint64_t *waits);
+void
+idem_my_p_init(params *p);
+void
+idem_my_p_blob(params *p, const void *data, size_t len);
+void
+idem_my_p_str(params *p, const char *s);
+void
+idem_my_p_ll(params *p, const long long *v);
+void
+idem_my_p_key(params *p, const idem_store_key *k);
+int
+idem_my_permanent_error(unsigned err);
+void
+idem_my_count_contended(mysql_store *ms, unsigned r);
+int
+idem_my_contention(mysql_store *ms, unsigned r, unsigned err);
+void
+idem_my_backoff(int n);
+idem_err
+idem_my_run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
+    unsigned long long *affected, int *retried);
+idem_err
+idem_my_exec_count(mysql_store *ms, int i, params *p, unsigned long long *affected,
+    int *retried);
+idem_err
+idem_my_fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r);
+idem_err
+idem_my_read_row_with(mysql_store *ms, int i, const idem_store_key *k, row *r);
+idem_err
+idem_my_read_row(mysql_store *ms, const idem_store_key *k, row *r);
+void
+idem_my_p_insert(params *p, const reserve_args *a);
+void
+idem_my_p_reuse(params *p, const reserve_args *a);
+void
+idem_my_p_takeover(params *p, const reserve_args *a, const char *old_owner);
+idem_reserve_step
+idem_my_step_of(const reserve_args *a, const row *r);
+void
+idem_my_found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_at,
+    idem_reserve_result *out);
+int
+idem_my_cached(mysql_store *ms, const idem_store_key *k, idem_reserve_result *out);
+void
+idem_my_p_answer(params *p, const long long *status, const idem_stored_response *resp,
+    const long long *life_us);
+int
+idem_my_over_packet(mysql_store *ms, uint64_t size);
+void
+idem_my_r_buf(MYSQL_BIND *b, enum enum_field_types type, void *buf, size_t size,
+    unsigned long *len, my_bool *null);
+void
+idem_my_r_ll(MYSQL_BIND *b, long long *v, my_bool *null);
+idem_err
+idem_my_fetch_one(mysql_store *ms, int i, params *p, MYSQL_BIND *res, int *found);
+idem_err
+idem_my_select_ints(mysql_store *ms, int i, long long *a, long long *b2);
+
+/* idem_store_mysql_admin.c */
+idem_err
+idem_my_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
+    size_t *n);
+void
+idem_my_stats(idem_store *s, idem_store_stats *st);
+idem_err
+idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out);
+idem_err
+idem_my_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out);
+
+/* idem_store_mysql_tx.c */
+idem_err
+idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
+    const unsigned char fp[32], const char *owner, const char *request_id,
+    uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out);
+idem_err
+idem_my_tx_record(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
+    const char *owner, const idem_stored_response *resp, uint64_t lifetime_ms);
+idem_err
+idem_my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
+    const char *owner, int commit, unsigned faults, int *unknown);
+
+#endif

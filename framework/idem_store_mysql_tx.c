@@ -1,0 +1,397 @@
+/*
+ * idem_store_mysql_tx.c - the MySQL store's operations of transactional
+ * routes (DESIGN.md 2.7): the reservation inside the handler's transaction,
+ * the record of its answer, COMMIT or ROLLBACK, and the outcome of a lost
+ * COMMIT read on the transaction's own node.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <errmsg.h>
+#include <mysql.h>
+
+#include "idem_log.h"
+#include "idem_store_mysql_int.h"
+#include "idem_time.h"
+
+/* ---------------------------------------------- transactional routes */
+
+/*
+ * A transactional route's handler and the record of its key share one
+ * transaction on a connection of the plugin's pool (protocol (b) of
+ * DESIGN.md 2.7), with autocommit off: the reservation's INSERT
+ * IGNORE (which opens it); the handler's statements; the owner-checked
+ * UPDATE that stores the answer; COMMIT.  One durable commit per first execution; a crash
+ * anywhere before COMMIT leaves nothing.  Until COMMIT the row exists only
+ * inside the transaction: others' INSERT IGNORE waits on its lock (up to
+ * inflight-wait, then IN_FLIGHT), so it needs no lease and cannot be taken
+ * over.  These statements are prepared on the plugin's pool.
+ */
+enum { T_INSERT, T_SELECT, T_TAKEOVER, T_REUSE, T_COMMIT, T_OUTCOME, NTX };
+
+/* How long T_OUTCOME waits for the transaction it asks about to end. */
+#define OUTCOME_LOCK_WAIT_S 2
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+idem_err
+idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
+{
+	char insert[1024], init[128];
+	const char *tsql[NTX];
+
+	/* a transaction left idle longer than inflight-ttl is a hung or
+	 * partitioned node's, as far as anyone can tell: the server rolls
+	 * it back and frees its key, as a takeover would on the two-phase
+	 * path (MariaDB 10.3+; a plain user of the pool has no open write
+	 * transaction when idle) */
+	snprintf(init, sizeof(init), "SET SESSION idle_write_transaction_timeout "
+	    "= %llu", (unsigned long long)(cfg->inflight_ttl + 999) / 1000);
+	if (idem_mysql_pool_init(pool, init) != IDEM_OK)
+		return IDEM_ERR_NOMEM;
+	idem_my_lock_wait_insert(cfg, insert, sizeof(insert));
+	tsql[T_INSERT] = insert;
+	/* a locking read (the INSERT holds that lock already) opens no
+	 * snapshot: the handler's first read does, seeing what committed
+	 * before it */
+	tsql[T_SELECT] = cfg->mysql_causal_reads ? CAUSAL SELECT_LOCKED :
+	    SELECT_LOCKED;
+	tsql[T_TAKEOVER] = idem_my_sql[S_TAKEOVER];
+	tsql[T_REUSE] = idem_my_sql[S_REUSE];
+	tsql[T_COMMIT] = idem_my_sql[S_COMMIT];
+	/* a lost COMMIT's outcome, read on the transaction's own node: the
+	 * locking read waits for the transaction to end (the server ends it
+	 * once it sees the connection cut) */
+	tsql[T_OUTCOME] = "SET STATEMENT innodb_lock_wait_timeout = "
+	    STR(OUTCOME_LOCK_WAIT_S) ", wsrep_sync_wait = 1 FOR "
+	    SELECT_LOCKED;
+	return idem_mysql_pool_extra(pool, tsql, NTX);
+}
+
+/* Runs transaction statement i of c with p; *affected gets its count.
+ * Returns 0, or the statement's mysql_stmt_errno. */
+static unsigned
+tx_exec(idem_mysql_conn *c, int i, params *p, unsigned long long *affected)
+{
+	MYSQL_STMT *st = c->extra[i];
+
+	unsigned err;
+
+	if (mysql_stmt_bind_param(st, p->b) != 0 || mysql_stmt_execute(st) != 0) {
+		err = mysql_stmt_errno(st) != 0 ? mysql_stmt_errno(st) :
+		    CR_UNKNOWN_ERROR;
+		/* a lost connection is known at once (the callers retry a
+		 * connection that died idle once, on a new one) */
+		idem_mysql_check(c, err);
+		return err;
+	}
+	if (affected != NULL)
+		*affected = mysql_stmt_affected_rows(st);
+	return 0;
+}
+
+/* Rolls back c's transaction (the server does it anyway when c is lost). */
+static void
+tx_rollback(idem_mysql_conn *c)
+{
+	if (!c->broken && mysql_rollback(c->m) != 0)
+		idem_mysql_check(c, mysql_errno(c->m));
+}
+
+/* After statement i of c failed with err: rolls back and says why.
+ * Returns IDEM_ERR_BUSY (a deadlock, a lock wait: contention, counted on
+ * c's metrics row) or IDEM_ERR_STORE (logged). */
+static idem_err
+tx_failed(mysql_store *ms, idem_mysql_conn *c, int i, unsigned err)
+{
+	int contended = idem_my_contention(ms, c->metrics_row, err);
+
+	idem_mysql_check(c, err);
+	if (!c->broken && i >= 0 && !contended)
+		idem_mysql_log_error(ms->pool, "transaction", c->extra[i]);
+	tx_rollback(c);
+	return contended ? IDEM_ERR_BUSY : IDEM_ERR_STORE;
+}
+
+idem_err
+idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
+    const unsigned char fp[32], const char *owner, const char *request_id,
+    uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out)
+{
+	mysql_store *ms = (mysql_store *)s;
+	reserve_args a = { k, fp, owner, request_id,
+	    (long long)lifetime_ms * 1000, (long long)inflight_ttl_ms * 1000 };
+	unsigned long long n;
+	uint64_t read_at;
+	unsigned e;
+	int attempt, first = 1;
+	params p;
+	row r;
+	idem_err err;
+
+	/* a cached answer opens no transaction */
+	if (k != NULL && idem_my_cached(ms, k, out))
+		return IDEM_OK;
+	/* a round ends early when the row vanished or changed, or when
+	 * others hold it (a lock wait, a deadlock: racing takers each hold
+	 * a shared lock and want an exclusive one); after a random pause
+	 * the next round starts a new transaction */
+	for (attempt = 0; attempt < CONTENTION_TRIES; attempt++) {
+		if (attempt > 0)
+			idem_my_backoff(attempt);
+		/* autocommit off: the INSERT opens the transaction (no START
+		 * TRANSACTION round trip), and nothing after a rollback the
+		 * server makes on its own (a deadlock) ever commits alone */
+		if (idem_mysql_tx_mode(c) != 0) {
+			if (first && c->broken && idem_mysql_reconnect(c) == 0) {
+				first = 0;
+				attempt--;
+				continue;
+			}
+			idem_mysql_log_conn_error(ms->pool, "autocommit", c->m);
+			return IDEM_ERR_STORE;
+		}
+		out->outcome = IDEM_RESERVE_ACQUIRED;
+		if (k == NULL)
+			return IDEM_OK;
+		idem_my_p_insert(&p, &a);
+		(void)idem_mysql_expect_lock_wait(c, ms->lock_wait_ms[S_INSERT]);
+		e = tx_exec(c, T_INSERT, &p, &n);
+		if (!c->broken)
+			(void)idem_mysql_expect_lock_wait(c, 0);
+		if (e != 0) {
+			if (first && c->broken && idem_mysql_reconnect(c) == 0) {
+				/* a connection that died idle in the pool (the
+				 * database restarted): once more on a new one */
+				first = 0;
+				attempt--;
+				continue;
+			}
+			/* a lock wait already waited inflight-wait for the
+			 * transaction that holds the key: in flight */
+			if ((err = tx_failed(ms, c, T_INSERT, e)) != IDEM_ERR_BUSY ||
+			    e == 1205)
+				return err;
+			continue;
+		}
+		first = 0;
+		if (n == 1)
+			return IDEM_OK;
+		/* the INSERT found the row and holds a shared lock on it: this
+		 * read sees its latest committed state */
+		idem_my_p_init(&p);
+		idem_my_p_key(&p, k);
+		read_at = idem_boot_ms();
+		if ((e = tx_exec(c, T_SELECT, &p, NULL)) != 0) {
+			if ((err = tx_failed(ms, c, T_SELECT, e)) != IDEM_ERR_BUSY)
+				return err;
+			continue;
+		}
+		if ((err = idem_my_fetch_row(ms, c, c->extra[T_SELECT], &r)) != IDEM_OK) {
+			tx_rollback(c);
+			return err;
+		}
+		if (!r.found) {
+			tx_rollback(c);
+			continue;
+		}
+		switch (idem_my_step_of(&a, &r)) {
+		case IDEM_STEP_OURS:
+			/* owners are fresh per attempt: not met in a
+			 * transaction; ours all the same */
+			idem_stored_response_clear(&r.resp);
+			return IDEM_OK;
+		case IDEM_STEP_REUSE:
+			idem_stored_response_clear(&r.resp);
+			idem_my_p_reuse(&p, &a);
+			if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0) {
+				if ((err = tx_failed(ms, c, T_REUSE, e)) !=
+				    IDEM_ERR_BUSY)
+					return err;
+				continue;
+			}
+			if (n == 1)
+				return IDEM_OK;
+			tx_rollback(c);
+			continue;
+		case IDEM_STEP_TAKE_OVER:
+			/* an in_flight row here is committed: a two-phase
+			 * reservation (another route, or a node before this
+			 * one took over); taken over inside the transaction,
+			 * its old owner's commit waits for ours, then finds
+			 * another owner */
+			idem_my_found_row(ms, &a, &r, read_at, out);
+			idem_my_p_takeover(&p, &a, r.owner);
+			if ((e = tx_exec(c, T_TAKEOVER, &p, &n)) != 0) {
+				if ((err = tx_failed(ms, c, T_TAKEOVER, e)) !=
+				    IDEM_ERR_BUSY)
+					return err;
+				continue;
+			}
+			if (n == 1) {
+				out->outcome = IDEM_RESERVE_TAKEN_OVER;
+				return IDEM_OK;
+			}
+			break;
+		case IDEM_STEP_REPLAY:
+		case IDEM_STEP_IN_FLIGHT:
+			idem_my_found_row(ms, &a, &r, read_at, out);
+			break;
+		}
+		tx_rollback(c);
+		return IDEM_OK;
+	}
+	return IDEM_ERR_BUSY;
+}
+
+idem_err
+idem_my_tx_record(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
+    const char *owner, const idem_stored_response *resp, uint64_t lifetime_ms)
+{
+	mysql_store *ms = (mysql_store *)s;
+	long long status = resp->status, life_us = (long long)lifetime_ms * 1000;
+	unsigned long long n;
+	unsigned e;
+	params p;
+
+	if (idem_my_over_packet(ms, (uint64_t)resp->headers_len + resp->body_len))
+		return IDEM_ERR_TOO_LARGE;
+	idem_my_p_answer(&p, &status, resp, &life_us);
+	idem_my_p_key(&p, k);
+	idem_my_p_str(&p, owner);
+	if ((e = tx_exec(c, T_COMMIT, &p, &n)) != 0) {
+		/* the statement was undone; the transaction stays open for
+		 * a smaller answer */
+		if (idem_my_permanent_error(e)) {
+			idem_mysql_log_error(ms->pool, "transaction",
+			    c->extra[T_COMMIT]);
+			return IDEM_ERR_TOO_LARGE;
+		}
+		return tx_failed(ms, c, T_COMMIT, e);
+	}
+	if (n != 1) {
+		tx_rollback(c);
+		return IDEM_ERR_NOT_FOUND;
+	}
+	return IDEM_OK;
+}
+
+/* Cuts c's socket, so the server sees the connection end at once and
+ * rolls back what it has not committed. */
+static void
+tx_cut(idem_mysql_conn *c)
+{
+	my_socket fd = mysql_get_socket(c->m);
+
+	c->broken = 1;
+	if ((int)fd >= 0)
+		shutdown(fd, SHUT_RDWR);
+}
+
+/*
+ * After c's COMMIT was lost and c cut: reads k's record on the node the
+ * transaction ran on, through c opened there again, with a locking read
+ * that waits for the transaction to end.  Returns 1 when it committed
+ * under owner, 0 when it did not (not committed on its own node: it never
+ * will be), -1 when that node cannot tell (unreachable, another node
+ * answers at its address, the wait ran out).
+ */
+static int
+outcome_here(mysql_store *ms, idem_mysql_conn *c, const idem_store_key *k,
+    const char *owner)
+{
+	params p;
+	row r;
+	unsigned e;
+	int rc;
+
+	if (idem_mysql_reopen_same(c) != 0)
+		return -1;
+	memset(&r, 0, sizeof(r));
+	idem_my_p_init(&p);
+	idem_my_p_key(&p, k);
+	(void)idem_mysql_expect_lock_wait(c, OUTCOME_LOCK_WAIT_S * 1000);
+	if ((e = tx_exec(c, T_OUTCOME, &p, NULL)) != 0) {
+		idem_mysql_log_error(ms->pool, "reading a lost COMMIT's outcome",
+		    c->extra[T_OUTCOME]);
+		return -1;
+	}
+	if (idem_my_fetch_row(ms, c, c->extra[T_OUTCOME], &r) != IDEM_OK)
+		return -1;
+	rc = r.found && r.committed && strcmp(r.owner, owner) == 0;
+	idem_stored_response_clear(&r.resp);
+	if (!c->broken)
+		(void)idem_mysql_expect_lock_wait(c, 0);
+	return rc;
+}
+
+idem_err
+idem_my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
+    const char *owner, int commit, unsigned faults, int *unknown)
+{
+	mysql_store *ms = (mysql_store *)s;
+	unsigned e;
+	idem_err err;
+	row r;
+
+	*unknown = 0;
+	if (!commit) {
+		tx_rollback(c);
+		return IDEM_OK;
+	}
+	if (faults & IDEM_TX_FAULT_DIE_IN_COMMIT) {
+		/* the COMMIT reaches the server; its answer never comes back */
+		mysql_send_query(c->m, "COMMIT", 6);
+		raise(SIGKILL);
+	}
+	if (faults & IDEM_TX_FAULT_LOSE_BEFORE_COMMIT)
+		tx_cut(c);
+	if (faults & IDEM_TX_FAULT_LOSE_IN_COMMIT) {
+		mysql_send_query(c->m, "COMMIT", 6);
+		tx_cut(c);
+	}
+	if (!c->broken && mysql_commit(c->m) == 0)
+		return IDEM_OK;
+	e = c->m != NULL ? mysql_errno(c->m) : CR_SERVER_LOST;
+	idem_mysql_check(c, e);
+	if (!c->broken && (e == 1213 || e == 1205)) {
+		/* the server rolled back (a deadlock; on Galera, a
+		 * certification failure): contention */
+		return tx_failed(ms, c, -1, e);
+	}
+	/* the connection was lost during COMMIT, or COMMIT failed in a way
+	 * that does not say what became of it (killed, an error after the
+	 * engine committed): it may or may not have committed.  Once the
+	 * server sees the connection gone it finishes either way; a locking
+	 * read waits for that and reads the truth. */
+	if (!c->broken)
+		idem_mysql_log_conn_error(ms->pool, "COMMIT", c->m);
+	tx_cut(c);
+	if (k == NULL) {
+		*unknown = 1;
+		return IDEM_ERR_STORE;
+	}
+	switch (outcome_here(ms, c, k, owner)) {
+	case 1:
+		return IDEM_OK;
+	case 0:
+		return IDEM_ERR_STORE;
+	}
+	/* the transaction's node cannot be asked: another node knows only
+	 * what the cluster has ordered, not a COMMIT still on its way, so
+	 * only our own commit is an answer there (another owner's record
+	 * proves nothing: ours may be reusing it, expired, or taking it
+	 * over, stale, in a write set not yet ordered) */
+	err = idem_my_read_row_with(ms, S_SELECT_LOCKED, k, &r);
+	idem_stored_response_clear(&r.resp);
+	if (err == IDEM_OK && r.found && r.committed &&
+	    strcmp(r.owner, owner) == 0)
+		return IDEM_OK;
+	*unknown = 1;
+	return IDEM_ERR_STORE;
+}
