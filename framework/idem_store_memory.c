@@ -465,10 +465,20 @@ mem_close(idem_store *s)
 	free(ms);
 }
 
+/* no transactional routes (tx_begin, tx_record, tx_end): see DESIGN.md
+ * 2.7 */
 static const idem_store_ops memory_ops = {
-	"memory", mem_reserve, mem_commit, mem_release, mem_renew, mem_purge,
-	mem_stats, mem_close, mem_release_prefix, mem_lookup, mem_census,
-	NULL, NULL, NULL   /* no transactional routes: see DESIGN.md 2.7 */
+	.name = "memory",
+	.reserve = mem_reserve,
+	.commit = mem_commit,
+	.release = mem_release,
+	.renew = mem_renew,
+	.purge = mem_purge,
+	.stats = mem_stats,
+	.close = mem_close,
+	.release_prefix = mem_release_prefix,
+	.lookup = mem_lookup,
+	.census = mem_census,
 };
 
 idem_err

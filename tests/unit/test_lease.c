@@ -129,9 +129,9 @@ fake_close(idem_store *s)
 	free(s);
 }
 
-static const idem_store_ops fake_ops = { "fake", NULL, fake_commit,
-    fake_release, fake_renew, NULL, NULL, fake_close, NULL, NULL, NULL,
-    NULL, NULL, NULL };
+static const idem_store_ops fake_ops = { .name = "fake",
+    .commit = fake_commit, .release = fake_release, .renew = fake_renew,
+    .close = fake_close };
 
 /* Makes the operation *op of f return err (IDEM_OK: work again). */
 static void

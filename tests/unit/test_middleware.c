@@ -193,9 +193,9 @@ f_close(idem_store *s)
 	free(s);
 }
 
-static const idem_store_ops faulty_ops = { "faulty", f_reserve, f_commit,
-    f_release, f_renew, f_purge, NULL, f_close, NULL, NULL, NULL, NULL,
-    NULL, NULL };
+static const idem_store_ops faulty_ops = { .name = "faulty",
+    .reserve = f_reserve, .commit = f_commit, .release = f_release,
+    .renew = f_renew, .purge = f_purge, .close = f_close };
 
 /* ------------------------------------------------------------ fixture */
 
