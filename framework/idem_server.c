@@ -1,23 +1,19 @@
 /*
- * idem_server.c - sockets, worker threads and signals.
+ * idem_server.c - the listening socket, the worker threads over the
+ * dispatcher (idem_dispatch.c), the purge thread, signals and the stop.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -26,102 +22,23 @@
 
 #include <fcgiapp.h>
 
-#include "idem_cidr.h"
 #include "idem_log.h"
-#include "idem_metrics.h"
+#include "idem_dispatch.h"
 #include "idem_server.h"
 #include "idem_time.h"
 
 #define BACKLOG 1024
 
-/*
- * The dispatcher.  A connection is not a thread: every open FastCGI
- * connection has a slot (a conn) with its own libfcgi request object, and
- * the connections that wait for their next request sit in one epoll set
- * with the listening socket and the stop eventfd.  Each thread takes one
- * ready item at a time:
- *   - the listening socket: accept one connection (non-blocking), check
- *     its peer against allow-clients, park it in a free slot;
- *   - a parked connection: FCGX_Accept_r reads its next request from the
- *     connection (never from the listening socket: see conn_open), serve,
- *     FCGX_Finish_r; a connection the web server keeps (FCGI_KEEP_CONN,
- *     ipcFd still >= 0) is parked again, else its slot is freed;
- *   - the stop eventfd: exit.
- * Connections and the listening socket are armed with EPOLLONESHOT, so one
- * readiness goes to one thread, and an item is re-armed only by the thread
- * that took it; the stop eventfd is level-triggered and never read, so it
- * wakes every thread.  An event carries the slot's index and generation;
- * a slot closed or reused since (an idle connection evicted, a stop) has
- * another generation or state, and its stale event is dropped.
- *
- * At most max-connections slots are taken, and one more while a new
- * connection is admitted.  When a new connection from an allowed peer
- * arrives and every slot is taken, the idle connection parked longest is
- * closed to admit it; when none is idle (every connection is being
- * served), the listening socket is not re-armed until a slot frees or a
- * connection goes idle: the new connection waits in the backlog.
- *
- * Once a parked connection is readable, libfcgi reads the request's
- * records blocking: a web server that sends half a request and then stalls
- * (without closing) holds that thread until it sends the rest, closes, or
- * CONN_TIMEOUT_S passes (SO_RCVTIMEO on every accepted connection, as
- * long as nginx's own fastcgi_send_timeout; and SO_SNDTIMEO for a peer
- * that stops reading its answer, as its fastcgi_read_timeout).
- */
-
-/* How long a read or a write on a FastCGI connection may wait for the
- * peer (s), and how long the rest of a kept request's FCGI_STDIN may be
- * waited for once its answer is written (ms) and how much of it is read
- * (drain_stdin). */
-#define CONN_TIMEOUT_S 60
-#define DRAIN_WAIT_MS 1000
-#define DRAIN_MAX (1024 * 1024)
-
-#define LISTEN_TAG UINT64_MAX         /* the event of the listening socket */
-#define STOP_TAG (UINT64_MAX - 1)     /* the event of the stop eventfd */
-
-typedef enum conn_state {
-	C_FREE = 0,     /* on the free list */
-	C_IDLE,         /* parked in the epoll set, on the idle list */
-	C_BUSY          /* taken by one thread (being accepted or served) */
-} conn_state;
-
-/* One FastCGI connection's slot.  The fields are under server.lock, except
- * fr, which belongs to the one thread that holds the slot C_BUSY (or to
- * the lock holder while C_IDLE: nothing of it is in use then). */
-typedef struct conn {
-	FCGX_Request fr;             /* fr.ipcFd: the connection (owned) */
-	conn_state state;
-	uint32_t gen;                /* bumped each time the slot is taken */
-	int in_set;                  /* fr.ipcFd is in the epoll set */
-	struct conn *prev, *next;    /* the idle list, oldest first; or the
-	                              * free list (next) */
-} conn;
-
 typedef struct server {
 	idem_service *svc;
-	int listen_fd;
+	idem_dispatch *dispatch;     /* the connections and their threads */
 	int stop_fd;                 /* eventfd, readable once stopping */
-	int ep;                      /* the epoll set of the dispatcher */
 	atomic_int stopping;
 	atomic_int in_flight;        /* requests being served (logs) */
 	pthread_mutex_t lock;
 	pthread_cond_t done;         /* signalled as each thread exits */
 	unsigned live;               /* threads still running (lock) */
 	pthread_cond_t wake_purger;  /* signalled when stopping */
-	/* connections (lock) */
-	conn *conns;                 /* max_conns + 1 slots (owned; the
-	                              * last for the admitting thread) */
-	unsigned max_conns;
-	conn *free_list;
-	unsigned open;               /* slots taken */
-	conn *idle_head, *idle_tail; /* parked connections, oldest first */
-	unsigned nidle;
-	int listen_armed;            /* the listening socket is armed, or a
-	                              * thread is admitting a connection */
-	/* the rate limit of the refusal log line (lock) */
-	uint64_t refused_logged_ms;
-	unsigned long refused_quiet; /* refusals not logged since */
 } server;
 
 /* ---------------------------------------------------------------- sockets */
@@ -311,589 +228,18 @@ idem_server_listen(const idem_config *cfg)
 	return fd;
 }
 
-/* ---------------------------------------------------------------- workers */
-
-/* idem_read_fn over a FastCGI input stream. */
-static ssize_t
-fcgi_read(void *ctx, char *buf, size_t len)
-{
-	int n = len > 65536 ? 65536 : (int)len;
-
-	n = FCGX_GetStr(buf, n, ctx);
-	return n > 0 ? n : (FCGX_GetError(ctx) != 0 ? -1 : 0);
-}
-
-/* Answers the request just accepted on fr.  A HEAD gets the head of its
- * answer, Content-Length included, and no body. */
-static void
-serve_one(server *srv, FCGX_Request *fr)
-{
-	idem_request req;
-	idem_response res;
-	struct timespec t0, t1;
-	char *head;
-	size_t hlen;
-	int body;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	idem_response_init(&res);
-	idem_service_handle(srv->svc, fr->envp, fcgi_read, fr->in, &req, &res);
-	head = idem_response_head(&res, req.request_id, &hlen);
-	body = res.len > 0 && (req.method == NULL ||
-	    strcmp(req.method, "HEAD") != 0);
-	if (head == NULL ||
-	    FCGX_PutStr(head, (int)hlen, fr->out) < 0 ||
-	    (body && FCGX_PutStr(res.body, (int)res.len, fr->out) < 0))
-		idem_log(&req, IDEM_LOG_INFO, "the client went away before the "
-		    "response was sent");
-	free(head);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	idem_log(&req, IDEM_LOG_INFO, "%s %s -> %d (%.3f ms)",
-	    req.method != NULL ? req.method : "-",
-	    req.path != NULL ? req.path : "-", res.status,
-	    (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
-	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
-	idem_response_clear(&res);
-	idem_request_clear(&req);
-}
-
-/* ------------------------------------------------------------ dispatcher */
-
-/* Puts c (under the lock) at the tail of the idle list. */
-static void
-idle_push(server *srv, conn *c)
-{
-	c->next = NULL;
-	c->prev = srv->idle_tail;
-	if (srv->idle_tail != NULL)
-		srv->idle_tail->next = c;
-	else
-		srv->idle_head = c;
-	srv->idle_tail = c;
-	srv->nidle++;
-}
-
-/* Takes c (under the lock) off the idle list. */
-static void
-idle_unlink(server *srv, conn *c)
-{
-	if (c->prev != NULL)
-		c->prev->next = c->next;
-	else
-		srv->idle_head = c->next;
-	if (c->next != NULL)
-		c->next->prev = c->prev;
-	else
-		srv->idle_tail = c->prev;
-	c->prev = c->next = NULL;
-	srv->nidle--;
-}
-
-/* Takes a free slot (under the lock) for a connection being accepted.
- * Returns it C_BUSY, or NULL when max-connections are open. */
-static conn *
-slot_take(server *srv)
-{
-	conn *c = srv->free_list;
-
-	if (c == NULL)
-		return NULL;
-	srv->free_list = c->next;
-	c->next = NULL;
-	c->state = C_BUSY;
-	c->gen++;
-	c->in_set = 0;
-	srv->open++;
-	return c;
-}
-
-/* Frees c's slot (under the lock); its connection is already closed. */
-static void
-slot_free(server *srv, conn *c)
-{
-	c->state = C_FREE;
-	c->in_set = 0;
-	c->next = srv->free_list;
-	srv->free_list = c;
-	srv->open--;
-}
-
-/* Closes the connection of c (under the lock; c is idle, or busy and held
- * by the caller) without libfcgi's lingering close, and frees the slot.
- * An event of c still queued finds another generation or state. */
-static void
-conn_close(server *srv, conn *c)
-{
-	if (c->state == C_IDLE)
-		idle_unlink(srv, c);
-	if (c->fr.ipcFd >= 0) {
-		/* close() drops it from the epoll set: no one else holds the
-		 * descriptor (accept4 gives SOCK_CLOEXEC) */
-		close(c->fr.ipcFd);
-		c->fr.ipcFd = -1;
-	}
-	FCGX_Free(&c->fr, 0);
-	slot_free(srv, c);
-}
-
-/* The event tag of c: its generation and index. */
-static uint64_t
-conn_tag(const server *srv, const conn *c)
-{
-	return (uint64_t)c->gen << 32 | (uint64_t)(c - srv->conns);
-}
-
-/* Parks c (under the lock; held C_BUSY by the caller, its connection
- * open) to wait for its next request: armed once in the epoll set, last
- * on the idle list.  A failure closes it.  Returns 0 or -1. */
-static int
-conn_park(server *srv, conn *c)
-{
-	struct epoll_event ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.events = EPOLLIN | EPOLLONESHOT;
-	ev.data.u64 = conn_tag(srv, c);
-	/* re-arming a kept connection (MOD) reports data already there */
-	if (epoll_ctl(srv->ep, c->in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
-	    c->fr.ipcFd, &ev) < 0) {
-		idem_log(NULL, IDEM_LOG_ERROR, "epoll: %s; closing a FastCGI "
-		    "connection", strerror(errno));
-		conn_close(srv, c);
-		return -1;
-	}
-	c->in_set = 1;
-	c->state = C_IDLE;
-	idle_push(srv, c);
-	return 0;
-}
-
-/* Arms the listening socket once more (under the lock) when it is not,
- * the server is not stopping, and a connection could be admitted: a slot
- * is free within max-connections, or an idle connection could be closed
- * for it (else the spare slot, see admit, is left for the next one). */
-static void
-listen_rearm(server *srv)
-{
-	struct epoll_event ev;
-
-	if (srv->listen_armed || atomic_load(&srv->stopping) ||
-	    srv->open > srv->max_conns ||
-	    (srv->open == srv->max_conns && srv->nidle == 0))
-		return;
-	memset(&ev, 0, sizeof(ev));
-	ev.events = EPOLLIN | EPOLLONESHOT;
-	ev.data.u64 = LISTEN_TAG;
-	if (epoll_ctl(srv->ep, EPOLL_CTL_MOD, srv->listen_fd, &ev) < 0)
-		idem_log(NULL, IDEM_LOG_ERROR, "epoll: %s; no longer accepting",
-		    strerror(errno));
-	else
-		srv->listen_armed = 1;
-}
-
-/*
- * Closes (under the lock) the idle connection parked longest that has no
- * request waiting (a connection with bytes to read is about to be served:
- * closing it would fail a request the web server already sent), to admit
- * a new one.  Returns 1 when one was closed, 0 when none could be.
- */
-static int
-evict_idle(server *srv)
-{
-	conn *c;
-
-	for (c = srv->idle_head; c != NULL; c = c->next) {
-		char b;
-		ssize_t n = recv(c->fr.ipcFd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-
-		if (n > 0)
-			continue;
-		conn_close(srv, c);
-		if (srv->svc->metrics != NULL)
-			idem_metrics_connection_evicted(srv->svc->metrics);
-		return 1;
-	}
-	return 0;
-}
-
-/* The peer of a refused connection as text, into buf. */
-static void
-peer_text(const struct sockaddr_storage *ss, socklen_t len, char *buf,
-    size_t size)
-{
-	char host[NI_MAXHOST], port[NI_MAXSERV];
-
-	if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof(host),
-	    port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-		snprintf(buf, size, "(unknown)");
-	else if (ss->ss_family == AF_INET6)
-		snprintf(buf, size, "[%s]:%s", host, port);
-	else
-		snprintf(buf, size, "%s:%s", host, port);
-}
-
-/*
- * A connection refused by allow-clients (already closed): counted, and
- * logged at most once a second per process, with how many went unlogged
- * since the last line.
- */
-static void
-refused(server *srv, const struct sockaddr_storage *ss, socklen_t len)
-{
-	char peer[NI_MAXHOST + NI_MAXSERV + 8];
-	uint64_t now = idem_now_ms();
-	unsigned long quiet = 0;
-	int say = 0;
-
-	if (srv->svc->metrics != NULL)
-		idem_metrics_connection_refused(srv->svc->metrics);
-	pthread_mutex_lock(&srv->lock);
-	if (srv->refused_logged_ms == 0 || now - srv->refused_logged_ms >= 1000) {
-		say = 1;
-		quiet = srv->refused_quiet;
-		srv->refused_quiet = 0;
-		srv->refused_logged_ms = now;
-	} else {
-		srv->refused_quiet++;
-	}
-	pthread_mutex_unlock(&srv->lock);
-	if (!say)
-		return;
-	peer_text(ss, len, peer, sizeof(peer));
-	idem_log_event(NULL, IDEM_LOG_WARN, "connection_refused", NULL,
-	    "refused a FastCGI connection from %s: not in [server] "
-	    "allow-clients (closed before reading anything; %lu more refused "
-	    "since the last such line)", peer, quiet);
-}
-
-/* Whether the peer of a new connection may talk FastCGI to us: an IP
- * peer must be in allow-clients; a unix socket's peer is governed by the
- * socket's mode and owner. */
-static int
-peer_allowed(const server *srv, const struct sockaddr_storage *ss)
-{
-	const idem_config *cfg = srv->svc->cfg;
-
-	return idem_cidr_match_sockaddr(cfg->allow_clients,
-	    cfg->nallow_clients, (const struct sockaddr *)ss) != 0;
-}
-
-/* Wraps the accepted connection fd in c's request object.  listen_sock
- * is -1, so should libfcgi ever look for a new connection on this request
- * (FCGX_Accept_r does when the connection closes or breaks), its accept
- * fails (EBADF) instead of taking one off the listening socket behind the
- * dispatcher's back; keepConnection = 1 makes FCGX_Accept_r's first
- * FCGX_Finish_r keep the fresh connection open, and read its first
- * request from it. */
-static void
-conn_open(conn *c, int fd)
-{
-	FCGX_InitRequest(&c->fr, -1, 0);
-	c->fr.ipcFd = fd;
-	c->fr.keepConnection = 1;
-}
-
-/* Bounds how long a read (SO_RCVTIMEO) and a write (SO_SNDTIMEO) on fd
- * wait for the peer: ms. */
-static void
-set_timeouts(int fd, long ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-/*
- * The listening socket is readable: admits one connection.  Its peer is
- * checked first: only an allowed peer may make room, at max-connections,
- * by closing the idle connection parked longest (a refused peer, or
- * another worker process that took the connection first, closes none).
- * The admitting thread (one at a time: the socket is armed once) has one
- * slot beyond the bound for the connection while no idle one could be
- * closed; the socket is then not armed again until a slot frees, and new
- * connections wait in the backlog.
- */
-static void
-admit(server *srv)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	conn *c = NULL;
-	int fd = -1, err = 0, one = 1;
-
-	pthread_mutex_lock(&srv->lock);
-	srv->listen_armed = 1;   /* until this thread re-arms it */
-	pthread_mutex_unlock(&srv->lock);
-	if (!atomic_load(&srv->stopping)) {
-		fd = accept4(srv->listen_fd, (struct sockaddr *)&ss, &len,
-		    SOCK_CLOEXEC);
-		err = fd < 0 ? errno : 0;
-	}
-	if (fd >= 0 && !peer_allowed(srv, &ss)) {
-		close(fd);
-		fd = -1;
-		refused(srv, &ss, len);
-	} else if (fd >= 0) {
-		set_timeouts(fd, CONN_TIMEOUT_S * 1000);
-		/* no replies to coalesce: Nagle only delays answers (libfcgi
-		 * sets it too when it accepts) */
-		if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
-			    sizeof(one));
-	}
-	if (err != 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR &&
-	    err != ECONNABORTED && err != EPROTO)
-		idem_log(NULL, IDEM_LOG_WARN, "accept: %s", strerror(err));
-	pthread_mutex_lock(&srv->lock);
-	if (fd >= 0) {
-		if (srv->open >= srv->max_conns)
-			evict_idle(srv);
-		/* never NULL: listen_rearm leaves the spare slot to this
-		 * thread; closed all the same, should it be */
-		if ((c = slot_take(srv)) == NULL) {
-			close(fd);
-		} else {
-			conn_open(c, fd);
-			/* a stop that came meanwhile closed the idle
-			 * connections: this one would wait for a thread that
-			 * never comes */
-			if (atomic_load(&srv->stopping))
-				conn_close(srv, c);
-			else
-				conn_park(srv, c);
-		}
-	}
-	srv->listen_armed = 0;
-	/* out of descriptors: accepting again at once would spin.  Close an
-	 * idle connection for room; else go on once one of ours closes (its
-	 * thread re-arms), or after a pause when none is ours */
-	if ((err == EMFILE || err == ENFILE) && !evict_idle(srv)) {
-		struct timespec pause = { 0, 100 * 1000000L };
-
-		if (srv->open > 0) {
-			pthread_mutex_unlock(&srv->lock);
-			return;
-		}
-		pthread_mutex_unlock(&srv->lock);
-		nanosleep(&pause, NULL);
-		pthread_mutex_lock(&srv->lock);
-	}
-	/* when every idle connection has a request waiting, none could be
-	 * closed and this re-arms at once: those requests are served by the
-	 * next threads to wake, and the new connection is admitted after */
-	listen_rearm(srv);
-	pthread_mutex_unlock(&srv->lock);
-}
-
-/*
- * Reads what is left of the request's FCGI_STDIN up to its end (the empty
- * record), so a kept connection's next read starts at the next request.
- * A handler reads CONTENT_LENGTH bytes; the end record may still be on
- * the wire, and libfcgi would take it (the old request's id, before any
- * FCGI_BEGIN_REQUEST) as a protocol error and drop the connection.  The
- * answer is flushed first, so the drain never holds it; the rest is read
- * for at most DRAIN_WAIT_MS and DRAIN_MAX bytes.  Returns 1 when the
- * stream ended (the connection can be kept), 0 when it did not (a peer
- * still sending, or a body left unread that is too large: the connection
- * is closed after the answer, which is whole).
- */
-static int
-drain_stdin(FCGX_Request *fr)
-{
-	char buf[4096];
-	size_t total = 0;
-	int n;
-
-	if (FCGX_HasSeenEOF(fr->in))
-		return 1;
-	FCGX_FFlush(fr->out);
-	set_timeouts(fr->ipcFd, DRAIN_WAIT_MS);
-	while ((n = FCGX_GetStr(buf, sizeof(buf), fr->in)) > 0 &&
-	    (total += (size_t)n) <= DRAIN_MAX)
-		;
-	set_timeouts(fr->ipcFd, CONN_TIMEOUT_S * 1000);
-	return n == 0 && FCGX_HasSeenEOF(fr->in) && FCGX_GetError(fr->in) == 0;
-}
-
-/* A parked connection (the event's tag) is readable: serves its next
- * request, then parks it again or frees its slot. */
-static void
-serve_conn(server *srv, uint64_t tag)
-{
-	uint64_t idx = tag & 0xffffffffu;
-	conn *c;
-	int rc;
-
-	if (idx > srv->max_conns)
-		return;
-	c = &srv->conns[idx];
-	pthread_mutex_lock(&srv->lock);
-	if (c->state != C_IDLE || c->gen != (uint32_t)(tag >> 32)) {
-		/* closed, or closed and reused, since the event was queued */
-		pthread_mutex_unlock(&srv->lock);
-		return;
-	}
-	idle_unlink(srv, c);
-	c->state = C_BUSY;
-	pthread_mutex_unlock(&srv->lock);
-
-	/* reads the next request from c->fr.ipcFd; when the web server closed
-	 * the connection (or broke the protocol) libfcgi closes it and fails
-	 * on listen_sock -1: rc < 0 and ipcFd -1 */
-	rc = FCGX_Accept_r(&c->fr);
-	if (rc == 0) {
-		atomic_fetch_add(&srv->in_flight, 1);
-		serve_one(srv, &c->fr);
-		if (c->fr.keepConnection && !drain_stdin(&c->fr))
-			c->fr.keepConnection = 0;
-		FCGX_Finish_r(&c->fr);
-		atomic_fetch_sub(&srv->in_flight, 1);
-	}
-	pthread_mutex_lock(&srv->lock);
-	if (c->fr.ipcFd >= 0 && !atomic_load(&srv->stopping))
-		conn_park(srv, c);
-	else
-		conn_close(srv, c);
-	listen_rearm(srv);
-	pthread_mutex_unlock(&srv->lock);
-}
-
-/* A worker thread: takes one ready item of the dispatcher at a time until
- * stopping. */
+/* A worker thread: serves the dispatcher's connections until stopping. */
 static void *
 worker(void *arg)
 {
 	server *srv = arg;
-	uint64_t one = 1;
 
-	while (!atomic_load(&srv->stopping)) {
-		struct epoll_event ev;
-		int n = epoll_wait(srv->ep, &ev, 1, -1);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			idem_log(NULL, IDEM_LOG_ERROR, "epoll_wait: %s",
-			    strerror(errno));
-			break;
-		}
-		if (n == 0)
-			continue;
-		if (ev.data.u64 == STOP_TAG)
-			break;
-		if (ev.data.u64 == LISTEN_TAG)
-			admit(srv);
-		else
-			serve_conn(srv, ev.data.u64);
-	}
-	/* pass the stop on to a thread still asleep (the counter only
-	 * grows; nobody reads it) */
-	if (write(srv->stop_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		idem_log(NULL, IDEM_LOG_ERROR, "eventfd: %s", strerror(errno));
+	idem_dispatch_thread(srv->dispatch);
 	pthread_mutex_lock(&srv->lock);
 	srv->live--;
 	pthread_cond_signal(&srv->done);
 	pthread_mutex_unlock(&srv->lock);
 	return NULL;
-}
-
-/* Closes every idle connection (a stop: the web server opens another, to
- * a worker that accepts) and stops polling the listening socket. */
-static void
-close_idle(server *srv)
-{
-	pthread_mutex_lock(&srv->lock);
-	while (srv->idle_head != NULL)
-		conn_close(srv, srv->idle_head);
-	epoll_ctl(srv->ep, EPOLL_CTL_DEL, srv->listen_fd, NULL);
-	srv->listen_armed = 1;
-	pthread_mutex_unlock(&srv->lock);
-}
-
-/*
- * Makes the dispatcher of srv: the slots, the epoll set with the
- * listening socket and the stop eventfd.  Returns 0, or -1 after logging
- * why (what was made is freed by dispatcher_free).
- */
-static int
-dispatcher_new(server *srv)
-{
-	struct epoll_event ev;
-	unsigned i;
-
-	srv->max_conns = srv->svc->cfg->max_connections;
-	/* and the admitting thread's spare (see admit) */
-	srv->conns = calloc(srv->max_conns + 1, sizeof(*srv->conns));
-	srv->ep = epoll_create1(EPOLL_CLOEXEC);
-	if (srv->conns == NULL || srv->ep < 0) {
-		idem_log(NULL, IDEM_LOG_ERROR, "cannot start: %s",
-		    strerror(errno));
-		return -1;
-	}
-	for (i = srv->max_conns + 1; i-- > 0;) {
-		FCGX_InitRequest(&srv->conns[i].fr, -1, 0);
-		srv->conns[i].next = srv->free_list;
-		srv->free_list = &srv->conns[i];
-	}
-	memset(&ev, 0, sizeof(ev));
-	ev.events = EPOLLIN | EPOLLONESHOT;
-	ev.data.u64 = LISTEN_TAG;
-	if (epoll_ctl(srv->ep, EPOLL_CTL_ADD, srv->listen_fd, &ev) < 0) {
-		idem_log(NULL, IDEM_LOG_ERROR, "epoll: %s", strerror(errno));
-		return -1;
-	}
-	srv->listen_armed = 1;
-	ev.events = EPOLLIN;
-	ev.data.u64 = STOP_TAG;
-	if (epoll_ctl(srv->ep, EPOLL_CTL_ADD, srv->stop_fd, &ev) < 0) {
-		idem_log(NULL, IDEM_LOG_ERROR, "epoll: %s", strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-/* Closes what connections are left and frees the dispatcher; only once
- * no thread runs. */
-static void
-dispatcher_free(server *srv)
-{
-	unsigned i;
-
-	for (i = 0; srv->conns != NULL && i <= srv->max_conns; i++)
-		if (srv->conns[i].state != C_FREE)
-			conn_close(srv, &srv->conns[i]);
-	free(srv->conns);
-	srv->conns = NULL;
-	if (srv->ep >= 0)
-		close(srv->ep);
-	srv->ep = -1;
-}
-
-/*
- * Gives this process room for max-connections descriptors and the rest it
- * opens (the store's pool, logs, plugins): raises the soft limit toward
- * the hard one when it is lower, and warns when even that is too low.
- */
-static void
-fd_room(unsigned max_conns)
-{
-	struct rlimit rl;
-	rlim_t want = (rlim_t)max_conns + 256;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
-		return;
-	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ?
-	    want : rl.rlim_max;
-	setrlimit(RLIMIT_NOFILE, &rl);
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want)
-		idem_log(NULL, IDEM_LOG_WARN, "max-connections = %u, but this "
-		    "process may open only %llu files: connections beyond about "
-		    "%llu are refused by the kernel; raise the limit "
-		    "(LimitNOFILE=) or lower max-connections", max_conns,
-		    (unsigned long long)rl.rlim_cur,
-		    (unsigned long long)(rl.rlim_cur > 256 ? rl.rlim_cur - 256 :
-		    0));
 }
 
 /* The purge thread: every cleanup-interval, deletes expired records. */
@@ -960,84 +306,41 @@ idem_server_block_signals(void)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
-int
-idem_server_run(idem_service *svc, int listen_fd)
+/* Starts the n worker threads of srv into tids.  Returns how many
+ * started (all of them, or fewer after logging why). */
+static unsigned
+start_workers(server *srv, pthread_t *tids, unsigned n)
 {
-	server srv;
-	pthread_condattr_t ca;
-	pthread_t *tids, purge_tid;
-	int purging = 0;
-	sigset_t set;
-	unsigned i, n = svc->cfg->threads;
-	uint64_t one = 1, stop_at;
-	int sig = 0, drained;
+	unsigned i;
 
-	memset(&srv, 0, sizeof(srv));
-	srv.svc = svc;
-	srv.listen_fd = listen_fd;
-	srv.ep = -1;
-	atomic_init(&srv.stopping, 0);
-	atomic_init(&srv.in_flight, 0);
-	pthread_mutex_init(&srv.lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&srv.done, &ca);
-	pthread_cond_init(&srv.wake_purger, &ca);
-	pthread_condattr_destroy(&ca);
-
-	idem_server_block_signals();
-	signal_set(&set);
-	if (FCGX_Init() != 0) {
-		idem_log(NULL, IDEM_LOG_ERROR, "FCGX_Init failed");
-		return 1;
-	}
-	if (getenv("FCGI_WEB_SERVER_ADDRS") != NULL)
-		idem_log(NULL, IDEM_LOG_WARN, "FCGI_WEB_SERVER_ADDRS is set and "
-		    "ignored: idemfcgi accepts its connections itself, and "
-		    "[server] allow-clients decides which peers may connect");
-	fd_room(svc->cfg->max_connections);
-	srv.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	tids = calloc(n, sizeof(*tids));
-	if (srv.stop_fd < 0 || tids == NULL) {
-		idem_log(NULL, IDEM_LOG_ERROR, "cannot start: %s",
-		    strerror(errno));
-		free(tids);
-		return 1;
-	}
-	if (dispatcher_new(&srv) != 0) {
-		dispatcher_free(&srv);
-		close(srv.stop_fd);
-		free(tids);
-		return 1;
-	}
 	for (i = 0; i < n; i++) {
-		pthread_mutex_lock(&srv.lock);
-		srv.live++;
-		pthread_mutex_unlock(&srv.lock);
-		int rc = pthread_create(&tids[i], NULL, worker, &srv);
-		if (rc != 0) {
+		int rc;
+
+		pthread_mutex_lock(&srv->lock);
+		srv->live++;
+		pthread_mutex_unlock(&srv->lock);
+		if ((rc = pthread_create(&tids[i], NULL, worker, srv)) != 0) {
 			idem_log(NULL, IDEM_LOG_ERROR, "cannot start thread %u: %s",
 			    i, strerror(rc));
-			pthread_mutex_lock(&srv.lock);
-			srv.live--;
-			pthread_mutex_unlock(&srv.lock);
-			n = i;
-			sig = -1;
-			break;
+			pthread_mutex_lock(&srv->lock);
+			srv->live--;
+			pthread_mutex_unlock(&srv->lock);
+			return i;
 		}
 	}
-	if (sig == 0 && svc->mw != NULL) {
-		int rc = pthread_create(&purge_tid, NULL, purger, &srv);
-		if (rc == 0)
-			purging = 1;
-		else
-			idem_log(NULL, IDEM_LOG_WARN, "no purge thread: %s; "
-			    "expired records are dropped only when reused",
-			    strerror(rc));
-	}
-	if (sig == 0)
-		idem_log(NULL, IDEM_LOG_INFO, "serving with %u threads, at most "
-		    "%u connections", n, srv.max_conns);
+	return n;
+}
+
+/* Waits for SIGTERM or SIGINT (SIGHUP and SIGUSR1 are logged and
+ * ignored: this process reloads nothing; its master replaces it).
+ * Returns the signal. */
+static int
+await_stop(void)
+{
+	sigset_t set;
+	int sig = 0;
+
+	signal_set(&set);
 	while (sig == 0) {
 		if (sigwait(&set, &sig) != 0)
 			sig = 0;
@@ -1048,41 +351,117 @@ idem_server_run(idem_service *svc, int listen_fd)
 			sig = 0;
 		}
 	}
-	if (sig > 0)
+	return sig;
+}
+
+/*
+ * Stops srv: no more accepting, the purge thread joined, the idle kept
+ * connections closed, the requests in flight given shutdown-grace, then a
+ * last try at the store's waiting jobs within what is left of it.
+ * Returns whether every thread ended within shutdown-grace.
+ */
+static int
+stop(server *srv, pthread_t *purge_tid)
+{
+	const idem_config *cfg = srv->svc->cfg;
+	uint64_t one = 1, stop_at;
+	int drained;
+
+	pthread_mutex_lock(&srv->lock);
+	atomic_store(&srv->stopping, 1);
+	pthread_cond_signal(&srv->wake_purger);
+	pthread_mutex_unlock(&srv->lock);
+	if (purge_tid != NULL)
+		pthread_join(*purge_tid, NULL);
+	if (write(srv->stop_fd, &one, sizeof(one)) < 0)
+		idem_log(NULL, IDEM_LOG_ERROR, "eventfd: %s", strerror(errno));
+	idem_dispatch_close_idle(srv->dispatch);
+	stop_at = idem_now_ms();
+	drained = drain(srv, cfg->shutdown_grace) == 0;
+	if (!drained)
+		idem_log(NULL, IDEM_LOG_ERROR, "shutdown-grace ran out with %d "
+		    "request(s) in flight; exiting anyway",
+		    atomic_load(&srv->in_flight));
+	/* a last try at the commits and releases waiting for the store,
+	 * within what is left of shutdown-grace (a second at least) */
+	if (srv->svc->mw != NULL) {
+		uint64_t spent = idem_now_ms() - stop_at;
+		idem_middleware_flush(srv->svc->mw, spent + 1000 <
+		    cfg->shutdown_grace ? cfg->shutdown_grace - spent : 1000);
+	}
+	return drained;
+}
+
+int
+idem_server_run(idem_service *svc, int listen_fd)
+{
+	server srv;
+	pthread_condattr_t ca;
+	pthread_t *tids, purge_tid;
+	unsigned i, n = svc->cfg->threads, started;
+	int sig = 0, purging = 0;
+
+	memset(&srv, 0, sizeof(srv));
+	srv.svc = svc;
+	atomic_init(&srv.stopping, 0);
+	atomic_init(&srv.in_flight, 0);
+	pthread_mutex_init(&srv.lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&srv.done, &ca);
+	pthread_cond_init(&srv.wake_purger, &ca);
+	pthread_condattr_destroy(&ca);
+
+	idem_server_block_signals();
+	if (FCGX_Init() != 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "FCGX_Init failed");
+		return 1;
+	}
+	if (getenv("FCGI_WEB_SERVER_ADDRS") != NULL)
+		idem_log(NULL, IDEM_LOG_WARN, "FCGI_WEB_SERVER_ADDRS is set and "
+		    "ignored: idemfcgi accepts its connections itself, and "
+		    "[server] allow-clients decides which peers may connect");
+	srv.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	tids = calloc(n, sizeof(*tids));
+	if (srv.stop_fd < 0 || tids == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "cannot start: %s",
+		    strerror(errno));
+		free(tids);
+		return 1;
+	}
+	if ((srv.dispatch = idem_dispatch_new(svc, listen_fd, srv.stop_fd,
+	    &srv.stopping, &srv.in_flight)) == NULL) {
+		close(srv.stop_fd);
+		free(tids);
+		return 1;
+	}
+	if ((started = start_workers(&srv, tids, n)) < n)
+		sig = -1;
+	if (sig == 0 && svc->mw != NULL) {
+		int rc = pthread_create(&purge_tid, NULL, purger, &srv);
+		if (rc == 0)
+			purging = 1;
+		else
+			idem_log(NULL, IDEM_LOG_WARN, "no purge thread: %s; "
+			    "expired records are dropped only when reused",
+			    strerror(rc));
+	}
+	if (sig == 0) {
+		idem_log(NULL, IDEM_LOG_INFO, "serving with %u threads, at most "
+		    "%u connections", n, idem_dispatch_max(srv.dispatch));
+		sig = await_stop();
 		idem_log(NULL, IDEM_LOG_INFO, "%s: no longer accepting; %d "
 		    "request(s) in flight, waiting up to %llu ms",
 		    sig == SIGTERM ? "SIGTERM" : "SIGINT",
 		    atomic_load(&srv.in_flight),
 		    (unsigned long long)svc->cfg->shutdown_grace);
-	pthread_mutex_lock(&srv.lock);
-	atomic_store(&srv.stopping, 1);
-	pthread_cond_signal(&srv.wake_purger);
-	pthread_mutex_unlock(&srv.lock);
-	if (purging)
-		pthread_join(purge_tid, NULL);
-	if (write(srv.stop_fd, &one, sizeof(one)) < 0)
-		idem_log(NULL, IDEM_LOG_ERROR, "eventfd: %s", strerror(errno));
-	close_idle(&srv);
-	stop_at = idem_now_ms();
-	drained = drain(&srv, svc->cfg->shutdown_grace) == 0;
-	if (!drained)
-		idem_log(NULL, IDEM_LOG_ERROR, "shutdown-grace ran out with %d "
-		    "request(s) in flight; exiting anyway",
-		    atomic_load(&srv.in_flight));
-	/* a last try at the commits and releases waiting for the store,
-	 * within what is left of shutdown-grace (a second at least) */
-	if (svc->mw != NULL) {
-		uint64_t spent = idem_now_ms() - stop_at;
-		idem_middleware_flush(svc->mw, spent + 1000 <
-		    svc->cfg->shutdown_grace ? svc->cfg->shutdown_grace - spent :
-		    1000);
 	}
-	if (!drained)
+	if (!stop(&srv, purging ? &purge_tid : NULL))
 		return IDEM_SERVER_ABANDONED;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < started; i++)
 		pthread_join(tids[i], NULL);
 	free(tids);
-	dispatcher_free(&srv);
+	idem_dispatch_free(srv.dispatch);
 	close(srv.stop_fd);
 	idem_log(NULL, IDEM_LOG_INFO, "stopped");
 	return sig < 0 ? 1 : 0;
