@@ -118,6 +118,141 @@ tx_failed(mysql_store *ms, idem_mysql_conn *c, int i, unsigned err)
 	return contended ? IDEM_ERR_BUSY : IDEM_ERR_STORE;
 }
 
+/* How a round of the transactional reserve ended: with its answer, or
+ * to be run again after a pause (contention, a row that vanished), or at
+ * once (a connection that died idle in the pool, reopened). */
+typedef enum round_end { R_DONE, R_AGAIN, R_NOW } round_end;
+
+/* Statement i of the reserve's transaction on c failed with e: a
+ * connection that died idle in the pool (the round's first statement,
+ * once: *first) is reopened (R_NOW); else the transaction is rolled back,
+ * and contention is R_AGAIN but for the INSERT's lock wait, which waited
+ * inflight-wait already (R_DONE, busy: in flight); the rest R_DONE with
+ * *err. */
+static round_end
+round_failed(mysql_store *ms, idem_mysql_conn *c, int i, unsigned e,
+    int *first, idem_err *err)
+{
+	if (*first && c->broken && idem_mysql_reconnect(c) == 0) {
+		*first = 0;
+		return R_NOW;
+	}
+	*err = tx_failed(ms, c, i, e);
+	if (*err != IDEM_ERR_BUSY || (i == T_INSERT && e == 1205))
+		return R_DONE;
+	return R_AGAIN;
+}
+
+/* The reserve found the row r (read at read_at) in c's transaction: what
+ * the reservation rule says to do with it, done.  R_DONE with *err and
+ * *out, or R_AGAIN. */
+static round_end
+round_found(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
+    row *r, uint64_t read_at, idem_reserve_result *out, idem_err *err)
+{
+	unsigned long long n = 0;
+	int first = 0;
+	unsigned e;
+	params p;
+
+	*err = IDEM_OK;
+	switch (idem_my_step_of(a, r)) {
+	case IDEM_STEP_OURS:
+		/* owners are fresh per attempt: not met in a transaction;
+		 * ours all the same */
+		idem_stored_response_clear(&r->resp);
+		return R_DONE;
+	case IDEM_STEP_REUSE:
+		idem_stored_response_clear(&r->resp);
+		idem_my_p_reuse(&p, a);
+		if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0)
+			return round_failed(ms, c, T_REUSE, e, &first, err);
+		if (n == 1)
+			return R_DONE;
+		tx_rollback(c);
+		return R_AGAIN;
+	case IDEM_STEP_TAKE_OVER:
+		/* an in_flight row here is committed: a two-phase reservation
+		 * (another route, or a node before this one took over); taken
+		 * over inside the transaction, its old owner's commit waits
+		 * for ours, then finds another owner */
+		idem_my_found_row(ms, a, r, read_at, out);
+		idem_my_p_takeover(&p, a, r->owner);
+		if ((e = tx_exec(c, T_TAKEOVER, &p, &n)) != 0)
+			return round_failed(ms, c, T_TAKEOVER, e, &first, err);
+		if (n == 1) {
+			out->outcome = IDEM_RESERVE_TAKEN_OVER;
+			return R_DONE;
+		}
+		break;
+	case IDEM_STEP_REPLAY:
+	case IDEM_STEP_IN_FLIGHT:
+		idem_my_found_row(ms, a, r, read_at, out);
+		break;
+	}
+	tx_rollback(c);
+	return R_DONE;
+}
+
+/* One round of the transactional reserve of a->k (NULL: no key) on c:
+ * autocommit off, the INSERT IGNORE that opens the transaction, and when
+ * the row was there, its locking read and what the rule says.  *first is
+ * set while a dead connection may still be reopened once. */
+static round_end
+round_run(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
+    idem_reserve_result *out, int *first, idem_err *err)
+{
+	unsigned long long n = 0;
+	uint64_t read_at;
+	unsigned e;
+	params p;
+	row r;
+
+	/* autocommit off: the INSERT opens the transaction (no START
+	 * TRANSACTION round trip), and nothing after a rollback the server
+	 * makes on its own (a deadlock) ever commits alone */
+	if (idem_mysql_tx_mode(c) != 0) {
+		if (*first && c->broken && idem_mysql_reconnect(c) == 0) {
+			*first = 0;
+			return R_NOW;
+		}
+		idem_mysql_log_conn_error(ms->pool, "autocommit", c->m);
+		*err = IDEM_ERR_STORE;
+		return R_DONE;
+	}
+	out->outcome = IDEM_RESERVE_ACQUIRED;
+	*err = IDEM_OK;
+	if (a->k == NULL)
+		return R_DONE;
+	idem_my_p_insert(&p, a);
+	(void)idem_mysql_expect_lock_wait(c, ms->lock_wait_ms[S_INSERT]);
+	e = tx_exec(c, T_INSERT, &p, &n);
+	if (!c->broken)
+		(void)idem_mysql_expect_lock_wait(c, 0);
+	if (e != 0)
+		return round_failed(ms, c, T_INSERT, e, first, err);
+	*first = 0;
+	if (n == 1)
+		return R_DONE;
+	/* the INSERT found the row and holds a shared lock on it: this read
+	 * sees its latest committed state */
+	idem_my_p_init(&p);
+	idem_my_p_key(&p, a->k);
+	read_at = idem_boot_ms();
+	if ((e = tx_exec(c, T_SELECT, &p, NULL)) != 0)
+		return round_failed(ms, c, T_SELECT, e, first, err);
+	if ((*err = idem_my_fetch_row(ms, c, c->extra[T_SELECT], &r)) !=
+	    IDEM_OK) {
+		tx_rollback(c);
+		return R_DONE;
+	}
+	if (!r.found) {
+		tx_rollback(c);
+		return R_AGAIN;
+	}
+	return round_found(ms, c, a, &r, read_at, out, err);
+}
+
 idem_err
 idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
     const unsigned char fp[32], const char *owner, const char *request_id,
@@ -126,13 +261,8 @@ idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	mysql_store *ms = (mysql_store *)s;
 	reserve_args a = { k, fp, owner, request_id,
 	    (long long)lifetime_ms * 1000, (long long)inflight_ttl_ms * 1000 };
-	unsigned long long n;
-	uint64_t read_at;
-	unsigned e;
 	int attempt, first = 1;
-	params p;
-	row r;
-	idem_err err;
+	idem_err err = IDEM_OK;
 
 	/* a cached answer opens no transaction */
 	if (k != NULL && idem_my_cached(ms, k, out))
@@ -144,107 +274,15 @@ idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	for (attempt = 0; attempt < CONTENTION_TRIES; attempt++) {
 		if (attempt > 0)
 			idem_my_backoff(attempt);
-		/* autocommit off: the INSERT opens the transaction (no START
-		 * TRANSACTION round trip), and nothing after a rollback the
-		 * server makes on its own (a deadlock) ever commits alone */
-		if (idem_mysql_tx_mode(c) != 0) {
-			if (first && c->broken && idem_mysql_reconnect(c) == 0) {
-				first = 0;
-				attempt--;
-				continue;
-			}
-			idem_mysql_log_conn_error(ms->pool, "autocommit", c->m);
-			return IDEM_ERR_STORE;
-		}
-		out->outcome = IDEM_RESERVE_ACQUIRED;
-		if (k == NULL)
-			return IDEM_OK;
-		idem_my_p_insert(&p, &a);
-		(void)idem_mysql_expect_lock_wait(c, ms->lock_wait_ms[S_INSERT]);
-		e = tx_exec(c, T_INSERT, &p, &n);
-		if (!c->broken)
-			(void)idem_mysql_expect_lock_wait(c, 0);
-		if (e != 0) {
-			if (first && c->broken && idem_mysql_reconnect(c) == 0) {
-				/* a connection that died idle in the pool (the
-				 * database restarted): once more on a new one */
-				first = 0;
-				attempt--;
-				continue;
-			}
-			/* a lock wait already waited inflight-wait for the
-			 * transaction that holds the key: in flight */
-			if ((err = tx_failed(ms, c, T_INSERT, e)) != IDEM_ERR_BUSY ||
-			    e == 1205)
-				return err;
-			continue;
-		}
-		first = 0;
-		if (n == 1)
-			return IDEM_OK;
-		/* the INSERT found the row and holds a shared lock on it: this
-		 * read sees its latest committed state */
-		idem_my_p_init(&p);
-		idem_my_p_key(&p, k);
-		read_at = idem_boot_ms();
-		if ((e = tx_exec(c, T_SELECT, &p, NULL)) != 0) {
-			if ((err = tx_failed(ms, c, T_SELECT, e)) != IDEM_ERR_BUSY)
-				return err;
-			continue;
-		}
-		if ((err = idem_my_fetch_row(ms, c, c->extra[T_SELECT], &r)) != IDEM_OK) {
-			tx_rollback(c);
+		switch (round_run(ms, c, &a, out, &first, &err)) {
+		case R_DONE:
 			return err;
-		}
-		if (!r.found) {
-			tx_rollback(c);
-			continue;
-		}
-		switch (idem_my_step_of(&a, &r)) {
-		case IDEM_STEP_OURS:
-			/* owners are fresh per attempt: not met in a
-			 * transaction; ours all the same */
-			idem_stored_response_clear(&r.resp);
-			return IDEM_OK;
-		case IDEM_STEP_REUSE:
-			idem_stored_response_clear(&r.resp);
-			idem_my_p_reuse(&p, &a);
-			if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0) {
-				if ((err = tx_failed(ms, c, T_REUSE, e)) !=
-				    IDEM_ERR_BUSY)
-					return err;
-				continue;
-			}
-			if (n == 1)
-				return IDEM_OK;
-			tx_rollback(c);
-			continue;
-		case IDEM_STEP_TAKE_OVER:
-			/* an in_flight row here is committed: a two-phase
-			 * reservation (another route, or a node before this
-			 * one took over); taken over inside the transaction,
-			 * its old owner's commit waits for ours, then finds
-			 * another owner */
-			idem_my_found_row(ms, &a, &r, read_at, out);
-			idem_my_p_takeover(&p, &a, r.owner);
-			if ((e = tx_exec(c, T_TAKEOVER, &p, &n)) != 0) {
-				if ((err = tx_failed(ms, c, T_TAKEOVER, e)) !=
-				    IDEM_ERR_BUSY)
-					return err;
-				continue;
-			}
-			if (n == 1) {
-				out->outcome = IDEM_RESERVE_TAKEN_OVER;
-				return IDEM_OK;
-			}
+		case R_NOW:
+			attempt--;
 			break;
-		case IDEM_STEP_REPLAY:
-		case IDEM_STEP_IN_FLIGHT:
-			idem_my_found_row(ms, &a, &r, read_at, out);
+		case R_AGAIN:
 			break;
 		}
-		tx_rollback(c);
-		return IDEM_OK;
 	}
 	return IDEM_ERR_BUSY;
 }
