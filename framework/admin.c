@@ -488,7 +488,7 @@ main(int argc, char **argv)
 		idem_config_free(cfg);
 		return EXIT_USAGE;
 	}
-	if (idem_store_mysql_new(cfg, 1, &s) != IDEM_OK) {
+	if (idem_store_open(cfg, 1, &s) != IDEM_OK) {
 		complain("cannot use the MySQL store of %s "
 		    "(see above)", o.config);
 		idem_config_free(cfg);

@@ -149,7 +149,7 @@ sweep(master *m, pid_t pid, const char *instance, int pass)
 	if (!m->cfg->idem_enabled || m->cfg->store != IDEM_STORE_MYSQL)
 		return;
 	snprintf(prefix, sizeof(prefix), "%s.", instance);
-	if (idem_store_mysql_new(m->cfg, 1, &s) != IDEM_OK ||
+	if (idem_store_open(m->cfg, 1, &s) != IDEM_OK ||
 	    idem_store_release_prefix(s, prefix, &keys, &n) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "could not release the "
 		    "reservations of dead worker %ld (instance %s): they are "

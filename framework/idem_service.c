@@ -51,18 +51,7 @@ open_middleware(idem_service *svc)
 	idem_store *store = NULL;
 	idem_err err;
 
-	switch (svc->cfg->store) {
-	case IDEM_STORE_MEMORY:
-		err = idem_store_memory_new(svc->cfg->max_entries, &store);
-		break;
-	case IDEM_STORE_MYSQL:
-		err = idem_store_mysql_new(svc->cfg, svc->cfg->mysql_pool_size,
-		    &store);
-		break;
-	default:
-		return IDEM_ERR_CONFIG;
-	}
-	if (err != IDEM_OK)
+	if ((err = idem_store_open(svc->cfg, 0, &store)) != IDEM_OK)
 		return err;
 	if ((err = check_limits(svc->cfg, store)) != IDEM_OK) {
 		idem_store_close(store);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idem_config.h"
 #include "idem_metrics.h"
 #include "idem_store.h"
 
@@ -257,4 +258,17 @@ idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
 	if (memcmp(f->fp, fp, 32) == 0 && f->lease_age_us > inflight_ttl_us)
 		return IDEM_STEP_TAKE_OVER;
 	return IDEM_STEP_IN_FLIGHT;
+}
+
+idem_err
+idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
+{
+	switch (cfg->store) {
+	case IDEM_STORE_MEMORY:
+		return idem_store_memory_new(cfg->max_entries, out);
+	case IDEM_STORE_MYSQL:
+		return idem_store_mysql_new(cfg, pool_size > 0 ? pool_size :
+		    cfg->mysql_pool_size, out);
+	}
+	return IDEM_ERR_CONFIG;
 }

@@ -368,6 +368,18 @@ void idem_copy_string(char *dst, size_t size, const char *src);
 idem_err idem_store_memory_new(uint64_t max_entries, idem_store **out);
 
 struct idem_config;
+struct idem_config;
+
+/*
+ * The store cfg's [idempotency] store names, made from cfg: the memory
+ * store of max-entries, or the MySQL store with pool_size connections (0:
+ * [mysql] pool-size).  What the service, the master's sweeps and
+ * idemfcgi-admin open.  Returns what the constructor returned (IDEM_OK
+ * with *out, free with idem_store_close), or IDEM_ERR_CONFIG for a store
+ * the config does not name.
+ */
+idem_err idem_store_open(const struct idem_config *cfg, unsigned pool_size,
+    idem_store **out);
 
 /*
  * The MySQL store over the database of cfg's [mysql] section (borrowed for
