@@ -229,10 +229,11 @@ stand_in(const idem_stored_response *sr, struct idem_stand_in *buf,
 static idem_err
 use_stand_in(idem_answer *a, const char *why)
 {
+	/* why is known even when there is no room for the stand-in */
+	a->why = why;
 	if (a->buf == NULL && (a->buf = malloc(sizeof(*a->buf))) == NULL)
 		return IDEM_ERR_NOMEM;
 	stand_in(&a->whole, a->buf, &a->sr);
-	a->why = why;
 	return IDEM_OK;
 }
 
@@ -280,7 +281,7 @@ idem_err
 idem_answer_stand_in(idem_answer *a, const char *why)
 {
 	if (a->why != NULL)
-		return IDEM_ERR_TOO_LARGE;
+		return a->buf != NULL ? IDEM_ERR_TOO_LARGE : IDEM_ERR_NOMEM;
 	return use_stand_in(a, why);
 }
 

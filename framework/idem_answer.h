@@ -72,8 +72,9 @@ typedef struct idem_answer {
  * store under cfg with the store's limits lim (borrowed).  When it cannot
  * be stored whole (over max-response or lim, or no memory for its
  * headers), a->sr is its stand-in and a->why says why.  Returns IDEM_OK,
- * or IDEM_ERR_NOMEM when not even the stand-in could be made.  Clear a
- * with idem_answer_clear either way.
+ * or IDEM_ERR_NOMEM when not even the stand-in could be made (a->why
+ * then says why it was needed).  Clear a with idem_answer_clear either
+ * way.
  */
 idem_err idem_answer_prepare(idem_answer *a, const idem_config *cfg,
     const idem_store_limits *lim, const idem_response *res);

@@ -14,6 +14,7 @@
 #include "idem_mysql.h"
 #include "idem_plugin.h"
 #include "idem_store.h"
+#include "idem_store_tx.h"
 
 /* Refuses what only setup may do when app is deploy's.  Returns 0 when
  * allowed, else -1 (logged). */

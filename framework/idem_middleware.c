@@ -314,11 +314,31 @@ idem_mw_write_answer(idem_middleware *mw, idem_answer *a, const idem_store_key *
 	if (a->why != NULL)
 		not_stored(mw, a, sk->metrics_row, req, owner, ctx);
 	err = write(mw, arg, sk, owner, &a->sr);
-	if (err == IDEM_ERR_TOO_LARGE && (err = idem_answer_stand_in(a,
-	    "the store refused it as too large")) == IDEM_OK) {
+	if (err != IDEM_ERR_TOO_LARGE)
+		return err;
+	/* TOO_LARGE again when the stand-in was refused already */
+	err = idem_answer_stand_in(a, "the store refused it as too large");
+	if (err == IDEM_OK || err == IDEM_ERR_NOMEM)
 		not_stored(mw, a, sk->metrics_row, req, owner, ctx);
+	if (err == IDEM_OK)
 		err = write(mw, arg, sk, owner, &a->sr);
-	}
+	return err;
+}
+
+idem_err
+idem_mw_store_answer(idem_middleware *mw, idem_answer *a,
+    const idem_response *res, const idem_store_key *sk, const char *owner,
+    const idem_request *req, idem_mw_write_fn write, void *arg)
+{
+	idem_err err = idem_answer_prepare(a, mw->cfg,
+	    idem_store_get_limits(mw->store), res);
+
+	if (err == IDEM_OK)
+		return idem_mw_write_answer(mw, a, sk, owner, req, NULL, write,
+		    arg);
+	/* no room even for the stand-in: said, and counted, all the same */
+	if (a->why != NULL)
+		not_stored(mw, a, sk->metrics_row, req, owner, NULL);
 	return err;
 }
 
@@ -359,11 +379,8 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 	idem_answer a;
 	idem_err err;
 
-	err = idem_answer_prepare(&a, mw->cfg, idem_store_get_limits(mw->store),
-	    res);
-	if (err == IDEM_OK)
-		err = idem_mw_write_answer(mw, &a, sk, owner, req, NULL, write_commit,
-		    NULL);
+	err = idem_mw_store_answer(mw, &a, res, sk, owner, req, write_commit,
+	    NULL);
 	if (err == IDEM_OK) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_COMMITTED);
 	} else if (err == IDEM_ERR_NOT_FOUND) {

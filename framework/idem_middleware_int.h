@@ -13,6 +13,7 @@
 #include "idem_lease.h"
 #include "idem_metrics.h"
 #include "idem_middleware.h"
+#include "idem_store_tx.h"
 
 /* The request header that injects a fault (DESIGN.md 4), read
  * only when the environment has IDEMFCGI_TEST_FAULTS=1. */
@@ -83,6 +84,14 @@ typedef idem_err (*idem_mw_write_fn)(idem_middleware *mw, void *arg,
 idem_err idem_mw_write_answer(idem_middleware *mw, idem_answer *a,
     const idem_store_key *sk, const char *owner, const idem_request *req,
     const idem_log_ctx *ctx, idem_mw_write_fn write, void *arg);
+
+/* Prepares res (idem_answer_prepare) into a and writes it as
+ * idem_mw_write_answer does; an answer that needed its stand-in and got no
+ * memory for it is logged and counted as not stored all the same.  Returns
+ * what the last write returned, or IDEM_ERR_NOMEM.  Clear a after. */
+idem_err idem_mw_store_answer(idem_middleware *mw, idem_answer *a,
+    const idem_response *res, const idem_store_key *sk, const char *owner,
+    const idem_request *req, idem_mw_write_fn write, void *arg);
 
 /* What a request asks the store for: its key, fingerprint, owner token
  * (all borrowed). */

@@ -13,6 +13,7 @@
 #include "idem_middleware_int.h"
 #include "idem_mysql.h"
 #include "idem_router.h"
+#include "idem_store_tx.h"
 
 /* Times a transactional request whose transaction lost a race for its key
  * (a deadlock, a certification failure; at COMMIT or under the handler)
@@ -64,12 +65,12 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 	 * deadlock; on Galera, another node's commit of this key won):
 	 * whatever the handler answered, nothing of it was done */
 	if (sk != NULL && lost) {
-		idem_store_tx_end(mw->store, c, sk, owner, 0, 0, &unknown);
+		idem_store_tx_end(mw->store, c, sk, owner, 0, &unknown);
 		err = IDEM_ERR_BUSY;
 		goto not_committed;
 	}
 	if (!idem_mw_committable(mw->cfg, res, herr)) {
-		idem_store_tx_end(mw->store, c, sk, owner, 0, 0, &unknown);
+		idem_store_tx_end(mw->store, c, sk, owner, 0, &unknown);
 		if (sk != NULL) {
 			idem_mw_count(mw, req, IDEM_OUTCOME_RELEASED);
 			idem_log_event(req, IDEM_LOG_INFO, "released", owner,
@@ -81,21 +82,18 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 	}
 	if (sk != NULL) {
 		idem_answer a;
-		err = idem_answer_prepare(&a, mw->cfg,
-		    idem_store_get_limits(mw->store), res);
-		if (err == IDEM_OK)
-			err = idem_mw_write_answer(mw, &a, sk, owner, req, NULL, write_record,
-			    c);
+		err = idem_mw_store_answer(mw, &a, res, sk, owner, req,
+		    write_record, c);
 		idem_answer_clear(&a);
 		/* the record not written (even as its stand-in), the open
 		 * transaction goes back; other errors rolled it back already */
 		if (err == IDEM_ERR_TOO_LARGE || err == IDEM_ERR_NOMEM)
-			idem_store_tx_end(mw->store, c, sk, owner, 0, 0, &unknown);
+			idem_store_tx_end(mw->store, c, sk, owner, 0, &unknown);
 	}
 	if (err == IDEM_OK) {
 		idem_mw_fault_die(mw, req, "after-record");
-		err = idem_store_tx_end(mw->store, c, sk, owner, 1,
-		    tx_faults(mw, req), &unknown);
+		idem_store_tx_faults(c, tx_faults(mw, req));
+		err = idem_store_tx_end(mw->store, c, sk, owner, 1, &unknown);
 	}
 	if (err == IDEM_OK) {
 		if (sk != NULL)

@@ -39,6 +39,8 @@ struct idem_mysql_conn {
 	                          * middleware when it takes the connection */
 	unsigned read_timeout;   /* s: the read timeout set on m now (see
 	                          * idem_mysql_expect_lock_wait) */
+	unsigned tx_faults;      /* tests: IDEM_TX_FAULT_* for the next
+	                          * tx_end (idem_store_tx_faults) */
 	char node[64];           /* which server m is open on: a Galera
 	                          * node's wsrep_gcomm_uuid, else the server's
 	                          * "hostname:port/server_id" */

@@ -21,7 +21,7 @@ typedef struct idem_loaded_plugin {
 	idem_plugin desc;    /* what idem_plugin_init filled */
 	void *data;          /* from setup, for teardown */
 	int set_up;          /* setup succeeded */
-	idem_mysql_pool *pool; /* from idem_app_mysql_pool, or NULL */
+	struct idem_mysql_pool *pool; /* from idem_app_mysql_pool, or NULL */
 } idem_loaded_plugin;
 
 typedef struct idem_plugins {

@@ -59,7 +59,7 @@ struct idem_request {
 	size_t nparams;
 	/* a transactional route's connection while its handler runs, inside
 	 * the open transaction (borrowed from the route's pool) */
-	idem_mysql_conn *tx;
+	struct idem_mysql_conn *tx;
 };
 
 /* Why a request was refused before it reached a handler. */

@@ -25,7 +25,7 @@ typedef struct idem_route {
 	idem_handler_fn handler;
 	void *data;                      /* borrowed from the plugin */
 	const char *owner;               /* borrowed: the plugin's name */
-	idem_mysql_pool *tx_pool;        /* borrowed: a transactional route's
+	struct idem_mysql_pool *tx_pool;        /* borrowed: a transactional route's
 	                                  * pool (idem_route_add_tx), else
 	                                  * NULL */
 	struct idem_metrics *metrics;    /* borrowed: where it is counted,

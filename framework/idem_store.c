@@ -9,6 +9,7 @@
 #include "idem_config.h"
 #include "idem_metrics.h"
 #include "idem_store.h"
+#include "idem_store_tx.h"
 
 /* Records an operation's latency and result when s has metrics. */
 static idem_err
@@ -57,9 +58,9 @@ idem_store_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	uint64_t t0 = start(s);
 
 	memset(out, 0, sizeof(*out));
-	if (s->ops->tx_begin == NULL)
+	if (s->tx == NULL)
 		return IDEM_ERR_INVALID;
-	return timed(s, IDEM_STORE_OP_RESERVE, t0, s->ops->tx_begin(s, c, k, fp,
+	return timed(s, IDEM_STORE_OP_RESERVE, t0, s->tx->tx_begin(s, c, k, fp,
 	    owner, request_id, inflight_ttl_ms, lifetime_ms, out));
 }
 
@@ -69,7 +70,7 @@ idem_store_tx_record(idem_store *s, idem_mysql_conn *c,
     const idem_stored_response *resp, uint64_t lifetime_ms)
 {
 	uint64_t t0 = start(s);
-	idem_err err = s->ops->tx_record(s, c, k, owner, resp, lifetime_ms);
+	idem_err err = s->tx->tx_record(s, c, k, owner, resp, lifetime_ms);
 
 	/* one commit is one operation: a record that succeeds is timed with
 	 * the COMMIT (tx_end) that follows it, one that ends the commit
@@ -81,12 +82,12 @@ idem_store_tx_record(idem_store *s, idem_mysql_conn *c,
 
 idem_err
 idem_store_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
-    const char *owner, int commit, unsigned faults, int *unknown)
+    const char *owner, int commit, int *unknown)
 {
 	uint64_t t0 = start(s);
 
 	return timed(s, commit ? IDEM_STORE_OP_COMMIT : IDEM_STORE_OP_RELEASE,
-	    t0, s->ops->tx_end(s, c, k, owner, commit, faults, unknown));
+	    t0, s->tx->tx_end(s, c, k, owner, commit, unknown));
 }
 
 idem_err

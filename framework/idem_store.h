@@ -25,11 +25,6 @@
 
 #include "idemfcgi.h"
 
-/* The pool and connection of idemfcgi_mysql.h, named without <mysql.h>
- * (C11 allows the same typedef twice). */
-typedef struct idem_mysql_pool idem_mysql_pool;
-typedef struct idem_mysql_conn idem_mysql_conn;
-
 #define IDEM_KEY_MAX 255        /* bytes of an Idempotency-Key */
 #define IDEM_OWNER_MAX 64       /* bytes of an owner token */
 #define IDEM_RID_MAX 64         /* bytes of a request id */
@@ -185,52 +180,7 @@ typedef struct idem_store_ops {
 	 * IDEM_ERR_STORE. */
 	idem_err (*census)(idem_store *s, uint64_t inflight_ttl_ms,
 	    idem_store_census *out);
-	/*
-	 * Transactional routes (DESIGN.md 2.7); NULL for a store
-	 * that cannot share a transaction with a handler (memory).  c is a
-	 * connection of the plugin's pool (idem_app_mysql_pool), borrowed.
-	 *
-	 * A transaction's contention is counted on c->metrics_row (the route
-	 * of the request that holds c).
-	 *
-	 * tx_begin opens a transaction on c and, when k is not NULL, reserves
-	 * k inside it, as reserve does.  On ACQUIRED and TAKEN_OVER the
-	 * transaction stays open and holds k (its row is seen by nobody else
-	 * until it commits: no lease, no takeover); on any other outcome or
-	 * error it is rolled back.  Returns like reserve.
-	 */
-	idem_err (*tx_begin)(idem_store *s, idem_mysql_conn *c,
-	    const idem_store_key *k, const unsigned char fp[32],
-	    const char *owner, const char *request_id, uint64_t inflight_ttl_ms,
-	    uint64_t lifetime_ms, idem_reserve_result *out);
-	/*
-	 * Writes the answer into k's record inside c's open transaction.
-	 * Returns IDEM_OK; IDEM_ERR_TOO_LARGE (nothing written, the
-	 * transaction still open for a smaller answer); else the transaction
-	 * is rolled back: IDEM_ERR_NOT_FOUND (owner does not hold k),
-	 * IDEM_ERR_BUSY (a deadlock) or IDEM_ERR_STORE.
-	 */
-	idem_err (*tx_record)(idem_store *s, idem_mysql_conn *c,
-	    const idem_store_key *k, const char *owner,
-	    const idem_stored_response *resp, uint64_t lifetime_ms);
-	/*
-	 * Ends c's transaction: rolls it back (commit 0; returns IDEM_OK), or
-	 * commits it.  A commit returns IDEM_OK when it committed; else it
-	 * did not, except with *unknown set: the connection was lost during
-	 * COMMIT and (k NULL, or the record unreadable) the outcome could
-	 * not be learned.  With k, a lost COMMIT is resolved by reading k's
-	 * record, waiting for the transaction to end: committed with owner
-	 * means it committed.  faults: IDEM_TX_FAULT_* (tests only; 0).
-	 */
-	idem_err (*tx_end)(idem_store *s, idem_mysql_conn *c,
-	    const idem_store_key *k, const char *owner, int commit,
-	    unsigned faults, int *unknown);
 } idem_store_ops;
-
-/* Faults a test can inject into tx_end (see [server] in DESIGN.md 4): */
-#define IDEM_TX_FAULT_DIE_IN_COMMIT      1u  /* send COMMIT, then SIGKILL */
-#define IDEM_TX_FAULT_LOSE_BEFORE_COMMIT 2u  /* cut the connection first */
-#define IDEM_TX_FAULT_LOSE_IN_COMMIT     4u  /* cut it after sending COMMIT */
 
 struct idem_metrics;
 
@@ -252,8 +202,12 @@ typedef struct idem_store_limits {
 #define IDEM_STAND_IN_MAX (IDEM_STAND_IN_HEADERS + IDEM_STAND_IN_BODY)
 
 /* Every store begins with this (a store allocates it zeroed). */
+struct idem_store_tx_ops;
+
 struct idem_store {
 	const idem_store_ops *ops;
+	const struct idem_store_tx_ops *tx; /* transactional routes
+	                                * (idem_store_tx.h); NULL: none */
 	struct idem_metrics *metrics;  /* borrowed; when set, the wrappers
 	                                * below time every operation */
 	idem_store_limits limits;      /* set by the store when it opens */
@@ -307,18 +261,6 @@ idem_err idem_store_commit(idem_store *s, const idem_store_key *k,
     uint64_t lifetime_ms);
 idem_err idem_store_release(idem_store *s, const idem_store_key *k,
     const char *owner);
-/* Transactional routes: IDEM_ERR_INVALID from tx_begin for a store
- * without them. */
-idem_err idem_store_tx_begin(idem_store *s, idem_mysql_conn *c,
-    const idem_store_key *k, const unsigned char fp[32], const char *owner,
-    const char *request_id, uint64_t inflight_ttl_ms, uint64_t lifetime_ms,
-    idem_reserve_result *out);
-idem_err idem_store_tx_record(idem_store *s, idem_mysql_conn *c,
-    const idem_store_key *k, const char *owner,
-    const idem_stored_response *resp, uint64_t lifetime_ms);
-idem_err idem_store_tx_end(idem_store *s, idem_mysql_conn *c,
-    const idem_store_key *k, const char *owner, int commit, unsigned faults,
-    int *unknown);
 idem_err idem_store_renew(idem_store *s, const idem_store_key *k,
     const char *owner);
 idem_err idem_store_purge(idem_store *s, unsigned max, unsigned *purged);
@@ -409,14 +351,5 @@ uint64_t idem_store_mysql_settle_ms(const struct idem_config *cfg);
  * Returns 0, or -1 (not a MySQL store, no such statement). */
 int idem_store_mysql_lose_answer(idem_store *s, const char *op);
 
-struct idem_mysql_pool;
-/*
- * Makes pool (a plugin's, idem_app_mysql_pool) prepare the statements
- * the MySQL store runs inside a transactional route's transaction, with
- * cfg's inflight-wait as the lock wait of a duplicate.  Returns IDEM_OK or
- * IDEM_ERR_NOMEM.
- */
-idem_err idem_store_mysql_tx_prepare(const struct idem_config *cfg,
-    struct idem_mysql_pool *pool);
 
 #endif

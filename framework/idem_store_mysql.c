@@ -279,9 +279,6 @@ static const idem_store_ops mysql_ops = {
 	.release_prefix = idem_my_release_prefix,
 	.lookup = idem_my_lookup,
 	.census = idem_my_census,
-	.tx_begin = idem_my_tx_begin,
-	.tx_record = idem_my_tx_record,
-	.tx_end = idem_my_tx_end,
 };
 
 /* Sets the store's limits from the schema's columns and the server's
@@ -327,6 +324,7 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	if ((ms = calloc(1, sizeof(*ms))) == NULL)
 		return IDEM_ERR_NOMEM;
 	ms->base.ops = &mysql_ops;
+	ms->base.tx = &idem_my_tx_ops;
 	ms->base.settle_ms = idem_store_mysql_settle_ms(cfg);
 	idem_my_store_sql(cfg, ms->stmts);
 	idem_my_lock_wait_insert(cfg, ms->insert, sizeof(ms->insert));

@@ -18,6 +18,7 @@
 #include "idem_mysql.h"
 #include "idem_replay_cache.h"
 #include "idem_store.h"
+#include "idem_store_tx.h"
 
 #define SCHEMA_VERSION 1
 #define SCHEMA_FILE "schema/mysql/001_idempotency_keys.sql"
@@ -203,16 +204,7 @@ idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out);
 idem_err
 idem_my_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out);
 
-/* idem_store_mysql_tx.c */
-idem_err
-idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
-    const unsigned char fp[32], const char *owner, const char *request_id,
-    uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out);
-idem_err
-idem_my_tx_record(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
-    const char *owner, const idem_stored_response *resp, uint64_t lifetime_ms);
-idem_err
-idem_my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
-    const char *owner, int commit, unsigned faults, int *unknown);
+/* idem_store_mysql_tx.c: the store's transaction operations */
+extern const struct idem_store_tx_ops idem_my_tx_ops;
 
 #endif

@@ -253,7 +253,7 @@ round_run(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 	return round_found(ms, c, a, &r, read_at, out, err);
 }
 
-idem_err
+static idem_err
 idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
     const unsigned char fp[32], const char *owner, const char *request_id,
     uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out)
@@ -287,7 +287,7 @@ idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	return IDEM_ERR_BUSY;
 }
 
-idem_err
+static idem_err
 idem_my_tx_record(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
     const char *owner, const idem_stored_response *resp, uint64_t lifetime_ms)
 {
@@ -368,16 +368,18 @@ outcome_here(mysql_store *ms, idem_mysql_conn *c, const idem_store_key *k,
 	return rc;
 }
 
-idem_err
+static idem_err
 idem_my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
-    const char *owner, int commit, unsigned faults, int *unknown)
+    const char *owner, int commit, int *unknown)
 {
+	unsigned faults = c->tx_faults;
 	mysql_store *ms = (mysql_store *)s;
 	unsigned e;
 	idem_err err;
 	row r;
 
 	*unknown = 0;
+	c->tx_faults = 0;
 	if (!commit) {
 		tx_rollback(c);
 		return IDEM_OK;
@@ -433,3 +435,15 @@ idem_my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	*unknown = 1;
 	return IDEM_ERR_STORE;
 }
+
+void
+idem_store_tx_faults(idem_mysql_conn *c, unsigned faults)
+{
+	c->tx_faults = faults;
+}
+
+const struct idem_store_tx_ops idem_my_tx_ops = {
+	.tx_begin = idem_my_tx_begin,
+	.tx_record = idem_my_tx_record,
+	.tx_end = idem_my_tx_end,
+};

@@ -29,6 +29,7 @@
 #include "calls.h"
 #include "idem_config.h"
 #include "idem_mysql.h"
+#include "idem_store_tx.h"
 #include "idem_store.h"
 #include "../unit/store_suite.h"
 #include "galera.h"
@@ -1260,9 +1261,10 @@ Test(galera, lost_commit_read_on_its_own_node, .init = shared_turn,
 		    LAG_LIFETIME), IDEM_OK);
 		/* half lost on their way (committed), half cut before they
 		 * were sent (rolled back): both answers are asked for */
-		err = idem_store_tx_end(s, c, &k, owner, 1, i % 2 == 0 ?
-		    IDEM_TX_FAULT_LOSE_IN_COMMIT : IDEM_TX_FAULT_LOSE_BEFORE_COMMIT,
-		    &unknown);
+		idem_store_tx_faults(c, i % 2 == 0 ?
+		    IDEM_TX_FAULT_LOSE_IN_COMMIT :
+		    IDEM_TX_FAULT_LOSE_BEFORE_COMMIT);
+		err = idem_store_tx_end(s, c, &k, owner, 1, &unknown);
 		idem_mysql_put(p, c);
 		said[i] = err == IDEM_OK ? 1 : unknown ? -1 : 0;
 	}

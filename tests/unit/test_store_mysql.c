@@ -245,6 +245,7 @@ Test(mysql, packet_lowered_at_run_time, .timeout = 120)
 #include <mysql.h>
 
 #include "idem_mysql.h"
+#include "idem_store_tx.h"
 
 /* A store and a plugin-like pool whose connections carry the store's
  * transaction statements, as idem_app_mysql_pool makes them. */
@@ -329,7 +330,7 @@ Test(tx, commit_then_replay_everywhere)
 	    60000, &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	cr_assert_eq(idem_store_tx_record(e.st, c, &k, "o1", &a, 60000), IDEM_OK);
-	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "o1", 1, 0, &unknown),
+	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "o1", 1, &unknown),
 	    IDEM_OK);
 	cr_expect_eq(unknown, 0);
 	/* a two-phase reserve and a transactional one both replay it */
@@ -362,7 +363,7 @@ Test(tx, rollback_leaves_nothing)
 	/* not seen by anybody before it commits: a lookup says only that
 	 * an open transaction holds the key */
 	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_BUSY);
-	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "o1", 0, 0, &unknown),
+	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "o1", 0, &unknown),
 	    IDEM_OK);
 	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_NOT_FOUND);
 	cr_assert_eq(idem_store_reserve(e.st, &k, TXFP, "o2", "r2", 30000, 60000,
@@ -402,8 +403,8 @@ hold(void *arg)
 		h->end = idem_store_tx_record(h->e->st, c, &h->k, h->owner, &a,
 		    60000);
 		if (h->end == IDEM_OK)
-			h->end = idem_store_tx_end(h->e->st, c, &h->k, h->owner, 1,
-			    0, &unknown);
+			h->end = idem_store_tx_end(h->e->st, c, &h->k, h->owner,
+			    1, &unknown);
 	}
 	idem_mysql_put(h->e->pool, c);
 	return NULL;
@@ -487,7 +488,7 @@ Test(tx, takeover_fences_the_old_owner, .timeout = 60)
 	tx_msleep(300);
 	cr_assert_eq(idem_store_tx_record(e.st, c, &k, "new", &a, 60000),
 	    IDEM_OK);
-	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "new", 1, 0, &unknown),
+	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "new", 1, &unknown),
 	    IDEM_OK);
 	pthread_join(t, NULL);
 	/* refused (or, with a lock wait of 0, contended): never stored */
@@ -549,7 +550,7 @@ Test(tx, contention_counted_on_the_route_row, .timeout = 60)
 	    60000, &rr), IDEM_ERR_BUSY);
 	cr_expect_eq(idem_store_tx_begin(e.st, c2, &k2, TXFP, "t", "r3", 30000,
 	    60000, &rr), IDEM_ERR_BUSY);
-	cr_expect_eq(idem_store_tx_end(e.st, c, &k, "h", 0, 0, &unknown),
+	cr_expect_eq(idem_store_tx_end(e.st, c, &k, "h", 0, &unknown),
 	    IDEM_OK);
 	cr_expect_eq(contended(m, "/two-phase"), 1);
 	cr_expect_eq(contended(m, "/tx"), 1);
@@ -618,7 +619,7 @@ Test(tx, killed_connection_cannot_commit, .timeout = 60)
 	tx_msleep(200);
 	err = idem_store_tx_record(e.st, c, &k, "killed-o1", &a, 60000);
 	if (err == IDEM_OK)
-		err = idem_store_tx_end(e.st, c, &k, "killed-o1", 1, 0, &unknown);
+		err = idem_store_tx_end(e.st, c, &k, "killed-o1", 1, &unknown);
 	cr_expect_neq(err, IDEM_OK);
 	idem_mysql_put(e.pool, c);
 	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_NOT_FOUND);
@@ -647,8 +648,9 @@ Test(tx, lost_commit_is_resolved, .timeout = 60)
 	    60000, &rr), IDEM_OK);
 	cr_assert_eq(idem_store_tx_record(e.st, c, &k1, "o1", &a, 60000),
 	    IDEM_OK);
-	cr_expect_eq(idem_store_tx_end(e.st, c, &k1, "o1", 1,
-	    IDEM_TX_FAULT_LOSE_IN_COMMIT, &unknown), IDEM_OK);
+	idem_store_tx_faults(c, IDEM_TX_FAULT_LOSE_IN_COMMIT);
+	cr_expect_eq(idem_store_tx_end(e.st, c, &k1, "o1", 1, &unknown),
+	    IDEM_OK);
 	cr_expect_eq(unknown, 0);
 	idem_mysql_put(e.pool, c);
 	cr_assert_eq(idem_store_lookup(e.st, &k1, &rec), IDEM_OK);
@@ -661,8 +663,9 @@ Test(tx, lost_commit_is_resolved, .timeout = 60)
 	    60000, &rr), IDEM_OK);
 	cr_assert_eq(idem_store_tx_record(e.st, c, &k2, "o2", &a, 60000),
 	    IDEM_OK);
-	cr_expect_eq(idem_store_tx_end(e.st, c, &k2, "o2", 1,
-	    IDEM_TX_FAULT_LOSE_BEFORE_COMMIT, &unknown), IDEM_ERR_STORE);
+	idem_store_tx_faults(c, IDEM_TX_FAULT_LOSE_BEFORE_COMMIT);
+	cr_expect_eq(idem_store_tx_end(e.st, c, &k2, "o2", 1, &unknown),
+	    IDEM_ERR_STORE);
 	cr_expect_eq(unknown, 0);
 	idem_mysql_put(e.pool, c);
 	cr_expect_eq(idem_store_lookup(e.st, &k2, &rec), IDEM_ERR_NOT_FOUND);
@@ -731,7 +734,7 @@ Test(tx, writes_after_a_deadlock_never_commit_alone, .timeout = 60)
 	cr_expect_eq(idem_store_tx_record(e.st, victim, victim == a ? &ka : &kb,
 	    victim == a ? "dl-a" : "dl-b", &(idem_stored_response){ 201,
 	    NULL, 0, NULL, 0 }, 60000), IDEM_ERR_NOT_FOUND);
-	idem_store_tx_end(e.st, victim == a ? b : a, NULL, NULL, 0, 0, &unknown);
+	idem_store_tx_end(e.st, victim == a ? b : a, NULL, NULL, 0, &unknown);
 	out = mariadb_sql(&m, "SELECT COUNT(*) FROM tx_after WHERE k LIKE "
 	    "'after-deadlock-%'");
 	cr_expect(out != NULL && atoi(out) == 0, "a write after the deadlock "
@@ -784,7 +787,7 @@ Test(tx, handler_snapshot_starts_at_its_first_read, .timeout = 60)
 	if (res != NULL && (row = mysql_fetch_row(res)) != NULL)
 		seen = atoi(row[0]);
 	mysql_free_result(res);
-	idem_store_tx_end(e.st, c, &k, "o1", 0, 0, &unknown);
+	idem_store_tx_end(e.st, c, &k, "o1", 0, &unknown);
 	idem_mysql_put(e.pool, c);
 	cr_expect_eq(seen, 1, "the handler's first read did not see a row "
 	    "committed before it ran (snapshot taken at reservation)");
