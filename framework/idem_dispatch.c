@@ -70,6 +70,9 @@
 #define CONN_TIMEOUT_S 60
 #define DRAIN_WAIT_MS 1000
 #define DRAIN_MAX (1024 * 1024)
+/* At a stop, how long a new connection's first request is waited for (ms):
+ * it is answered rather than reset. */
+#define STOP_WAIT_MS 1000
 
 #define LISTEN_TAG UINT64_MAX         /* the event of the listening socket */
 #define STOP_TAG (UINT64_MAX - 1)     /* the event of the stop eventfd */
@@ -89,6 +92,10 @@ typedef struct conn {
 	conn_state state;
 	uint32_t gen;                /* bumped each time the slot is taken */
 	int in_set;                  /* fr.ipcFd is in the epoll set */
+	int served;                  /* a request of it has been served: a
+	                              * web server's kept connection, idle
+	                              * between requests, not a new one whose
+	                              * first request is on its way */
 	struct conn *prev, *next;    /* the idle list, oldest first; or the
 	                              * free list (next) */
 } conn;
@@ -211,6 +218,7 @@ slot_take(server *srv)
 	c->state = C_BUSY;
 	c->gen++;
 	c->in_set = 0;
+	c->served = 0;
 	srv->open++;
 	return c;
 }
@@ -422,12 +430,15 @@ set_timeouts(int fd, long ms)
  * closed; the socket is then not armed again until a slot frees, and new
  * connections wait in the backlog.
  */
+static void serve_late(server *srv, conn **taken, unsigned n,
+    uint64_t wait_ms);
+
 static void
 admit(server *srv)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
-	conn *c = NULL;
+	conn *c = NULL, *late = NULL;
 	int fd = -1, err = 0, one = 1;
 
 	pthread_mutex_lock(&srv->lock);
@@ -463,11 +474,10 @@ admit(server *srv)
 			close(fd);
 		} else {
 			conn_open(c, fd);
-			/* a stop that came meanwhile closed the idle
-			 * connections: this one would wait for a thread that
-			 * never comes */
+			/* a stop that came meanwhile: the other threads are
+			 * leaving, so this one serves it (serve_late) */
 			if (atomic_load(srv->stopping))
-				conn_close(srv, c);
+				late = c;
 			else
 				conn_park(srv, c);
 		}
@@ -492,6 +502,8 @@ admit(server *srv)
 	 * next threads to wake, and the new connection is admitted after */
 	listen_rearm(srv);
 	pthread_mutex_unlock(&srv->lock);
+	if (late != NULL)
+		serve_late(srv, &late, 1, STOP_WAIT_MS);
 }
 
 /*
@@ -524,6 +536,77 @@ drain_stdin(FCGX_Request *fr)
 	return n == 0 && FCGX_HasSeenEOF(fr->in) && FCGX_GetError(fr->in) == 0;
 }
 
+/* Serves the next request of c (held C_BUSY by the caller, the lock not
+ * held), then parks c again or, when the web server does not keep it or
+ * the server is stopping, closes it. */
+static void
+serve_slot(server *srv, conn *c)
+{
+	/* reads the next request from c->fr.ipcFd; when the web server closed
+	 * the connection (or broke the protocol) libfcgi closes it and fails
+	 * on listen_sock -1: rc < 0 and ipcFd -1 */
+	int rc = FCGX_Accept_r(&c->fr);
+
+	if (rc == 0) {
+		atomic_fetch_add(srv->in_flight, 1);
+		serve_one(srv, &c->fr);
+		if (c->fr.keepConnection && !drain_stdin(&c->fr))
+			c->fr.keepConnection = 0;
+		FCGX_Finish_r(&c->fr);
+		atomic_fetch_sub(srv->in_flight, 1);
+		c->served = 1;
+	}
+	pthread_mutex_lock(&srv->lock);
+	if (c->fr.ipcFd >= 0 && !atomic_load(srv->stopping))
+		conn_park(srv, c);
+	else
+		conn_close(srv, c);
+	listen_rearm(srv);
+	pthread_mutex_unlock(&srv->lock);
+}
+
+/*
+ * At a stop, serves the connections in taken (held C_BUSY, the lock not
+ * held) whose request arrives within wait_ms, one at a time, and closes
+ * the rest: a request a web server sent, or is sending on a connection it
+ * just opened, is answered rather than reset.  Frees taken's entries.
+ */
+static void
+serve_late(server *srv, conn **taken, unsigned n, uint64_t wait_ms)
+{
+	uint64_t deadline = idem_now_ms() + wait_ms;
+	struct pollfd *pf = n > 0 ? calloc(n, sizeof(*pf)) : NULL;
+	unsigned i, left = n;
+
+	while (pf != NULL && left > 0 && idem_now_ms() < deadline) {
+		int r;
+		for (i = 0; i < left; i++) {
+			pf[i].fd = taken[i]->fr.ipcFd;
+			pf[i].events = POLLIN;
+			pf[i].revents = 0;
+		}
+		r = poll(pf, left, (int)(deadline - idem_now_ms()));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		for (i = 0; i < left;) {
+			if (pf[i].revents == 0) {
+				i++;
+				continue;
+			}
+			serve_slot(srv, taken[i]);
+			taken[i] = taken[--left];
+			pf[i] = pf[left];
+		}
+	}
+	pthread_mutex_lock(&srv->lock);
+	for (i = 0; i < left; i++)
+		conn_close(srv, taken[i]);
+	pthread_mutex_unlock(&srv->lock);
+	free(pf);
+}
+
 /* A parked connection (the event's tag) is readable: serves its next
  * request, then parks it again or frees its slot. */
 static void
@@ -531,7 +614,6 @@ serve_conn(server *srv, uint64_t tag)
 {
 	uint64_t idx = tag & 0xffffffffu;
 	conn *c;
-	int rc;
 
 	if (idx > srv->max_conns)
 		return;
@@ -545,26 +627,7 @@ serve_conn(server *srv, uint64_t tag)
 	idle_unlink(srv, c);
 	c->state = C_BUSY;
 	pthread_mutex_unlock(&srv->lock);
-
-	/* reads the next request from c->fr.ipcFd; when the web server closed
-	 * the connection (or broke the protocol) libfcgi closes it and fails
-	 * on listen_sock -1: rc < 0 and ipcFd -1 */
-	rc = FCGX_Accept_r(&c->fr);
-	if (rc == 0) {
-		atomic_fetch_add(srv->in_flight, 1);
-		serve_one(srv, &c->fr);
-		if (c->fr.keepConnection && !drain_stdin(&c->fr))
-			c->fr.keepConnection = 0;
-		FCGX_Finish_r(&c->fr);
-		atomic_fetch_sub(srv->in_flight, 1);
-	}
-	pthread_mutex_lock(&srv->lock);
-	if (c->fr.ipcFd >= 0 && !atomic_load(srv->stopping))
-		conn_park(srv, c);
-	else
-		conn_close(srv, c);
-	listen_rearm(srv);
-	pthread_mutex_unlock(&srv->lock);
+	serve_slot(srv, c);
 }
 
 void
@@ -601,12 +664,31 @@ idem_dispatch_thread(idem_dispatch *srv)
 void
 idem_dispatch_close_idle(idem_dispatch *srv)
 {
+	conn **taken = calloc(srv->max_conns + 1, sizeof(*taken));
+	conn *c, *next;
+	unsigned n = 0;
+
 	pthread_mutex_lock(&srv->lock);
-	while (srv->idle_head != NULL)
-		conn_close(srv, srv->idle_head);
 	epoll_ctl(srv->ep, EPOLL_CTL_DEL, srv->listen_fd, NULL);
 	srv->listen_armed = 1;
+	for (c = srv->idle_head; c != NULL; c = next) {
+		char b;
+		next = c->next;
+		/* a kept connection between requests goes; one with a
+		 * request waiting, or a new one (its first request on its
+		 * way), is served first (serve_late) */
+		if (taken != NULL && (!c->served || recv(c->fr.ipcFd, &b, 1,
+		    MSG_PEEK | MSG_DONTWAIT) > 0)) {
+			idle_unlink(srv, c);
+			c->state = C_BUSY;
+			taken[n++] = c;
+		} else {
+			conn_close(srv, c);
+		}
+	}
 	pthread_mutex_unlock(&srv->lock);
+	serve_late(srv, taken, n, STOP_WAIT_MS);
+	free(taken);
 }
 
 /*
