@@ -578,14 +578,18 @@ serve_late(server *srv, conn **taken, unsigned n, uint64_t wait_ms)
 	struct pollfd *pf = n > 0 ? calloc(n, sizeof(*pf)) : NULL;
 	unsigned i, left = n;
 
-	while (pf != NULL && left > 0 && idem_now_ms() < deadline) {
+	while (pf != NULL && left > 0) {
+		uint64_t now = idem_now_ms();
 		int r;
+
+		if (now >= deadline)
+			break;
 		for (i = 0; i < left; i++) {
 			pf[i].fd = taken[i]->fr.ipcFd;
 			pf[i].events = POLLIN;
 			pf[i].revents = 0;
 		}
-		r = poll(pf, left, (int)(deadline - idem_now_ms()));
+		r = poll(pf, left, (int)(deadline - now));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
