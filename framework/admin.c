@@ -323,12 +323,13 @@ cmd_release(const idem_config *cfg, const options *o, idem_store *s,
     const char *key)
 {
 	idem_store_record r;
-	idem_store_key sk;
+	idem_store_req rq;
 	char age[32], ttl[32];
 	idem_err err;
 	int rc;
 
-	if ((rc = find(cfg, o, s, key, &sk, &r, "nothing to release")) != 0)
+	memset(&rq, 0, sizeof(rq));
+	if ((rc = find(cfg, o, s, key, &rq.key, &r, "nothing to release")) != 0)
 		return rc;
 	if (r.committed) {
 		complain("key %s is committed (status %d): "
@@ -353,13 +354,15 @@ cmd_release(const idem_config *cfg, const options *o, idem_store *s,
 		return EXIT_REFUSED;
 	}
 	if (!o->yes) {
-		print_record(o, &sk, &r);
+		print_record(o, &rq.key, &r);
 		complain("this would delete the in-flight reservation above, "
 		    "so that the next retry runs the handler again.  Add --yes "
 		    "to do it.");
 		return EXIT_REFUSED;
 	}
-	err = idem_store_release(s, &sk, r.owner);
+	/* owner-checked: only the reservation shown above goes */
+	idem_copy_string(rq.owner, sizeof(rq.owner), r.owner);
+	err = idem_store_release(s, &rq);
 	if (err == IDEM_ERR_NOT_FOUND) {
 		complain("key %s changed meanwhile (committed, released or "
 		    "taken over): not released; run show again", key);

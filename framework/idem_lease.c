@@ -21,11 +21,12 @@
 
 struct idem_lease {
 	idem_lease_job job;
-	idem_store_key key;
-	char owner[IDEM_OWNER_MAX + 1];
-	char keyhash[17];
-	/* for the log lines of the lease thread: the request that reserved */
-	char request_id[IDEM_RID_MAX + 1];
+	/* the request's descriptor; its policy is the copy below (set again
+	 * on every copy of the lease: see with_policy) */
+	idem_store_req rq;
+	idem_key_policy policy;
+	unsigned metrics_row;     /* its route's (idem_metrics.h) */
+	/* for the log lines of the lease thread: the route that reserved */
 	const char *method, *route;   /* borrowed from the router */
 	int lost;                 /* renewal found it taken over */
 	int finishing;            /* RENEW: its handler returned and its
@@ -56,23 +57,32 @@ struct idem_leases {
 	unsigned backlog;         /* jobs other than RENEW queued */
 };
 
-/* The key's hash for a log line (never the key itself), computed into buf
- * the first time a line needs it. */
-static const char *
-key_hash(const idem_store_key *sk, char buf[17])
-{
-	if (buf[0] == '\0')
-		idem_key_hash(sk->scope, sk->key, sk->key_len, buf);
-	return buf;
-}
-
 /* Counts an outcome of l's key, on its route's metrics row, when ls has
  * metrics. */
 static void
 count(const idem_leases *ls, const idem_lease *l, idem_outcome o)
 {
 	if (ls->metrics != NULL)
-		idem_metrics_outcome(ls->metrics, l->key.metrics_row, o, 1);
+		idem_metrics_outcome(ls->metrics, l->metrics_row, o, 1);
+}
+
+/* l's descriptor for a store operation, pointing at l's own copy of its
+ * policy (l may be a shallow copy of a lease). */
+static idem_store_req *
+with_policy(idem_lease *l)
+{
+	l->rq.policy = &l->policy;
+	l->rq.contended = 0;
+	return &l->rq;
+}
+
+/* Counts the contention l's last store operation met. */
+static void
+count_contended(const idem_leases *ls, const idem_lease *l)
+{
+	if (l->rq.contended > 0 && ls->metrics != NULL)
+		idem_metrics_outcome(ls->metrics, l->metrics_row,
+		    IDEM_OUTCOME_CONTENDED, l->rq.contended);
 }
 
 /* The log context of a lease: its request, route, key hash, owner. */
@@ -80,12 +90,16 @@ static const idem_log_ctx *
 lease_ctx(idem_lease *l, idem_log_ctx *ctx, const char *event)
 {
 	memset(ctx, 0, sizeof(*ctx));
-	ctx->request_id = l->request_id[0] != '\0' ? l->request_id : NULL;
+	ctx->request_id = l->rq.request_id[0] != '\0' ? l->rq.request_id :
+	    NULL;
 	ctx->method = l->method;
 	ctx->route = l->route;
-	ctx->key_hash = key_hash(&l->key, l->keyhash);
+	if (l->rq.key_hash[0] == '\0')
+		idem_key_hash(l->rq.key.scope, l->rq.key.key, l->rq.key.key_len,
+		    l->rq.key_hash);
+	ctx->key_hash = l->rq.key_hash;
 	ctx->event = event;
-	ctx->owner = l->owner;
+	ctx->owner = l->rq.owner;
 	return ctx;
 }
 
@@ -94,8 +108,9 @@ static idem_err
 job_release(idem_leases *ls, idem_lease *l)
 {
 	idem_log_ctx ctx;
-	idem_err err = idem_store_release(ls->store, &l->key, l->owner);
+	idem_err err = idem_store_release(ls->store, with_policy(l));
 
+	count_contended(ls, l);
 	if (err == IDEM_OK) {
 		count(ls, l, IDEM_OUTCOME_RELEASED);
 		idem_log_at(lease_ctx(l, &ctx, "released"), IDEM_LOG_INFO,
@@ -115,8 +130,9 @@ static idem_err
 job_forget(idem_leases *ls, idem_lease *l)
 {
 	idem_log_ctx ctx;
-	idem_err err = idem_store_release(ls->store, &l->key, l->owner);
+	idem_err err = idem_store_release(ls->store, with_policy(l));
 
+	count_contended(ls, l);
 	if (err == IDEM_OK)
 		idem_log_at(lease_ctx(l, &ctx, NULL), IDEM_LOG_DEBUG,
 		    "deleted the reservation of a reserve that got no answer");
@@ -130,8 +146,9 @@ job_commit(idem_leases *ls, idem_lease *l)
 	idem_log_ctx ctx;
 	idem_err err;
 
-	err = ls->commit(ls->commit_arg, &l->key, l->owner, &l->answer,
-	    lease_ctx(l, &ctx, NULL));
+	err = ls->commit(ls->commit_arg, with_policy(l), l->metrics_row,
+	    &l->answer, lease_ctx(l, &ctx, NULL));
+	count_contended(ls, l);
 	if (err == IDEM_OK) {
 		count(ls, l, IDEM_OUTCOME_COMMITTED);
 		idem_log_at(lease_ctx(l, &ctx, "committed"), IDEM_LOG_INFO,
@@ -154,8 +171,9 @@ static void
 renew(idem_leases *ls, idem_lease *l)
 {
 	idem_log_ctx ctx;
-	idem_err err = idem_store_renew(ls->store, &l->key, l->owner);
+	idem_err err = idem_store_renew(ls->store, with_policy(l));
 
+	count_contended(ls, l);
 	if (err == IDEM_ERR_NOT_FOUND)
 		l->lost = 1;
 	else if (err != IDEM_OK)
@@ -249,7 +267,7 @@ round_done(idem_leases *ls, idem_lease *copy, idem_lease **orig,
 		 * memory be reused): match pointer and owner */
 		DL_FOREACH(ls->leases, l)
 			if (l == orig[i] && !l->lost &&
-			    strcmp(l->owner, copy[i].owner) == 0) {
+			    strcmp(l->rq.owner, copy[i].rq.owner) == 0) {
 				l->lost = 1;
 				/* a commit that just landed; a refused one is
 				 * logged by the commit */
@@ -393,23 +411,25 @@ log_dropped(idem_lease *l)
 
 idem_lease *
 idem_leases_add(idem_leases *ls, idem_lease_job job, const idem_request *req,
-    const idem_store_key *k, const char *owner,
-    const idem_stored_response *answer)
+    const idem_store_req *rq, const idem_stored_response *answer)
 {
 	idem_lease *l = calloc(1, sizeof(*l));
 
 	if (l == NULL)
 		return NULL;
 	l->job = job;
-	l->key = *k;
+	l->rq = *rq;
+	l->rq.contended = 0;
+	if (rq->policy != NULL)
+		l->policy = *rq->policy;
+	l->rq.policy = &l->policy;
 	if (job == IDEM_LEASE_FORGET)
 		l->settle_at = idem_now_ms() + ls->store->settle_ms;
-	idem_copy_string(l->owner, sizeof(l->owner), owner);
-	idem_copy_string(l->request_id, sizeof(l->request_id),
-	    req->request_id);
+	l->metrics_row = IDEM_METRICS_NO_ROUTE;
 	if (req->route != NULL) {
 		l->method = req->route->method;
 		l->route = req->route->tmpl;
+		l->metrics_row = req->route->metrics_row;
 	}
 	if (answer != NULL &&
 	    idem_stored_response_copy(&l->answer, answer) != IDEM_OK) {

@@ -54,14 +54,16 @@ typedef struct idem_lease idem_lease;
 struct idem_metrics;
 
 /*
- * Writes a deferred answer (borrowed for the call) as the commit of k by
- * owner; ctx (borrowed for the call) is the log context of the job, for
- * the lines the writer adds.  Returns the store's result: IDEM_OK,
- * IDEM_ERR_NOT_FOUND (fenced), IDEM_ERR_STORE or IDEM_ERR_BUSY (tried
- * again next round), or another error (given up, logged).
+ * Writes a deferred answer (borrowed for the call) as the commit of rq
+ * (the job's descriptor, borrowed for the call: its contention is counted
+ * after); row is the metrics row of its route, and ctx (borrowed for the
+ * call) the log context of the job, for what the writer counts and logs.
+ * Returns the store's result: IDEM_OK, IDEM_ERR_NOT_FOUND (fenced),
+ * IDEM_ERR_STORE or IDEM_ERR_BUSY (tried again next round), or another
+ * error (given up, logged).
  */
-typedef idem_err (*idem_lease_commit_fn)(void *arg, const idem_store_key *k,
-    const char *owner, const idem_stored_response *answer,
+typedef idem_err (*idem_lease_commit_fn)(void *arg, idem_store_req *rq,
+    unsigned row, const idem_stored_response *answer,
     const idem_log_ctx *ctx);
 
 /*
@@ -74,9 +76,9 @@ typedef idem_err (*idem_lease_commit_fn)(void *arg, const idem_store_key *k,
 idem_err idem_leases_new(idem_store *store, uint64_t inflight_ttl_ms,
     idem_lease_commit_fn commit, void *arg, idem_leases **out);
 
-/* Counts outcomes (committed, released, fenced) into m, each on the
- * metrics row of its key (idem_store_key.metrics_row) (borrowed; NULL:
- * not counted). */
+/* Counts outcomes (committed, released, fenced, contended) into m, each
+ * on the metrics row of the route of the request that added the job
+ * (borrowed; NULL: not counted). */
 void idem_leases_set_metrics(idem_leases *ls, struct idem_metrics *m);
 
 /* Talks to store (borrowed) from now on.  Only while no job is queued and
@@ -84,15 +86,16 @@ void idem_leases_set_metrics(idem_leases *ls, struct idem_metrics *m);
 void idem_leases_set_store(idem_leases *ls, idem_store *store);
 
 /*
- * Registers the reservation of k by owner, made by req (its request id and
- * route name the log lines), for job; a COMMIT's answer is copied.
+ * Registers the reservation of rq (its descriptor, copied with its
+ * policy), made by req (its route names the log lines and counts the
+ * outcomes), for job; a COMMIT's answer is copied.
  * Returns the lease (owned by ls), or NULL when out of memory or, for the
  * jobs other than RENEW, over IDEM_LEASE_MAX_BACKLOG or after
  * idem_leases_flush (the job is then logged as dropped): the key then
  * frees after inflight-ttl.
  */
 idem_lease *idem_leases_add(idem_leases *ls, idem_lease_job job,
-    const idem_request *req, const idem_store_key *k, const char *owner,
+    const idem_request *req, const idem_store_req *rq,
     const idem_stored_response *answer);
 
 /* Marks a RENEW lease's handler as returned, so a renewal refused from now

@@ -15,7 +15,6 @@
 
 #include <jansson.h>
 
-#include "idem_key.h"
 #include "idem_log.h"
 #include "idem_request.h"
 #include "idem_router.h"
@@ -218,7 +217,7 @@ logv_ctx(const idem_log_ctx *c, idem_log_level level, const char *fmt,
 }
 
 void
-idem_log_ctx_of(idem_log_ctx *ctx, const idem_request *req, char keyhash[17])
+idem_log_ctx_of(idem_log_ctx *ctx, const idem_request *req)
 {
 	memset(ctx, 0, sizeof(*ctx));
 	if (req == NULL)
@@ -228,11 +227,8 @@ idem_log_ctx_of(idem_log_ctx *ctx, const idem_request *req, char keyhash[17])
 		ctx->method = req->route->method;
 		ctx->route = req->route->tmpl;
 	}
-	if (req->idem_key != NULL) {
-		idem_key_hash(req->idem_scope, req->idem_key, req->idem_key_len,
-		    keyhash);
-		ctx->key_hash = keyhash;
-	}
+	if (req->key_hash[0] != '\0')
+		ctx->key_hash = req->key_hash;
 }
 
 void
@@ -252,11 +248,10 @@ logv_req(const idem_request *req, idem_log_level level, const char *event,
     const char *owner, const char *fmt, va_list ap)
 {
 	idem_log_ctx ctx;
-	char keyhash[17];
 
 	if ((int)level < log_level)
 		return;
-	idem_log_ctx_of(&ctx, req, keyhash);
+	idem_log_ctx_of(&ctx, req);
 	ctx.event = event;
 	ctx.owner = owner;
 	logv_ctx(&ctx, level, fmt, ap);

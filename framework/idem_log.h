@@ -52,10 +52,9 @@ void idem_log_set_format(idem_log_format format);
 /* Sends lines to fd instead of 2 (tests).  Returns the previous fd. */
 int idem_log_set_fd(int fd);
 
-/* Fills ctx from req (NULL: an empty ctx); keyhash receives the key's
- * hash when req carries an Idempotency-Key. */
-void idem_log_ctx_of(idem_log_ctx *ctx, const idem_request *req,
-    char keyhash[17]);
+/* Fills ctx from req (NULL: an empty ctx), borrowing from req: with the
+ * key's hash once the middleware has set it. */
+void idem_log_ctx_of(idem_log_ctx *ctx, const idem_request *req);
 
 /* Writes one line about ctx (NULL: about nothing in particular). */
 void idem_log_at(const idem_log_ctx *ctx, idem_log_level level,

@@ -58,9 +58,20 @@ idem_mw_count(const idem_middleware *mw, const idem_request *req, idem_outcome o
 	idem_mw_count_row(mw, req->route->metrics_row, o);
 }
 
-static idem_err commit_deferred(void *arg, const idem_store_key *sk,
-    const char *owner, const idem_stored_response *sr,
-    const idem_log_ctx *ctx);
+/* Counts the contention the store met for rq on req's route, and clears
+ * it. */
+void
+idem_mw_count_contended(const idem_middleware *mw, const idem_request *req,
+    idem_store_req *rq)
+{
+	if (rq->contended > 0 && mw->metrics != NULL)
+		idem_metrics_outcome(mw->metrics, req->route->metrics_row,
+		    IDEM_OUTCOME_CONTENDED, rq->contended);
+	rq->contended = 0;
+}
+
+static idem_err commit_deferred(void *arg, idem_store_req *rq, unsigned row,
+    const idem_stored_response *sr, const idem_log_ctx *ctx);
 
 idem_err
 idem_middleware_new(const idem_config *cfg, idem_store *store,
@@ -76,6 +87,10 @@ idem_middleware_new(const idem_config *cfg, idem_store *store,
 		return IDEM_ERR_NOMEM;
 	}
 	mw->cfg = cfg;
+	mw->policy.lifetime_ms = cfg->lifetime;
+	mw->policy.lease_ms = cfg->inflight_ttl;
+	mw->policy.wait_ms = cfg->inflight_wait;
+	mw->policy.commit_status = cfg->commit_status;
 	mw->store = store;
 	faults = getenv("IDEMFCGI_TEST_FAULTS");
 	mw->faults = faults != NULL && strcmp(faults, "1") == 0;
@@ -184,19 +199,14 @@ warn_unscoped(const idem_request *req)
 	    "scope = remote-user or header:NAME (logged once per process)");
 }
 
-/* Fills *sk: the key, the scope hash, and the metrics row of req's route
- * (what the store counts on the key's behalf).  Returns 0, or -1 after
- * putting a 400 in res when the scope's principal is missing. */
+/* Fills sk's scope hash for req (sk's key is set).  Returns 0, or -1
+ * after putting a 400 in res when the scope's principal is missing. */
 static int
-store_key(const idem_middleware *mw, const idem_request *req, const char *key,
+key_scope(const idem_middleware *mw, const idem_request *req,
     idem_store_key *sk, idem_response *res)
 {
 	const char *who = NULL;
 
-	memset(sk, 0, sizeof(*sk));
-	sk->key_len = strlen(key);
-	memcpy(sk->key, key, sk->key_len);
-	sk->metrics_row = req->route->metrics_row;
 	switch (mw->cfg->scope) {
 	case IDEM_SCOPE_NONE:
 		warn_unscoped(req);
@@ -289,56 +299,57 @@ not_stored(idem_middleware *mw, const idem_answer *a, unsigned row,
 
 /* write_fn of the two-phase path. */
 static idem_err
-write_commit(idem_middleware *mw, void *arg, const idem_store_key *sk,
-    const char *owner, const idem_stored_response *sr)
+write_commit(idem_middleware *mw, void *arg, idem_store_req *rq,
+    const idem_stored_response *sr)
 {
 	(void)arg;
-	return idem_store_commit(mw->store, sk, owner, sr, mw->cfg->lifetime);
+	return idem_store_commit(mw->store, rq, sr);
 }
 
 /*
- * Writes the prepared answer a as sk's, through write with arg: a
+ * Writes the prepared answer a as rq's, through write with arg: a
  * committable answer is never released, so when it is not stored whole
  * (a->why set by idem_answer_prepare, or the store refuses it as too
  * large) its stand-in is, logged (about req, or ctx: see not_stored) and
- * counted as answer_not_stored on sk's row.  Returns what the last write
+ * counted as answer_not_stored on row.  Returns what the last write
  * returned.
  */
 idem_err
-idem_mw_write_answer(idem_middleware *mw, idem_answer *a, const idem_store_key *sk,
-    const char *owner, const idem_request *req, const idem_log_ctx *ctx,
+idem_mw_write_answer(idem_middleware *mw, idem_answer *a, idem_store_req *rq,
+    unsigned row, const idem_request *req, const idem_log_ctx *ctx,
     idem_mw_write_fn write, void *arg)
 {
 	idem_err err;
 
 	if (a->why != NULL)
-		not_stored(mw, a, sk->metrics_row, req, owner, ctx);
-	err = write(mw, arg, sk, owner, &a->sr);
+		not_stored(mw, a, row, req, rq->owner, ctx);
+	err = write(mw, arg, rq, &a->sr);
 	if (err != IDEM_ERR_TOO_LARGE)
 		return err;
 	/* TOO_LARGE again when the stand-in was refused already */
 	err = idem_answer_stand_in(a, "the store refused it as too large");
 	if (err == IDEM_OK || err == IDEM_ERR_NOMEM)
-		not_stored(mw, a, sk->metrics_row, req, owner, ctx);
+		not_stored(mw, a, row, req, rq->owner, ctx);
 	if (err == IDEM_OK)
-		err = write(mw, arg, sk, owner, &a->sr);
+		err = write(mw, arg, rq, &a->sr);
 	return err;
 }
 
 idem_err
 idem_mw_store_answer(idem_middleware *mw, idem_answer *a,
-    const idem_response *res, const idem_store_key *sk, const char *owner,
-    const idem_request *req, idem_mw_write_fn write, void *arg)
+    const idem_response *res, idem_store_req *rq, const idem_request *req,
+    idem_mw_write_fn write, void *arg)
 {
+	unsigned row = req->route->metrics_row;
 	idem_err err = idem_answer_prepare(a, mw->cfg,
 	    idem_store_get_limits(mw->store), res);
 
 	if (err == IDEM_OK)
-		return idem_mw_write_answer(mw, a, sk, owner, req, NULL, write,
+		return idem_mw_write_answer(mw, a, rq, row, req, NULL, write,
 		    arg);
 	/* no room even for the stand-in: said, and counted, all the same */
 	if (a->why != NULL)
-		not_stored(mw, a, sk->metrics_row, req, owner, NULL);
+		not_stored(mw, a, row, req, rq->owner, NULL);
 	return err;
 }
 
@@ -349,7 +360,7 @@ idem_mw_store_answer(idem_middleware *mw, idem_answer *a,
  * written.  Returns what the commit returned.
  */
 static idem_err
-commit_deferred(void *arg, const idem_store_key *sk, const char *owner,
+commit_deferred(void *arg, idem_store_req *rq, unsigned row,
     const idem_stored_response *sr, const idem_log_ctx *ctx)
 {
 	idem_middleware *mw = arg;
@@ -359,8 +370,8 @@ commit_deferred(void *arg, const idem_store_key *sk, const char *owner,
 	err = idem_answer_prepare_stored(&a, mw->cfg,
 	    idem_store_get_limits(mw->store), sr);
 	if (err == IDEM_OK)
-		err = idem_mw_write_answer(mw, &a, sk, owner, NULL, ctx, write_commit,
-		    NULL);
+		err = idem_mw_write_answer(mw, &a, rq, row, NULL, ctx,
+		    write_commit, NULL);
 	idem_answer_clear(&a);
 	return err;
 }
@@ -374,13 +385,13 @@ commit_deferred(void *arg, const idem_store_key *sk, const char *owner,
  */
 static void
 commit_answer(idem_middleware *mw, const idem_request *req,
-    const idem_store_key *sk, const char *owner, const idem_response *res)
+    idem_store_req *rq, const idem_response *res)
 {
+	const char *owner = rq->owner;
 	idem_answer a;
 	idem_err err;
 
-	err = idem_mw_store_answer(mw, &a, res, sk, owner, req, write_commit,
-	    NULL);
+	err = idem_mw_store_answer(mw, &a, res, rq, req, write_commit, NULL);
 	if (err == IDEM_OK) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_COMMITTED);
 	} else if (err == IDEM_ERR_NOT_FOUND) {
@@ -389,7 +400,7 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 		    "refused: this request no longer holds its reservation (taken "
 		    "over or released); its answer was not stored");
 	} else if (idem_store_err_transient(err) && idem_leases_add(mw->leases,
-	    IDEM_LEASE_COMMIT, req, sk, owner, &a.sr) != NULL) {
+	    IDEM_LEASE_COMMIT, req, rq, &a.sr) != NULL) {
 		idem_log_event(req, err == IDEM_ERR_BUSY ? IDEM_LOG_WARN :
 		    IDEM_LOG_ERROR, "commit_deferred", owner, "commit failed: "
 		    "%s; it is retried in the background while the reservation "
@@ -403,12 +414,13 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 }
 
 /* Whether an answer is stored (and a transaction committed): the handler
- * succeeded with a status in commit-statuses. */
+ * succeeded with a status in pol's commit-statuses. */
 int
-idem_mw_committable(const idem_config *cfg, const idem_response *res, idem_err herr)
+idem_mw_committable(const idem_key_policy *pol, const idem_response *res,
+    idem_err herr)
 {
 	return herr == IDEM_OK && res->status >= 100 && res->status <= 599 &&
-	    cfg->commit_status[res->status];
+	    pol->commit_status[res->status];
 }
 
 /*
@@ -418,11 +430,12 @@ idem_mw_committable(const idem_config *cfg, const idem_response *res, idem_err h
  */
 static void
 release_reservation(idem_middleware *mw, const idem_request *req,
-    const idem_store_key *sk, const char *owner, int status, idem_err herr)
+    idem_store_req *rq, int status, idem_err herr)
 {
 	const char *why = herr != IDEM_OK ? "the handler failed" :
 	    "its status is not in commit-statuses";
-	idem_err err = idem_store_release(mw->store, sk, owner);
+	const char *owner = rq->owner;
+	idem_err err = idem_store_release(mw->store, rq);
 
 	if (err == IDEM_OK) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_RELEASED);
@@ -432,8 +445,8 @@ release_reservation(idem_middleware *mw, const idem_request *req,
 		idem_mw_count(mw, req, IDEM_OUTCOME_FENCED);
 		idem_log_event(req, IDEM_LOG_WARN, "fenced", owner, "release "
 		    "refused: this request no longer holds its reservation");
-	} else if (idem_leases_add(mw->leases, IDEM_LEASE_RELEASE, req, sk,
-	    owner, NULL) != NULL) {
+	} else if (idem_leases_add(mw->leases, IDEM_LEASE_RELEASE, req, rq,
+	    NULL) != NULL) {
 		idem_log_event(req, err == IDEM_ERR_BUSY ? IDEM_LOG_WARN :
 		    IDEM_LOG_ERROR, "release_deferred", owner, "release failed: "
 		    "%s; it is retried in the background", idem_strerror(err));
@@ -471,14 +484,14 @@ idem_mw_new_owner(const idem_middleware *mw, char *owner)
 }
 
 /*
- * Step 1 of DESIGN.md 2: the key of req, parsed into req->idem_keybuf
- * (its length in *klen).  Returns the key, or NULL when res holds the
- * answer: 400 missing on a required route, 400 invalid; or, with no key on
- * an optional route, the handler's answer without idempotency.
+ * Step 1 of DESIGN.md 2: the key of req, parsed into sk.  Returns 0, or
+ * -1 when res holds the answer: 400 missing on a required route, 400
+ * invalid; or, with no key on an optional route, the handler's answer
+ * without idempotency.
  */
-static const char *
+static int
 request_key(idem_middleware *mw, idem_request *req, idem_response *res,
-    idem_next_fn next, size_t *klen)
+    idem_next_fn next, idem_store_key *sk)
 {
 	static const char *const formats[] = { "1 to 255 visible ASCII "
 	    "characters", "a UUID in its 36-character form", "a UUIDv7 "
@@ -495,18 +508,18 @@ request_key(idem_middleware *mw, idem_request *req, idem_response *res,
 		} else {
 			idem_middleware_plain(mw, req, res, next);
 		}
-		return NULL;
+		return -1;
 	}
-	if (idem_key_parse(mw->cfg->key_format, key, req->idem_keybuf, klen) !=
+	if (idem_key_parse(mw->cfg->key_format, key, sk->key, &sk->key_len) !=
 	    IDEM_OK) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_KEY_INVALID);
 		snprintf(detail, sizeof(detail), "an Idempotency-Key here is %s",
 		    formats[mw->cfg->key_format]);
 		idem_response_refuse(res, 400, "IDEMPOTENCY_KEY_INVALID", detail,
 		    0);
-		return NULL;
+		return -1;
 	}
-	return req->idem_keybuf;
+	return 0;
 }
 
 /* Step 4's answers that are not a run: replays the committed answer rr
@@ -530,26 +543,23 @@ answer_replay(idem_middleware *mw, const idem_request *req,
 }
 
 void
-idem_mw_wait_init(const idem_middleware *mw, idem_mw_wait *w)
+idem_mw_wait_init(const idem_store_req *rq, idem_mw_wait *w)
 {
-	w->deadline = idem_now_ms() + mw->cfg->inflight_wait;
+	w->deadline = idem_now_ms() + rq->policy->wait_ms;
 	w->pause = 5;
 }
 
 int
 idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
-    const idem_mw_ask *ask, idem_mysql_conn *c, idem_mw_wait *w)
+    idem_store_req *rq, idem_mysql_conn *c, idem_mw_wait *w)
 {
 	const idem_config *cfg = mw->cfg;
 	idem_reserve_result rr;
 	idem_err err;
 
 	for (;;) {
-		err = c != NULL ? idem_store_tx_begin(mw->store, c, ask->sk,
-		    ask->fp, ask->owner, req->request_id, cfg->inflight_ttl,
-		    cfg->lifetime, &rr) : idem_store_reserve(mw->store, ask->sk,
-		    ask->fp, ask->owner, req->request_id, cfg->inflight_ttl,
-		    cfg->lifetime, &rr);
+		err = c != NULL ? idem_store_tx_begin(mw->store, c, rq, &rr) :
+		    idem_store_reserve(mw->store, rq, &rr);
 		if (err != IDEM_OK && err != IDEM_ERR_BUSY) {
 			idem_mw_store_failed(mw, req, err);
 			idem_reserve_result_clear(&rr);
@@ -558,7 +568,7 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 			 * dies with it) */
 			if (c == NULL)
 				idem_leases_add(mw->leases, IDEM_LEASE_FORGET, req,
-				    ask->sk, ask->owner, NULL);
+				    rq, NULL);
 			idem_mw_refuse_unavailable(res);
 			return 0;
 		}
@@ -567,7 +577,7 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 		if (err == IDEM_OK && (rr.outcome == IDEM_RESERVE_ACQUIRED ||
 		    rr.outcome == IDEM_RESERVE_TAKEN_OVER))
 			break;
-		if (err == IDEM_OK && memcmp(rr.fingerprint, ask->fp, 32) != 0) {
+		if (err == IDEM_OK && memcmp(rr.fingerprint, rq->fp, 32) != 0) {
 			idem_reserve_result_clear(&rr);
 			idem_mw_count(mw, req, IDEM_OUTCOME_CONFLICT);
 			idem_response_refuse(res, (int)cfg->conflict_status,
@@ -597,11 +607,11 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 	}
 	if (rr.outcome == IDEM_RESERVE_TAKEN_OVER) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_TAKEN_OVER);
-		idem_log_event(req, IDEM_LOG_WARN, "takeover", ask->owner, "took "
-		    "over the reservation of request %s (owner %s), idle for %llu "
-		    "ms (inflight-ttl %llu ms); running the handler",
+		idem_log_event(req, IDEM_LOG_WARN, "takeover", rq->owner,
+		    "took over the reservation of request %s (owner %s), idle "
+		    "for %llu ms (inflight-ttl %llu ms); running the handler",
 		    rr.request_id, rr.owner, (unsigned long long)rr.lease_age_ms,
-		    (unsigned long long)cfg->inflight_ttl);
+		    (unsigned long long)rq->policy->lease_ms);
 	} else {
 		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
 	}
@@ -613,20 +623,20 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
  * then commits its answer or releases the reservation. */
 static void
 run_and_finish(idem_middleware *mw, idem_request *req, idem_response *res,
-    idem_next_fn next, const idem_mw_ask *ask)
+    idem_next_fn next, idem_store_req *rq)
 {
 	idem_lease *lease = idem_leases_add(mw->leases, IDEM_LEASE_RENEW, req,
-	    ask->sk, ask->owner, NULL);
+	    rq, NULL);
 	idem_err err = next(req, res);
 
 	idem_mw_fault_die(mw, req, "after-handler");
 	/* renewed until the commit's or release's outcome is known, so a
 	 * slow commit is never taken over */
 	idem_leases_finishing(mw->leases, lease);
-	if (idem_mw_committable(mw->cfg, res, err))
-		commit_answer(mw, req, ask->sk, ask->owner, res);
+	if (idem_mw_committable(rq->policy, res, err))
+		commit_answer(mw, req, rq, res);
 	else
-		release_reservation(mw, req, ask->sk, ask->owner, res->status, err);
+		release_reservation(mw, req, rq, res->status, err);
 	idem_leases_remove(mw->leases, lease);
 }
 
@@ -634,40 +644,39 @@ void
 idem_middleware_handle(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next)
 {
-	unsigned char fp[32];
-	char owner[IDEM_OWNER_MAX + 1];
-	idem_store_key sk;
-	idem_mw_ask ask = { &sk, fp, owner };
+	idem_store_req rq;
 	idem_mw_wait w;
-	size_t klen;
 
+	memset(&rq, 0, sizeof(rq));
+	rq.policy = &mw->policy;
 	/* 1. the key */
-	if (request_key(mw, req, res, next, &klen) == NULL)
+	if (request_key(mw, req, res, next, &rq.key) < 0)
 		return;
 	/* 2. its scope */
-	if (store_key(mw, req, req->idem_keybuf, &sk, res) < 0) {
+	if (key_scope(mw, req, &rq.key, res) < 0) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_SCOPE_MISSING);
 		return;
 	}
 	/* from here on, log lines about req carry the key's hash */
-	req->idem_key = req->idem_keybuf;
-	req->idem_key_len = sk.key_len;
-	memcpy(req->idem_scope, sk.scope, sizeof(sk.scope));
+	idem_key_hash(rq.key.scope, rq.key.key, rq.key.key_len, rq.key_hash);
+	memcpy(req->key_hash, rq.key_hash, sizeof(req->key_hash));
 	/* 3. the fingerprint */
-	if (idem_fingerprint(req, fp) != IDEM_OK) {
+	if (idem_fingerprint(req, rq.fp) != IDEM_OK) {
 		idem_response_refuse(res, 500, "OUT_OF_MEMORY", "out of memory",
 		    0);
 		return;
 	}
-	idem_mw_new_owner(mw, owner);
-	/* 7. a transactional route reserves inside its handler's
-	 * transaction and finishes with it (idem_middleware_tx.c) */
+	idem_mw_new_owner(mw, rq.owner);
+	idem_copy_string(rq.request_id, sizeof(rq.request_id), req->request_id);
 	if (req->route->tx_pool != NULL) {
-		idem_mw_tx_handle(mw, req, res, next, &ask);
-		return;
+		/* 7. a transactional route reserves inside its handler's
+		 * transaction and finishes with it (idem_middleware_tx.c) */
+		idem_mw_tx_handle(mw, req, res, next, &rq);
+	} else {
+		/* 4. reserve; 5. run, then commit or release */
+		idem_mw_wait_init(&rq, &w);
+		if (idem_mw_reserve(mw, req, res, &rq, NULL, &w))
+			run_and_finish(mw, req, res, next, &rq);
 	}
-	/* 4. reserve; 5. run, then commit or release */
-	idem_mw_wait_init(mw, &w);
-	if (idem_mw_reserve(mw, req, res, &ask, NULL, &w))
-		run_and_finish(mw, req, res, next, &ask);
+	idem_mw_count_contended(mw, req, &rq);
 }

@@ -21,6 +21,7 @@
 
 struct idem_middleware {
 	const idem_config *cfg;   /* borrowed */
+	idem_key_policy policy;   /* every route's, from cfg's [idempotency] */
 	idem_store *store;        /* owned */
 	struct idem_metrics *metrics; /* borrowed; NULL: not counted */
 	char instance[17];        /* owner tokens start with it and '.' */
@@ -60,9 +61,14 @@ void idem_mw_store_answered(idem_middleware *mw, const idem_request *req);
 void idem_mw_refuse_unavailable(idem_response *res);
 
 /* Whether an answer is stored (and a transaction committed): the handler
- * succeeded with a status in commit-statuses. */
-int idem_mw_committable(const idem_config *cfg, const idem_response *res,
+ * succeeded with a status in pol's commit-statuses. */
+int idem_mw_committable(const idem_key_policy *pol, const idem_response *res,
     idem_err herr);
+
+/* Counts the contention the store met for rq on req's route, and clears
+ * it. */
+void idem_mw_count_contended(const idem_middleware *mw,
+    const idem_request *req, idem_store_req *rq);
 
 /* Writes a fresh owner token into owner (IDEM_OWNER_MAX + 1 bytes). */
 void idem_mw_new_owner(const idem_middleware *mw, char *owner);
@@ -70,36 +76,28 @@ void idem_mw_new_owner(const idem_middleware *mw, char *owner);
 /* How an answer is written: the store's commit, or a transactional
  * route's record inside its transaction (arg: the connection). */
 typedef idem_err (*idem_mw_write_fn)(idem_middleware *mw, void *arg,
-    const idem_store_key *sk, const char *owner,
-    const idem_stored_response *sr);
+    idem_store_req *rq, const idem_stored_response *sr);
 
 /*
- * Writes the prepared answer a as sk's, through write with arg: a
+ * Writes the prepared answer a as rq's, through write with arg: a
  * committable answer is never released, so when it is not stored whole
  * (a->why set by idem_answer_prepare, or the store refuses it as too
  * large) its stand-in is, logged (about req; or, with req NULL, about
- * ctx) and counted as answer_not_stored on sk's row.  Returns what the
- * last write returned.
+ * ctx) and counted as answer_not_stored on row.  Returns what the last
+ * write returned.
  */
 idem_err idem_mw_write_answer(idem_middleware *mw, idem_answer *a,
-    const idem_store_key *sk, const char *owner, const idem_request *req,
+    idem_store_req *rq, unsigned row, const idem_request *req,
     const idem_log_ctx *ctx, idem_mw_write_fn write, void *arg);
 
 /* Prepares res (idem_answer_prepare) into a and writes it as
- * idem_mw_write_answer does; an answer that needed its stand-in and got no
- * memory for it is logged and counted as not stored all the same.  Returns
- * what the last write returned, or IDEM_ERR_NOMEM.  Clear a after. */
+ * idem_mw_write_answer does for req; an answer that needed its stand-in
+ * and got no memory for it is logged and counted as not stored all the
+ * same.  Returns what the last write returned, or IDEM_ERR_NOMEM.  Clear
+ * a after. */
 idem_err idem_mw_store_answer(idem_middleware *mw, idem_answer *a,
-    const idem_response *res, const idem_store_key *sk, const char *owner,
-    const idem_request *req, idem_mw_write_fn write, void *arg);
-
-/* What a request asks the store for: its key, fingerprint, owner token
- * (all borrowed). */
-typedef struct idem_mw_ask {
-	const idem_store_key *sk;
-	const unsigned char *fp;
-	char *owner;
-} idem_mw_ask;
+    const idem_response *res, idem_store_req *rq, const idem_request *req,
+    idem_mw_write_fn write, void *arg);
 
 /* How long a request may still wait while its key is in flight or
  * contended (inflight-wait from its first attempt), and the next pause. */
@@ -108,24 +106,25 @@ typedef struct idem_mw_wait {
 	long pause;           /* ms */
 } idem_mw_wait;
 
-/* Starts w at inflight-wait from now. */
-void idem_mw_wait_init(const idem_middleware *mw, idem_mw_wait *w);
+/* Starts w at the inflight-wait of rq's policy from now. */
+void idem_mw_wait_init(const idem_store_req *rq, idem_mw_wait *w);
 
 /*
- * Step 4 of DESIGN.md 2: reserves ask's key for req through the store, or
+ * Step 4 of DESIGN.md 2: reserves rq's key for req through the store, or
  * inside c's transaction when c is not NULL, waiting within w while it is
  * in flight or contended.  Returns 1 when the handler is to run (acquired
  * or taken over; counted, a takeover logged), 0 when res holds the answer
  * (the replay, a conflict, in flight, store unavailable).
  */
 int idem_mw_reserve(idem_middleware *mw, idem_request *req,
-    idem_response *res, const idem_mw_ask *ask, idem_mysql_conn *c,
+    idem_response *res, idem_store_req *rq, idem_mysql_conn *c,
     idem_mw_wait *w);
 
 /* Step 7 (idem_middleware_tx.c): a keyed request to a transactional route,
- * from its reservation inside the handler's transaction to its COMMIT. */
+ * from its reservation inside the handler's transaction to its COMMIT;
+ * rq is its descriptor (its owner changes when it reserves again). */
 void idem_mw_tx_handle(idem_middleware *mw, idem_request *req,
-    idem_response *res, idem_next_fn next, idem_mw_ask *ask);
+    idem_response *res, idem_next_fn next, idem_store_req *rq);
 
 /* A request to a transactional route with no key to record: the handler
  * in a transaction of its own. */

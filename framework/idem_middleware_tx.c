@@ -23,11 +23,10 @@
 /* write_fn of a transactional route: the record in the open transaction
  * of arg, its connection. */
 static idem_err
-write_record(idem_middleware *mw, void *arg, const idem_store_key *sk,
-    const char *owner, const idem_stored_response *sr)
+write_record(idem_middleware *mw, void *arg, idem_store_req *rq,
+    const idem_stored_response *sr)
 {
-	return idem_store_tx_record(mw->store, arg, sk, owner, sr,
-	    mw->cfg->lifetime);
+	return idem_store_tx_record(mw->store, arg, rq, sr);
 }
 
 /* The IDEM_TX_FAULT_* bits req asks for. */
@@ -42,11 +41,12 @@ tx_faults(const idem_middleware *mw, const idem_request *req)
 
 /*
  * After a transactional route's handler ran in c's transaction: writes the
- * answer into sk's record (sk NULL: no record) and commits, or rolls back
- * when the answer is not stored.  A committable answer the store cannot
- * hold is written as its stand-in.  When the transaction does not commit,
- * res becomes a 503 saying so (or that the outcome is unknown), except
- * when may_retry and the transaction lost a race for sk, at COMMIT or
+ * answer into rq's record (rq's key empty: no record) and commits, or
+ * rolls back when the answer is not stored.  A committable answer the
+ * store cannot hold is written as its stand-in.  When the transaction does
+ * not commit, res becomes a 503 saying so (or that the outcome is
+ * unknown), except when may_retry and the transaction lost a race for its
+ * key, at COMMIT or
  * under the handler (lost: idem_mysql_tx_lost) (a deadlock; on Galera, a
  * certification failure against another node's transaction): then
  * nothing of it was done, res is left to the caller, and 1 is returned:
@@ -55,23 +55,25 @@ tx_faults(const idem_middleware *mw, const idem_request *req)
  */
 static int
 tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
-    const idem_store_key *sk, const char *owner, idem_response *res,
-    idem_err herr, int lost, int may_retry)
+    idem_store_req *rq, idem_response *res, idem_err herr, int lost,
+    int may_retry)
 {
-	int unknown = 0;
+	/* (owner is "" without a key) */
+	const char *owner = rq->owner;
+	int keyed = rq->key.key_len > 0, unknown = 0;
 	idem_err err = IDEM_OK;
 
 	/* the server rolled the transaction back under the handler (a
 	 * deadlock; on Galera, another node's commit of this key won):
 	 * whatever the handler answered, nothing of it was done */
-	if (sk != NULL && lost) {
-		idem_store_tx_end(mw->store, c, sk, owner, 0, &unknown);
+	if (keyed && lost) {
+		idem_store_tx_end(mw->store, c, rq, 0, &unknown);
 		err = IDEM_ERR_BUSY;
 		goto not_committed;
 	}
-	if (!idem_mw_committable(mw->cfg, res, herr)) {
-		idem_store_tx_end(mw->store, c, sk, owner, 0, &unknown);
-		if (sk != NULL) {
+	if (!idem_mw_committable(rq->policy, res, herr)) {
+		idem_store_tx_end(mw->store, c, rq, 0, &unknown);
+		if (keyed) {
 			idem_mw_count(mw, req, IDEM_OUTCOME_RELEASED);
 			idem_log_event(req, IDEM_LOG_INFO, "released", owner,
 			    "rolled back (status %d%s); a retry runs again",
@@ -80,28 +82,28 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 		}
 		return 0;
 	}
-	if (sk != NULL) {
+	if (keyed) {
 		idem_answer a;
-		err = idem_mw_store_answer(mw, &a, res, sk, owner, req,
-		    write_record, c);
+		err = idem_mw_store_answer(mw, &a, res, rq, req, write_record,
+		    c);
 		idem_answer_clear(&a);
 		/* the record not written (even as its stand-in), the open
 		 * transaction goes back; other errors rolled it back already */
 		if (err == IDEM_ERR_TOO_LARGE || err == IDEM_ERR_NOMEM)
-			idem_store_tx_end(mw->store, c, sk, owner, 0, &unknown);
+			idem_store_tx_end(mw->store, c, rq, 0, &unknown);
 	}
 	if (err == IDEM_OK) {
 		idem_mw_fault_die(mw, req, "after-record");
 		idem_store_tx_faults(c, tx_faults(mw, req));
-		err = idem_store_tx_end(mw->store, c, sk, owner, 1, &unknown);
+		err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
 	}
 	if (err == IDEM_OK) {
-		if (sk != NULL)
+		if (keyed)
 			idem_mw_count(mw, req, IDEM_OUTCOME_COMMITTED);
 		return 0;
 	}
 not_committed:
-	if (err == IDEM_ERR_BUSY && sk != NULL && may_retry) {
+	if (err == IDEM_ERR_BUSY && keyed && may_retry) {
 		idem_log_event(req, IDEM_LOG_INFO, "tx_lost_race", owner,
 		    "the transaction lost a race for the key, at COMMIT or under "
 		    "the handler (a deadlock, or a certification failure): "
@@ -111,7 +113,7 @@ not_committed:
 	/* not committed (or not known to be): the handler's answer is void */
 	if (err == IDEM_ERR_NOT_FOUND)
 		idem_mw_count(mw, req, IDEM_OUTCOME_FENCED);
-	else if (sk != NULL)
+	else if (keyed)
 		idem_mw_count(mw, req, unknown ? IDEM_OUTCOME_TX_UNKNOWN :
 		    IDEM_OUTCOME_TX_ROLLED_BACK);
 	idem_log_event(req, unknown ? IDEM_LOG_ERROR : IDEM_LOG_WARN, unknown ?
@@ -158,15 +160,16 @@ idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 {
 	idem_mysql_pool *pool = req->route->tx_pool;
 	idem_mysql_conn *c = idem_mysql_take(pool);
+	/* no key: the descriptor of a transaction with no record */
+	idem_store_req rq = { .policy = &mw->policy };
 	idem_reserve_result rr;
 	idem_err err;
 
-	if (c != NULL)
-		c->metrics_row = req->route->metrics_row;
-	if (c == NULL || idem_store_tx_begin(mw->store, c, NULL, NULL, NULL,
-	    NULL, 0, 0, &rr) != IDEM_OK) {
+	if (c == NULL || idem_store_tx_begin(mw->store, c, &rq, &rr) !=
+	    IDEM_OK) {
 		if (c != NULL)
 			idem_mysql_put(pool, c);
+		idem_mw_count_contended(mw, req, &rq);
 		idem_response_refuse(res, 503, "DATABASE_UNAVAILABLE", "the "
 		    "database is unavailable; retry later", 1);
 		return;
@@ -177,14 +180,15 @@ idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	idem_mw_fault_die(mw, req, "after-handler");
 	/* without a reservation the transaction opens with the handler's
 	 * first statement, if any: nothing to check */
-	tx_finish(mw, req, c, NULL, NULL, res, err, 0, 0);
+	tx_finish(mw, req, c, &rq, res, err, 0, 0);
 	idem_mysql_put(pool, c);
+	idem_mw_count_contended(mw, req, &rq);
 }
 
 
 void
 idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
-    idem_next_fn next, idem_mw_ask *ask)
+    idem_next_fn next, idem_store_req *rq)
 {
 	idem_mysql_pool *pool = req->route->tx_pool;
 	idem_mysql_conn *c = idem_mysql_take(pool);
@@ -197,10 +201,9 @@ idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
 		idem_mw_refuse_unavailable(res);
 		return;
 	}
-	c->metrics_row = ask->sk->metrics_row;
-	idem_mw_wait_init(mw, &w);
+	idem_mw_wait_init(rq, &w);
 	/* the open transaction holds the key: no lease to renew */
-	while (idem_mw_reserve(mw, req, res, ask, c, &w)) {
+	while (idem_mw_reserve(mw, req, res, rq, c, &w)) {
 		/* what the reservation's own retries met is not the
 		 * handler's: only a 1213 under the handler is a lost race */
 		(void)idem_mysql_tx_lost(c);
@@ -210,19 +213,19 @@ idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
 		idem_mw_fault_die(mw, req, "after-handler");
 		lost = idem_mysql_tx_lost(c);
 		if (!lost)
-			tx_check_open(req, c, ask->owner);
+			tx_check_open(req, c, rq->owner);
 		else
 			/* for its side effect: a handler that turned autocommit
 			 * back on leaves tx mode, so the next reservation turns
 			 * it off again */
 			(void)idem_mysql_tx_intact(c);
-		if (!tx_finish(mw, req, c, ask->sk, ask->owner, res, err, lost,
+		if (!tx_finish(mw, req, c, rq, res, err, lost,
 		    races < TX_RACES))
 			break;
 		/* lost a race: as a retry of the client would */
 		races++;
 		idem_response_clear(res);
-		idem_mw_new_owner(mw, ask->owner);
+		idem_mw_new_owner(mw, rq->owner);
 	}
 	idem_mysql_put(pool, c);
 }

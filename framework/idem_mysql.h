@@ -34,9 +34,6 @@ struct idem_mysql_conn {
 	                          * the pool's failover list */
 	uint64_t opened_ms;      /* when it was opened (idem_now_ms) */
 	struct idem_mysql_pool *pool;  /* borrowed: the pool it belongs to */
-	unsigned metrics_row;    /* a transactional request's: its route's
-	                          * metrics row (idem_metrics.h), set by the
-	                          * middleware when it takes the connection */
 	unsigned read_timeout;   /* s: the read timeout set on m now (see
 	                          * idem_mysql_expect_lock_wait) */
 	unsigned tx_faults;      /* tests: IDEM_TX_FAULT_* for the next

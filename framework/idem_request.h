@@ -16,7 +16,6 @@
 #include <sys/types.h>
 
 #include "idemfcgi.h"
-#include "idem_store.h"
 
 #define IDEM_MAX_SEGMENTS 32     /* path segments */
 #define IDEM_MAX_PATH 4096       /* bytes of the routed path */
@@ -48,13 +47,9 @@ struct idem_request {
 	size_t body_len;
 	char request_id[IDEM_REQUEST_ID_MAX + 1];
 	const struct idem_route *route;  /* set by the router */
-	/* set by the idempotency middleware once the key is valid, for the
-	 * key hash in log lines: the normalised key (in idem_keybuf) and the
-	 * scope hash */
-	const char *idem_key;
-	size_t idem_key_len;
-	char idem_keybuf[IDEM_KEY_MAX + 1];
-	unsigned char idem_scope[32];
+	/* set by the idempotency middleware once the key is valid: the
+	 * hash of the key in log lines (idem_key_hash); "" before */
+	char key_hash[17];
 	idem_param params[IDEM_MAX_SEGMENTS];
 	size_t nparams;
 	/* a transactional route's connection while its handler runs, inside

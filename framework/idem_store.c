@@ -29,48 +29,42 @@ start(const idem_store *s)
 }
 
 idem_err
-idem_store_reserve(idem_store *s, const idem_store_key *k,
-    const unsigned char fp[32], const char *owner, const char *request_id,
-    uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out)
+idem_store_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 {
 	uint64_t t0 = start(s);
 
 	memset(out, 0, sizeof(*out));
-	return timed(s, IDEM_STORE_OP_RESERVE, t0, s->ops->reserve(s, k, fp,
-	    owner, request_id, inflight_ttl_ms, lifetime_ms, out));
+	return timed(s, IDEM_STORE_OP_RESERVE, t0, s->ops->reserve(s, rq, out));
 }
 
 idem_err
-idem_store_commit(idem_store *s, const idem_store_key *k, const char *owner,
-    const idem_stored_response *resp, uint64_t lifetime_ms)
+idem_store_commit(idem_store *s, idem_store_req *rq,
+    const idem_stored_response *resp)
 {
 	uint64_t t0 = start(s);
 
-	return timed(s, IDEM_STORE_OP_COMMIT, t0, s->ops->commit(s, k, owner,
-	    resp, lifetime_ms));
+	return timed(s, IDEM_STORE_OP_COMMIT, t0, s->ops->commit(s, rq, resp));
 }
 
 idem_err
-idem_store_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
-    const unsigned char fp[32], const char *owner, const char *request_id,
-    uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out)
+idem_store_tx_begin(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+    idem_reserve_result *out)
 {
 	uint64_t t0 = start(s);
 
 	memset(out, 0, sizeof(*out));
 	if (s->tx == NULL)
 		return IDEM_ERR_INVALID;
-	return timed(s, IDEM_STORE_OP_RESERVE, t0, s->tx->tx_begin(s, c, k, fp,
-	    owner, request_id, inflight_ttl_ms, lifetime_ms, out));
+	return timed(s, IDEM_STORE_OP_RESERVE, t0, s->tx->tx_begin(s, c, rq,
+	    out));
 }
 
 idem_err
-idem_store_tx_record(idem_store *s, idem_mysql_conn *c,
-    const idem_store_key *k, const char *owner,
-    const idem_stored_response *resp, uint64_t lifetime_ms)
+idem_store_tx_record(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+    const idem_stored_response *resp)
 {
 	uint64_t t0 = start(s);
-	idem_err err = s->tx->tx_record(s, c, k, owner, resp, lifetime_ms);
+	idem_err err = s->tx->tx_record(s, c, rq, resp);
 
 	/* one commit is one operation: a record that succeeds is timed with
 	 * the COMMIT (tx_end) that follows it, one that ends the commit
@@ -81,30 +75,29 @@ idem_store_tx_record(idem_store *s, idem_mysql_conn *c,
 }
 
 idem_err
-idem_store_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
-    const char *owner, int commit, int *unknown)
+idem_store_tx_end(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+    int commit, int *unknown)
 {
 	uint64_t t0 = start(s);
 
 	return timed(s, commit ? IDEM_STORE_OP_COMMIT : IDEM_STORE_OP_RELEASE,
-	    t0, s->tx->tx_end(s, c, k, owner, commit, unknown));
+	    t0, s->tx->tx_end(s, c, rq, commit, unknown));
 }
 
 idem_err
-idem_store_release(idem_store *s, const idem_store_key *k, const char *owner)
+idem_store_release(idem_store *s, idem_store_req *rq)
 {
 	uint64_t t0 = start(s);
 
-	return timed(s, IDEM_STORE_OP_RELEASE, t0, s->ops->release(s, k,
-	    owner));
+	return timed(s, IDEM_STORE_OP_RELEASE, t0, s->ops->release(s, rq));
 }
 
 idem_err
-idem_store_renew(idem_store *s, const idem_store_key *k, const char *owner)
+idem_store_renew(idem_store *s, idem_store_req *rq)
 {
 	uint64_t t0 = start(s);
 
-	return timed(s, IDEM_STORE_OP_RENEW, t0, s->ops->renew(s, k, owner));
+	return timed(s, IDEM_STORE_OP_RENEW, t0, s->ops->renew(s, rq));
 }
 
 idem_err

@@ -30,16 +30,49 @@
 #define IDEM_RID_MAX 64         /* bytes of a request id */
 
 /* Which record: the SHA-256 of the scope (all zero for scope = none) and
- * the key as the client sent it.  metrics_row is not part of it: the
- * metrics row (idem_metrics.h) of the route of the request that holds
- * the key, on which a store counts what it meets on the key's behalf
- * (contention). */
+ * the key as the client sent it. */
 typedef struct idem_store_key {
 	unsigned char scope[32];
 	char key[IDEM_KEY_MAX + 1];
 	size_t key_len;
-	unsigned metrics_row;
 } idem_store_key;
+
+/*
+ * What a request's policy says of its key's record (DESIGN.md 3,
+ * [idempotency]), in one struct so that a route can carry its own.  The
+ * store reads lifetime_ms and lease_ms; the middleware the rest.
+ */
+typedef struct idem_key_policy {
+	uint64_t lifetime_ms;   /* lifetime: how long an answer is replayed */
+	uint64_t lease_ms;      /* inflight-ttl: an in-flight record whose
+	                         * lease is older is taken over */
+	uint64_t wait_ms;       /* inflight-wait: how long a duplicate waits
+	                         * while the key is in flight */
+	const unsigned char *commit_status; /* commit-statuses: 600 flags,
+	                         * set for a status stored as final
+	                         * (borrowed) */
+} idem_key_policy;
+
+/*
+ * One request's dealings with its key's record: made once (by the
+ * middleware, idemfcgi-admin or a test) and passed to every operation on
+ * the record.  The store reads it and adds to contended, which the caller
+ * counts and clears.
+ */
+typedef struct idem_store_req {
+	idem_store_key key;
+	unsigned char fp[32];               /* the request's fingerprint */
+	char owner[IDEM_OWNER_MAX + 1];     /* its owner token */
+	char request_id[IDEM_RID_MAX + 1];
+	const idem_key_policy *policy;      /* borrowed; reserve and commit
+	                                     * read it */
+	char key_hash[17];                  /* the key's hash in log lines
+	                                     * (idem_key_hash); "" unset */
+	unsigned contended;                 /* out: deadlocks and lock waits
+	                                     * the store met on the key for
+	                                     * this request, and reserves it
+	                                     * gave up as contended */
+} idem_store_req;
 
 /* A stored answer.  headers is "Name: value\r\n" lines. */
 typedef struct idem_stored_response {
@@ -115,24 +148,27 @@ typedef struct idem_store_census {
 typedef struct idem_store_ops {
 	const char *name;
 	/*
-	 * Reserves k for owner: inserts an in_flight record (lease now,
-	 * expiry now + lifetime) when there is none, or when the record there
-	 * is committed and past its expiry.  When an in_flight record with the
-	 * same fingerprint has a lease older than inflight_ttl_ms, takes it
-	 * over in one conditional step naming the old owner, so that of many
-	 * racing takers exactly one wins.  Never takes over a record with
-	 * another fingerprint.  Returns IDEM_OK with *out filled,
+	 * Each operation on a record takes the request's descriptor rq
+	 * (borrowed for the call): its key, fingerprint, owner, request id
+	 * and policy; contention met is added to rq->contended.
+	 *
+	 * Reserves rq's key for its owner: inserts an in_flight record (lease
+	 * now, expiry now + lifetime) when there is none, or when the record
+	 * there is committed and past its expiry.  When an in_flight record
+	 * with the same fingerprint has a lease older than the policy's
+	 * lease_ms, takes it over in one conditional step naming the old
+	 * owner, so that of many racing takers exactly one wins.  Never takes
+	 * over a record with another fingerprint (idem_reserve_decide).
+	 * Returns IDEM_OK with *out filled,
 	 * IDEM_ERR_BUSY (contention on k that outlasted the store's retries:
 	 * nothing was reserved, someone else is working on k) or
 	 * IDEM_ERR_STORE (unreachable, full: nothing was reserved).
 	 */
-	idem_err (*reserve)(idem_store *s, const idem_store_key *k,
-	    const unsigned char fp[32], const char *owner,
-	    const char *request_id, uint64_t inflight_ttl_ms,
-	    uint64_t lifetime_ms, idem_reserve_result *out);
+	idem_err (*reserve)(idem_store *s, idem_store_req *rq,
+	    idem_reserve_result *out);
 	/*
 	 * Stores the answer and marks the record committed with expiry now +
-	 * lifetime, only if it is in_flight and owned by owner.  Returns
+	 * lifetime, only if it is in_flight and owned by rq's owner.  Returns
 	 * IDEM_OK, IDEM_ERR_NOT_FOUND when the owner no longer matches (the
 	 * record was taken over or released: nothing is changed),
 	 * IDEM_ERR_TOO_LARGE when the store can never hold this answer (over
@@ -140,17 +176,15 @@ typedef struct idem_store_ops {
 	 * answer may still be committed), IDEM_ERR_BUSY (contention: try
 	 * again) or IDEM_ERR_STORE.
 	 */
-	idem_err (*commit)(idem_store *s, const idem_store_key *k,
-	    const char *owner, const idem_stored_response *resp,
-	    uint64_t lifetime_ms);
-	/* Deletes the in_flight record of owner.  Returns IDEM_OK,
-	 * IDEM_ERR_NOT_FOUND (not owner's: nothing changed), IDEM_ERR_BUSY or
-	 * IDEM_ERR_STORE. */
-	idem_err (*release)(idem_store *s, const idem_store_key *k,
-	    const char *owner);
-	/* Sets the lease of owner's in_flight record to now.  Same returns. */
-	idem_err (*renew)(idem_store *s, const idem_store_key *k,
-	    const char *owner);
+	idem_err (*commit)(idem_store *s, idem_store_req *rq,
+	    const idem_stored_response *resp);
+	/* Deletes the in_flight record of rq's owner (only key and owner are
+	 * read).  Returns IDEM_OK, IDEM_ERR_NOT_FOUND (not owner's: nothing
+	 * changed), IDEM_ERR_BUSY or IDEM_ERR_STORE. */
+	idem_err (*release)(idem_store *s, idem_store_req *rq);
+	/* Sets the lease of rq's owner's in_flight record to now.  Same
+	 * reads and returns. */
+	idem_err (*renew)(idem_store *s, idem_store_req *rq);
 	/* Deletes up to max committed records past their expiry; *purged
 	 * says how many (fewer than max: none left).  Never an in_flight
 	 * record, however old: only its owner, crash recovery (release_prefix)
@@ -253,16 +287,12 @@ idem_reserve_step idem_reserve_decide(const idem_found *found,
     const unsigned char fp[32], const char *owner, int64_t inflight_ttl_us);
 
 /* Thin wrappers over s->ops, so callers read like function calls. */
-idem_err idem_store_reserve(idem_store *s, const idem_store_key *k,
-    const unsigned char fp[32], const char *owner, const char *request_id,
-    uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out);
-idem_err idem_store_commit(idem_store *s, const idem_store_key *k,
-    const char *owner, const idem_stored_response *resp,
-    uint64_t lifetime_ms);
-idem_err idem_store_release(idem_store *s, const idem_store_key *k,
-    const char *owner);
-idem_err idem_store_renew(idem_store *s, const idem_store_key *k,
-    const char *owner);
+idem_err idem_store_reserve(idem_store *s, idem_store_req *rq,
+    idem_reserve_result *out);
+idem_err idem_store_commit(idem_store *s, idem_store_req *rq,
+    const idem_stored_response *resp);
+idem_err idem_store_release(idem_store *s, idem_store_req *rq);
+idem_err idem_store_renew(idem_store *s, idem_store_req *rq);
 idem_err idem_store_purge(idem_store *s, unsigned max, unsigned *purged);
 void idem_store_stats_get(idem_store *s, idem_store_stats *st);
 idem_err idem_store_release_prefix(idem_store *s, const char *prefix,
@@ -309,7 +339,6 @@ void idem_copy_string(char *dst, size_t size, const char *src);
  */
 idem_err idem_store_memory_new(uint64_t max_entries, idem_store **out);
 
-struct idem_config;
 struct idem_config;
 
 /*

@@ -15,7 +15,6 @@
 #include <utlist.h>
 
 #include "idem_log.h"
-#include "idem_metrics.h"
 #include "idem_time.h"
 #include "idem_store.h"
 
@@ -168,11 +167,10 @@ make_room(memory_store *ms, uint64_t now)
 }
 
 static idem_err
-mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
-    const char *owner, const char *request_id, uint64_t inflight_ttl_ms,
-    uint64_t lifetime_ms, idem_reserve_result *out)
+mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 {
 	memory_store *ms = (memory_store *)s;
+	const idem_store_key *k = &rq->key;
 	idem_reserve_step step = IDEM_STEP_IN_FLIGHT;
 	uint64_t now;
 	record *r;
@@ -184,8 +182,8 @@ mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 		idem_found f = { r->committed, r->committed &&
 		    r->expires_at <= now, r->fp, r->owner,
 		    (int64_t)(now - r->lease_at) * 1000 };
-		step = idem_reserve_decide(&f, fp, owner,
-		    (int64_t)inflight_ttl_ms * 1000);
+		step = idem_reserve_decide(&f, rq->fp, rq->owner,
+		    (int64_t)rq->policy->lease_ms * 1000);
 		if (step == IDEM_STEP_REUSE) {
 			drop(ms, r);
 			r = NULL;
@@ -204,13 +202,13 @@ mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 			return IDEM_ERR_STORE;
 		}
 		make_key(&r->k, k);
-		memcpy(r->fp, fp, 32);
-		idem_copy_string(r->owner, sizeof(r->owner), owner);
+		memcpy(r->fp, rq->fp, 32);
+		idem_copy_string(r->owner, sizeof(r->owner), rq->owner);
 		idem_copy_string(r->request_id, sizeof(r->request_id),
-		    request_id);
+		    rq->request_id);
 		r->reserved_at = now;
 		r->lease_at = now;
-		r->expires_at = now + lifetime_ms;
+		r->expires_at = now + rq->policy->lifetime_ms;
 		HASH_ADD_KEYPTR(hh, ms->table, r->k.bytes, r->k.len, r);
 		ms->count++;
 		ms->in_flight++;
@@ -238,11 +236,11 @@ mem_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 	out->lease_age_ms = now - r->lease_at;
 	out->outcome = IDEM_RESERVE_IN_FLIGHT;
 	if (step == IDEM_STEP_TAKE_OVER) {
-		idem_copy_string(r->owner, sizeof(r->owner), owner);
+		idem_copy_string(r->owner, sizeof(r->owner), rq->owner);
 		idem_copy_string(r->request_id, sizeof(r->request_id),
-		    request_id);
+		    rq->request_id);
 		r->lease_at = now;
-		r->expires_at = now + lifetime_ms;
+		r->expires_at = now + rq->policy->lifetime_ms;
 		out->outcome = IDEM_RESERVE_TAKEN_OVER;
 	}
 	pthread_mutex_unlock(&ms->lock);
@@ -261,8 +259,7 @@ find_owned(memory_store *ms, const idem_store_key *k, const char *owner)
 }
 
 static idem_err
-mem_commit(idem_store *s, const idem_store_key *k, const char *owner,
-    const idem_stored_response *resp, uint64_t lifetime_ms)
+mem_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 {
 	memory_store *ms = (memory_store *)s;
 	idem_stored_response copy;
@@ -272,14 +269,14 @@ mem_commit(idem_store *s, const idem_store_key *k, const char *owner,
 	if (answer_copy(&copy, resp) != IDEM_OK)
 		return IDEM_ERR_STORE;
 	pthread_mutex_lock(&ms->lock);
-	if ((r = find_owned(ms, k, owner)) == NULL) {
+	if ((r = find_owned(ms, &rq->key, rq->owner)) == NULL) {
 		pthread_mutex_unlock(&ms->lock);
 		answer_free(&copy);
 		return IDEM_ERR_NOT_FOUND;
 	}
 	r->resp = copy;
 	r->committed = 1;
-	r->expires_at = idem_now_ms() + lifetime_ms;
+	r->expires_at = idem_now_ms() + rq->policy->lifetime_ms;
 	ms->in_flight--;
 	link_committed(ms, r);
 	pthread_mutex_unlock(&ms->lock);
@@ -287,26 +284,26 @@ mem_commit(idem_store *s, const idem_store_key *k, const char *owner,
 }
 
 static idem_err
-mem_release(idem_store *s, const idem_store_key *k, const char *owner)
+mem_release(idem_store *s, idem_store_req *rq)
 {
 	memory_store *ms = (memory_store *)s;
 	record *r;
 
 	pthread_mutex_lock(&ms->lock);
-	if ((r = find_owned(ms, k, owner)) != NULL)
+	if ((r = find_owned(ms, &rq->key, rq->owner)) != NULL)
 		drop(ms, r);
 	pthread_mutex_unlock(&ms->lock);
 	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
 }
 
 static idem_err
-mem_renew(idem_store *s, const idem_store_key *k, const char *owner)
+mem_renew(idem_store *s, idem_store_req *rq)
 {
 	memory_store *ms = (memory_store *)s;
 	record *r;
 
 	pthread_mutex_lock(&ms->lock);
-	if ((r = find_owned(ms, k, owner)) != NULL)
+	if ((r = find_owned(ms, &rq->key, rq->owner)) != NULL)
 		r->lease_at = idem_now_ms();
 	pthread_mutex_unlock(&ms->lock);
 	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
@@ -354,7 +351,6 @@ mem_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 		}
 		k = &(*keys)[(*n)++];
 		memset(k, 0, sizeof(*k));
-		k->metrics_row = IDEM_METRICS_NO_ROUTE;   /* no request's */
 		memcpy(k->scope, r->k.bytes, 32);
 		k->key_len = r->k.len - 32;
 		memcpy(k->key, r->k.bytes + 32, k->key_len);

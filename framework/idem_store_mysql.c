@@ -70,22 +70,21 @@ own_takeover(mysql_store *ms, const reserve_args *a, idem_reserve_result *out)
 	idem_err err;
 	row r;
 
-	if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, a->k, &r)) != IDEM_OK)
+	if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, &a->rq->key,
+	    &a->rq->contended, &r)) != IDEM_OK)
 		return err;
 	idem_stored_response_clear(&r.resp);
-	if (r.found && !r.committed && strcmp(r.owner, a->owner) == 0)
+	if (r.found && !r.committed && strcmp(r.owner, a->rq->owner) == 0)
 		out->outcome = IDEM_RESERVE_TAKEN_OVER;
 	return IDEM_OK;
 }
 
 static idem_err
-my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
-    const char *owner, const char *request_id, uint64_t inflight_ttl_ms,
-    uint64_t lifetime_ms, idem_reserve_result *out)
+my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 {
 	mysql_store *ms = (mysql_store *)s;
-	reserve_args a = { k, fp, owner, request_id,
-	    (long long)lifetime_ms * 1000, (long long)inflight_ttl_ms * 1000 };
+	const idem_store_key *k = &rq->key;
+	reserve_args a;
 	unsigned long long n;
 	uint64_t read_at;
 	int attempt, retried = 0;
@@ -95,6 +94,7 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 
 	if (idem_my_cached(ms, k, out))
 		return IDEM_OK;
+	idem_my_reserve_args(&a, rq);
 	/* a row that disappears or changes between statements sends us
 	 * round again; when it keeps doing so, others are reserving and
 	 * releasing this key as fast as we look: that is contention */
@@ -146,7 +146,7 @@ my_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
 		idem_my_found_row(ms, &a, &r, read_at, out);
 		return IDEM_OK;
 	}
-	idem_my_count_contended(ms, k->metrics_row);
+	idem_my_count_contended(ms, &rq->contended);
 	return IDEM_ERR_BUSY;
 }
 
@@ -166,14 +166,16 @@ causal_of(int i)
  * costs a statement only where the answer is "fenced" or a lagging node.
  */
 static idem_err
-owned(mysql_store *ms, int i, params *p, const idem_store_key *k,
-    const char *owner)
+owned(mysql_store *ms, int i, params *p, idem_store_req *rq)
 {
+	const idem_store_key *k = &rq->key;
+	const char *owner = rq->owner;
 	unsigned long long n;
 	int retried = 0, retried2 = 0;
 	idem_err err;
 	row r;
 
+	p->contended = &rq->contended;
 	idem_my_p_key(p, k);
 	idem_my_p_str(p, owner);
 	if ((err = idem_my_exec_count(ms, i, p, &n, &retried)) != IDEM_OK)
@@ -187,14 +189,16 @@ owned(mysql_store *ms, int i, params *p, const idem_store_key *k,
 	retried |= retried2;
 	if (retried && i == S_COMMIT) {
 		/* did the first attempt commit before the connection died? */
-		if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, k, &r)) != IDEM_OK)
+		if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, k,
+		    &rq->contended, &r)) != IDEM_OK)
 			return err;
 		idem_stored_response_clear(&r.resp);
 		if (r.found && r.committed && strcmp(r.owner, owner) == 0)
 			return IDEM_OK;
 	}
 	if (retried && i == S_RELEASE) {
-		if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, k, &r)) != IDEM_OK)
+		if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, k,
+		    &rq->contended, &r)) != IDEM_OK)
 			return err;
 		idem_stored_response_clear(&r.resp);
 		if (!r.found || strcmp(r.owner, owner) != 0)
@@ -204,11 +208,11 @@ owned(mysql_store *ms, int i, params *p, const idem_store_key *k,
 }
 
 static idem_err
-my_commit(idem_store *s, const idem_store_key *k, const char *owner,
-    const idem_stored_response *resp, uint64_t lifetime_ms)
+my_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 {
 	mysql_store *ms = (mysql_store *)s;
-	long long status = resp->status, life_us = (long long)lifetime_ms * 1000;
+	long long status = resp->status;
+	long long life_us = (long long)rq->policy->lifetime_ms * 1000;
 	uint64_t size = (uint64_t)resp->headers_len + resp->body_len;
 	params p;
 	idem_err err;
@@ -216,7 +220,7 @@ my_commit(idem_store *s, const idem_store_key *k, const char *owner,
 	if (idem_my_over_packet(ms, size))
 		return IDEM_ERR_TOO_LARGE;
 	idem_my_p_answer(&p, &status, resp, &life_us);
-	err = owned(ms, S_COMMIT, &p, k, owner);
+	err = owned(ms, S_COMMIT, &p, rq);
 	/* a server that drops the connection on a packet over its limit
 	 * looks like an outage; the reconnect read the new limit */
 	if (err == IDEM_ERR_STORE && idem_my_over_packet(ms, size))
@@ -225,21 +229,21 @@ my_commit(idem_store *s, const idem_store_key *k, const char *owner,
 }
 
 static idem_err
-my_release(idem_store *s, const idem_store_key *k, const char *owner)
+my_release(idem_store *s, idem_store_req *rq)
 {
 	params p;
 
 	idem_my_p_init(&p);
-	return owned((mysql_store *)s, S_RELEASE, &p, k, owner);
+	return owned((mysql_store *)s, S_RELEASE, &p, rq);
 }
 
 static idem_err
-my_renew(idem_store *s, const idem_store_key *k, const char *owner)
+my_renew(idem_store *s, idem_store_req *rq)
 {
 	params p;
 
 	idem_my_p_init(&p);
-	return owned((mysql_store *)s, S_RENEW, &p, k, owner);
+	return owned((mysql_store *)s, S_RENEW, &p, rq);
 }
 
 static idem_err

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "idem_metrics.h"
 #include "idem_store_mysql_int.h"
 
 idem_err
@@ -62,7 +61,6 @@ idem_my_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 		}
 		k = &(*keys)[(*n)++];
 		memset(k, 0, sizeof(*k));
-		k->metrics_row = IDEM_METRICS_NO_ROUTE;   /* no request's */
 		memcpy(k->scope, scope, 32);
 		k->key_len = len[1] < IDEM_KEY_MAX ? len[1] : IDEM_KEY_MAX;
 		memcpy(k->key, key, k->key_len);

@@ -96,8 +96,10 @@ typedef struct params {
 	MYSQL_BIND b[10];
 	unsigned long len[10];
 	unsigned n;
-	unsigned row;            /* the metrics row contention counts on: the
-	                          * bound key's, or no route */
+	unsigned *contended;     /* contention met is added here: the
+	                          * request's (idem_store_req.contended);
+	                          * NULL (idem_my_p_init): counted on no
+	                          * route */
 } params;
 
 /* One row of S_SELECT. */
@@ -115,11 +117,9 @@ typedef struct row {
 } row;
 
 /* What a reserve asks for, shared by the two-phase and the transactional
- * reserve. */
+ * reserve: the request, and its policy's times in microseconds. */
 typedef struct reserve_args {
-	const idem_store_key *k;
-	const unsigned char *fp;
-	const char *owner, *request_id;
+	idem_store_req *rq;
 	long long life_us, ttl_us;
 } reserve_args;
 
@@ -148,9 +148,9 @@ idem_my_p_key(params *p, const idem_store_key *k);
 int
 idem_my_permanent_error(unsigned err);
 void
-idem_my_count_contended(mysql_store *ms, unsigned r);
+idem_my_count_contended(mysql_store *ms, unsigned *contended);
 int
-idem_my_contention(mysql_store *ms, unsigned r, unsigned err);
+idem_my_contention(mysql_store *ms, unsigned *contended, unsigned err);
 void
 idem_my_backoff(int n);
 idem_err
@@ -162,9 +162,12 @@ idem_my_exec_count(mysql_store *ms, int i, params *p, unsigned long long *affect
 idem_err
 idem_my_fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r);
 idem_err
-idem_my_read_row_with(mysql_store *ms, int i, const idem_store_key *k, row *r);
+idem_my_read_row_with(mysql_store *ms, int i, const idem_store_key *k,
+    unsigned *contended, row *r);
 idem_err
 idem_my_read_row(mysql_store *ms, const idem_store_key *k, row *r);
+void
+idem_my_reserve_args(reserve_args *a, idem_store_req *rq);
 void
 idem_my_p_insert(params *p, const reserve_args *a);
 void

@@ -158,7 +158,6 @@ void
 idem_my_p_init(params *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->row = IDEM_METRICS_NO_ROUTE;
 }
 
 void
@@ -195,7 +194,6 @@ idem_my_p_key(params *p, const idem_store_key *k)
 {
 	idem_my_p_blob(p, k->scope, 32);
 	idem_my_p_blob(p, k->key, k->key_len);
-	p->row = k->metrics_row;
 }
 
 /* Whether err (a mysql_errno) can never succeed for these values: a value
@@ -214,25 +212,28 @@ idem_my_permanent_error(unsigned err)
 	    err == 1118 /* ER_TOO_BIG_ROWSIZE */;
 }
 
-/* Counts one contention on metrics row r (a route's, or no route). */
+/* Counts one contention: into *contended (a request's), or, with
+ * contended NULL (the purge, a dead worker's keys), on no route. */
 void
-idem_my_count_contended(mysql_store *ms, unsigned r)
+idem_my_count_contended(mysql_store *ms, unsigned *contended)
 {
-	if (ms->base.metrics != NULL)
-		idem_metrics_outcome(ms->base.metrics, r, IDEM_OUTCOME_CONTENDED,
-		    1);
+	if (contended != NULL)
+		(*contended)++;
+	else if (ms->base.metrics != NULL)
+		idem_metrics_outcome(ms->base.metrics, IDEM_METRICS_NO_ROUTE,
+		    IDEM_OUTCOME_CONTENDED, 1);
 }
 
 /* Whether err (a mysql_errno) is contention: ER_LOCK_DEADLOCK or
  * ER_LOCK_WAIT_TIMEOUT, whose statement (or, for a deadlock, transaction)
  * was rolled back because others are working on the same rows.  Counted
- * in the metrics on row r. */
+ * as idem_my_count_contended counts. */
 int
-idem_my_contention(mysql_store *ms, unsigned r, unsigned err)
+idem_my_contention(mysql_store *ms, unsigned *contended, unsigned err)
 {
 	if (err != 1213 && err != 1205)
 		return 0;
-	idem_my_count_contended(ms, r);
+	idem_my_count_contended(ms, contended);
 	return 1;
 }
 
@@ -299,7 +300,7 @@ idem_my_run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 			idem_mysql_put(ms->pool, c);
 			return IDEM_ERR_TOO_LARGE;
 		}
-		if (idem_my_contention(ms, p->row, err)) {
+		if (idem_my_contention(ms, p->contended, err)) {
 			/* a lock wait has waited all it may already: not
 			 * again */
 			idem_mysql_put(ms->pool, c);
@@ -434,10 +435,12 @@ out:
 }
 
 /* Reads the row of k with statement i (S_SELECT, or S_SELECT_LOCKED to
- * wait for a transaction that holds it).  Returns IDEM_OK (r->found
- * tells), IDEM_ERR_BUSY or IDEM_ERR_STORE. */
+ * wait for a transaction that holds it), its contention counted into
+ * contended (see params).  Returns IDEM_OK (r->found tells),
+ * IDEM_ERR_BUSY or IDEM_ERR_STORE. */
 idem_err
-idem_my_read_row_with(mysql_store *ms, int i, const idem_store_key *k, row *r)
+idem_my_read_row_with(mysql_store *ms, int i, const idem_store_key *k,
+    unsigned *contended, row *r)
 {
 	params p;
 	idem_mysql_conn *c;
@@ -446,6 +449,7 @@ idem_my_read_row_with(mysql_store *ms, int i, const idem_store_key *k, row *r)
 	memset(r, 0, sizeof(*r));
 	idem_my_p_init(&p);
 	idem_my_p_key(&p, k);
+	p.contended = contended;
 	if ((err = idem_my_run(ms, i, &p, &c, NULL, NULL)) != IDEM_OK)
 		return err;
 	err = idem_my_fetch_row(ms, c, c->stmts[i], r);
@@ -457,7 +461,16 @@ idem_my_read_row_with(mysql_store *ms, int i, const idem_store_key *k, row *r)
 idem_err
 idem_my_read_row(mysql_store *ms, const idem_store_key *k, row *r)
 {
-	return idem_my_read_row_with(ms, S_SELECT, k, r);
+	return idem_my_read_row_with(ms, S_SELECT, k, NULL, r);
+}
+
+/* Fills *a for the reserve of rq (borrowed for as long as a is used). */
+void
+idem_my_reserve_args(reserve_args *a, idem_store_req *rq)
+{
+	a->rq = rq;
+	a->life_us = (long long)rq->policy->lifetime_ms * 1000;
+	a->ttl_us = (long long)rq->policy->lease_ms * 1000;
 }
 
 /* ----------------------------------------------------------- operations */
@@ -467,10 +480,11 @@ void
 idem_my_p_insert(params *p, const reserve_args *a)
 {
 	idem_my_p_init(p);
-	idem_my_p_key(p, a->k);
-	idem_my_p_blob(p, a->fp, 32);
-	idem_my_p_str(p, a->owner);
-	idem_my_p_str(p, a->request_id);
+	p->contended = &a->rq->contended;
+	idem_my_p_key(p, &a->rq->key);
+	idem_my_p_blob(p, a->rq->fp, 32);
+	idem_my_p_str(p, a->rq->owner);
+	idem_my_p_str(p, a->rq->request_id);
 	idem_my_p_ll(p, &a->life_us);
 }
 
@@ -479,11 +493,12 @@ void
 idem_my_p_reuse(params *p, const reserve_args *a)
 {
 	idem_my_p_init(p);
-	idem_my_p_blob(p, a->fp, 32);
-	idem_my_p_str(p, a->owner);
-	idem_my_p_str(p, a->request_id);
+	p->contended = &a->rq->contended;
+	idem_my_p_blob(p, a->rq->fp, 32);
+	idem_my_p_str(p, a->rq->owner);
+	idem_my_p_str(p, a->rq->request_id);
 	idem_my_p_ll(p, &a->life_us);
-	idem_my_p_key(p, a->k);
+	idem_my_p_key(p, &a->rq->key);
 }
 
 /* The parameters of S_TAKEOVER of old_owner's stale reservation. */
@@ -491,12 +506,13 @@ void
 idem_my_p_takeover(params *p, const reserve_args *a, const char *old_owner)
 {
 	idem_my_p_init(p);
-	idem_my_p_str(p, a->owner);
-	idem_my_p_str(p, a->request_id);
+	p->contended = &a->rq->contended;
+	idem_my_p_str(p, a->rq->owner);
+	idem_my_p_str(p, a->rq->request_id);
 	idem_my_p_ll(p, &a->life_us);
-	idem_my_p_key(p, a->k);
+	idem_my_p_key(p, &a->rq->key);
 	idem_my_p_str(p, old_owner);
-	idem_my_p_blob(p, a->fp, 32);
+	idem_my_p_blob(p, a->rq->fp, 32);
 	idem_my_p_ll(p, &a->ttl_us);
 }
 
@@ -508,7 +524,7 @@ idem_my_step_of(const reserve_args *a, const row *r)
 	idem_found f = { r->committed, r->expired, r->fp, r->owner,
 	    r->lease_age_us };
 
-	return idem_reserve_decide(&f, a->fp, a->owner, a->ttl_us);
+	return idem_reserve_decide(&f, a->rq->fp, a->rq->owner, a->ttl_us);
 }
 
 /* Fills *out from a found row r that is live (not an expired committed
@@ -532,7 +548,7 @@ idem_my_found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_
 		 * hand, lasts no longer */
 		left_ms = (uint64_t)r->left_us / 1000;
 		if (left_ms > 0)
-			idem_replay_cache_put(ms->cache, a->k, r->fp,
+			idem_replay_cache_put(ms->cache, &a->rq->key, r->fp,
 			    &out->response, read_at + (left_ms < CACHE_HOLD_MS ?
 			    left_ms : CACHE_HOLD_MS));
 		return;

@@ -104,12 +104,13 @@ tx_rollback(idem_mysql_conn *c)
 }
 
 /* After statement i of c failed with err: rolls back and says why.
- * Returns IDEM_ERR_BUSY (a deadlock, a lock wait: contention, counted on
- * c's metrics row) or IDEM_ERR_STORE (logged). */
+ * Returns IDEM_ERR_BUSY (a deadlock, a lock wait: contention, added to
+ * rq's count) or IDEM_ERR_STORE (logged). */
 static idem_err
-tx_failed(mysql_store *ms, idem_mysql_conn *c, int i, unsigned err)
+tx_failed(mysql_store *ms, idem_mysql_conn *c, idem_store_req *rq, int i,
+    unsigned err)
 {
-	int contended = idem_my_contention(ms, c->metrics_row, err);
+	int contended = idem_my_contention(ms, &rq->contended, err);
 
 	idem_mysql_check(c, err);
 	if (!c->broken && i >= 0 && !contended)
@@ -130,14 +131,14 @@ typedef enum round_end { R_DONE, R_AGAIN, R_NOW } round_end;
  * inflight-wait already (R_DONE, busy: in flight); the rest R_DONE with
  * *err. */
 static round_end
-round_failed(mysql_store *ms, idem_mysql_conn *c, int i, unsigned e,
-    int *first, idem_err *err)
+round_failed(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
+    int i, unsigned e, int *first, idem_err *err)
 {
 	if (*first && c->broken && idem_mysql_reconnect(c) == 0) {
 		*first = 0;
 		return R_NOW;
 	}
-	*err = tx_failed(ms, c, i, e);
+	*err = tx_failed(ms, c, a->rq, i, e);
 	if (*err != IDEM_ERR_BUSY || (i == T_INSERT && e == 1205))
 		return R_DONE;
 	return R_AGAIN;
@@ -166,7 +167,7 @@ round_found(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 		idem_stored_response_clear(&r->resp);
 		idem_my_p_reuse(&p, a);
 		if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0)
-			return round_failed(ms, c, T_REUSE, e, &first, err);
+			return round_failed(ms, c, a, T_REUSE, e, &first, err);
 		if (n == 1)
 			return R_DONE;
 		tx_rollback(c);
@@ -179,7 +180,8 @@ round_found(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 		idem_my_found_row(ms, a, r, read_at, out);
 		idem_my_p_takeover(&p, a, r->owner);
 		if ((e = tx_exec(c, T_TAKEOVER, &p, &n)) != 0)
-			return round_failed(ms, c, T_TAKEOVER, e, &first, err);
+			return round_failed(ms, c, a, T_TAKEOVER, e, &first,
+			    err);
 		if (n == 1) {
 			out->outcome = IDEM_RESERVE_TAKEN_OVER;
 			return R_DONE;
@@ -194,7 +196,7 @@ round_found(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 	return R_DONE;
 }
 
-/* One round of the transactional reserve of a->k (NULL: no key) on c:
+/* One round of the transactional reserve of a's key (none: no record) on c:
  * autocommit off, the INSERT IGNORE that opens the transaction, and when
  * the row was there, its locking read and what the rule says.  *first is
  * set while a dead connection may still be reopened once. */
@@ -222,7 +224,7 @@ round_run(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 	}
 	out->outcome = IDEM_RESERVE_ACQUIRED;
 	*err = IDEM_OK;
-	if (a->k == NULL)
+	if (a->rq->key.key_len == 0)
 		return R_DONE;
 	idem_my_p_insert(&p, a);
 	(void)idem_mysql_expect_lock_wait(c, ms->lock_wait_ms[S_INSERT]);
@@ -230,17 +232,17 @@ round_run(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 	if (!c->broken)
 		(void)idem_mysql_expect_lock_wait(c, 0);
 	if (e != 0)
-		return round_failed(ms, c, T_INSERT, e, first, err);
+		return round_failed(ms, c, a, T_INSERT, e, first, err);
 	*first = 0;
 	if (n == 1)
 		return R_DONE;
 	/* the INSERT found the row and holds a shared lock on it: this read
 	 * sees its latest committed state */
 	idem_my_p_init(&p);
-	idem_my_p_key(&p, a->k);
+	idem_my_p_key(&p, &a->rq->key);
 	read_at = idem_boot_ms();
 	if ((e = tx_exec(c, T_SELECT, &p, NULL)) != 0)
-		return round_failed(ms, c, T_SELECT, e, first, err);
+		return round_failed(ms, c, a, T_SELECT, e, first, err);
 	if ((*err = idem_my_fetch_row(ms, c, c->extra[T_SELECT], &r)) !=
 	    IDEM_OK) {
 		tx_rollback(c);
@@ -254,19 +256,20 @@ round_run(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 }
 
 static idem_err
-idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
-    const unsigned char fp[32], const char *owner, const char *request_id,
-    uint64_t inflight_ttl_ms, uint64_t lifetime_ms, idem_reserve_result *out)
+idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+    idem_reserve_result *out)
 {
 	mysql_store *ms = (mysql_store *)s;
-	reserve_args a = { k, fp, owner, request_id,
-	    (long long)lifetime_ms * 1000, (long long)inflight_ttl_ms * 1000 };
+	reserve_args a = { rq, 0, 0 };
 	int attempt, first = 1;
 	idem_err err = IDEM_OK;
 
-	/* a cached answer opens no transaction */
-	if (k != NULL && idem_my_cached(ms, k, out))
-		return IDEM_OK;
+	if (rq->key.key_len > 0) {
+		/* a cached answer opens no transaction */
+		if (idem_my_cached(ms, &rq->key, out))
+			return IDEM_OK;
+		idem_my_reserve_args(&a, rq);
+	}
 	/* a round ends early when the row vanished or changed, or when
 	 * others hold it (a lock wait, a deadlock: racing takers each hold
 	 * a shared lock and want an exclusive one); after a random pause
@@ -288,11 +291,12 @@ idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 }
 
 static idem_err
-idem_my_tx_record(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
-    const char *owner, const idem_stored_response *resp, uint64_t lifetime_ms)
+idem_my_tx_record(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+    const idem_stored_response *resp)
 {
 	mysql_store *ms = (mysql_store *)s;
-	long long status = resp->status, life_us = (long long)lifetime_ms * 1000;
+	long long status = resp->status;
+	long long life_us = (long long)rq->policy->lifetime_ms * 1000;
 	unsigned long long n;
 	unsigned e;
 	params p;
@@ -300,8 +304,8 @@ idem_my_tx_record(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	if (idem_my_over_packet(ms, (uint64_t)resp->headers_len + resp->body_len))
 		return IDEM_ERR_TOO_LARGE;
 	idem_my_p_answer(&p, &status, resp, &life_us);
-	idem_my_p_key(&p, k);
-	idem_my_p_str(&p, owner);
+	idem_my_p_key(&p, &rq->key);
+	idem_my_p_str(&p, rq->owner);
 	if ((e = tx_exec(c, T_COMMIT, &p, &n)) != 0) {
 		/* the statement was undone; the transaction stays open for
 		 * a smaller answer */
@@ -310,7 +314,7 @@ idem_my_tx_record(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 			    c->extra[T_COMMIT]);
 			return IDEM_ERR_TOO_LARGE;
 		}
-		return tx_failed(ms, c, T_COMMIT, e);
+		return tx_failed(ms, c, rq, T_COMMIT, e);
 	}
 	if (n != 1) {
 		tx_rollback(c);
@@ -369,8 +373,8 @@ outcome_here(mysql_store *ms, idem_mysql_conn *c, const idem_store_key *k,
 }
 
 static idem_err
-idem_my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
-    const char *owner, int commit, int *unknown)
+idem_my_tx_end(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+    int commit, int *unknown)
 {
 	unsigned faults = c->tx_faults;
 	mysql_store *ms = (mysql_store *)s;
@@ -402,7 +406,7 @@ idem_my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	if (!c->broken && (e == 1213 || e == 1205)) {
 		/* the server rolled back (a deadlock; on Galera, a
 		 * certification failure): contention */
-		return tx_failed(ms, c, -1, e);
+		return tx_failed(ms, c, rq, -1, e);
 	}
 	/* the connection was lost during COMMIT, or COMMIT failed in a way
 	 * that does not say what became of it (killed, an error after the
@@ -412,11 +416,11 @@ idem_my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	if (!c->broken)
 		idem_mysql_log_conn_error(ms->pool, "COMMIT", c->m);
 	tx_cut(c);
-	if (k == NULL) {
+	if (rq->key.key_len == 0) {
 		*unknown = 1;
 		return IDEM_ERR_STORE;
 	}
-	switch (outcome_here(ms, c, k, owner)) {
+	switch (outcome_here(ms, c, &rq->key, rq->owner)) {
 	case 1:
 		return IDEM_OK;
 	case 0:
@@ -427,10 +431,11 @@ idem_my_tx_end(idem_store *s, idem_mysql_conn *c, const idem_store_key *k,
 	 * only our own commit is an answer there (another owner's record
 	 * proves nothing: ours may be reusing it, expired, or taking it
 	 * over, stale, in a write set not yet ordered) */
-	err = idem_my_read_row_with(ms, S_SELECT_LOCKED, k, &r);
+	err = idem_my_read_row_with(ms, S_SELECT_LOCKED, &rq->key,
+	    &rq->contended, &r);
 	idem_stored_response_clear(&r.resp);
 	if (err == IDEM_OK && r.found && r.committed &&
-	    strcmp(r.owner, owner) == 0)
+	    strcmp(r.owner, rq->owner) == 0)
 		return IDEM_OK;
 	*unknown = 1;
 	return IDEM_ERR_STORE;

@@ -19,42 +19,41 @@ struct idem_store_tx_ops {
 	 * c is a connection of the plugin's pool (idem_app_mysql_pool),
 	 * borrowed.
 	 *
-	 * A transaction's contention is counted on c->metrics_row (the route
-	 * of the request that holds c).
+	 * rq is the descriptor of the request that holds c (idem_store.h,
+	 * borrowed for the call); its key is empty (key_len 0) for a request
+	 * without one, whose transaction holds no record.  The transaction's
+	 * contention is added to rq->contended.
 	 *
-	 * tx_begin opens a transaction on c and, when k is not NULL, reserves
-	 * k inside it, as reserve does.  On ACQUIRED and TAKEN_OVER the
-	 * transaction stays open and holds k (its row is seen by nobody else
-	 * until it commits: no lease, no takeover); on any other outcome or
-	 * error it is rolled back.  Returns like reserve.
+	 * tx_begin opens a transaction on c and, when rq has a key, reserves
+	 * it inside, as reserve does.  On ACQUIRED and TAKEN_OVER the
+	 * transaction stays open and holds the key (its row is seen by nobody
+	 * else until it commits: no lease, no takeover); on any other outcome
+	 * or error it is rolled back.  Returns like reserve.
 	 */
 	idem_err (*tx_begin)(idem_store *s, idem_mysql_conn *c,
-	    const idem_store_key *k, const unsigned char fp[32],
-	    const char *owner, const char *request_id, uint64_t inflight_ttl_ms,
-	    uint64_t lifetime_ms, idem_reserve_result *out);
+	    idem_store_req *rq, idem_reserve_result *out);
 	/*
-	 * Writes the answer into k's record inside c's open transaction.
+	 * Writes the answer into rq's record inside c's open transaction.
 	 * Returns IDEM_OK; IDEM_ERR_TOO_LARGE (nothing written, the
 	 * transaction still open for a smaller answer); else the transaction
-	 * is rolled back: IDEM_ERR_NOT_FOUND (owner does not hold k),
+	 * is rolled back: IDEM_ERR_NOT_FOUND (rq's owner does not hold
+	 * the key),
 	 * IDEM_ERR_BUSY (a deadlock) or IDEM_ERR_STORE.
 	 */
 	idem_err (*tx_record)(idem_store *s, idem_mysql_conn *c,
-	    const idem_store_key *k, const char *owner,
-	    const idem_stored_response *resp, uint64_t lifetime_ms);
+	    idem_store_req *rq, const idem_stored_response *resp);
 	/*
 	 * Ends c's transaction: rolls it back (commit 0; returns IDEM_OK), or
 	 * commits it.  A commit returns IDEM_OK when it committed; else it
 	 * did not, except with *unknown set: the connection was lost during
-	 * COMMIT and (k NULL, or the record unreadable) the outcome could
-	 * not be learned.  With k, a lost COMMIT is resolved by reading k's
-	 * record, waiting for the transaction to end: committed with owner
-	 * means it committed.  Faults a test asked for on c
+	 * COMMIT and (no key, or the record unreadable) the outcome could
+	 * not be learned.  With a key, a lost COMMIT is resolved by reading
+	 * its record, waiting for the transaction to end: committed with
+	 * rq's owner means it committed.  Faults a test asked for on c
 	 * (idem_store_tx_faults) are injected, and cleared.
 	 */
 	idem_err (*tx_end)(idem_store *s, idem_mysql_conn *c,
-	    const idem_store_key *k, const char *owner, int commit,
-	    int *unknown);
+	    idem_store_req *rq, int commit, int *unknown);
 };
 
 /* Faults a test can inject into tx_end (X-Idemfcgi-Fault, DESIGN.md 4): */
@@ -69,14 +68,11 @@ void idem_store_tx_faults(idem_mysql_conn *c, unsigned faults);
 /* Transactional routes: IDEM_ERR_INVALID from tx_begin for a store
  * without them. */
 idem_err idem_store_tx_begin(idem_store *s, idem_mysql_conn *c,
-    const idem_store_key *k, const unsigned char fp[32], const char *owner,
-    const char *request_id, uint64_t inflight_ttl_ms, uint64_t lifetime_ms,
-    idem_reserve_result *out);
+    idem_store_req *rq, idem_reserve_result *out);
 idem_err idem_store_tx_record(idem_store *s, idem_mysql_conn *c,
-    const idem_store_key *k, const char *owner,
-    const idem_stored_response *resp, uint64_t lifetime_ms);
+    idem_store_req *rq, const idem_stored_response *resp);
 idem_err idem_store_tx_end(idem_store *s, idem_mysql_conn *c,
-    const idem_store_key *k, const char *owner, int commit, int *unknown);
+    idem_store_req *rq, int commit, int *unknown);
 struct idem_mysql_pool;
 /*
  * Makes pool (a plugin's, idem_app_mysql_pool) prepare the statements

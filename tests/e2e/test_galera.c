@@ -34,6 +34,7 @@
 #include "../unit/store_suite.h"
 #include "galera.h"
 #include "harness.h"
+#include "store_req.h"
 
 /* the keys raced by two nodes, and how long a race may take */
 #define RACE_KEYS 300
@@ -988,8 +989,8 @@ Test(scale, unprepared_node_passed_over, .init = exclusive_turn,
 	if (s != NULL) {
 		k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "%s",
 		    call_key("gprep"));
-		cr_expect_eq(idem_store_reserve(s, &k, fp, "o.1", "rid", 30000,
-		    60000, &r), IDEM_OK);
+		cr_expect_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "o.1",
+		    "rid", 30000, 60000), &r), IDEM_OK);
 		cr_expect_eq(r.outcome, IDEM_RESERVE_ACQUIRED);
 		idem_reserve_result_clear(&r);
 	}
@@ -1090,11 +1091,11 @@ lag_write(void *arg)
 		k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "glw-%d-%d-%d",
 		    (int)getpid(), w->id, i);
 		snprintf(owner, sizeof(owner), "w%d.%d", w->id, i);
-		if (idem_store_reserve(w->s, &k, fp, owner, "rid", 30000,
-		    LAG_LIFETIME, &r) == IDEM_OK &&
+		if (idem_store_reserve(w->s, TEST_REQ(&k, fp, owner, "rid",
+		    30000, LAG_LIFETIME), &r) == IDEM_OK &&
 		    r.outcome == IDEM_RESERVE_ACQUIRED)
-			(void)idem_store_commit(w->s, &k, owner, &resp,
-			    LAG_LIFETIME);
+			(void)idem_store_commit(w->s, TEST_OWNED(&k, owner,
+			    LAG_LIFETIME), &resp);
 		idem_reserve_result_clear(&r);
 	}
 	return NULL;
@@ -1162,21 +1163,21 @@ Test(galera, owner_checks_on_a_lagging_node, .init = shared_turn,
 		k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "glag-%d-%d",
 		    (int)getpid(), i);
 		snprintf(owner, sizeof(owner), "oa.%d", i);
-		cr_assert_eq(idem_store_reserve(a, &k, fp, owner, "rid", 30000,
-		    LAG_LIFETIME, &r), IDEM_OK);
+		cr_assert_eq(idem_store_reserve(a, TEST_REQ(&k, fp, owner,
+		    "rid", 30000, LAG_LIFETIME), &r), IDEM_OK);
 		cr_assert_eq(r.outcome, IDEM_RESERVE_ACQUIRED);
 		idem_reserve_result_clear(&r);
 		switch (i % 3) {
 		case 0:
-			e2 = idem_store_commit(b, &k, owner, &resp,
-			    LAG_LIFETIME);
+			e2 = idem_store_commit(b, TEST_OWNED(&k, owner,
+			    LAG_LIFETIME), &resp);
 			break;
 		case 1:
-			e1 = idem_store_renew(b, &k, owner);
-			e2 = idem_store_release(b, &k, owner);
+			e1 = idem_store_renew(b, TEST_OWNED(&k, owner, 0));
+			e2 = idem_store_release(b, TEST_OWNED(&k, owner, 0));
 			break;
 		default:
-			e2 = idem_store_release(b, &k, owner);
+			e2 = idem_store_release(b, TEST_OWNED(&k, owner, 0));
 			break;
 		}
 		if (e1 == IDEM_ERR_NOT_FOUND || e2 == IDEM_ERR_NOT_FOUND)
@@ -1253,18 +1254,19 @@ Test(galera, lost_commit_read_on_its_own_node, .init = shared_turn,
 		k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "glc-%d-%d",
 		    (int)getpid(), i);
 		snprintf(owner, sizeof(owner), "oc.%d", i);
-		cr_assert_eq(idem_store_tx_begin(s, c, &k, fp, owner, "rid", 30000,
-		    LAG_LIFETIME, &r), IDEM_OK);
+		cr_assert_eq(idem_store_tx_begin(s, c, TEST_REQ(&k, fp, owner,
+		    "rid", 30000, LAG_LIFETIME), &r), IDEM_OK);
 		cr_assert_eq(r.outcome, IDEM_RESERVE_ACQUIRED);
 		idem_reserve_result_clear(&r);
-		cr_assert_eq(idem_store_tx_record(s, c, &k, owner, &resp,
-		    LAG_LIFETIME), IDEM_OK);
+		cr_assert_eq(idem_store_tx_record(s, c, TEST_OWNED(&k, owner,
+		    LAG_LIFETIME), &resp), IDEM_OK);
 		/* half lost on their way (committed), half cut before they
 		 * were sent (rolled back): both answers are asked for */
 		idem_store_tx_faults(c, i % 2 == 0 ?
 		    IDEM_TX_FAULT_LOSE_IN_COMMIT :
 		    IDEM_TX_FAULT_LOSE_BEFORE_COMMIT);
-		err = idem_store_tx_end(s, c, &k, owner, 1, &unknown);
+		err = idem_store_tx_end(s, c, TEST_OWNED(&k, owner, 0), 1,
+		    &unknown);
 		idem_mysql_put(p, c);
 		said[i] = err == IDEM_OK ? 1 : unknown ? -1 : 0;
 	}

@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 
 #include "store_suite.h"
+#include "store_req.h"
 
 static idem_store *st;
 static const unsigned char FP1[32] = { 1 }, FP2[32] = { 2 };
@@ -68,8 +69,8 @@ static idem_reserve_outcome
 reserve(const idem_store_key *k, const unsigned char *fp, const char *owner,
     uint64_t ttl, idem_reserve_result *rr)
 {
-	cr_assert_eq(idem_store_reserve(st, k, fp, owner, "rid-of-owner", ttl,
-	    60000, rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(st, TEST_REQ(k, fp, owner,
+	    "rid-of-owner", ttl, 60000), rr), IDEM_OK);
 	return rr->outcome;
 }
 
@@ -81,7 +82,8 @@ Test(store, acquire_commit_replay, .init = open_store, .fini = close_store)
 
 	cr_expect_eq(reserve(&k, FP1, "o1", 30000, &rr), IDEM_RESERVE_ACQUIRED);
 	idem_reserve_result_clear(&rr);
-	cr_assert_eq(idem_store_commit(st, &k, "o1", &a, 60000), IDEM_OK);
+	cr_assert_eq(idem_store_commit(st, TEST_OWNED(&k, "o1", 60000), &a),
+	    IDEM_OK);
 	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr),
 	    IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(memcmp(rr.fingerprint, FP1, 32), 0);
@@ -121,24 +123,30 @@ Test(store, owner_checks, .init = open_store, .fini = close_store)
 	idem_reserve_result rr;
 
 	cr_expect_eq(reserve(&k, FP1, "o1", 30000, &rr), IDEM_RESERVE_ACQUIRED);
-	cr_expect_eq(idem_store_commit(st, &k, "intruder", &a, 60000),
+	cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "intruder", 60000),
+	    &a),
 	    IDEM_ERR_NOT_FOUND);
-	cr_expect_eq(idem_store_release(st, &k, "intruder"), IDEM_ERR_NOT_FOUND);
-	cr_expect_eq(idem_store_renew(st, &k, "intruder"), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_release(st, TEST_OWNED(&k, "intruder", 0)),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_renew(st, TEST_OWNED(&k, "intruder", 0)),
+	    IDEM_ERR_NOT_FOUND);
 	/* untouched: still in flight for o1 */
 	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr), IDEM_RESERVE_IN_FLIGHT);
 	cr_expect_str_eq(rr.owner, "o1");
-	cr_expect_eq(idem_store_renew(st, &k, "o1"), IDEM_OK);
-	cr_expect_eq(idem_store_release(st, &k, "o1"), IDEM_OK);
-	cr_expect_eq(idem_store_release(st, &k, "o1"), IDEM_ERR_NOT_FOUND);
-	cr_expect_eq(idem_store_commit(st, &k, "o1", &a, 60000),
+	cr_expect_eq(idem_store_renew(st, TEST_OWNED(&k, "o1", 0)), IDEM_OK);
+	cr_expect_eq(idem_store_release(st, TEST_OWNED(&k, "o1", 0)), IDEM_OK);
+	cr_expect_eq(idem_store_release(st, TEST_OWNED(&k, "o1", 0)),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "o1", 60000), &a),
 	    IDEM_ERR_NOT_FOUND);
 	cr_expect_eq(reserve(&k, FP2, "o2", 30000, &rr), IDEM_RESERVE_ACQUIRED);
 	/* a committed record cannot be committed or released again */
-	cr_expect_eq(idem_store_commit(st, &k, "o2", &a, 60000), IDEM_OK);
-	cr_expect_eq(idem_store_commit(st, &k, "o2", &a, 60000),
+	cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "o2", 60000), &a),
+	    IDEM_OK);
+	cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "o2", 60000), &a),
 	    IDEM_ERR_NOT_FOUND);
-	cr_expect_eq(idem_store_release(st, &k, "o2"), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_release(st, TEST_OWNED(&k, "o2", 0)),
+	    IDEM_ERR_NOT_FOUND);
 	cr_expect_eq(reserve(&k, FP2, "o3", 30000, &rr), IDEM_RESERVE_COMMITTED);
 	idem_reserve_result_clear(&rr);
 }
@@ -160,15 +168,18 @@ Test(store, stale_takeover_fences_old_owner, .init = open_store,
 	cr_expect_str_eq(rr.owner, "old");
 	cr_expect_geq(rr.lease_age_ms, 100);
 	/* the old owner is fenced off */
-	cr_expect_eq(idem_store_commit(st, &k, "old", &a, 60000),
+	cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "old", 60000), &a),
 	    IDEM_ERR_NOT_FOUND);
-	cr_expect_eq(idem_store_release(st, &k, "old"), IDEM_ERR_NOT_FOUND);
-	cr_expect_eq(idem_store_renew(st, &k, "old"), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_release(st, TEST_OWNED(&k, "old", 0)),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_renew(st, TEST_OWNED(&k, "old", 0)),
+	    IDEM_ERR_NOT_FOUND);
 	/* the new owner's lease is fresh (well under 5 s old) */
 	cr_expect_eq(reserve(&k, FP1, "third", 5000, &rr),
 	    IDEM_RESERVE_IN_FLIGHT);
 	cr_expect_str_eq(rr.owner, "new");
-	cr_expect_eq(idem_store_commit(st, &k, "new", &a, 60000), IDEM_OK);
+	cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "new", 60000), &a),
+	    IDEM_OK);
 	cr_assert_eq(reserve(&k, FP1, "fourth", 100, &rr),
 	    IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(memcmp(rr.response.body, "new", 3), 0);
@@ -187,7 +198,8 @@ Test(store, renewal_keeps_lease, .init = open_store, .fini = close_store)
 	    IDEM_RESERVE_ACQUIRED);
 	for (i = 0; i < 8; i++) {
 		msleep(250);
-		cr_assert_eq(idem_store_renew(st, &k, "slow"), IDEM_OK);
+		cr_assert_eq(idem_store_renew(st, TEST_OWNED(&k, "slow", 0)),
+		    IDEM_OK);
 	}
 	/* 2 s after the reservation, but renewed just now */
 	cr_expect_eq(reserve(&k, FP1, "taker", 1000, &rr),
@@ -202,7 +214,8 @@ Test(store, expiry, .init = open_store, .fini = close_store)
 	idem_reserve_result rr;
 
 	cr_expect_eq(reserve(&k, FP1, "o1", 30000, &rr), IDEM_RESERVE_ACQUIRED);
-	cr_assert_eq(idem_store_commit(st, &k, "o1", &a, 300), IDEM_OK);
+	cr_assert_eq(idem_store_commit(st, TEST_OWNED(&k, "o1", 300), &a),
+	    IDEM_OK);
 	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr), IDEM_RESERVE_COMMITTED);
 	idem_reserve_result_clear(&rr);
 	msleep(1100);
@@ -224,8 +237,8 @@ Test(store, purge_in_batches, .init = open_store, .fini = close_store)
 		k = key(name, 9);
 		cr_assert_eq(reserve(&k, FP1, "o", 30000, &rr),
 		    IDEM_RESERVE_ACQUIRED);
-		cr_assert_eq(idem_store_commit(st, &k, "o", &a,
-		    i < 5 ? 300 : 600000), IDEM_OK);
+		cr_assert_eq(idem_store_commit(st, TEST_OWNED(&k, "o",
+		    i < 5 ? 300 : 600000), &a), IDEM_OK);
 	}
 	msleep(1100);
 	/* Criterion runs tests in parallel processes, and in a shared store
@@ -279,7 +292,8 @@ Test(store, binary_body_and_long_key, .init = open_store, .fini = close_store)
 	a.headers = "";
 	a.headers_len = 0;
 	cr_expect_eq(reserve(&k, FP1, "o", 30000, &rr), IDEM_RESERVE_ACQUIRED);
-	cr_assert_eq(idem_store_commit(st, &k, "o", &a, 60000), IDEM_OK);
+	cr_assert_eq(idem_store_commit(st, TEST_OWNED(&k, "o", 60000), &a),
+	    IDEM_OK);
 	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr), IDEM_RESERVE_COMMITTED);
 	cr_assert_eq(rr.response.body_len, sizeof(bin));
 	cr_expect_eq(memcmp(rr.response.body, bin, sizeof(bin)), 0);
@@ -305,8 +319,8 @@ race(void *arg)
 	idem_reserve_result rr;
 
 	pthread_barrier_wait(r->start);
-	r->err = idem_store_reserve(st, &r->k, FP1, r->owner, "rid", r->ttl,
-	    60000, &rr);
+	r->err = idem_store_reserve(st, TEST_REQ(&r->k, FP1, r->owner, "rid",
+	    r->ttl, 60000), &rr);
 	r->outcome = rr.outcome;
 	idem_reserve_result_clear(&rr);
 	return NULL;
@@ -382,7 +396,8 @@ Test(store, release_prefix_frees_a_dead_workers_keys, .init = open_store,
 	snprintf(alive, sizeof(alive), "%08lx.c", (unsigned long)getpid());
 	cr_assert_eq(reserve(&a, FP1, dead_a, 30000, &rr), IDEM_RESERVE_ACQUIRED);
 	cr_assert_eq(reserve(&b, FP1, dead_b, 30000, &rr), IDEM_RESERVE_ACQUIRED);
-	cr_assert_eq(idem_store_commit(st, &b, dead_b, &ans, 60000), IDEM_OK);
+	cr_assert_eq(idem_store_commit(st, TEST_OWNED(&b, dead_b, 60000), &ans),
+	    IDEM_OK);
 	cr_assert_eq(reserve(&c, FP1, alive, 30000, &rr), IDEM_RESERVE_ACQUIRED);
 	cr_assert_eq(idem_store_release_prefix(st, dead, &gone, &n), IDEM_OK);
 	cr_assert_eq(n, 1);
@@ -424,7 +439,8 @@ Test(store, lookup_shows_a_record, .init = open_store, .fini = close_store)
 	cr_expect_lt(r.lease_age_ms, 5000);
 	cr_expect_gt(r.expires_in_ms, 50000);
 	cr_expect_leq(r.expires_in_ms, 60000);
-	cr_assert_eq(idem_store_commit(st, &k, "own-look", &a, 120000), IDEM_OK);
+	cr_assert_eq(idem_store_commit(st, TEST_OWNED(&k, "own-look", 120000),
+	    &a), IDEM_OK);
 	cr_assert_eq(idem_store_lookup(st, &k, &r), IDEM_OK);
 	cr_expect_eq(r.committed, 1);
 	cr_expect_eq(r.status, 201);
@@ -450,11 +466,13 @@ Test(store, census_counts_by_state, .init = open_store, .fini = close_store)
 	    IDEM_RESERVE_ACQUIRED);
 	cr_assert_eq(reserve(&live, FP1, "own-live", 30000, &rr),
 	    IDEM_RESERVE_ACQUIRED);
-	cr_assert_eq(idem_store_commit(st, &live, "own-live", &a, 60000),
+	cr_assert_eq(idem_store_commit(st, TEST_OWNED(&live, "own-live", 60000),
+	    &a),
 	    IDEM_OK);
 	cr_assert_eq(reserve(&old, FP1, "own-old", 30000, &rr),
 	    IDEM_RESERVE_ACQUIRED);
-	cr_assert_eq(idem_store_commit(st, &old, "own-old", &a, 1), IDEM_OK);
+	cr_assert_eq(idem_store_commit(st, TEST_OWNED(&old, "own-old", 1), &a),
+	    IDEM_OK);
 	msleep(30);
 	cr_assert_eq(idem_store_census_get(st, 10, &c), IDEM_OK);
 	cr_expect_geq(c.in_flight, 1);
@@ -474,11 +492,13 @@ Test(store, census_counts_by_state, .init = open_store, .fini = close_store)
 		cr_expect_str_eq(c.oldest_request_id, "rid-of-owner");
 	}
 	/* a fresh lease is not stale */
-	cr_assert_eq(idem_store_renew(st, &fly, "own-fly"), IDEM_OK);
+	cr_assert_eq(idem_store_renew(st, TEST_OWNED(&fly, "own-fly", 0)),
+	    IDEM_OK);
 	cr_assert_eq(idem_store_census_get(st, 10000, &c), IDEM_OK);
 	if (exact)
 		cr_expect_eq(c.stale, 0);
-	cr_assert_eq(idem_store_release(st, &fly, "own-fly"), IDEM_OK);
+	cr_assert_eq(idem_store_release(st, TEST_OWNED(&fly, "own-fly", 0)),
+	    IDEM_OK);
 }
 
 /* Issue 12.3: purge removes committed records past their expiry, never an
@@ -491,18 +511,19 @@ Test(store, purge_never_removes_in_flight, .init = open_store,
 	idem_reserve_result rr;
 	unsigned n;
 
-	cr_assert_eq(idem_store_reserve(st, &k, FP1, "slow", "rid", 30000, 300,
-	    &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(st, TEST_REQ(&k, FP1, "slow", "rid",
+	    30000, 300), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	msleep(600);
 	do
 		cr_assert_eq(idem_store_purge(st, 100, &n), IDEM_OK);
 	while (n == 100);
-	cr_expect_eq(idem_store_renew(st, &k, "slow"), IDEM_OK,
+	cr_expect_eq(idem_store_renew(st, TEST_OWNED(&k, "slow", 0)), IDEM_OK,
 	    "the in-flight record was purged");
 	cr_expect_eq(reserve(&k, FP1, "retry", 30000, &rr),
 	    IDEM_RESERVE_IN_FLIGHT, "a retry would run the handler again");
-	cr_expect_eq(idem_store_commit(st, &k, "slow", &a, 60000), IDEM_OK);
+	cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "slow", 60000), &a),
+	    IDEM_OK);
 	cr_expect_eq(reserve(&k, FP1, "retry", 30000, &rr),
 	    IDEM_RESERVE_COMMITTED);
 	idem_reserve_result_clear(&rr);
@@ -530,13 +551,17 @@ Test(store, answer_over_limits, .init = open_store, .fini = close_store)
 	big.headers_len = len;
 	cr_assert_eq(reserve(&k, FP1, "o", 30000, &rr), IDEM_RESERVE_ACQUIRED);
 	if (st->limits.headers > 0) {
-		cr_expect_eq(idem_store_commit(st, &k, "o", &big, 60000),
+		cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "o", 60000),
+		    &big),
 		    IDEM_ERR_TOO_LARGE);
-		cr_expect_eq(idem_store_renew(st, &k, "o"), IDEM_OK);
-		cr_expect_eq(idem_store_commit(st, &k, "o", &small, 60000),
+		cr_expect_eq(idem_store_renew(st, TEST_OWNED(&k, "o", 0)),
+		    IDEM_OK);
+		cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "o", 60000),
+		    &small),
 		    IDEM_OK);
 	} else {
-		cr_expect_eq(idem_store_commit(st, &k, "o", &big, 60000), IDEM_OK);
+		cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "o", 60000),
+		    &big), IDEM_OK);
 	}
 	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr),
 	    IDEM_RESERVE_COMMITTED);
@@ -563,8 +588,8 @@ churn(void *arg)
 	idem_reserve_result rr;
 
 	while (!*c->stop) {
-		idem_err err = idem_store_reserve(st, &c->k, FP1, c->owner, "rid",
-		    30000, 60000, &rr);
+		idem_err err = idem_store_reserve(st, TEST_REQ(&c->k, FP1,
+		    c->owner, "rid", 30000, 60000), &rr);
 		if (err == IDEM_ERR_BUSY) {
 			c->busy++;
 		} else if (err != IDEM_OK) {
@@ -572,7 +597,8 @@ churn(void *arg)
 			snprintf(c->why, sizeof(c->why), "%s", idem_strerror(err));
 		} else if (rr.outcome == IDEM_RESERVE_ACQUIRED) {
 			c->acquired++;
-			if (idem_store_release(st, &c->k, c->owner) != IDEM_OK) {
+			if (idem_store_release(st, TEST_OWNED(&c->k, c->owner,
+			    0)) != IDEM_OK) {
 				c->wrong++;
 				snprintf(c->why, sizeof(c->why), "release failed");
 			}

@@ -16,7 +16,9 @@
 #include "idem_lease.h"
 #include "idem_log.h"
 #include "idem_metrics.h"
+#include "idem_router.h"
 #include "idem_time.h"
+#include "store_req.h"
 
 /* ------------------------------------------------------ the fake store */
 
@@ -61,15 +63,13 @@ owned(fake *f, const idem_store_key *k, const char *owner)
 }
 
 static idem_err
-fake_commit(idem_store *s, const idem_store_key *k, const char *owner,
-    const idem_stored_response *resp, uint64_t lifetime_ms)
+fake_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 {
 	fake *f = (fake *)s;
 	fake_record *r;
 	idem_err err;
 	long delay;
 
-	(void)lifetime_ms;
 	pthread_mutex_lock(&f->lock);
 	f->commits++;
 	delay = f->commit_delay_ms;
@@ -78,7 +78,7 @@ fake_commit(idem_store *s, const idem_store_key *k, const char *owner,
 		call_sleep(delay);
 	pthread_mutex_lock(&f->lock);
 	if ((err = f->commit_err) == IDEM_OK) {
-		if ((r = owned(f, k, owner)) == NULL) {
+		if ((r = owned(f, &rq->key, rq->owner)) == NULL) {
 			err = IDEM_ERR_NOT_FOUND;
 		} else {
 			r->committed = 1;
@@ -90,7 +90,7 @@ fake_commit(idem_store *s, const idem_store_key *k, const char *owner,
 }
 
 static idem_err
-fake_release(idem_store *s, const idem_store_key *k, const char *owner)
+fake_release(idem_store *s, idem_store_req *rq)
 {
 	fake *f = (fake *)s;
 	fake_record *r;
@@ -99,7 +99,7 @@ fake_release(idem_store *s, const idem_store_key *k, const char *owner)
 	pthread_mutex_lock(&f->lock);
 	f->releases++;
 	if ((err = f->release_err) == IDEM_OK) {
-		if ((r = owned(f, k, owner)) == NULL)
+		if ((r = owned(f, &rq->key, rq->owner)) == NULL)
 			err = IDEM_ERR_NOT_FOUND;
 		else
 			memset(r, 0, sizeof(*r));
@@ -109,14 +109,15 @@ fake_release(idem_store *s, const idem_store_key *k, const char *owner)
 }
 
 static idem_err
-fake_renew(idem_store *s, const idem_store_key *k, const char *owner)
+fake_renew(idem_store *s, idem_store_req *rq)
 {
 	fake *f = (fake *)s;
 	idem_err err;
 
 	pthread_mutex_lock(&f->lock);
 	f->renews++;
-	if ((err = f->renew_err) == IDEM_OK && owned(f, k, owner) == NULL)
+	if ((err = f->renew_err) == IDEM_OK &&
+	    owned(f, &rq->key, rq->owner) == NULL)
 		err = IDEM_ERR_NOT_FOUND;
 	pthread_mutex_unlock(&f->lock);
 	return err;
@@ -204,14 +205,17 @@ fake_count(fake *f, const int *counter)
 	return n;
 }
 
+static unsigned route_row;      /* the keys' route: POST /lease */
+
 /* The lease module's writer of deferred commits: a plain commit. */
 static idem_err
-plain_commit(void *arg, const idem_store_key *k, const char *owner,
+plain_commit(void *arg, idem_store_req *rq, unsigned row,
     const idem_stored_response *answer, const idem_log_ctx *ctx)
 {
 	cr_assert_not_null(ctx);
 	cr_assert_not_null(ctx->key_hash);
-	return idem_store_commit(arg, k, owner, answer, 60000);
+	cr_assert_eq(row, route_row);
+	return idem_store_commit(arg, rq, answer);
 }
 
 /* ------------------------------------------------------------ fixture */
@@ -219,7 +223,7 @@ plain_commit(void *arg, const idem_store_key *k, const char *owner,
 static fake *fs;
 static idem_leases *ls;
 static idem_metrics *metrics;
-static unsigned route_row;      /* the keys' route: POST /lease */
+static idem_route route;        /* its route, that req matched */
 static idem_request req;
 
 /* Leases over a fresh fake store, renewed every ttl_ms / 3. */
@@ -237,6 +241,11 @@ start(uint64_t ttl_ms)
 	idem_leases_set_metrics(ls, metrics);
 	memset(&req, 0, sizeof(req));
 	snprintf(req.request_id, sizeof(req.request_id), "rid-lease");
+	memset(&route, 0, sizeof(route));
+	route.method = "POST";
+	route.tmpl = "/lease";
+	route.metrics_row = route_row;
+	req.route = &route;
 	idem_log_set_level(IDEM_LOG_ERROR + 1);
 }
 
@@ -264,7 +273,7 @@ stop(void)
 	idem_log_set_level(IDEM_LOG_INFO);
 }
 
-/* The store key of key, on the route POST /lease. */
+/* The store key of key. */
 static idem_store_key
 skey(const char *key)
 {
@@ -273,7 +282,6 @@ skey(const char *key)
 	memset(&k, 0, sizeof(k));
 	snprintf(k.key, sizeof(k.key), "%s", key);
 	k.key_len = strlen(k.key);
-	k.metrics_row = route_row;
 	return k;
 }
 
@@ -287,8 +295,10 @@ add(idem_lease_job job, const char *key, const char *owner)
 	    body, sizeof(body) - 1 };
 	idem_store_key k = skey(key);
 
-	return idem_leases_add(ls, job, &req, &k, owner,
-	    job == IDEM_LEASE_COMMIT ? &answer : NULL);
+	/* as the request of req, on the route POST /lease */
+	return idem_leases_add(ls, job, &req, TEST_REQ(&k, NULL, owner,
+	    req.request_id, 30000, 60000), job == IDEM_LEASE_COMMIT ? &answer :
+	    NULL);
 }
 
 /* The count of outcome in the metrics, on the keys' route. */

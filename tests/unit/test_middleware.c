@@ -18,6 +18,7 @@
 #include "idem_log.h"
 #include "idem_metrics.h"
 #include "idem_service.h"
+#include "store_req.h"
 
 static const idem_request_limits test_limits = { "", 100, 8192, 65536 };
 
@@ -131,20 +132,17 @@ typedef struct faulty {
 static atomic_int stored;
 
 static idem_err
-f_reserve(idem_store *s, const idem_store_key *k, const unsigned char fp[32],
-    const char *owner, const char *rid, uint64_t ttl, uint64_t life,
-    idem_reserve_result *out)
+f_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 {
 	faulty *f = (faulty *)s;
 
 	if (f->fail_reserve)
 		return f->reserve_err != IDEM_OK ? f->reserve_err : IDEM_ERR_STORE;
-	return idem_store_reserve(f->inner, k, fp, owner, rid, ttl, life, out);
+	return idem_store_reserve(f->inner, rq, out);
 }
 
 static idem_err
-f_commit(idem_store *s, const idem_store_key *k, const char *owner,
-    const idem_stored_response *r, uint64_t life)
+f_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *r)
 {
 	faulty *f = (faulty *)s;
 
@@ -157,27 +155,27 @@ f_commit(idem_store *s, const idem_store_key *k, const char *owner,
 		return IDEM_ERR_STORE;
 	if (f->too_large > 0 && r->headers_len + r->body_len > f->too_large)
 		return IDEM_ERR_TOO_LARGE;
-	err = idem_store_commit(f->inner, k, owner, r, life);
+	err = idem_store_commit(f->inner, rq, r);
 	if (err == IDEM_OK)
 		atomic_fetch_add(&stored, 1);
 	return err;
 }
 
 static idem_err
-f_release(idem_store *s, const idem_store_key *k, const char *owner)
+f_release(idem_store *s, idem_store_req *rq)
 {
 	faulty *f = (faulty *)s;
 
 	f->releases++;
 	if (f->fail_release)
 		return IDEM_ERR_STORE;
-	return idem_store_release(f->inner, k, owner);
+	return idem_store_release(f->inner, rq);
 }
 
 static idem_err
-f_renew(idem_store *s, const idem_store_key *k, const char *owner)
+f_renew(idem_store *s, idem_store_req *rq)
 {
-	return idem_store_renew(((faulty *)s)->inner, k, owner);
+	return idem_store_renew(((faulty *)s)->inner, rq);
 }
 
 static idem_err
@@ -1235,8 +1233,9 @@ Test(mw, in_flight_duplicate)
 	memset(&sk, 0, sizeof(sk));
 	strcpy(sk.key, "k7");
 	sk.key_len = 2;
-	cr_assert_eq(idem_store_reserve(idem_middleware_store(svc->mw), &sk, fp,
-	    "other", "first-request", 30000, 60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(idem_middleware_store(svc->mw),
+	    TEST_REQ(&sk, fp, "other", "first-request", 30000,
+	    60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	r = post("/c", "{}", KEY("k7"), NULL);
 	expect_problem(&r, 409, "IDEMPOTENCY_IN_FLIGHT");

@@ -11,6 +11,7 @@
 
 #include "harness.h"
 #include "store_suite.h"
+#include "store_req.h"
 
 idem_store *
 suite_open(void)
@@ -42,12 +43,13 @@ put(idem_store *s, int i, uint64_t lifetime)
 	idem_reserve_result rr;
 	idem_reserve_outcome o;
 
-	cr_assert_eq(idem_store_reserve(s, &k, FP, "o", "r", 30000, lifetime,
-	    &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, FP, "o", "r", 30000,
+	    lifetime), &rr), IDEM_OK);
 	o = rr.outcome;
 	idem_reserve_result_clear(&rr);
 	if (o == IDEM_RESERVE_ACQUIRED)
-		cr_assert_eq(idem_store_commit(s, &k, "o", &a, lifetime), IDEM_OK);
+		cr_assert_eq(idem_store_commit(s, TEST_OWNED(&k, "o", lifetime),
+		    &a), IDEM_OK);
 	return o;
 }
 
@@ -98,22 +100,27 @@ Test(memory, never_evicts_in_flight)
 	idem_store_stats ss;
 
 	cr_assert_eq(idem_store_memory_new(2, &s), IDEM_OK);
-	cr_assert_eq(idem_store_reserve(s, &a, FP, "o", "r", 30000, 60000, &rr),
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&a, FP, "o", "r", 30000,
+	    60000), &rr),
 	    IDEM_OK);
-	cr_assert_eq(idem_store_reserve(s, &b, FP, "o", "r", 30000, 60000, &rr),
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&b, FP, "o", "r", 30000,
+	    60000), &rr),
 	    IDEM_OK);
-	cr_expect_eq(idem_store_reserve(s, &c, FP, "o", "r", 30000, 60000, &rr),
+	cr_expect_eq(idem_store_reserve(s, TEST_REQ(&c, FP, "o", "r", 30000,
+	    60000), &rr),
 	    IDEM_ERR_STORE);
 	idem_store_stats_get(s, &ss);
 	cr_expect_eq(ss.entries, 2);
 	cr_expect_eq(ss.in_flight, 2);
 	cr_expect_eq(ss.evictions, 0);
 	/* both are still there */
-	cr_assert_eq(idem_store_reserve(s, &a, FP, "x", "r", 30000, 60000, &rr),
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&a, FP, "x", "r", 30000,
+	    60000), &rr),
 	    IDEM_OK);
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_IN_FLIGHT);
-	cr_assert_eq(idem_store_release(s, &b, "o"), IDEM_OK);
-	cr_assert_eq(idem_store_reserve(s, &c, FP, "o", "r", 30000, 60000, &rr),
+	cr_assert_eq(idem_store_release(s, TEST_OWNED(&b, "o", 0)), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&c, FP, "o", "r", 30000,
+	    60000), &rr),
 	    IDEM_OK);
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	idem_store_close(s);

@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "mariadb.h"
 #include "store_suite.h"
+#include "store_req.h"
 
 /* The config of the shared server, with pool size. */
 static idem_config *
@@ -218,17 +219,18 @@ Test(mysql, packet_lowered_at_run_time, .timeout = 120)
 	free(out);
 	memset(&k, 0, sizeof(k));
 	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "packet");
-	cr_assert_eq(idem_store_reserve(s, &k, fp, "o", "rid", 30000, 60000,
-	    &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "o", "rid", 30000,
+	    60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	memset(&big, 0, sizeof(big));
 	big.status = 201;
 	big.body = calloc(1, n);
 	big.body_len = n;
-	cr_expect_eq(idem_store_commit(s, &k, "o", &big, 60000),
+	cr_expect_eq(idem_store_commit(s, TEST_OWNED(&k, "o", 60000), &big),
 	    IDEM_ERR_TOO_LARGE);
 	big.body_len = 100;
-	cr_expect_eq(idem_store_commit(s, &k, "o", &big, 60000), IDEM_OK,
+	cr_expect_eq(idem_store_commit(s, TEST_OWNED(&k, "o", 60000), &big),
+	    IDEM_OK,
 	    "the record was still ours, in flight");
 	free(big.body);
 	idem_store_close(s);
@@ -326,21 +328,23 @@ Test(tx, commit_then_replay_everywhere)
 	int unknown = 1;
 
 	cr_assert_not_null(c);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "o1", "r1", 30000,
-	    60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP, "o1", "r1",
+	    30000, 60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
-	cr_assert_eq(idem_store_tx_record(e.st, c, &k, "o1", &a, 60000), IDEM_OK);
-	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "o1", 1, &unknown),
+	cr_assert_eq(idem_store_tx_record(e.st, c, TEST_OWNED(&k, "o1", 60000),
+	    &a), IDEM_OK);
+	cr_assert_eq(idem_store_tx_end(e.st, c, TEST_OWNED(&k, "o1", 0), 1,
+	    &unknown),
 	    IDEM_OK);
 	cr_expect_eq(unknown, 0);
 	/* a two-phase reserve and a transactional one both replay it */
-	cr_assert_eq(idem_store_reserve(e.st, &k, TXFP, "o2", "r2", 30000, 60000,
-	    &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(e.st, TEST_REQ(&k, TXFP, "o2", "r2",
+	    30000, 60000), &rr), IDEM_OK);
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(rr.response.body_len, strlen("committed once"));
 	idem_reserve_result_clear(&rr);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "o3", "r3", 30000,
-	    60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP, "o3", "r3",
+	    30000, 60000), &rr), IDEM_OK);
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(memcmp(rr.response.body, "committed once", 14), 0);
 	idem_reserve_result_clear(&rr);
@@ -357,17 +361,18 @@ Test(tx, rollback_leaves_nothing)
 	idem_mysql_conn *c = idem_mysql_get(e.pool);
 	int unknown;
 
-	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "o1", "r1", 30000,
-	    60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP, "o1", "r1",
+	    30000, 60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	/* not seen by anybody before it commits: a lookup says only that
 	 * an open transaction holds the key */
 	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_BUSY);
-	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "o1", 0, &unknown),
+	cr_assert_eq(idem_store_tx_end(e.st, c, TEST_OWNED(&k, "o1", 0), 0,
+	    &unknown),
 	    IDEM_OK);
 	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_NOT_FOUND);
-	cr_assert_eq(idem_store_reserve(e.st, &k, TXFP, "o2", "r2", 30000, 60000,
-	    &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(e.st, TEST_REQ(&k, TXFP, "o2", "r2",
+	    30000, 60000), &rr), IDEM_OK);
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	idem_mysql_put(e.pool, c);
 	tx_close(&e);
@@ -393,18 +398,18 @@ hold(void *arg)
 	int unknown;
 
 	/* an inflight-ttl of 100 ms: a reservation idle longer is stale */
-	h->begin = idem_store_tx_begin(h->e->st, c, &h->k, TXFP, h->owner, "r",
-	    100, 60000, &rr);
+	h->begin = idem_store_tx_begin(h->e->st, c, TEST_REQ(&h->k, TXFP,
+	    h->owner, "r", 100, 60000), &rr);
 	h->outcome = rr.outcome;
 	idem_reserve_result_clear(&rr);
 	if (h->begin == IDEM_OK && (rr.outcome == IDEM_RESERVE_ACQUIRED ||
 	    rr.outcome == IDEM_RESERVE_TAKEN_OVER)) {
 		tx_msleep(h->hold_ms);
-		h->end = idem_store_tx_record(h->e->st, c, &h->k, h->owner, &a,
-		    60000);
+		h->end = idem_store_tx_record(h->e->st, c, TEST_OWNED(&h->k,
+		    h->owner, 60000), &a);
 		if (h->end == IDEM_OK)
-			h->end = idem_store_tx_end(h->e->st, c, &h->k, h->owner,
-			    1, &unknown);
+			h->end = idem_store_tx_end(h->e->st, c,
+			    TEST_OWNED(&h->k, h->owner, 0), 1, &unknown);
 	}
 	idem_mysql_put(h->e->pool, c);
 	return NULL;
@@ -423,16 +428,16 @@ Test(tx, duplicates_wait_up_to_inflight_wait, .timeout = 60)
 
 	pthread_create(&t, NULL, hold, &h);
 	tx_msleep(300);
-	cr_expect_eq(idem_store_reserve(e0.st, &h.k, TXFP, "dup", "r", 30000,
-	    60000, &rr), IDEM_ERR_BUSY);
+	cr_expect_eq(idem_store_reserve(e0.st, TEST_REQ(&h.k, TXFP, "dup", "r",
+	    30000, 60000), &rr), IDEM_ERR_BUSY);
 	c = idem_mysql_get(e0.pool);
-	cr_expect_eq(idem_store_tx_begin(e0.st, c, &h.k, TXFP, "dup", "r",
-	    30000, 60000, &rr), IDEM_ERR_BUSY);
+	cr_expect_eq(idem_store_tx_begin(e0.st, c, TEST_REQ(&h.k, TXFP, "dup",
+	    "r", 30000, 60000), &rr), IDEM_ERR_BUSY);
 	idem_mysql_put(e0.pool, c);
 	/* waits on the row lock until the first commits */
 	c = idem_mysql_get(e3.pool);
-	cr_assert_eq(idem_store_tx_begin(e3.st, c, &h.k, TXFP, "dup", "r",
-	    30000, 60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_begin(e3.st, c, TEST_REQ(&h.k, TXFP, "dup",
+	    "r", 30000, 60000), &rr), IDEM_OK);
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(rr.response.body_len, strlen("first"));
 	idem_reserve_result_clear(&rr);
@@ -460,7 +465,7 @@ late_commit(void *arg)
 	late *l = arg;
 	idem_stored_response a = tx_answer("old");
 
-	l->err = idem_store_commit(l->st, &l->k, "old", &a, 60000);
+	l->err = idem_store_commit(l->st, TEST_OWNED(&l->k, "old", 60000), &a);
 	return NULL;
 }
 
@@ -476,19 +481,21 @@ Test(tx, takeover_fences_the_old_owner, .timeout = 60)
 	pthread_t t;
 	int unknown;
 
-	cr_assert_eq(idem_store_reserve(e.st, &k, TXFP, "old", "r", 100, 60000,
-	    &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(e.st, TEST_REQ(&k, TXFP, "old", "r",
+	    100, 60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	tx_msleep(300);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "new", "r2", 100,
-	    60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP, "new",
+	    "r2", 100, 60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_TAKEN_OVER);
 	cr_expect_str_eq(rr.owner, "old");
 	pthread_create(&t, NULL, late_commit, &l);
 	tx_msleep(300);
-	cr_assert_eq(idem_store_tx_record(e.st, c, &k, "new", &a, 60000),
+	cr_assert_eq(idem_store_tx_record(e.st, c, TEST_OWNED(&k, "new", 60000),
+	    &a),
 	    IDEM_OK);
-	cr_assert_eq(idem_store_tx_end(e.st, c, &k, "new", 1, &unknown),
+	cr_assert_eq(idem_store_tx_end(e.st, c, TEST_OWNED(&k, "new", 0), 1,
+	    &unknown),
 	    IDEM_OK);
 	pthread_join(t, NULL);
 	/* refused (or, with a lock wait of 0, contended): never stored */
@@ -497,7 +504,7 @@ Test(tx, takeover_fences_the_old_owner, .timeout = 60)
 	cr_assert_eq(idem_store_lookup(e.st, &k, &rec), IDEM_OK);
 	cr_expect(rec.committed);
 	cr_expect_str_eq(rec.owner, "new");
-	cr_expect_eq(idem_store_commit(e.st, &k, "old", &a, 60000),
+	cr_expect_eq(idem_store_commit(e.st, TEST_OWNED(&k, "old", 60000), &a),
 	    IDEM_ERR_NOT_FOUND);
 	idem_mysql_put(e.pool, c);
 	tx_close(&e);
@@ -505,56 +512,46 @@ Test(tx, takeover_fences_the_old_owner, .timeout = 60)
 
 #include "idem_metrics.h"
 
-/* The contended count of a route row (registered as method route). */
-static double
-contended(idem_metrics *m, const char *route)
-{
-	char *text;
-	size_t len;
-	double v;
-
-	text = idem_metrics_render(m, NULL, &len);
-	cr_assert_not_null(text);
-	v = harness_route_outcome(text, "POST", route, "contended");
-	free(text);
-	return v;
-}
-
 /*
- * Contention is counted on the metrics row of the request that met it: a
- * two-phase statement's on its key's row, a transaction's on its
- * connection's.  A transaction holds a key's row lock; a two-phase
- * reservation of the key and another transaction's wait for it (a lock
- * wait: once each), and give up.
+ * Contention comes back in the descriptor of the request that met it: a
+ * two-phase statement's and a transaction's alike, and the metrics count
+ * none of it themselves (the caller counts it on its route).  A
+ * transaction holds a key's row lock; a two-phase reservation of the key
+ * and another transaction's wait for it (a lock wait: once each), and
+ * give up.
  */
-Test(tx, contention_counted_on_the_route_row, .timeout = 60)
+Test(tx, contention_comes_back_in_the_descriptor, .timeout = 60)
 {
 	txenv e = tx_open(NULL);
-	idem_store_key k = tx_key("txrow"), k2;
+	idem_store_key k = tx_key("txrow");
+	idem_key_policy pol = { .lifetime_ms = 60000, .lease_ms = 30000 };
+	idem_store_req hold = { .policy = &pol }, waiter = hold,
+	    tx_waiter = hold;
 	idem_mysql_conn *c = idem_mysql_get(e.pool), *c2 = idem_mysql_get(e.pool);
 	idem_reserve_result rr;
 	idem_metrics *m;
+	char *text;
+	size_t len;
 	int unknown;
 
 	cr_assert_eq(idem_metrics_new(&m), IDEM_OK);
-	k.metrics_row = idem_metrics_route(m, "POST", "/holder", 1);
-	c->metrics_row = k.metrics_row;
-	k2 = k;
-	k2.metrics_row = idem_metrics_route(m, "POST", "/two-phase", 1);
-	c2->metrics_row = idem_metrics_route(m, "POST", "/tx", 1);
 	idem_store_set_metrics(e.st, m);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "h", "r1", 30000,
-	    60000, &rr), IDEM_OK);
+	test_req_fill(&hold, &k, TXFP, "h", "r1");
+	test_req_fill(&waiter, &k, TXFP, "w", "r2");
+	test_req_fill(&tx_waiter, &k, TXFP, "t", "r3");
+	cr_assert_eq(idem_store_tx_begin(e.st, c, &hold, &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
-	cr_expect_eq(idem_store_reserve(e.st, &k2, TXFP, "w", "r2", 30000,
-	    60000, &rr), IDEM_ERR_BUSY);
-	cr_expect_eq(idem_store_tx_begin(e.st, c2, &k2, TXFP, "t", "r3", 30000,
-	    60000, &rr), IDEM_ERR_BUSY);
-	cr_expect_eq(idem_store_tx_end(e.st, c, &k, "h", 0, &unknown),
-	    IDEM_OK);
-	cr_expect_eq(contended(m, "/two-phase"), 1);
-	cr_expect_eq(contended(m, "/tx"), 1);
-	cr_expect_eq(contended(m, "/holder"), 0);
+	cr_expect_eq(idem_store_reserve(e.st, &waiter, &rr), IDEM_ERR_BUSY);
+	cr_expect_eq(idem_store_tx_begin(e.st, c2, &tx_waiter, &rr),
+	    IDEM_ERR_BUSY);
+	cr_expect_eq(idem_store_tx_end(e.st, c, &hold, 0, &unknown), IDEM_OK);
+	cr_expect_eq(waiter.contended, 1);
+	cr_expect_eq(tx_waiter.contended, 1);
+	cr_expect_eq(hold.contended, 0);
+	text = idem_metrics_render(m, NULL, &len);
+	cr_assert_not_null(text);
+	cr_expect_eq(harness_route_outcome(text, "", "", "contended"), 0);
+	free(text);
 	idem_store_set_metrics(e.st, NULL);
 	idem_metrics_free(m);
 	idem_mysql_put(e.pool, c);
@@ -572,8 +569,8 @@ Test(tx, racing_takeovers_one_winner, .timeout = 60)
 	int i, won = 0, committed = 0;
 	idem_store_key k = tx_key("txrace");
 
-	cr_assert_eq(idem_store_reserve(e.st, &k, TXFP, "dead", "r", 100, 60000,
-	    &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(e.st, TEST_REQ(&k, TXFP, "dead", "r",
+	    100, 60000), &rr), IDEM_OK);
 	tx_msleep(300);
 	for (i = 0; i < 8; i++) {
 		h[i] = (holder){ &e, k, NULL, 300, 0, 0, 0 };
@@ -612,14 +609,16 @@ Test(tx, killed_connection_cannot_commit, .timeout = 60)
 	int unknown = 0;
 
 	mariadb_from_env(&m);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "killed-o1", "r1", 30000,
-	    60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP,
+	    "killed-o1", "r1", 30000, 60000), &rr), IDEM_OK);
 	snprintf(sql, sizeof(sql), "KILL %lu", mysql_thread_id(c->m));
 	free(mariadb_sql(&m, sql));
 	tx_msleep(200);
-	err = idem_store_tx_record(e.st, c, &k, "killed-o1", &a, 60000);
+	err = idem_store_tx_record(e.st, c, TEST_OWNED(&k, "killed-o1", 60000),
+	    &a);
 	if (err == IDEM_OK)
-		err = idem_store_tx_end(e.st, c, &k, "killed-o1", 1, &unknown);
+		err = idem_store_tx_end(e.st, c, TEST_OWNED(&k, "killed-o1", 0),
+		    1, &unknown);
 	cr_expect_neq(err, IDEM_OK);
 	idem_mysql_put(e.pool, c);
 	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_NOT_FOUND);
@@ -644,12 +643,14 @@ Test(tx, lost_commit_is_resolved, .timeout = 60)
 
 	/* COMMIT sent, then the connection cut: it committed */
 	c = idem_mysql_get(e.pool);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, &k1, TXFP, "o1", "r1", 30000,
-	    60000, &rr), IDEM_OK);
-	cr_assert_eq(idem_store_tx_record(e.st, c, &k1, "o1", &a, 60000),
+	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k1, TXFP, "o1",
+	    "r1", 30000, 60000), &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_record(e.st, c, TEST_OWNED(&k1, "o1", 60000),
+	    &a),
 	    IDEM_OK);
 	idem_store_tx_faults(c, IDEM_TX_FAULT_LOSE_IN_COMMIT);
-	cr_expect_eq(idem_store_tx_end(e.st, c, &k1, "o1", 1, &unknown),
+	cr_expect_eq(idem_store_tx_end(e.st, c, TEST_OWNED(&k1, "o1", 0), 1,
+	    &unknown),
 	    IDEM_OK);
 	cr_expect_eq(unknown, 0);
 	idem_mysql_put(e.pool, c);
@@ -659,12 +660,14 @@ Test(tx, lost_commit_is_resolved, .timeout = 60)
 	unknown = 1;
 	c = idem_mysql_get(e.pool);
 	cr_assert_not_null(c);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, &k2, TXFP, "o2", "r2", 30000,
-	    60000, &rr), IDEM_OK);
-	cr_assert_eq(idem_store_tx_record(e.st, c, &k2, "o2", &a, 60000),
+	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k2, TXFP, "o2",
+	    "r2", 30000, 60000), &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_record(e.st, c, TEST_OWNED(&k2, "o2", 60000),
+	    &a),
 	    IDEM_OK);
 	idem_store_tx_faults(c, IDEM_TX_FAULT_LOSE_BEFORE_COMMIT);
-	cr_expect_eq(idem_store_tx_end(e.st, c, &k2, "o2", 1, &unknown),
+	cr_expect_eq(idem_store_tx_end(e.st, c, TEST_OWNED(&k2, "o2", 0), 1,
+	    &unknown),
 	    IDEM_ERR_STORE);
 	cr_expect_eq(unknown, 0);
 	idem_mysql_put(e.pool, c);
@@ -715,10 +718,10 @@ Test(tx, writes_after_a_deadlock_never_commit_alone, .timeout = 60)
 	    "VALUES (1, 0), (2, 0); CREATE TABLE IF NOT EXISTS tx_after (k "
 	    "VARCHAR(255)) ENGINE = InnoDB; GRANT ALL ON idem.* TO "
 	    "'idem'@'localhost'"));
-	cr_assert_eq(idem_store_tx_begin(e.st, a, &ka, TXFP, "dl-a", "r", 30000,
-	    60000, &rr), IDEM_OK);
-	cr_assert_eq(idem_store_tx_begin(e.st, b, &kb, TXFP, "dl-b", "r", 30000,
-	    60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_begin(e.st, a, TEST_REQ(&ka, TXFP, "dl-a",
+	    "r", 30000, 60000), &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_begin(e.st, b, TEST_REQ(&kb, TXFP, "dl-b",
+	    "r", 30000, 60000), &rr), IDEM_OK);
 	pthread_create(&ta, NULL, lock_two, &la);
 	pthread_create(&tb, NULL, lock_two, &lb);
 	pthread_join(ta, NULL);
@@ -731,10 +734,12 @@ Test(tx, writes_after_a_deadlock_never_commit_alone, .timeout = 60)
 	    "INSERT INTO tx_after VALUES ('after-deadlock-a')" :
 	    "INSERT INTO tx_after VALUES ('after-deadlock-b')"), 0);
 	/* its answer's record finds no reservation: rolled back, all of it */
-	cr_expect_eq(idem_store_tx_record(e.st, victim, victim == a ? &ka : &kb,
-	    victim == a ? "dl-a" : "dl-b", &(idem_stored_response){ 201,
-	    NULL, 0, NULL, 0 }, 60000), IDEM_ERR_NOT_FOUND);
-	idem_store_tx_end(e.st, victim == a ? b : a, NULL, NULL, 0, &unknown);
+	cr_expect_eq(idem_store_tx_record(e.st, victim,
+	    TEST_OWNED(victim == a ? &ka : &kb, victim == a ? "dl-a" : "dl-b",
+	    60000), &(idem_stored_response){ 201, NULL, 0, NULL, 0 }),
+	    IDEM_ERR_NOT_FOUND);
+	idem_store_tx_end(e.st, victim == a ? b : a, TEST_OWNED(NULL, NULL, 0),
+	    0, &unknown);
 	out = mariadb_sql(&m, "SELECT COUNT(*) FROM tx_after WHERE k LIKE "
 	    "'after-deadlock-%'");
 	cr_expect(out != NULL && atoi(out) == 0, "a write after the deadlock "
@@ -769,13 +774,14 @@ Test(tx, handler_snapshot_starts_at_its_first_read, .timeout = 60)
 	    "PRIMARY KEY) ENGINE = InnoDB; DELETE FROM rv_acc; GRANT ALL ON "
 	    "idem.* TO 'idem'@'localhost'"));
 	/* a record committed with a 1 ms lifetime: expired */
-	cr_assert_eq(idem_store_reserve(e.st, &k, TXFP, "o0", "r", 30000, 60000,
-	    &rr), IDEM_OK);
-	cr_assert_eq(idem_store_commit(e.st, &k, "o0", &a, 1), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(e.st, TEST_REQ(&k, TXFP, "o0", "r",
+	    30000, 60000), &rr), IDEM_OK);
+	cr_assert_eq(idem_store_commit(e.st, TEST_OWNED(&k, "o0", 1), &a),
+	    IDEM_OK);
 	tx_msleep(50);
 	c = idem_mysql_get(e.pool);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, &k, TXFP, "o1", "r1", 30000,
-	    60000, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP, "o1", "r1",
+	    30000, 60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	/* committed by somebody else after the reservation, before the
 	 * handler reads */
@@ -787,7 +793,7 @@ Test(tx, handler_snapshot_starts_at_its_first_read, .timeout = 60)
 	if (res != NULL && (row = mysql_fetch_row(res)) != NULL)
 		seen = atoi(row[0]);
 	mysql_free_result(res);
-	idem_store_tx_end(e.st, c, &k, "o1", 0, &unknown);
+	idem_store_tx_end(e.st, c, TEST_OWNED(&k, "o1", 0), 0, &unknown);
 	idem_mysql_put(e.pool, c);
 	cr_expect_eq(seen, 1, "the handler's first read did not see a row "
 	    "committed before it ran (snapshot taken at reservation)");
@@ -809,7 +815,8 @@ reserve_as(idem_store *s, const char *key, const char *owner)
 	snprintf(k.key, sizeof(k.key), "%s", key);
 	k.key_len = strlen(k.key);
 	memset(&rr, 0, sizeof(rr));
-	if (idem_store_reserve(s, &k, fp, owner, "rid", 30000, 60000, &rr) !=
+	if (idem_store_reserve(s, TEST_REQ(&k, fp, owner, "rid", 30000, 60000),
+	    &rr) !=
 	    IDEM_OK)
 		return -1;
 	outcome = (int)rr.outcome;
@@ -826,7 +833,7 @@ release_as(idem_store *s, const char *key, const char *owner)
 	memset(&k, 0, sizeof(k));
 	snprintf(k.key, sizeof(k.key), "%s", key);
 	k.key_len = strlen(k.key);
-	return idem_store_release(s, &k, owner);
+	return idem_store_release(s, TEST_OWNED(&k, owner, 0));
 }
 
 /* [mysql] host lists its servers in failover order: a connection opens on
@@ -951,24 +958,25 @@ Test(mysql, replay_cache_same_answer_never_past_expiry, .timeout = 60)
 	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "cache-%d-%ld",
 	    (int)getpid(), (long)time(NULL));
 	memset(&db, 0, sizeof(db));
-	cr_assert_eq(idem_store_reserve(s, &k, fp, "o1", "r1", 30000, 2000,
-	    &db), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "o1", "r1", 30000,
+	    2000), &db), IDEM_OK);
 	cr_assert_eq(db.outcome, IDEM_RESERVE_ACQUIRED);
-	cr_assert_eq(idem_store_commit(s, &k, "o1", &a, 2000), IDEM_OK);
+	cr_assert_eq(idem_store_commit(s, TEST_OWNED(&k, "o1", 2000), &a),
+	    IDEM_OK);
 
 	/* the first replay reads the database, the second the cache */
-	cr_assert_eq(idem_store_reserve(s, &k, fp, "o2", "r2", 30000, 2000,
-	    &db), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "o2", "r2", 30000,
+	    2000), &db), IDEM_OK);
 	cr_assert_eq(db.outcome, IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(db.cached, 0);
 	memset(&hit, 0, sizeof(hit));
-	cr_assert_eq(idem_store_reserve(s, &k, fp, "o3", "r3", 30000, 2000,
-	    &hit), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "o3", "r3", 30000,
+	    2000), &hit), IDEM_OK);
 	cr_assert_eq(hit.outcome, IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(hit.cached, 1);
 	memset(&via_plain, 0, sizeof(via_plain));
-	cr_assert_eq(idem_store_reserve(plain, &k, fp, "o4", "r4", 30000, 2000,
-	    &via_plain), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(plain, TEST_REQ(&k, fp, "o4", "r4",
+	    30000, 2000), &via_plain), IDEM_OK);
 	cr_assert_eq(via_plain.outcome, IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(via_plain.cached, 0);
 	cr_expect(same_answer(&hit.response, &db.response));
@@ -978,8 +986,8 @@ Test(mysql, replay_cache_same_answer_never_past_expiry, .timeout = 60)
 	cr_expect_eq(memcmp(via_plain.fingerprint, fp, 32), 0);
 	/* another request with the key: the record's fingerprint comes back */
 	memset(&other, 0, sizeof(other));
-	cr_assert_eq(idem_store_reserve(s, &k, fp2, "o5", "r5", 30000, 2000,
-	    &other), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp2, "o5", "r5", 30000,
+	    2000), &other), IDEM_OK);
 	cr_expect_eq(other.outcome, IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(memcmp(other.fingerprint, fp, 32), 0);
 	cr_expect_eq(other.cached, 1);
@@ -1029,17 +1037,18 @@ Test(mysql, answers_lost_after_the_statement_applied, .timeout = 60)
 	tx_msleep(20);
 	cr_assert_eq(idem_store_mysql_lose_answer(s, "takeover"), 0);
 	memset(&rr, 0, sizeof(rr));
-	cr_assert_eq(idem_store_reserve(s, &k, fp, "new.1", "rid2", 1, 60000,
-	    &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "new.1", "rid2", 1,
+	    60000), &rr), IDEM_OK);
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_TAKEN_OVER, "outcome %d",
 	    (int)rr.outcome);
 	cr_expect_str_eq(rr.owner, "old.1");
 	idem_reserve_result_clear(&rr);
 	/* renewed and committed by its new owner, each answer lost once */
 	cr_assert_eq(idem_store_mysql_lose_answer(s, "renew"), 0);
-	cr_expect_eq(idem_store_renew(s, &k, "new.1"), IDEM_OK);
+	cr_expect_eq(idem_store_renew(s, TEST_OWNED(&k, "new.1", 0)), IDEM_OK);
 	cr_assert_eq(idem_store_mysql_lose_answer(s, "commit"), 0);
-	cr_expect_eq(idem_store_commit(s, &k, "new.1", &resp, 60000), IDEM_OK);
+	cr_expect_eq(idem_store_commit(s, TEST_OWNED(&k, "new.1", 60000),
+	    &resp), IDEM_OK);
 	cr_expect_eq(reserve_as(s, key, "third.1"), IDEM_RESERVE_COMMITTED);
 
 	/* a release */
