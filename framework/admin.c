@@ -407,8 +407,11 @@ arity(const char *cmd, int have, int want)
 	return -1;
 }
 
-int
-main(int argc, char **argv)
+/* Reads the options of the command line into *o, leaving optind at the
+ * command.  Returns -1 to go on, or the exit status when done (--help,
+ * --version) or the options are bad. */
+static int
+parse_options(int argc, char **argv, options *o)
 {
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
@@ -421,20 +424,16 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
-	options o = { getenv("IDEMFCGI_CONFIG"), NULL, NULL, 0, 0, 0 };
-	idem_config *cfg;
-	idem_store *s = NULL;
-	const char *cmd;
-	int c, rc, nargs;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "c:s:o:yfjhV", opts, NULL)) != -1) {
 		switch (c) {
-		case 'c': o.config = optarg; break;
-		case 's': o.scope = optarg; break;
-		case 'o': o.owner = optarg; break;
-		case 'y': o.yes = 1; break;
-		case 'f': o.force = 1; break;
-		case 'j': o.json = 1; break;
+		case 'c': o->config = optarg; break;
+		case 's': o->scope = optarg; break;
+		case 'o': o->owner = optarg; break;
+		case 'y': o->yes = 1; break;
+		case 'f': o->force = 1; break;
+		case 'j': o->json = 1; break;
 		case 'h': usage(stdout); return EXIT_DONE;
 		case 'V':
 			printf("idemfcgi-admin %s\n", PACKAGE_VERSION);
@@ -442,13 +441,14 @@ main(int argc, char **argv)
 		default: usage(stderr); return EXIT_USAGE;
 		}
 	}
-	if (optind >= argc) {
-		complain("no command");
-		usage(stderr);
-		return EXIT_USAGE;
-	}
-	cmd = argv[optind];
-	nargs = argc - optind - 1;
+	return -1;
+}
+
+/* Checks that cmd is a command, with its nargs arguments and only the
+ * options it takes.  Returns 0, or EXIT_USAGE. */
+static int
+check_command(const char *cmd, int nargs, const options *o)
+{
 	if (strcmp(cmd, "stats") == 0 || strcmp(cmd, "purge") == 0) {
 		if (arity(cmd, nargs, 0) < 0)
 			return EXIT_USAGE;
@@ -460,26 +460,35 @@ main(int argc, char **argv)
 		    "show, release, purge)", cmd);
 		return EXIT_USAGE;
 	}
-	if (strcmp(cmd, "release") != 0 && (o.yes || o.force ||
-	    o.owner != NULL)) {
+	if (strcmp(cmd, "release") != 0 && (o->yes || o->force ||
+	    o->owner != NULL)) {
 		complain("--yes, --force and --owner go "
 		    "with release only");
 		return EXIT_USAGE;
 	}
-	if (o.config == NULL || *o.config == '\0')
-		o.config = DEFAULT_CONFIG;
-	if (idem_config_load(o.config, &cfg) != IDEM_OK)
+	return 0;
+}
+
+/* Loads the configuration of o (the default one when it names none) into
+ * *cfg and opens its MySQL store into *s.  Returns 0, or the exit status
+ * with nothing left to free. */
+static int
+open_store(options *o, idem_config **cfg, idem_store **s)
+{
+	if (o->config == NULL || *o->config == '\0')
+		o->config = DEFAULT_CONFIG;
+	if (idem_config_load(o->config, cfg) != IDEM_OK)
 		return EXIT_USAGE;
 	/* the pool's own notices are not this tool's output */
-	idem_log_set_level(cfg->log_level > IDEM_LOG_WARN ? cfg->log_level :
-	    IDEM_LOG_WARN);
-	if (!cfg->idem_enabled) {
+	idem_log_set_level((*cfg)->log_level > IDEM_LOG_WARN ?
+	    (*cfg)->log_level : IDEM_LOG_WARN);
+	if (!(*cfg)->idem_enabled) {
 		complain("%s has [idempotency] enabled = "
-		    "false: there are no records", o.config);
-		idem_config_free(cfg);
+		    "false: there are no records", o->config);
+		idem_config_free(*cfg);
 		return EXIT_USAGE;
 	}
-	if (cfg->store == IDEM_STORE_MEMORY) {
+	if ((*cfg)->store == IDEM_STORE_MEMORY) {
 		complain("%s uses store = memory: its "
 		    "records live inside the idemfcgi worker process, and no "
 		    "other program can read or change them.  Watch them with "
@@ -487,24 +496,60 @@ main(int argc, char **argv)
 		    "idemfcgi_memory_store_entries, ..._evictions_total); "
 		    "expired records go every cleanup-interval; restarting "
 		    "idemfcgi empties the store.  Use store = mysql to "
-		    "administer records.", o.config);
-		idem_config_free(cfg);
+		    "administer records.", o->config);
+		idem_config_free(*cfg);
 		return EXIT_USAGE;
 	}
-	if (idem_store_open(cfg, 1, &s) != IDEM_OK) {
+	if (idem_store_open(*cfg, 1, s) != IDEM_OK) {
 		complain("cannot use the MySQL store of %s "
-		    "(see above)", o.config);
-		idem_config_free(cfg);
+		    "(see above)", o->config);
+		idem_config_free(*cfg);
 		return EXIT_STORE;
 	}
+	return 0;
+}
+
+/* Runs the checked command cmd, with its KEY argument key (NULL for stats
+ * and purge).  Returns its exit status. */
+static int
+run_command(const idem_config *cfg, const options *o, idem_store *s,
+    const char *cmd, const char *key)
+{
 	if (strcmp(cmd, "stats") == 0)
-		rc = cmd_stats(cfg, &o, s);
-	else if (strcmp(cmd, "show") == 0)
-		rc = cmd_show(cfg, &o, s, argv[optind + 1]);
-	else if (strcmp(cmd, "release") == 0)
-		rc = cmd_release(cfg, &o, s, argv[optind + 1]);
-	else
-		rc = cmd_purge(&o, s);
+		return cmd_stats(cfg, o, s);
+	if (strcmp(cmd, "show") == 0)
+		return cmd_show(cfg, o, s, key);
+	if (strcmp(cmd, "release") == 0)
+		return cmd_release(cfg, o, s, key);
+	return cmd_purge(o, s);
+}
+
+/* Checks the command line, opens the store and runs the command.  Returns
+ * the exit status (see the top of this file). */
+int
+main(int argc, char **argv)
+{
+	options o = { getenv("IDEMFCGI_CONFIG"), NULL, NULL, 0, 0, 0 };
+	idem_config *cfg;
+	idem_store *s = NULL;
+	const char *cmd;
+	int rc, nargs;
+
+	if ((rc = parse_options(argc, argv, &o)) >= 0)
+		return rc;
+	if (optind >= argc) {
+		complain("no command");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	cmd = argv[optind];
+	nargs = argc - optind - 1;
+	if ((rc = check_command(cmd, nargs, &o)) != 0)
+		return rc;
+	if ((rc = open_store(&o, &cfg, &s)) != 0)
+		return rc;
+	rc = run_command(cfg, &o, s, cmd, nargs == 1 ? argv[optind + 1] :
+	    NULL);
 	if (rc == EXIT_STORE)
 		complain("the store failed (see above)");
 	idem_store_close(s);
