@@ -19,6 +19,7 @@
 #include "idem_metrics.h"
 #include "idem_server.h"
 #include "idem_service.h"
+#include "idem_store_mysql.h"
 #include "idem_time.h"
 
 #define MAX_WORKERS 512          /* two generations during a reload */

@@ -9,6 +9,8 @@
 #include "idem_config.h"
 #include "idem_metrics.h"
 #include "idem_store.h"
+#include "idem_store_memory.h"
+#include "idem_store_mysql.h"
 #include "idem_store_tx.h"
 
 /* Records an operation's latency and result when s has metrics. */

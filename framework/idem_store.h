@@ -330,15 +330,6 @@ idem_err idem_stored_response_copy(idem_stored_response *dst,
  * as snprintf would cut it: owner tokens and request ids. */
 void idem_copy_string(char *dst, size_t size, const char *src);
 
-/*
- * The in-memory store: one process, thread-safe, bounded by max_entries.
- * When full it evicts the committed record closest to expiry (counted, with
- * a warning in the log when it happens more than once a second); it never
- * evicts an in_flight record, and refuses a reservation when every entry is
- * in flight.  Returns IDEM_OK with *out (free with idem_store_close).
- */
-idem_err idem_store_memory_new(uint64_t max_entries, idem_store **out);
-
 struct idem_config;
 
 /*
@@ -351,34 +342,5 @@ struct idem_config;
  */
 idem_err idem_store_open(const struct idem_config *cfg, unsigned pool_size,
     idem_store **out);
-
-/*
- * The MySQL store over the database of cfg's [mysql] section (borrowed for
- * the call), with pool_size connections.  Connects once to check that the
- * schema (schema/mysql/) is there and of the version this build needs.
- * Reads the server's max_allowed_packet and sets the store's limits from
- * it and the schema's columns (a commit over the packet limit of the
- * moment is refused as IDEM_ERR_TOO_LARGE).  Returns IDEM_OK with *out,
- * IDEM_ERR_CONFIG (password file) or IDEM_ERR_STORE (unreachable, or a
- * missing or old schema), logged.
- */
-idem_err idem_store_mysql_new(const struct idem_config *cfg,
-    unsigned pool_size, idem_store **out);
-
-/*
- * The MySQL store's settle_ms for cfg: a reservation's INSERT waits up to
- * inflight-wait (at least 1 s) for a row lock, and the server runs it to
- * its end even when its client is gone (a killed worker; one that gave
- * up), so its row may land that long, and the margin of
- * idem_mysql_lock_margin_ms, after it was sent; and a second more.
- */
-uint64_t idem_store_mysql_settle_ms(const struct idem_config *cfg);
-
-/* Tests only: the next "insert", "takeover", "commit", "release" or
- * "renew" statement of the MySQL store s is applied and its answer lost,
- * with its connection, as when the server goes away just after it.
- * Returns 0, or -1 (not a MySQL store, no such statement). */
-int idem_store_mysql_lose_answer(idem_store *s, const char *op);
-
 
 #endif

@@ -16,7 +16,7 @@
 
 #include "idem_log.h"
 #include "idem_time.h"
-#include "idem_store.h"
+#include "idem_store_memory.h"
 
 /* The hashed key: the scope's 32 bytes, then the key's; only 32 + key_len
  * bytes are hashed and compared. */

@@ -18,6 +18,7 @@
 #include "idem_mysql.h"
 #include "idem_replay_cache.h"
 #include "idem_store.h"
+#include "idem_store_mysql.h"
 #include "idem_store_tx.h"
 
 #define SCHEMA_VERSION 1

@@ -31,6 +31,7 @@
 #include "idem_mysql.h"
 #include "idem_store_tx.h"
 #include "idem_store.h"
+#include "idem_store_mysql.h"
 #include "../unit/store_suite.h"
 #include "galera.h"
 #include "harness.h"

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
+#include "idem_store_memory.h"
 #include "store_suite.h"
 #include "store_req.h"
 

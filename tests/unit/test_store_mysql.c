@@ -11,6 +11,7 @@
 #include "idem_config.h"
 #include "idem_log.h"
 #include "idem_service.h"
+#include "idem_store_mysql.h"
 #include "harness.h"
 #include "mariadb.h"
 #include "store_suite.h"

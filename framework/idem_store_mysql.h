@@ -1,0 +1,43 @@
+/*
+ * idem_store_mysql.h - the MySQL store (idem_store_mysql*.c), which
+ * idem_store_open makes for store = mysql.  Its operations of
+ * transactional routes are idem_store_tx.h's.
+ */
+#ifndef IDEM_STORE_MYSQL_H
+#define IDEM_STORE_MYSQL_H
+
+#include <stdint.h>
+
+#include "idem_store.h"
+
+struct idem_config;
+
+/*
+ * The MySQL store over the database of cfg's [mysql] section (borrowed for
+ * the call), with pool_size connections.  Connects once to check that the
+ * schema (schema/mysql/) is there and of the version this build needs.
+ * Reads the server's max_allowed_packet and sets the store's limits from
+ * it and the schema's columns (a commit over the packet limit of the
+ * moment is refused as IDEM_ERR_TOO_LARGE).  Returns IDEM_OK with *out,
+ * IDEM_ERR_CONFIG (password file) or IDEM_ERR_STORE (unreachable, or a
+ * missing or old schema), logged.
+ */
+idem_err idem_store_mysql_new(const struct idem_config *cfg,
+    unsigned pool_size, idem_store **out);
+
+/*
+ * The MySQL store's settle_ms for cfg: a reservation's INSERT waits up to
+ * inflight-wait (at least 1 s) for a row lock, and the server runs it to
+ * its end even when its client is gone (a killed worker; one that gave
+ * up), so its row may land that long, and the margin of
+ * idem_mysql_lock_margin_ms, after it was sent; and a second more.
+ */
+uint64_t idem_store_mysql_settle_ms(const struct idem_config *cfg);
+
+/* Tests only: the next "insert", "takeover", "commit", "release" or
+ * "renew" statement of the MySQL store s is applied and its answer lost,
+ * with its connection, as when the server goes away just after it.
+ * Returns 0, or -1 (not a MySQL store, no such statement). */
+int idem_store_mysql_lose_answer(idem_store *s, const char *op);
+
+#endif
