@@ -42,8 +42,9 @@ typedef enum idem_outcome {
 	                              * route: IDEM_METRICS_NO_ROUTE) */
 	IDEM_OUTCOME_CONTENDED,      /* a deadlock or lock wait on one key:
 	                              * retried, or answered 409 in flight
-	                              * (the store counts it, on the key's
-	                              * or the transaction's row) */
+	                              * (the store reports it in the
+	                              * request's descriptor, the caller
+	                              * counts it on the request's route) */
 	IDEM_OUTCOME_ANSWER_NOT_STORED, /* a committable answer too large for
 	                              * the store: a stand-in was stored */
 	IDEM_OUTCOME_TX_ROLLED_BACK, /* a transactional route's committable

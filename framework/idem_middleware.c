@@ -392,6 +392,7 @@ commit_answer(idem_middleware *mw, const idem_request *req,
 	idem_err err;
 
 	err = idem_mw_store_answer(mw, &a, res, rq, req, write_commit, NULL);
+	idem_mw_count_contended(mw, req, rq);
 	if (err == IDEM_OK) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_COMMITTED);
 	} else if (err == IDEM_ERR_NOT_FOUND) {
@@ -437,6 +438,7 @@ release_reservation(idem_middleware *mw, const idem_request *req,
 	const char *owner = rq->owner;
 	idem_err err = idem_store_release(mw->store, rq);
 
+	idem_mw_count_contended(mw, req, rq);
 	if (err == IDEM_OK) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_RELEASED);
 		idem_log_event(req, IDEM_LOG_INFO, "released", owner, "released "
@@ -560,6 +562,7 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 	for (;;) {
 		err = c != NULL ? idem_store_tx_begin(mw->store, c, rq, &rr) :
 		    idem_store_reserve(mw->store, rq, &rr);
+		idem_mw_count_contended(mw, req, rq);
 		if (err != IDEM_OK && err != IDEM_ERR_BUSY) {
 			idem_mw_store_failed(mw, req, err);
 			idem_reserve_result_clear(&rr);

@@ -58,9 +58,8 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
     idem_store_req *rq, idem_response *res, idem_err herr, int lost,
     int may_retry)
 {
-	/* (owner is "" without a key) */
-	const char *owner = rq->owner;
 	int keyed = rq->key.key_len > 0, unknown = 0;
+	const char *owner = keyed ? rq->owner : NULL;
 	idem_err err = IDEM_OK;
 
 	/* the server rolled the transaction back under the handler (a
@@ -68,6 +67,7 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 	 * whatever the handler answered, nothing of it was done */
 	if (keyed && lost) {
 		idem_store_tx_end(mw->store, c, rq, 0, &unknown);
+		idem_mw_count_contended(mw, req, rq);
 		err = IDEM_ERR_BUSY;
 		goto not_committed;
 	}
@@ -97,6 +97,7 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 		idem_store_tx_faults(c, tx_faults(mw, req));
 		err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
 	}
+	idem_mw_count_contended(mw, req, rq);
 	if (err == IDEM_OK) {
 		if (keyed)
 			idem_mw_count(mw, req, IDEM_OUTCOME_COMMITTED);

@@ -109,7 +109,8 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 			return IDEM_OK;
 		}
 		read_at = idem_boot_ms();
-		if ((err = idem_my_read_row(ms, k, &r)) != IDEM_OK)
+		if ((err = idem_my_read_row_with(ms, S_SELECT, k, &rq->contended,
+		    &r)) != IDEM_OK)
 			return err;
 		if (!r.found)
 			continue;

@@ -38,7 +38,22 @@ typedef struct fake {
 	idem_err commit_err, release_err, renew_err;
 	long commit_delay_ms;     /* a slow commit (a store that times out) */
 	int commits, releases, renews;   /* calls */
+	int busy;                 /* answers IDEM_ERR_BUSY, each reported as
+	                           * one contention, as a store reports a
+	                           * deadlock */
 } fake;
+
+/* Reports err's contention in rq as a store does, counted in f->busy.
+ * Under f->lock.  Returns err. */
+static idem_err
+contended(fake *f, idem_store_req *rq, idem_err err)
+{
+	if (err == IDEM_ERR_BUSY) {
+		rq->contended++;
+		f->busy++;
+	}
+	return err;
+}
 
 /* The record of k, or NULL.  Under f->lock. */
 static fake_record *
@@ -85,6 +100,7 @@ fake_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 			r->status = resp->status;
 		}
 	}
+	err = contended(f, rq, err);
 	pthread_mutex_unlock(&f->lock);
 	return err;
 }
@@ -462,6 +478,9 @@ Test(lease, contended_commit_retried, .init = start_fast, .fini = stop)
 	fake_mode(fs, IDEM_OK);
 	cr_expect(backlog_drains(5000));
 	cr_expect_eq(fake_state(fs, "kb"), 201);
+	/* the contention the store reported, counted on the job's route */
+	cr_expect_gt(fake_count(fs, &fs->busy), 0);
+	cr_expect_eq(outcome("contended"), fake_count(fs, &fs->busy));
 }
 
 /* A commit that fails for good (not an outage, not fencing) is logged

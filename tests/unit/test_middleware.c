@@ -136,6 +136,9 @@ f_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 {
 	faulty *f = (faulty *)s;
 
+	if (f->fail_reserve && f->reserve_err == IDEM_ERR_BUSY)
+		/* as a store reports the deadlock it gave up on */
+		rq->contended++;
 	if (f->fail_reserve)
 		return f->reserve_err != IDEM_OK ? f->reserve_err : IDEM_ERR_STORE;
 	return idem_store_reserve(f->inner, rq, out);
@@ -1087,6 +1090,23 @@ Test(mw, contention_is_in_flight, .init = setup_default, .fini = teardown)
 	cr_expect_str_eq(r.retry_after, "1");
 	cr_expect_eq(atomic_load(&calls), 0);
 	cr_expect_eq(idem_middleware_store_down(svc->mw), 0, "not an outage");
+}
+
+/* The contention a store reports in the request's descriptor is counted
+ * on the request's route, once per report. */
+Test(mw, contention_counted_on_the_route, .init = setup_metrics,
+    .fini = teardown)
+{
+	reply r;
+
+	fs->fail_reserve = 1;
+	fs->reserve_err = IDEM_ERR_BUSY;
+	r = post("/c", "{}", KEY("k5c"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_IN_FLIGHT");
+	cr_expect_eq(route_outcome("POST", "/c", "contended"), 1);
+	cr_expect_eq(route_outcome("POST", "/c/{x}", "contended"), 0);
+	cr_expect_eq(route_outcome("", "", "contended"), 0);
+	cr_expect_eq(atomic_load(&calls), 0);
 }
 
 Test(mw, transient_statuses_released, .init = setup_default,
