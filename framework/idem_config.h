@@ -97,6 +97,8 @@ typedef struct idem_config {
 	uint64_t max_entries;
 	uint64_t max_response;         /* bytes */
 	uint64_t cleanup_interval;     /* ms */
+	struct idem_secret *key_secret; /* key-secret-file, read when the
+	                                * config is; NULL: none (owned) */
 	char **replay_omit;            /* response headers never stored for
 	                                * replay besides the fixed ones:
 	                                * NULL-terminated, owned */

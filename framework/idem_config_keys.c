@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "idem_config_keys.h"
+#include "idem_downstream.h"
 #include "idem_log.h"
 
 /* ------------------------------------------------ names of enumerations */
@@ -573,6 +574,30 @@ parse_scope(const key_arg *a, const char *v)
 	return NULL;
 }
 
+/* A file holding a key secret (idem_secret_read), read now: the config
+ * keeps the secret, not the path.  Returns NULL or why not. */
+static const char *
+parse_secret_file(const key_arg *a, const char *v)
+{
+	idem_secret **slot = a->field, *s;
+
+	if (*v == '\0')
+		return "an empty value";
+	if (idem_secret_read(v, &s, a->why, a->whysize) != IDEM_OK)
+		return a->why;
+	idem_secret_free(*slot);
+	*slot = s;
+	return NULL;
+}
+
+/* Wipes and frees the secret field. */
+static void
+release_secret(const key_arg *a)
+{
+	idem_secret_free(*(idem_secret **)a->field);
+	*(idem_secret **)a->field = NULL;
+}
+
 /* The types of value: parse, release, field size, list, aux. */
 static const key_type
     t_string = { parse_string, release_string, sizeof(char *), 0, 0 },
@@ -593,6 +618,8 @@ static const key_type
     t_route_path = { parse_route_path, release_string, sizeof(char *), 0,
 	0 },
     t_statuses = { parse_statuses, NULL, 600, 0, 0 },
+    t_secret = { parse_secret_file, release_secret, sizeof(idem_secret *),
+	0, 0 },
     t_scope = { parse_scope, release_scope, sizeof(int), 0, 1 };
 
 /* ------------------------------------------------------------ the table */
@@ -666,6 +693,7 @@ static const key_def keys[] = {
 	    FIELD(cleanup_interval), .min = 1000, .max = DAY_MS, .def = "5m" },
 	{ "idempotency", "replay-omit-headers", &t_headers, FIELD(replay_omit),
 	    .aux = offsetof(idem_config, nreplay_omit) },
+	{ "idempotency", "key-secret-file", &t_secret, FIELD(key_secret) },
 
 	{ "metrics", "enabled", &t_bool, FIELD(metrics_enabled),
 	    .def = "false" },

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "idem_answer.h"
+#include "idem_downstream.h"
 #include "idem_key.h"
 #include "idem_lease.h"
 #include "idem_log.h"
@@ -663,6 +664,12 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	/* from here on, log lines about req carry the key's hash */
 	idem_key_hash(rq.key.scope, rq.key.key, rq.key.key_len, rq.key_hash);
 	memcpy(req->key_hash, rq.key_hash, sizeof(req->key_hash));
+	if (mw->cfg->key_secret != NULL) {
+		/* the same for every execution of this record */
+		idem_downstream_base(mw->cfg->key_secret, rq.key.scope,
+		    rq.key.key, rq.key.key_len, req->downstream);
+		req->has_downstream = 1;
+	}
 	/* 3. the fingerprint */
 	if (idem_fingerprint(req, rq.fp) != IDEM_OK) {
 		idem_response_refuse(res, 500, "OUT_OF_MEMORY", "out of memory",

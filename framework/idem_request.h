@@ -48,8 +48,11 @@ struct idem_request {
 	char request_id[IDEM_REQUEST_ID_MAX + 1];
 	const struct idem_route *route;  /* set by the router */
 	/* set by the idempotency middleware once the key is valid: the
-	 * hash of the key in log lines (idem_key_hash); "" before */
+	 * hash of the key in log lines (idem_key_hash), "" before; and with
+	 * a key secret, the base of its downstream keys (idem_downstream.h) */
 	char key_hash[17];
+	unsigned char downstream[32];
+	int has_downstream;
 	idem_param params[IDEM_MAX_SEGMENTS];
 	size_t nparams;
 	/* a transactional route's connection while its handler runs, inside

@@ -119,6 +119,26 @@ IDEM_API const char *idem_request_route(const idem_request *req);
 IDEM_API json_t *idem_request_json(const idem_request *req,
     json_error_t *error);
 
+/* The size of a downstream key with its NUL: a UUID (RFC 9562, version
+ * 8) in lower case. */
+#define IDEM_DOWNSTREAM_KEY_SIZE 37
+/*
+ * A key to send as another service's Idempotency-Key for the call named
+ * purpose (1 to 64 bytes: "charge", "refund"), written to out: the same on
+ * every execution of this request's record (its first run, a retry after
+ * a release, a takeover after a crash, a run on another worker or node),
+ * different for each purpose and each (scope, key).  It is derived with
+ * the deployment's secret ([idempotency] key-secret-file): it tells the
+ * other service nothing of the client's key or scope, and cannot be
+ * guessed without the secret.  Returns IDEM_OK; IDEM_ERR_INVALID for a
+ * bad purpose; IDEM_ERR_NOT_FOUND when req has no record (no
+ * Idempotency-Key on an optional route, a route whose policy is off);
+ * IDEM_ERR_CONFIG when the configuration has no key-secret-file.
+ */
+IDEM_API IDEM_WUR idem_err
+idem_request_downstream_key(const idem_request *req, const char *purpose,
+    char out[IDEM_DOWNSTREAM_KEY_SIZE]);
+
 /* --------------------------------------------------------------- response */
 
 /* Sets the status code (100..599).  The default is 200. */

@@ -24,6 +24,7 @@ idem_mysql_get
 idem_mysql_put
 idem_mysql_stmt
 idem_request_body
+idem_request_downstream_key
 idem_request_header
 idem_request_id
 idem_request_json

@@ -1,0 +1,54 @@
+/*
+ * idem_downstream.h - downstream keys (DESIGN.md 2.8): the key a handler
+ * sends to another service's Idempotency-Key, derived from the request's
+ * record with the deployment's secret ([idempotency] key-secret-file), so
+ * that every execution of one record sends the same key and the other
+ * service learns nothing of the client's key or scope.
+ *
+ *   base = HMAC-SHA256(secret, "idemfcgi downstream v1" NUL scope-hash
+ *                      key-length key)            once per request
+ *   key  = HMAC-SHA256(base, purpose), its first 16 bytes as a UUID of
+ *          version 8 (RFC 9562), in lower case
+ */
+#ifndef IDEM_DOWNSTREAM_H
+#define IDEM_DOWNSTREAM_H
+
+#include <stddef.h>
+
+#include "idemfcgi.h"
+
+#define IDEM_SECRET_MIN 32        /* bytes a key secret holds at least */
+#define IDEM_SECRET_MAX 4096      /* and at most */
+#define IDEM_PURPOSE_MAX 64       /* bytes of a downstream key's purpose */
+
+/* A deployment's key secret: owned by the config that read it. */
+typedef struct idem_secret {
+	size_t len;
+	unsigned char bytes[IDEM_SECRET_MAX];
+} idem_secret;
+
+/*
+ * Reads the secret in the file at path: its bytes without trailing
+ * white space, IDEM_SECRET_MIN to IDEM_SECRET_MAX of them, from a regular
+ * file that other users cannot read.  Returns IDEM_OK with *out (free
+ * with idem_secret_free), or an error with why (whysize bytes) saying
+ * what is wrong: IDEM_ERR_IO, IDEM_ERR_CONFIG or IDEM_ERR_NOMEM.
+ */
+idem_err idem_secret_read(const char *path, idem_secret **out, char *why,
+    size_t whysize);
+
+/* Wipes and frees s; NULL is fine. */
+void idem_secret_free(idem_secret *s);
+
+/* The base of the downstream keys of record (scope, key of len bytes)
+ * under secret, into out. */
+void idem_downstream_base(const idem_secret *secret,
+    const unsigned char scope[32], const char *key, size_t len,
+    unsigned char out[32]);
+
+/* The downstream key of purpose (plen bytes) from base, into out (a
+ * UUID and its NUL). */
+void idem_downstream_key(const unsigned char base[32], const char *purpose,
+    size_t plen, char out[IDEM_DOWNSTREAM_KEY_SIZE]);
+
+#endif
