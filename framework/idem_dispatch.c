@@ -50,9 +50,10 @@
  *
  * At most max-connections slots are taken, and one more while a new
  * connection is admitted.  When a new connection from an allowed peer
- * arrives and every slot is taken, the idle connection parked longest is
- * closed to admit it; when none is idle (every connection is being
- * served), the listening socket is not re-armed until a slot frees or a
+ * arrives and every slot is taken, the kept connection idle longest
+ * (served before, between requests) is closed to admit it; when none is
+ * (every connection is being served, or new with its first request on its
+ * way), the listening socket is not re-armed until a slot frees or a
  * connection goes idle: the new connection waits in the backlog.
  *
  * Once a parked connection is readable, libfcgi reads the request's
@@ -308,10 +309,13 @@ listen_rearm(server *srv)
 }
 
 /*
- * Closes (under the lock) the idle connection parked longest that has no
- * request waiting (a connection with bytes to read is about to be served:
- * closing it would fail a request the web server already sent), to admit
- * a new one.  Returns 1 when one was closed, 0 when none could be.
+ * Closes (under the lock) the idle connection parked longest that the web
+ * server keeps between requests (one served before) and that has no
+ * request waiting, to admit a new one.  Never a connection whose first
+ * request has not come yet (a web server opens one to send a request at
+ * once: closing it would fail that request, however late it is on a busy
+ * machine), nor one with bytes to read (about to be served).  Returns 1
+ * when one was closed, 0 when none could be.
  */
 static int
 evict_idle(server *srv)
@@ -320,8 +324,11 @@ evict_idle(server *srv)
 
 	for (c = srv->idle_head; c != NULL; c = c->next) {
 		char b;
-		ssize_t n = recv(c->fr.ipcFd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		ssize_t n;
 
+		if (!c->served)
+			continue;
+		n = recv(c->fr.ipcFd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n > 0)
 			continue;
 		conn_close(srv, c);

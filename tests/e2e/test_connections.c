@@ -137,6 +137,41 @@ Test(kept, max_connections_closes_the_oldest_idle, .timeout = 120)
 	harness_stop(&h);
 }
 
+/* A new connection whose first request has not come yet is not closed to
+ * admit another, however long it has waited (a web server opens one to
+ * send a request; on a busy machine the request may come late): the kept
+ * connection idle between requests goes instead. */
+Test(kept, new_connection_kept_until_its_first_request, .timeout = 120)
+{
+	int a, b, c;
+
+	cr_assert_eq(harness_start(&h, &(harness_opts){
+	    .server = "threads = 2\nmax-connections = 2",
+	    .rest = "[metrics]\nenabled = true\n" }), 0);
+	a = fc_connect(h.addr, NULL, TIMEOUT_MS);
+	cr_assert_geq(a, 0);
+	/* parked before b, and never served */
+	msleep(100);
+	b = fc_connect(h.addr, NULL, TIMEOUT_MS);
+	cr_assert_geq(b, 0);
+	cr_assert_eq(echo_on(b, "first-b"), 201);
+	c = fc_connect(h.addr, NULL, TIMEOUT_MS);
+	cr_assert_geq(c, 0);
+	cr_expect_eq(echo_on(c, "first-c"), 201, "the third connection was "
+	    "not admitted");
+	cr_expect(fc_closed_by_peer(b, TIMEOUT_MS), "the kept idle connection "
+	    "is still open");
+	cr_expect(!fc_closed_by_peer(a, 0), "the new connection was closed "
+	    "before its first request");
+	cr_expect_eq(echo_on(a, "first-a"), 201, "the new connection's first "
+	    "request was not answered");
+	cr_expect_eq(metric_on(c, "idemfcgi_connections_evicted_total"), 1);
+	close(a);
+	close(b);
+	close(c);
+	harness_stop(&h);
+}
+
 /* A kept request whose FCGI_STDIN end the web server has not sent (its
  * body whole, as from a web server still streaming): the answer is not
  * held for the rest; the connection, whose stream did not end, is closed
