@@ -184,7 +184,7 @@ print_record(const options *o, const idem_store_key *sk,
 		json_t *obj = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, "
 		    "s:s, s:s, s:I, s:I, s:I, s:s}",
 		    "key", sk->key, "key_hash", kh, "scope_hash", scope,
-		    "state", r->committed ? "committed" : "in_flight",
+		    "state", idem_record_state_names[r->state],
 		    "owner", r->owner, "request_id", r->request_id,
 		    "reserved_at", r->reserved_at, "lease_at", r->lease_at,
 		    "expires_at", r->expires_at,
@@ -192,7 +192,9 @@ print_record(const options *o, const idem_store_key *sk,
 		    "lease_age_ms", (json_int_t)r->lease_age_ms,
 		    "expires_in_ms", (json_int_t)r->expires_in_ms,
 		    "fingerprint", fp);
-		if (obj != NULL && r->committed)
+		if (obj != NULL && r->phase[0] != '\0')
+			json_object_set_new(obj, "phase", json_string(r->phase));
+		if (obj != NULL && r->state == IDEM_RECORD_COMMITTED)
 			json_object_update_new(obj, json_pack("{s:i, s:I, s:I}",
 			    "status", r->status,
 			    "headers_bytes", (json_int_t)r->headers_len,
@@ -202,12 +204,14 @@ print_record(const options *o, const idem_store_key *sk,
 	}
 	printf("key:          %s\n", sk->key);
 	printf("key hash:     %s (how the logs name it)\n", kh);
-	printf("state:        %s\n", r->committed ? "committed" : "in_flight");
+	printf("state:        %s\n", idem_record_state_names[r->state]);
+	if (r->phase[0] != '\0')
+		printf("phase:        %s (its last checkpoint)\n", r->phase);
 	printf("owner:        %s\n", r->owner);
 	printf("request id:   %s\n", r->request_id);
 	printf("reserved at:  %s (%s ago)\n", r->reserved_at,
 	    human(r->reserved_age_ms, a, sizeof(a)));
-	if (!r->committed)
+	if (r->state == IDEM_RECORD_IN_FLIGHT)
 		printf("lease at:     %s (renewed %s ago)\n", r->lease_at,
 		    human(r->lease_age_ms, b, sizeof(b)));
 	if (r->expires_in_ms >= 0)
@@ -217,7 +221,7 @@ print_record(const options *o, const idem_store_key *sk,
 		printf("expires at:   %s (%s ago: the next purge deletes it)\n",
 		    r->expires_at, human((uint64_t)-r->expires_in_ms, c,
 		    sizeof(c)));
-	if (r->committed)
+	if (r->state == IDEM_RECORD_COMMITTED)
 		printf("status:       %d (answer of %zu bytes: headers %zu, "
 		    "body %zu)\n", r->status, r->headers_len + r->body_len,
 		    r->headers_len, r->body_len);
@@ -236,12 +240,14 @@ cmd_stats(const idem_config *cfg, const options *o, idem_store *s)
 		idem_key_hash(c.oldest_key.scope, c.oldest_key.key,
 		    c.oldest_key.key_len, kh);
 	if (o->json) {
-		json_t *obj = json_pack("{s:s, s:I, s:I, s:I, s:I}",
+		json_t *obj = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
 		    "store", idem_store_name(s),
 		    "in_flight", (json_int_t)c.in_flight,
 		    "stale", (json_int_t)c.stale,
 		    "committed", (json_int_t)c.committed,
-		    "expired", (json_int_t)c.expired);
+		    "expired", (json_int_t)c.expired,
+		    "paused", (json_int_t)c.paused,
+		    "unknown", (json_int_t)c.unknown);
 		if (obj != NULL && c.has_oldest)
 			json_object_set_new(obj, "oldest_in_flight", json_pack(
 			    "{s:s%, s:s, s:s, s:s, s:I, s:I}",
@@ -259,6 +265,9 @@ cmd_stats(const idem_config *cfg, const options *o, idem_store *s)
 	    "the next retry of each takes it over)\n",
 	    (unsigned long long)c.in_flight, (unsigned long long)c.stale, ttl);
 	printf("committed:        %llu\n", (unsigned long long)c.committed);
+	printf("paused:           %llu (released with progress: the next "
+	    "retry resumes it)\n", (unsigned long long)c.paused);
+	printf("unknown outcome:  %llu\n", (unsigned long long)c.unknown);
 	printf("expired:          %llu (deleted by the next purge)\n",
 	    (unsigned long long)c.expired);
 	if (c.has_oldest)
@@ -331,11 +340,17 @@ cmd_release(const idem_config *cfg, const options *o, idem_store *s,
 	memset(&rq, 0, sizeof(rq));
 	if ((rc = find(cfg, o, s, key, &rq.key, &r, "nothing to release")) != 0)
 		return rc;
-	if (r.committed) {
+	if (r.state == IDEM_RECORD_COMMITTED) {
 		complain("key %s is committed (status %d): "
 		    "its answer is replayed to every retry until %s.  release "
 		    "frees only in-flight reservations.", key, r.status,
 		    r.expires_at);
+		return EXIT_REFUSED;
+	}
+	if (r.state != IDEM_RECORD_IN_FLIGHT) {
+		complain("key %s is %s (phase %s): it is kept for its request "
+		    "until %s.  release frees only in-flight reservations.", key,
+		    idem_record_state_names[r.state], r.phase, r.expires_at);
 		return EXIT_REFUSED;
 	}
 	if (o->owner != NULL && strcmp(o->owner, r.owner) != 0) {

@@ -61,7 +61,8 @@ static const char *const outcome_names[IDEM_OUTCOME_COUNT] = {
 };
 
 static const char *const op_names[IDEM_STORE_OP_COUNT] = {
-	"reserve", "commit", "release", "renew", "purge"
+	"reserve", "commit", "release", "renew", "purge", "checkpoint",
+	"mark_unknown"
 };
 
 #define ADD(p, n) atomic_fetch_add_explicit((p), (n), memory_order_relaxed)

@@ -578,8 +578,7 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 		}
 		idem_mw_store_answered(mw, req);
 		/* BUSY: contention on this key, others are working on it */
-		if (err == IDEM_OK && (rr.outcome == IDEM_RESERVE_ACQUIRED ||
-		    rr.outcome == IDEM_RESERVE_TAKEN_OVER))
+		if (idem_reserve_runs(err, &rr))
 			break;
 		if (err == IDEM_OK && memcmp(rr.fingerprint, rq->fp, 32) != 0) {
 			idem_reserve_result_clear(&rr);
@@ -591,6 +590,16 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 		}
 		if (err == IDEM_OK && rr.outcome == IDEM_RESERVE_COMMITTED) {
 			answer_replay(mw, req, &rr, res);
+			return 0;
+		}
+		if (err == IDEM_OK && rr.outcome == IDEM_RESERVE_UNKNOWN) {
+			/* the first execution could not tell what became of its
+			 * side effect, and the route cannot find out: never a
+			 * second execution, never a conflict */
+			idem_reserve_result_clear(&rr);
+			idem_response_refuse(res, 503, "IDEMPOTENCY_OUTCOME_UNKNOWN",
+			    "the outcome of the first request with this "
+			    "Idempotency-Key is being determined; retry later", 60);
 			return 0;
 		}
 		if (err == IDEM_OK)
@@ -609,7 +618,13 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 		if (w->pause < 100)
 			w->pause *= 2;
 	}
-	if (rr.outcome == IDEM_RESERVE_TAKEN_OVER) {
+	if (rr.outcome == IDEM_RESERVE_RESUMED ||
+	    rr.outcome == IDEM_RESERVE_RECONCILE) {
+		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
+		idem_log_event(req, IDEM_LOG_INFO, "resumed", rq->owner, "resumed "
+		    "the record of request %s from its phase %s",
+		    rr.request_id, rr.progress.phase);
+	} else if (rr.outcome == IDEM_RESERVE_TAKEN_OVER) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_TAKEN_OVER);
 		idem_log_event(req, IDEM_LOG_WARN, "takeover", rq->owner,
 		    "took over the reservation of request %s (owner %s), idle "

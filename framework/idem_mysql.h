@@ -20,7 +20,7 @@
 #include "idem_config.h"
 
 /* Most extra statements a pool takes (idem_mysql_pool_extra). */
-#define IDEM_MYSQL_EXTRA_MAX 8
+#define IDEM_MYSQL_EXTRA_MAX 16
 
 struct idem_mysql_conn {
 	MYSQL *m;                /* NULL until connected */

@@ -35,8 +35,13 @@ idem_store_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 {
 	uint64_t t0 = start(s);
 
+	idem_err err;
+
 	memset(out, 0, sizeof(*out));
-	return timed(s, IDEM_STORE_OP_RESERVE, t0, s->ops->reserve(s, rq, out));
+	err = s->ops->reserve(s, rq, out);
+	if (idem_reserve_runs(err, out) && out->progress.phase[0] != '\0')
+		rq->has_progress = 1;
+	return timed(s, IDEM_STORE_OP_RESERVE, t0, err);
 }
 
 idem_err
@@ -54,11 +59,15 @@ idem_store_tx_begin(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 {
 	uint64_t t0 = start(s);
 
+	idem_err err;
+
 	memset(out, 0, sizeof(*out));
 	if (s->tx == NULL)
 		return IDEM_ERR_INVALID;
-	return timed(s, IDEM_STORE_OP_RESERVE, t0, s->tx->tx_begin(s, c, rq,
-	    out));
+	err = s->tx->tx_begin(s, c, rq, out);
+	if (idem_reserve_runs(err, out) && out->progress.phase[0] != '\0')
+		rq->has_progress = 1;
+	return timed(s, IDEM_STORE_OP_RESERVE, t0, err);
 }
 
 idem_err
@@ -87,6 +96,28 @@ idem_store_tx_end(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 }
 
 idem_err
+idem_store_tx_checkpoint(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+    const idem_progress *p)
+{
+	uint64_t t0 = start(s);
+	idem_err err = s->tx->tx_checkpoint(s, c, rq, p);
+
+	if (err == IDEM_OK)
+		rq->has_progress = 1;
+	return timed(s, IDEM_STORE_OP_CHECKPOINT, t0, err);
+}
+
+idem_err
+idem_store_tx_mark_unknown(idem_store *s, idem_mysql_conn *c,
+    idem_store_req *rq)
+{
+	uint64_t t0 = start(s);
+
+	return timed(s, IDEM_STORE_OP_MARK_UNKNOWN, t0,
+	    s->tx->tx_mark_unknown(s, c, rq));
+}
+
+idem_err
 idem_store_release(idem_store *s, idem_store_req *rq)
 {
 	uint64_t t0 = start(s);
@@ -100,6 +131,27 @@ idem_store_renew(idem_store *s, idem_store_req *rq)
 	uint64_t t0 = start(s);
 
 	return timed(s, IDEM_STORE_OP_RENEW, t0, s->ops->renew(s, rq));
+}
+
+idem_err
+idem_store_checkpoint(idem_store *s, idem_store_req *rq,
+    const idem_progress *p)
+{
+	uint64_t t0 = start(s);
+	idem_err err = s->ops->checkpoint(s, rq, p);
+
+	if (err == IDEM_OK)
+		rq->has_progress = 1;
+	return timed(s, IDEM_STORE_OP_CHECKPOINT, t0, err);
+}
+
+idem_err
+idem_store_mark_unknown(idem_store *s, idem_store_req *rq)
+{
+	uint64_t t0 = start(s);
+
+	return timed(s, IDEM_STORE_OP_MARK_UNKNOWN, t0,
+	    s->ops->mark_unknown(s, rq));
 }
 
 idem_err
@@ -208,6 +260,7 @@ void
 idem_reserve_result_clear(idem_reserve_result *r)
 {
 	idem_stored_response_clear(&r->response);
+	idem_progress_clear(&r->progress);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -243,17 +296,72 @@ idem_copy_string(char *dst, size_t size, const char *src)
 	dst[n] = '\0';
 }
 
+int
+idem_reserve_runs(idem_err err, const idem_reserve_result *r)
+{
+	return err == IDEM_OK && (r->outcome == IDEM_RESERVE_ACQUIRED ||
+	    r->outcome == IDEM_RESERVE_TAKEN_OVER ||
+	    r->outcome == IDEM_RESERVE_RESUMED ||
+	    r->outcome == IDEM_RESERVE_RECONCILE);
+}
+
+const char *const idem_record_state_names[IDEM_RECORD__MAX] = {
+	[IDEM_RECORD_IN_FLIGHT] = "in_flight",
+	[IDEM_RECORD_COMMITTED] = "committed",
+	[IDEM_RECORD_PAUSED] = "paused",
+	[IDEM_RECORD_UNKNOWN] = "unknown",
+};
+
 idem_reserve_step
 idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
-    const char *owner, int64_t inflight_ttl_us)
+    const char *owner, int64_t inflight_ttl_us, int reconcile)
 {
-	if (f->committed)
+	int same = memcmp(f->fp, fp, 32) == 0;
+
+	switch (f->state) {
+	case IDEM_RECORD_COMMITTED:
 		return f->expired ? IDEM_STEP_REUSE : IDEM_STEP_REPLAY;
+	case IDEM_RECORD_PAUSED:
+		if (f->expired)
+			return IDEM_STEP_REUSE;
+		return same ? IDEM_STEP_RESUME : IDEM_STEP_IN_FLIGHT;
+	case IDEM_RECORD_UNKNOWN:
+		if (f->expired)
+			return IDEM_STEP_REUSE;
+		if (!same)
+			return IDEM_STEP_IN_FLIGHT;
+		return reconcile ? IDEM_STEP_RECONCILE : IDEM_STEP_UNKNOWN;
+	case IDEM_RECORD_IN_FLIGHT:
+	case IDEM_RECORD__MAX:
+		break;
+	}
 	if (owner != NULL && f->owner != NULL && strcmp(f->owner, owner) == 0)
 		return IDEM_STEP_OURS;
-	if (memcmp(f->fp, fp, 32) == 0 && f->lease_age_us > inflight_ttl_us)
+	if (same && f->lease_age_us > inflight_ttl_us)
 		return IDEM_STEP_TAKE_OVER;
 	return IDEM_STEP_IN_FLIGHT;
+}
+
+void
+idem_progress_clear(idem_progress *p)
+{
+	free(p->state);
+	memset(p, 0, sizeof(*p));
+}
+
+idem_err
+idem_progress_copy(idem_progress *dst, const idem_progress *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	memcpy(dst->phase, src->phase, sizeof(dst->phase));
+	if (src->state == NULL)
+		return IDEM_OK;
+	if ((dst->state = malloc(src->state_len + 1)) == NULL)
+		return IDEM_ERR_NOMEM;
+	memcpy(dst->state, src->state, src->state_len);
+	dst->state[src->state_len] = '\0';
+	dst->state_len = src->state_len;
+	return IDEM_OK;
 }
 
 idem_err

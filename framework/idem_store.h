@@ -8,10 +8,11 @@
  * all processes and nodes).  Times come from the store's own clock; the
  * caller passes only durations.
  *
- * A record is (scope, key) -> state in_flight or committed, the request's
+ * A record is (scope, key) -> a state (idem_record_state), the request's
  * fingerprint, an owner token, the owner's request id, a lease time (when
- * the owner last proved it is alive), an expiry time and, once committed,
- * the answer (status, headers, body).
+ * the owner last proved it is alive), an expiry time, the progress of its
+ * executions (their last checkpoint: a phase and a JSON state) and, once
+ * committed, the answer (status, headers, body).
  *
  * Ownership: keys, tokens, fingerprints and answers passed in are borrowed
  * for the call; what a store returns in idem_reserve_result belongs to the
@@ -28,6 +29,36 @@
 #define IDEM_KEY_MAX 255        /* bytes of an Idempotency-Key */
 #define IDEM_OWNER_MAX 64       /* bytes of an owner token */
 #define IDEM_RID_MAX 64         /* bytes of a request id */
+#define IDEM_PHASE_MAX 64       /* bytes of a checkpoint's phase */
+#define IDEM_PROGRESS_MAX 16384 /* bytes of a checkpoint's JSON state */
+
+/* The states of a record (DESIGN.md 2.8); idem_record_state_names has
+ * their names, the MySQL schema's ENUM values. */
+typedef enum idem_record_state {
+	IDEM_RECORD_IN_FLIGHT = 0, /* an execution holds it (its owner) */
+	IDEM_RECORD_COMMITTED,     /* its answer is final */
+	IDEM_RECORD_PAUSED,        /* released with progress: held for the
+	                            * same request, which resumes it */
+	IDEM_RECORD_UNKNOWN,       /* its handler could not tell whether its
+	                            * side effect happened */
+	IDEM_RECORD__MAX
+} idem_record_state;
+
+/* "in_flight", "committed", "paused", "unknown" (static). */
+extern const char *const idem_record_state_names[IDEM_RECORD__MAX];
+
+/* The progress of a record's executions: its last checkpoint. */
+typedef struct idem_progress {
+	char phase[IDEM_PHASE_MAX + 1];  /* "": none */
+	char *state;            /* JSON text, NUL-terminated; NULL: none;
+	                         * owned by whoever holds the struct */
+	size_t state_len;
+} idem_progress;
+
+/* Frees p's state and zeroes p. */
+void idem_progress_clear(idem_progress *p);
+/* A deep copy of src into dst.  Returns IDEM_OK or IDEM_ERR_NOMEM. */
+idem_err idem_progress_copy(idem_progress *dst, const idem_progress *src);
 
 /* Which record: the SHA-256 of the scope (all zero for scope = none) and
  * the key as the client sent it. */
@@ -51,6 +82,9 @@ typedef struct idem_key_policy {
 	const unsigned char *commit_status; /* commit-statuses: 600 flags,
 	                         * set for a status stored as final
 	                         * (borrowed) */
+	int reconcile;          /* the route has a reconcile hook: a record
+	                         * of unknown outcome is taken to reconcile
+	                         * it (else answered as unknown) */
 } idem_key_policy;
 
 /*
@@ -72,6 +106,9 @@ typedef struct idem_store_req {
 	                                     * the store met on the key for
 	                                     * this request, and reserves it
 	                                     * gave up as contended */
+	int has_progress;                   /* the record has progress (read
+	                                     * at reserve or checkpointed):
+	                                     * a release pauses it */
 } idem_store_req;
 
 /* A stored answer.  headers is "Name: value\r\n" lines. */
@@ -86,8 +123,17 @@ typedef struct idem_stored_response {
 typedef enum idem_reserve_outcome {
 	IDEM_RESERVE_ACQUIRED = 0, /* new in_flight record: run the handler */
 	IDEM_RESERVE_COMMITTED,    /* a live committed record: see response */
-	IDEM_RESERVE_IN_FLIGHT,    /* someone else holds it (or other fp) */
-	IDEM_RESERVE_TAKEN_OVER    /* a stale in_flight record is now ours */
+	IDEM_RESERVE_IN_FLIGHT,    /* someone else holds it (or other fp; or
+	                            * a paused or unknown record of another
+	                            * fingerprint) */
+	IDEM_RESERVE_TAKEN_OVER,   /* a stale in_flight record is now ours */
+	IDEM_RESERVE_RESUMED,      /* a paused record is now ours: run the
+	                            * handler, from its progress */
+	IDEM_RESERVE_RECONCILE,    /* a record of unknown outcome is now ours
+	                            * (the policy has reconcile): run the
+	                            * route's reconcile hook */
+	IDEM_RESERVE_UNKNOWN       /* a record of unknown outcome, and no
+	                            * reconcile hook: nothing runs */
 } idem_reserve_outcome;
 
 typedef struct idem_reserve_result {
@@ -105,6 +151,9 @@ typedef struct idem_reserve_result {
 	 * (the MySQL store's replay cache), no statement sent; the caller
 	 * counts it as replay_cached when it replays */
 	int cached;
+	/* TAKEN_OVER, RESUMED, RECONCILE: the record's progress, owned by
+	 * the result */
+	idem_progress progress;
 } idem_reserve_result;
 
 typedef struct idem_store idem_store;
@@ -113,12 +162,16 @@ typedef struct idem_store_stats {
 	uint64_t entries;       /* records held */
 	uint64_t in_flight;     /* of which in flight */
 	uint64_t evictions;     /* committed records evicted to make room */
+	uint64_t unknown;       /* records of unknown outcome */
+	uint64_t unknown_age_ms; /* since the oldest of them was marked so
+	                         * (its lease's last renewal) */
 } idem_store_stats;
 
 /* One record as idemfcgi-admin shows it.  Ages are by the store's clock;
  * the times are UTC, "2026-11-30T07:25:05.123456Z". */
 typedef struct idem_store_record {
-	int committed;              /* else in flight */
+	idem_record_state state;
+	char phase[IDEM_PHASE_MAX + 1]; /* its last checkpoint's; "": none */
 	unsigned char fingerprint[32];
 	char owner[IDEM_OWNER_MAX + 1];
 	char request_id[IDEM_RID_MAX + 1];
@@ -136,7 +189,10 @@ typedef struct idem_store_census {
 	uint64_t stale;             /* of which idle past inflight-ttl: the
 	                             * next retry takes them over */
 	uint64_t committed;         /* committed and live */
-	uint64_t expired;           /* committed, past expiry, not purged */
+	uint64_t expired;           /* committed, paused or unknown, past
+	                             * expiry, not purged */
+	uint64_t paused;            /* paused and live */
+	uint64_t unknown;           /* of unknown outcome and live */
 	int has_oldest;             /* the oldest in-flight record: */
 	idem_store_key oldest_key;
 	char oldest_owner[IDEM_OWNER_MAX + 1];
@@ -178,27 +234,40 @@ typedef struct idem_store_ops {
 	 */
 	idem_err (*commit)(idem_store *s, idem_store_req *rq,
 	    const idem_stored_response *resp);
-	/* Deletes the in_flight record of rq's owner (only key and owner are
-	 * read).  Returns IDEM_OK, IDEM_ERR_NOT_FOUND (not owner's: nothing
-	 * changed), IDEM_ERR_BUSY or IDEM_ERR_STORE. */
+	/* Deletes the in_flight record of rq's owner, or, when it has
+	 * progress, makes it paused (kept for the same fingerprint only); key,
+	 * owner and has_progress (which it tries first) are read.  Returns
+	 * IDEM_OK, IDEM_ERR_NOT_FOUND (not owner's: nothing changed),
+	 * IDEM_ERR_BUSY or IDEM_ERR_STORE. */
 	idem_err (*release)(idem_store *s, idem_store_req *rq);
 	/* Sets the lease of rq's owner's in_flight record to now.  Same
 	 * reads and returns. */
 	idem_err (*renew)(idem_store *s, idem_store_req *rq);
-	/* Deletes up to max committed records past their expiry; *purged
-	 * says how many (fewer than max: none left).  Never an in_flight
-	 * record, however old: only its owner, crash recovery (release_prefix)
-	 * or a takeover removes one.  Safe to run anywhere at any time. */
+	/* Records p (borrowed; its phase not empty, its state at most
+	 * IDEM_PROGRESS_MAX bytes) as the progress of rq's owner's in_flight
+	 * record, and renews its lease.  Returns as renew, or
+	 * IDEM_ERR_TOO_LARGE. */
+	idem_err (*checkpoint)(idem_store *s, idem_store_req *rq,
+	    const idem_progress *p);
+	/* Marks rq's owner's in_flight record as of unknown outcome (kept with
+	 * its progress for the same fingerprint).  Returns as renew. */
+	idem_err (*mark_unknown)(idem_store *s, idem_store_req *rq);
+	/* Deletes up to max committed, paused and unknown records past their
+	 * expiry; *purged says how many (fewer than max: none left).  Never
+	 * an in_flight record, however old: only its owner, crash recovery
+	 * (release_prefix) or a takeover removes one.  Safe to run anywhere
+	 * at any time. */
 	idem_err (*purge)(idem_store *s, unsigned max, unsigned *purged);
 	/* Fills *st; a store that cannot count cheaply leaves zeros. */
 	void (*stats)(idem_store *s, idem_store_stats *st);
 	/* Frees the store. */
 	void (*close)(idem_store *s);
 	/*
-	 * Crash recovery: deletes every in_flight record whose owner token
-	 * starts with prefix (a dead worker's instance id), so retries run at
-	 * once instead of after inflight-ttl.  *keys (caller frees) and *n
-	 * say which.  May be NULL for a store that cannot outlive its worker.
+	 * Crash recovery: releases every in_flight record whose owner token
+	 * starts with prefix (a dead worker's instance id) as release does
+	 * (deleted, or paused with its progress), so retries run at once
+	 * instead of after inflight-ttl.  *keys (caller frees) and *n say
+	 * which.  May be NULL for a store that cannot outlive its worker.
 	 */
 	idem_err (*release_prefix)(idem_store *s, const char *prefix,
 	    idem_store_key **keys, size_t *n);
@@ -253,14 +322,15 @@ struct idem_store {
 };
 
 /*
- * The reservation rule (DESIGN.md 2.4), once for every store and path:
- * what a reserve does with the record it found for its key.  The SQL of
- * the MySQL store (S_REUSE's and S_TAKEOVER's WHERE) says the same, and
- * points here.
+ * The reservation rule (DESIGN.md 2.4 and 2.8), once for every store and
+ * path: what a reserve does with the record it found for its key.  The
+ * SQL of the MySQL store (S_REUSE's, S_TAKEOVER's and S_RESUME's WHERE)
+ * says the same, and points here.
  */
 typedef enum idem_reserve_step {
-	IDEM_STEP_REUSE = 0,  /* committed, past its lifetime: as absent, so
-	                       * the record is made this request's */
+	IDEM_STEP_REUSE = 0,  /* committed, paused or unknown, past its
+	                       * lifetime: as absent, so the record is made
+	                       * this request's (without progress) */
 	IDEM_STEP_REPLAY,     /* committed, live: its answer is the outcome
 	                       * (another fingerprint: the caller's conflict) */
 	IDEM_STEP_OURS,       /* in flight under this request's own owner: its
@@ -268,23 +338,36 @@ typedef enum idem_reserve_step {
 	IDEM_STEP_TAKE_OVER,  /* in flight, same fingerprint, lease older than
 	                       * inflight-ttl: taken over (conditionally on the
 	                       * old owner), the handler runs */
-	IDEM_STEP_IN_FLIGHT   /* in flight otherwise: someone else holds it (or
-	                       * another request: the caller's conflict) */
+	IDEM_STEP_IN_FLIGHT,  /* in flight otherwise: someone else holds it (or
+	                       * another request: the caller's conflict); so
+	                       * too a paused or unknown record of another
+	                       * fingerprint */
+	IDEM_STEP_RESUME,     /* paused, same fingerprint: made this request's
+	                       * (conditionally on its state), the handler
+	                       * runs from its progress */
+	IDEM_STEP_RECONCILE,  /* unknown, same fingerprint, the policy has
+	                       * reconcile: made this request's, the route's
+	                       * reconcile hook runs */
+	IDEM_STEP_UNKNOWN     /* unknown, same fingerprint, no reconcile:
+	                       * nothing runs, the outcome is being
+	                       * determined */
 } idem_reserve_step;
 
 /* What the rule reads of a record found (all borrowed). */
 typedef struct idem_found {
-	int committed;
-	int expired;                /* committed, and past expires_at */
+	idem_record_state state;
+	int expired;                /* past expires_at */
 	const unsigned char *fp;    /* 32 bytes */
 	const char *owner;
 	int64_t lease_age_us;       /* in flight: since its lease was renewed */
 } idem_found;
 
 /* The step for found, met by the request of fingerprint fp and owner
- * owner under inflight_ttl_us. */
+ * owner under inflight_ttl_us; reconcile: the request's policy has a
+ * reconcile hook. */
 idem_reserve_step idem_reserve_decide(const idem_found *found,
-    const unsigned char fp[32], const char *owner, int64_t inflight_ttl_us);
+    const unsigned char fp[32], const char *owner, int64_t inflight_ttl_us,
+    int reconcile);
 
 /* Thin wrappers over s->ops, so callers read like function calls. */
 idem_err idem_store_reserve(idem_store *s, idem_store_req *rq,
@@ -293,6 +376,10 @@ idem_err idem_store_commit(idem_store *s, idem_store_req *rq,
     const idem_stored_response *resp);
 idem_err idem_store_release(idem_store *s, idem_store_req *rq);
 idem_err idem_store_renew(idem_store *s, idem_store_req *rq);
+/* On success also sets rq->has_progress. */
+idem_err idem_store_checkpoint(idem_store *s, idem_store_req *rq,
+    const idem_progress *p);
+idem_err idem_store_mark_unknown(idem_store *s, idem_store_req *rq);
 idem_err idem_store_purge(idem_store *s, unsigned max, unsigned *purged);
 void idem_store_stats_get(idem_store *s, idem_store_stats *st);
 idem_err idem_store_release_prefix(idem_store *s, const char *prefix,
@@ -318,6 +405,10 @@ void idem_store_set_metrics(idem_store *s, struct idem_metrics *m);
 int idem_store_err_transient(idem_err err);
 /* Closes s; NULL is fine. */
 void idem_store_close(idem_store *s);
+
+/* Whether a reserve that returned err and r made the record the caller's
+ * (ACQUIRED, TAKEN_OVER, RESUMED, RECONCILE). */
+int idem_reserve_runs(idem_err err, const idem_reserve_result *r);
 
 /* Frees the answer a result owns and zeroes the result. */
 void idem_reserve_result_clear(idem_reserve_result *r);

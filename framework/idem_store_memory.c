@@ -1,7 +1,8 @@
 /*
  * idem_store_memory.c - the in-memory store: a uthash table under one mutex,
- * plus a list of committed records in expiry order for purging and
- * eviction.  Times are CLOCK_MONOTONIC milliseconds.
+ * plus a list of the records that expire (committed, paused, unknown) in
+ * expiry order for purging and eviction.  Times are CLOCK_MONOTONIC
+ * milliseconds.
  */
 #include "config.h"
 
@@ -27,7 +28,7 @@ typedef struct mkey {
 
 typedef struct record {
 	mkey k;
-	int committed;
+	idem_record_state state;
 	unsigned char fp[32];
 	char owner[IDEM_OWNER_MAX + 1];
 	char request_id[IDEM_RID_MAX + 1];
@@ -35,7 +36,9 @@ typedef struct record {
 	uint64_t lease_at;
 	uint64_t expires_at;
 	idem_stored_response resp;      /* committed only */
-	struct record *prev, *next;     /* the committed list */
+	idem_progress progress;         /* its last checkpoint */
+	struct record *prev, *next;     /* the expiring list (not in
+	                                 * flight) */
 	UT_hash_handle hh;
 } record;
 
@@ -43,10 +46,12 @@ typedef struct memory_store {
 	idem_store base;
 	pthread_mutex_t lock;
 	record *table;                  /* uthash head */
-	record *committed;              /* utlist, by expires_at */
+	record *expiring;               /* utlist, by expires_at: the
+	                                 * records not in flight */
 	uint64_t max_entries;
 	uint64_t count;
 	uint64_t in_flight;
+	uint64_t unknown;               /* records of unknown outcome */
 	uint64_t evictions;
 	uint64_t last_eviction;         /* ms */
 	uint64_t last_warning;          /* ms */
@@ -106,44 +111,69 @@ answer_free(idem_stored_response *a)
 	memset(a, 0, sizeof(*a));
 }
 
-/* Removes r from the table (and the committed list) and frees it. */
+/* Takes the in_flight record r out of flight into state, linking it
+ * into the expiring list, sorted by expiry (records mostly arrive in
+ * order, so the scan from the tail is short). */
+static void
+settle(memory_store *ms, record *r, idem_record_state state)
+{
+	record *after = ms->expiring != NULL ? ms->expiring->prev : NULL;
+
+	r->state = state;
+	ms->in_flight--;
+	if (state == IDEM_RECORD_UNKNOWN)
+		ms->unknown++;
+	while (after != NULL && after->expires_at > r->expires_at)
+		after = after == ms->expiring ? NULL : after->prev;
+	if (after == NULL)
+		DL_PREPEND(ms->expiring, r);
+	else if (after == ms->expiring->prev)
+		DL_APPEND(ms->expiring, r);
+	else
+		DL_APPEND_ELEM(ms->expiring, after, r);
+}
+
+/* Puts the record r that is not in flight back in flight (a resume, a
+ * reconcile, a reuse). */
+static void
+unsettle(memory_store *ms, record *r)
+{
+	DL_DELETE(ms->expiring, r);
+	if (r->state == IDEM_RECORD_UNKNOWN)
+		ms->unknown--;
+	r->state = IDEM_RECORD_IN_FLIGHT;
+	ms->in_flight++;
+}
+
+/* Removes r from the table (and the expiring list) and frees it. */
 static void
 drop(memory_store *ms, record *r)
 {
 	HASH_DEL(ms->table, r);
-	if (r->committed)
-		DL_DELETE(ms->committed, r);
+	if (r->state != IDEM_RECORD_IN_FLIGHT)
+		DL_DELETE(ms->expiring, r);
 	else
 		ms->in_flight--;
+	if (r->state == IDEM_RECORD_UNKNOWN)
+		ms->unknown--;
 	ms->count--;
 	answer_free(&r->resp);
+	idem_progress_clear(&r->progress);
 	free(r);
 }
 
-/* Links r into the committed list, keeping it sorted by expiry (records
- * mostly arrive in order, so the scan from the tail is short). */
-static void
-link_committed(memory_store *ms, record *r)
-{
-	record *after = ms->committed != NULL ? ms->committed->prev : NULL;
-
-	while (after != NULL && after->expires_at > r->expires_at)
-		after = after == ms->committed ? NULL : after->prev;
-	if (after == NULL)
-		DL_PREPEND(ms->committed, r);
-	else if (after == ms->committed->prev)
-		DL_APPEND(ms->committed, r);
-	else
-		DL_APPEND_ELEM(ms->committed, after, r);
-}
-
 /* Frees one entry for a new record: an expired one, else the committed one
- * closest to expiry.  Returns 0, or -1 when every entry is in flight. */
+ * closest to expiry (never a paused or unknown record: their progress,
+ * and what became of their side effects, would be lost).  Returns 0, or
+ * -1 when every entry is in flight, paused or unknown. */
 static int
 make_room(memory_store *ms, uint64_t now)
 {
-	record *victim = ms->committed;
+	record *victim = ms->expiring;
 
+	while (victim != NULL && victim->expires_at > now &&
+	    victim->state != IDEM_RECORD_COMMITTED)
+		victim = victim->next;
 	if (victim == NULL)
 		return -1;
 	if (victim->expires_at > now) {
@@ -179,11 +209,11 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	pthread_mutex_lock(&ms->lock);
 	now = idem_now_ms();
 	if ((r = find(ms, k)) != NULL) {
-		idem_found f = { r->committed, r->committed &&
-		    r->expires_at <= now, r->fp, r->owner,
+		idem_found f = { r->state, r->expires_at <= now, r->fp, r->owner,
 		    (int64_t)(now - r->lease_at) * 1000 };
 		step = idem_reserve_decide(&f, rq->fp, rq->owner,
-		    (int64_t)rq->policy->lease_ms * 1000);
+		    (int64_t)rq->policy->lease_ms * 1000,
+		    rq->policy->reconcile);
 		if (step == IDEM_STEP_REUSE) {
 			drop(ms, r);
 			r = NULL;
@@ -193,7 +223,8 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		if (ms->count >= ms->max_entries && make_room(ms, now) < 0) {
 			pthread_mutex_unlock(&ms->lock);
 			idem_log(NULL, IDEM_LOG_ERROR, "memory store full: all "
-			    "%llu entries are in flight; raise max-entries",
+			    "%llu entries are in flight, paused or of unknown "
+			    "outcome; raise max-entries",
 			    (unsigned long long)ms->max_entries);
 			return IDEM_ERR_STORE;
 		}
@@ -234,14 +265,31 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	idem_copy_string(out->request_id, sizeof(out->request_id),
 	    r->request_id);
 	out->lease_age_ms = now - r->lease_at;
-	out->outcome = IDEM_RESERVE_IN_FLIGHT;
-	if (step == IDEM_STEP_TAKE_OVER) {
+	switch (step) {
+	case IDEM_STEP_TAKE_OVER:
+	case IDEM_STEP_RESUME:
+	case IDEM_STEP_RECONCILE:
+		if (idem_progress_copy(&out->progress, &r->progress) != IDEM_OK) {
+			pthread_mutex_unlock(&ms->lock);
+			return IDEM_ERR_STORE;
+		}
+		if (r->state != IDEM_RECORD_IN_FLIGHT)
+			unsettle(ms, r);
 		idem_copy_string(r->owner, sizeof(r->owner), rq->owner);
 		idem_copy_string(r->request_id, sizeof(r->request_id),
 		    rq->request_id);
 		r->lease_at = now;
 		r->expires_at = now + rq->policy->lifetime_ms;
-		out->outcome = IDEM_RESERVE_TAKEN_OVER;
+		out->outcome = step == IDEM_STEP_TAKE_OVER ?
+		    IDEM_RESERVE_TAKEN_OVER : step == IDEM_STEP_RESUME ?
+		    IDEM_RESERVE_RESUMED : IDEM_RESERVE_RECONCILE;
+		break;
+	case IDEM_STEP_UNKNOWN:
+		out->outcome = IDEM_RESERVE_UNKNOWN;
+		break;
+	default:
+		out->outcome = IDEM_RESERVE_IN_FLIGHT;
+		break;
 	}
 	pthread_mutex_unlock(&ms->lock);
 	return err;
@@ -253,7 +301,8 @@ find_owned(memory_store *ms, const idem_store_key *k, const char *owner)
 {
 	record *r = find(ms, k);
 
-	if (r == NULL || r->committed || strcmp(r->owner, owner) != 0)
+	if (r == NULL || r->state != IDEM_RECORD_IN_FLIGHT ||
+	    strcmp(r->owner, owner) != 0)
 		return NULL;
 	return r;
 }
@@ -275,12 +324,21 @@ mem_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 		return IDEM_ERR_NOT_FOUND;
 	}
 	r->resp = copy;
-	r->committed = 1;
 	r->expires_at = idem_now_ms() + rq->policy->lifetime_ms;
-	ms->in_flight--;
-	link_committed(ms, r);
+	settle(ms, r, IDEM_RECORD_COMMITTED);
 	pthread_mutex_unlock(&ms->lock);
 	return IDEM_OK;
+}
+
+/* Releases the in_flight record r: deleted, or paused when it has
+ * progress.  Under ms->lock. */
+static void
+release_record(memory_store *ms, record *r)
+{
+	if (r->progress.phase[0] != '\0')
+		settle(ms, r, IDEM_RECORD_PAUSED);
+	else
+		drop(ms, r);
 }
 
 static idem_err
@@ -291,7 +349,46 @@ mem_release(idem_store *s, idem_store_req *rq)
 
 	pthread_mutex_lock(&ms->lock);
 	if ((r = find_owned(ms, &rq->key, rq->owner)) != NULL)
-		drop(ms, r);
+		release_record(ms, r);
+	pthread_mutex_unlock(&ms->lock);
+	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
+}
+
+static idem_err
+mem_checkpoint(idem_store *s, idem_store_req *rq, const idem_progress *p)
+{
+	memory_store *ms = (memory_store *)s;
+	idem_progress copy;
+	record *r;
+
+	if (p->phase[0] == '\0' || p->state_len > IDEM_PROGRESS_MAX)
+		return p->phase[0] == '\0' ? IDEM_ERR_INVALID :
+		    IDEM_ERR_TOO_LARGE;
+	if (idem_progress_copy(&copy, p) != IDEM_OK)
+		return IDEM_ERR_STORE;
+	pthread_mutex_lock(&ms->lock);
+	if ((r = find_owned(ms, &rq->key, rq->owner)) != NULL) {
+		idem_progress_clear(&r->progress);
+		r->progress = copy;
+		r->lease_at = idem_now_ms();
+	}
+	pthread_mutex_unlock(&ms->lock);
+	if (r == NULL)
+		idem_progress_clear(&copy);
+	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
+}
+
+static idem_err
+mem_mark_unknown(idem_store *s, idem_store_req *rq)
+{
+	memory_store *ms = (memory_store *)s;
+	record *r;
+
+	pthread_mutex_lock(&ms->lock);
+	if ((r = find_owned(ms, &rq->key, rq->owner)) != NULL) {
+		r->lease_at = idem_now_ms();
+		settle(ms, r, IDEM_RECORD_UNKNOWN);
+	}
 	pthread_mutex_unlock(&ms->lock);
 	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
 }
@@ -317,9 +414,9 @@ mem_purge(idem_store *s, unsigned max, unsigned *purged)
 
 	pthread_mutex_lock(&ms->lock);
 	now = idem_now_ms();
-	while (*purged < max && ms->committed != NULL &&
-	    ms->committed->expires_at <= now) {
-		drop(ms, ms->committed);
+	while (*purged < max && ms->expiring != NULL &&
+	    ms->expiring->expires_at <= now) {
+		drop(ms, ms->expiring);
 		(*purged)++;
 	}
 	pthread_mutex_unlock(&ms->lock);
@@ -338,7 +435,8 @@ mem_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 	pthread_mutex_lock(&ms->lock);
 	HASH_ITER(hh, ms->table, r, tmp) {
 		idem_store_key *k;
-		if (r->committed || strncmp(r->owner, prefix, plen) != 0)
+		if (r->state != IDEM_RECORD_IN_FLIGHT ||
+		    strncmp(r->owner, prefix, plen) != 0)
 			continue;
 		if (*n == cap) {
 			cap = cap ? cap * 2 : 8;
@@ -354,7 +452,7 @@ mem_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 		memcpy(k->scope, r->k.bytes, 32);
 		k->key_len = r->k.len - 32;
 		memcpy(k->key, r->k.bytes + 32, k->key_len);
-		drop(ms, r);
+		release_record(ms, r);
 	}
 	pthread_mutex_unlock(&ms->lock);
 	return err;
@@ -365,10 +463,21 @@ mem_stats(idem_store *s, idem_store_stats *st)
 {
 	memory_store *ms = (memory_store *)s;
 
+	record *r;
+	uint64_t now;
+
 	pthread_mutex_lock(&ms->lock);
 	st->entries = ms->count;
 	st->in_flight = ms->in_flight;
 	st->evictions = ms->evictions;
+	st->unknown = ms->unknown;
+	now = idem_now_ms();
+	if (ms->unknown > 0)
+		/* rare: a walk of the expiring list */
+		DL_FOREACH(ms->expiring, r)
+			if (r->state == IDEM_RECORD_UNKNOWN &&
+			    now - r->lease_at > st->unknown_age_ms)
+				st->unknown_age_ms = now - r->lease_at;
 	pthread_mutex_unlock(&ms->lock);
 }
 
@@ -385,7 +494,8 @@ mem_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 		pthread_mutex_unlock(&ms->lock);
 		return IDEM_ERR_NOT_FOUND;
 	}
-	out->committed = r->committed;
+	out->state = r->state;
+	memcpy(out->phase, r->progress.phase, sizeof(out->phase));
 	memcpy(out->fingerprint, r->fp, 32);
 	snprintf(out->owner, sizeof(out->owner), "%s", r->owner);
 	snprintf(out->request_id, sizeof(out->request_id), "%s", r->request_id);
@@ -397,7 +507,7 @@ mem_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 	out->reserved_age_ms = now - r->reserved_at;
 	out->lease_age_ms = now - r->lease_at;
 	out->expires_in_ms = (int64_t)r->expires_at - (int64_t)now;
-	if (r->committed) {
+	if (r->state == IDEM_RECORD_COMMITTED) {
 		out->status = r->resp.status;
 		out->headers_len = r->resp.headers_len;
 		out->body_len = r->resp.body_len;
@@ -416,11 +526,15 @@ mem_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
 	pthread_mutex_lock(&ms->lock);
 	now = idem_now_ms();
 	HASH_ITER(hh, ms->table, r, tmp) {
-		if (r->committed) {
+		if (r->state != IDEM_RECORD_IN_FLIGHT) {
 			if (r->expires_at <= now)
 				out->expired++;
-			else
+			else if (r->state == IDEM_RECORD_COMMITTED)
 				out->committed++;
+			else if (r->state == IDEM_RECORD_PAUSED)
+				out->paused++;
+			else
+				out->unknown++;
 			continue;
 		}
 		out->in_flight++;
@@ -455,6 +569,7 @@ mem_close(idem_store *s)
 	HASH_ITER(hh, ms->table, r, tmp) {
 		HASH_DEL(ms->table, r);
 		answer_free(&r->resp);
+		idem_progress_clear(&r->progress);
 		free(r);
 	}
 	pthread_mutex_destroy(&ms->lock);
@@ -469,6 +584,8 @@ static const idem_store_ops memory_ops = {
 	.commit = mem_commit,
 	.release = mem_release,
 	.renew = mem_renew,
+	.checkpoint = mem_checkpoint,
+	.mark_unknown = mem_mark_unknown,
 	.purge = mem_purge,
 	.stats = mem_stats,
 	.close = mem_close,

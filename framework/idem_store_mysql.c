@@ -59,13 +59,14 @@ idem_store_mysql_settle_ms(const idem_config *cfg)
 	return wait + idem_mysql_lock_margin_ms(wait) + 1000;
 }
 
-/* After a takeover whose connection was lost and whose attempt on a new
- * one matched no row: the first may have been applied, and the row be
- * ours.  Reads it (causally) and makes *out TAKEN_OVER when it is; else
- * *out stays what the takeover found.  Returns IDEM_OK or the read's
- * error. */
+/* After a takeover (or resume) whose connection was lost and whose
+ * attempt on a new one matched no row: the first may have been applied,
+ * and the row be ours.  Reads it (causally) and makes *out outcome when
+ * it is; else *out stays what the reserve found.  Returns IDEM_OK or the
+ * read's error. */
 static idem_err
-own_takeover(mysql_store *ms, const reserve_args *a, idem_reserve_result *out)
+own_takeover(mysql_store *ms, const reserve_args *a, idem_reserve_result *out,
+    idem_reserve_outcome outcome)
 {
 	idem_err err;
 	row r;
@@ -73,9 +74,10 @@ own_takeover(mysql_store *ms, const reserve_args *a, idem_reserve_result *out)
 	if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, &a->rq->key,
 	    &a->rq->contended, &r)) != IDEM_OK)
 		return err;
-	idem_stored_response_clear(&r.resp);
-	if (r.found && !r.committed && strcmp(r.owner, a->rq->owner) == 0)
-		out->outcome = IDEM_RESERVE_TAKEN_OVER;
+	idem_my_row_clear(&r);
+	if (r.found && r.state == IDEM_RECORD_IN_FLIGHT &&
+	    strcmp(r.owner, a->rq->owner) == 0)
+		out->outcome = outcome;
 	return IDEM_OK;
 }
 
@@ -117,10 +119,36 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		switch (idem_my_step_of(&a, &r)) {
 		case IDEM_STEP_OURS:
 			/* our own INSERT, applied before a lost connection */
+			idem_my_row_clear(&r);
 			out->outcome = IDEM_RESERVE_ACQUIRED;
 			return IDEM_OK;
+		case IDEM_STEP_RESUME:
+		case IDEM_STEP_RECONCILE: {
+			idem_reserve_outcome o = r.state == IDEM_RECORD_PAUSED ?
+			    IDEM_RESERVE_RESUMED : IDEM_RESERVE_RECONCILE;
+			idem_my_found_row(ms, &a, &r, read_at, out);
+			idem_my_p_resume(&p, &a, idem_record_state_names[r.state]);
+			if ((err = idem_my_exec_count(ms, S_RESUME, &p, &n, &retried))
+			    != IDEM_OK)
+				return err;
+			if (n == 1) {
+				out->outcome = o;
+				return IDEM_OK;
+			}
+			if (retried && (err = own_takeover(ms, &a, out, o)) !=
+			    IDEM_OK)
+				return err;
+			if (out->outcome == o)
+				return IDEM_OK;
+			/* changed meanwhile (resumed by another): round again */
+			continue;
+		}
+		case IDEM_STEP_UNKNOWN:
+			idem_my_found_row(ms, &a, &r, read_at, out);
+			out->outcome = IDEM_RESERVE_UNKNOWN;
+			return IDEM_OK;
 		case IDEM_STEP_REUSE:
-			idem_stored_response_clear(&r.resp);
+			idem_my_row_clear(&r);
 			idem_my_p_reuse(&p, &a);
 			if ((err = idem_my_exec_count(ms, S_REUSE, &p, &n, NULL)) != IDEM_OK)
 				return err;
@@ -138,7 +166,8 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 			if (n == 1)
 				out->outcome = IDEM_RESERVE_TAKEN_OVER;
 			else if (retried)
-				return own_takeover(ms, &a, out);
+				return own_takeover(ms, &a, out,
+				    IDEM_RESERVE_TAKEN_OVER);
 			return IDEM_OK;
 		case IDEM_STEP_REPLAY:
 		case IDEM_STEP_IN_FLIGHT:
@@ -155,12 +184,46 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 static int
 causal_of(int i)
 {
-	return i == S_COMMIT ? S_COMMIT_CAUSAL : i == S_RELEASE ?
-	    S_RELEASE_CAUSAL : S_RENEW_CAUSAL;
+	switch (i) {
+	case S_COMMIT:
+		return S_COMMIT_CAUSAL;
+	case S_RELEASE:
+		return S_RELEASE_CAUSAL;
+	case S_PAUSE:
+		return S_PAUSE_CAUSAL;
+	case S_CHECKPOINT:
+		return S_CHECKPOINT_CAUSAL;
+	case S_UNKNOWN:
+		return S_UNKNOWN_CAUSAL;
+	}
+	return S_RENEW_CAUSAL;
+}
+
+/* Whether owner-checked statement i, sent again after its connection was
+ * lost, was applied the first time, by the row r read since (the
+ * statements that take the row out of flight; a renewal or a checkpoint
+ * run again matches the row while it is still ours). */
+static int
+applied(int i, const row *r, const char *owner)
+{
+	int ours = r->found && strcmp(r->owner, owner) == 0;
+
+	switch (i) {
+	case S_COMMIT:
+		return ours && r->state == IDEM_RECORD_COMMITTED;
+	case S_RELEASE:
+		return !ours;
+	case S_PAUSE:
+		return ours && r->state == IDEM_RECORD_PAUSED;
+	case S_UNKNOWN:
+		return ours && r->state == IDEM_RECORD_UNKNOWN;
+	}
+	return 0;
 }
 
 /*
- * The owner-checked statements: commit, release, renew.  One that matches
+ * The owner-checked statements: commit, release (and pause), renew,
+ * checkpoint, mark unknown.  One that matches
  * no row is run again causally before it counts as fenced: on Galera the
  * first may have run on a node that had not yet applied our reservation
  * (made through another node), and the second waits until it has.  That
@@ -188,21 +251,13 @@ owned(mysql_store *ms, int i, params *p, idem_store_req *rq)
 	if (n == 1)
 		return IDEM_OK;
 	retried |= retried2;
-	if (retried && i == S_COMMIT) {
-		/* did the first attempt commit before the connection died? */
+	if (retried && i != S_RENEW && i != S_CHECKPOINT) {
+		/* did the first attempt apply before the connection died? */
 		if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, k,
 		    &rq->contended, &r)) != IDEM_OK)
 			return err;
-		idem_stored_response_clear(&r.resp);
-		if (r.found && r.committed && strcmp(r.owner, owner) == 0)
-			return IDEM_OK;
-	}
-	if (retried && i == S_RELEASE) {
-		if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, k,
-		    &rq->contended, &r)) != IDEM_OK)
-			return err;
-		idem_stored_response_clear(&r.resp);
-		if (!r.found || strcmp(r.owner, owner) != 0)
+		idem_my_row_clear(&r);
+		if (applied(i, &r, owner))
 			return IDEM_OK;
 	}
 	return IDEM_ERR_NOT_FOUND;
@@ -229,13 +284,48 @@ my_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 	return err;
 }
 
+/* Deletes rq's record, or pauses it when it has progress: the one the
+ * request knows of first (a record with progress is never deleted). */
 static idem_err
 my_release(idem_store *s, idem_store_req *rq)
+{
+	int first = rq->has_progress ? S_PAUSE : S_RELEASE;
+	params p;
+	idem_err err;
+
+	idem_my_p_init(&p);
+	if ((err = owned((mysql_store *)s, first, &p, rq)) != IDEM_ERR_NOT_FOUND)
+		return err;
+	idem_my_p_init(&p);
+	return owned((mysql_store *)s, first == S_PAUSE ? S_RELEASE : S_PAUSE,
+	    &p, rq);
+}
+
+static idem_err
+my_checkpoint(idem_store *s, idem_store_req *rq, const idem_progress *pr)
+{
+	params p;
+
+	if (pr->phase[0] == '\0')
+		return IDEM_ERR_INVALID;
+	if (pr->state_len > IDEM_PROGRESS_MAX)
+		return IDEM_ERR_TOO_LARGE;
+	idem_my_p_init(&p);
+	idem_my_p_str(&p, pr->phase);
+	if (pr->state != NULL)
+		idem_my_p_blob(&p, pr->state, pr->state_len);
+	else
+		idem_my_p_blob(&p, "", 0);
+	return owned((mysql_store *)s, S_CHECKPOINT, &p, rq);
+}
+
+static idem_err
+my_mark_unknown(idem_store *s, idem_store_req *rq)
 {
 	params p;
 
 	idem_my_p_init(&p);
-	return owned((mysql_store *)s, S_RELEASE, &p, rq);
+	return owned((mysql_store *)s, S_UNKNOWN, &p, rq);
 }
 
 static idem_err
@@ -278,6 +368,8 @@ static const idem_store_ops mysql_ops = {
 	.commit = my_commit,
 	.release = my_release,
 	.renew = my_renew,
+	.checkpoint = my_checkpoint,
+	.mark_unknown = my_mark_unknown,
 	.purge = my_purge,
 	.stats = idem_my_stats,
 	.close = my_close,
@@ -359,8 +451,10 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	}
 	if (version != SCHEMA_VERSION) {
 		idem_log(NULL, IDEM_LOG_ERROR, "mysql store: database %s has "
-		    "schema version %lld, this idemfcgi needs %d: apply "
-		    SCHEMA_FILE, cfg->mysql_database, version, SCHEMA_VERSION);
+		    "schema version %lld, this idemfcgi needs %d: apply the "
+		    "files of schema/mysql/ after version %lld, in order, up to "
+		    SCHEMA_LAST, cfg->mysql_database, version, SCHEMA_VERSION,
+		    version);
 		my_close(&ms->base);
 		return IDEM_ERR_STORE;
 	}

@@ -76,6 +76,12 @@ idem_my_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 	idem_mysql_put(ms->pool, c);
 	if (err != IDEM_OK)
 		return err;
+	/* as release does: a record with progress is paused, not deleted */
+	idem_my_p_init(&p);
+	idem_my_p_str(&p, like);
+	if ((err = idem_my_exec_count(ms, S_PAUSE_BY, &p, &gone, NULL)) !=
+	    IDEM_OK)
+		return err;
 	idem_my_p_init(&p);
 	idem_my_p_str(&p, like);
 	return idem_my_exec_count(ms, S_RELEASE_BY, &p, &gone, NULL);
@@ -84,12 +90,23 @@ idem_my_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 void
 idem_my_stats(idem_store *s, idem_store_stats *st)
 {
-	long long all = 0, in_flight = 0;
+	long long v[4] = { 0, 0, 0, 0 };
+	MYSQL_BIND b[4];
+	my_bool null[4];
+	params p;
+	int found, i;
 
-	if (idem_my_select_ints((mysql_store *)s, S_STATS, &all, &in_flight) == IDEM_OK) {
-		st->entries = (uint64_t)all;
-		st->in_flight = (uint64_t)in_flight;
-	}
+	memset(null, 0, sizeof(null));
+	for (i = 0; i < 4; i++)
+		idem_my_r_ll(&b[i], &v[i], &null[i]);
+	idem_my_p_init(&p);
+	if (idem_my_fetch_one((mysql_store *)s, S_STATS, &p, b, &found) !=
+	    IDEM_OK || !found)
+		return;
+	st->entries = (uint64_t)v[0];
+	st->in_flight = (uint64_t)v[1];
+	st->unknown = (uint64_t)v[2];
+	st->unknown_age_ms = v[3] > 0 ? (uint64_t)v[3] / 1000 : 0;
 }
 
 /* ------------------------------------------------------ administration */
@@ -104,15 +121,15 @@ terminate(char *buf, size_t size, unsigned long len, my_bool null)
 idem_err
 idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 {
-	MYSQL_BIND b[13];
-	unsigned long len[13];
-	my_bool null[13];
+	MYSQL_BIND b[14];
+	unsigned long len[14];
+	my_bool null[14];
 	char state[16];
 	long long age_res = 0, age_lease = 0, exp_in = 0, status = 0, hl = 0,
 	    bl = 0;
 	params p;
 	idem_err err;
-	int found;
+	int found, i;
 
 	memset(len, 0, sizeof(len));
 	memset(null, 0, sizeof(null));
@@ -134,6 +151,8 @@ idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 	idem_my_r_ll(&b[10], &status, &null[10]);
 	idem_my_r_ll(&b[11], &hl, &null[11]);
 	idem_my_r_ll(&b[12], &bl, &null[12]);
+	idem_my_r_buf(&b[13], MYSQL_TYPE_STRING, out->phase, sizeof(out->phase),
+	    &len[13], &null[13]);
 	idem_my_p_init(&p);
 	idem_my_p_key(&p, k);
 	if ((err = idem_my_fetch_one((mysql_store *)s, S_LOOKUP, &p, b, &found))
@@ -152,7 +171,11 @@ idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 	terminate(out->reserved_at, sizeof(out->reserved_at), len[4], null[4]);
 	terminate(out->lease_at, sizeof(out->lease_at), len[5], null[5]);
 	terminate(out->expires_at, sizeof(out->expires_at), len[6], null[6]);
-	out->committed = strcmp(state, "committed") == 0;
+	terminate(out->phase, sizeof(out->phase), len[13], null[13]);
+	out->state = IDEM_RECORD_IN_FLIGHT;
+	for (i = 0; i < IDEM_RECORD__MAX; i++)
+		if (strcmp(state, idem_record_state_names[i]) == 0)
+			out->state = (idem_record_state)i;
 	out->reserved_age_ms = age_res > 0 ? (uint64_t)age_res / 1000 : 0;
 	out->lease_age_ms = age_lease > 0 ? (uint64_t)age_lease / 1000 : 0;
 	out->expires_in_ms = exp_in / 1000;
@@ -166,8 +189,8 @@ idem_err
 idem_my_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
 {
 	mysql_store *ms = (mysql_store *)s;
-	long long v[4] = { 0, 0, 0, 0 }, ttl_us = (long long)inflight_ttl_ms *
-	    1000, age = 0, lease = 0;
+	long long v[6] = { 0, 0, 0, 0, 0, 0 }, ttl_us = (long long)inflight_ttl_ms
+	    * 1000, age = 0, lease = 0;
 	MYSQL_BIND b[6];
 	unsigned long len[6];
 	my_bool null[6];
@@ -176,7 +199,7 @@ idem_my_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
 	int found, i;
 
 	memset(null, 0, sizeof(null));
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 6; i++)
 		idem_my_r_ll(&b[i], &v[i], &null[i]);
 	idem_my_p_init(&p);
 	idem_my_p_ll(&p, &ttl_us);
@@ -186,6 +209,8 @@ idem_my_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
 	out->stale = (uint64_t)v[1];
 	out->committed = (uint64_t)v[2];
 	out->expired = (uint64_t)v[3];
+	out->paused = (uint64_t)v[4];
+	out->unknown = (uint64_t)v[5];
 	memset(len, 0, sizeof(len));
 	memset(null, 0, sizeof(null));
 	idem_my_r_buf(&b[0], MYSQL_TYPE_BLOB, out->oldest_key.scope, 32, &len[0],

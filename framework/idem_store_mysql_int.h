@@ -21,8 +21,9 @@
 #include "idem_store_mysql.h"
 #include "idem_store_tx.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 #define SCHEMA_FILE "schema/mysql/001_idempotency_keys.sql"
+#define SCHEMA_LAST "schema/mysql/002_recovery_points.sql"
 #define NOW "UTC_TIMESTAMP(6)"
 #define PK "scope_hash = ? AND idem_key = ?"
 
@@ -43,7 +44,8 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY,
     S_LOOKUP, S_CENSUS, S_OLDEST, S_SELECT_LOCKED, S_PROBE,
     S_SELECT_CAUSAL, S_COMMIT_CAUSAL, S_RELEASE_CAUSAL, S_RENEW_CAUSAL,
-    NSTMT };
+    S_RESUME, S_CHECKPOINT, S_CHECKPOINT_CAUSAL, S_UNKNOWN,
+    S_UNKNOWN_CAUSAL, S_PAUSE, S_PAUSE_CAUSAL, S_PAUSE_BY, NSTMT };
 
 /* Galera's causal read: the statement waits until the node has applied
  * what the cluster committed before it (nothing without Galera). */
@@ -56,7 +58,7 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
 #define SELECT_ROW "SELECT state, fingerprint, owner, request_id, " \
     "TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), " \
     "TIMESTAMPDIFF(MICROSECOND, " NOW ", expires_at), " \
-    "status, headers, body FROM idempotency_keys WHERE " PK
+    "status, headers, body, phase, progress FROM idempotency_keys WHERE " PK
 /* a locking read: waits for a transaction that holds the row */
 #define SELECT_LOCKED SELECT_ROW " LOCK IN SHARE MODE"
 /* the owner-checked statements */
@@ -64,7 +66,22 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     "status = ?, headers = ?, body = ?, expires_at = " NOW " + INTERVAL " \
     "? MICROSECOND WHERE " PK " AND state = 'in_flight' AND owner = ?"
 #define RELEASE_ROW "DELETE FROM idempotency_keys WHERE " PK " AND " \
-    "state = 'in_flight' AND owner = ?"
+    "state = 'in_flight' AND owner = ? AND phase IS NULL"
+/* a release of a record with progress (idem_reserve_decide: a paused
+ * record is resumed by the same request only) */
+#define PAUSE_ROW "UPDATE idempotency_keys SET state = 'paused' WHERE " PK \
+    " AND state = 'in_flight' AND owner = ? AND phase IS NOT NULL"
+#define CHECKPOINT_ROW "UPDATE idempotency_keys SET phase = ?, progress = " \
+    "?, lease_at = " NOW " WHERE " PK " AND state = 'in_flight' AND " \
+    "owner = ?"
+#define UNKNOWN_ROW "UPDATE idempotency_keys SET state = 'unknown', " \
+    "lease_at = " NOW " WHERE " PK " AND state = 'in_flight' AND owner = ?"
+/* a paused record resumed, or one of unknown outcome taken to reconcile,
+ * by the same request (idem_reserve_decide) */
+#define RESUME_ROW "UPDATE idempotency_keys SET state = 'in_flight', " \
+    "owner = ?, request_id = ?, lease_at = " NOW ", expires_at = " NOW \
+    " + INTERVAL ? MICROSECOND WHERE " PK " AND state = ? AND " \
+    "fingerprint = ? AND expires_at > " NOW
 #define RENEW_ROW "UPDATE idempotency_keys SET lease_at = " NOW " WHERE " \
     PK " AND state = 'in_flight' AND owner = ?"
 #define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
@@ -73,7 +90,7 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     UTC("reserved_at") ", " UTC("lease_at") ", " UTC("expires_at") ", " \
     AGE("reserved_at") ", " AGE("lease_at") ", TIMESTAMPDIFF(" \
     "MICROSECOND, " NOW ", expires_at), status, LENGTH(headers), " \
-    "LENGTH(body) FROM idempotency_keys WHERE " PK
+    "LENGTH(body), phase FROM idempotency_keys WHERE " PK
 
 typedef struct mysql_store {
 	idem_store base;
@@ -106,7 +123,8 @@ typedef struct params {
 /* One row of S_SELECT. */
 typedef struct row {
 	int found;
-	int committed;
+	idem_record_state state;
+	int committed;               /* state is committed */
 	int expired;
 	unsigned char fp[32];
 	char owner[IDEM_OWNER_MAX + 1];
@@ -115,6 +133,7 @@ typedef struct row {
 	long long left_us;           /* committed: time left until it expires */
 	int status;
 	idem_stored_response resp;   /* committed: owned by the row */
+	idem_progress progress;      /* owned by the row */
 } row;
 
 /* What a reserve asks for, shared by the two-phase and the transactional
@@ -175,6 +194,10 @@ void
 idem_my_p_reuse(params *p, const reserve_args *a);
 void
 idem_my_p_takeover(params *p, const reserve_args *a, const char *old_owner);
+void
+idem_my_p_resume(params *p, const reserve_args *a, const char *state);
+void
+idem_my_row_clear(row *r);
 idem_reserve_step
 idem_my_step_of(const reserve_args *a, const row *r);
 void

@@ -34,27 +34,41 @@ const char *const idem_my_sql[NSTMT] = {
 	[S_REUSE] = "UPDATE idempotency_keys SET state = 'in_flight', "
 	    "fingerprint = ?, owner = ?, request_id = ?, reserved_at = " NOW
 	    ", lease_at = " NOW ", expires_at = " NOW " + INTERVAL ? "
-	    "MICROSECOND, status = NULL, headers = NULL, body = NULL WHERE " PK
-	    " AND state = 'committed' AND expires_at <= " NOW,
+	    "MICROSECOND, status = NULL, headers = NULL, body = NULL, phase = "
+	    "NULL, progress = NULL WHERE " PK " AND state <> 'in_flight' AND "
+	    "expires_at <= " NOW,
+	/* the rule's RESUME and RECONCILE (state bound: 'paused' or
+	 * 'unknown') */
+	[S_RESUME] = RESUME_ROW,
 	[S_COMMIT] = COMMIT_ROW,
 	[S_RELEASE] = RELEASE_ROW,
 	[S_RENEW] = RENEW_ROW,
+	[S_CHECKPOINT] = CHECKPOINT_ROW,
+	[S_UNKNOWN] = UNKNOWN_ROW,
+	[S_PAUSE] = PAUSE_ROW,
 	/* never an in_flight row: its owner may still be working on it */
-	[S_PURGE] = "DELETE FROM idempotency_keys WHERE state = 'committed' "
+	[S_PURGE] = "DELETE FROM idempotency_keys WHERE state <> 'in_flight' "
 	    "AND expires_at < " NOW " LIMIT ?",
-	[S_STATS] = "SELECT COUNT(*), COALESCE(SUM(state = 'in_flight'), 0) "
+	[S_STATS] = "SELECT COUNT(*), COALESCE(SUM(state = 'in_flight'), 0), "
+	    "COALESCE(SUM(state = 'unknown'), 0), COALESCE(MAX(IF(state = "
+	    "'unknown', TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), 0)), 0) "
 	    "FROM idempotency_keys",
 	[S_VERSION] = "SELECT MAX(version) FROM idemfcgi_schema",
 	[S_OWNED_BY] = "SELECT scope_hash, idem_key FROM idempotency_keys WHERE "
 	    "state = 'in_flight' AND owner LIKE ?",
+	/* a dead worker's records: released as release does */
 	[S_RELEASE_BY] = "DELETE FROM idempotency_keys WHERE state = "
-	    "'in_flight' AND owner LIKE ?",
+	    "'in_flight' AND owner LIKE ? AND phase IS NULL",
+	[S_PAUSE_BY] = "UPDATE idempotency_keys SET state = 'paused' WHERE "
+	    "state = 'in_flight' AND owner LIKE ? AND phase IS NOT NULL",
 	[S_LOOKUP] = LOOKUP_ROW,
 	[S_CENSUS] = "SELECT COALESCE(SUM(state = 'in_flight'), 0), "
 	    "COALESCE(SUM(state = 'in_flight' AND lease_at < " NOW " - INTERVAL "
 	    "? MICROSECOND), 0), COALESCE(SUM(state = 'committed' AND "
-	    "expires_at > " NOW "), 0), COALESCE(SUM(state = 'committed' AND "
-	    "expires_at <= " NOW "), 0) FROM idempotency_keys",
+	    "expires_at > " NOW "), 0), COALESCE(SUM(state <> 'in_flight' AND "
+	    "expires_at <= " NOW "), 0), COALESCE(SUM(state = 'paused' AND "
+	    "expires_at > " NOW "), 0), COALESCE(SUM(state = 'unknown' AND "
+	    "expires_at > " NOW "), 0) FROM idempotency_keys",
 	[S_OLDEST] = "SELECT scope_hash, idem_key, owner, request_id, "
 	    AGE("reserved_at") ", " AGE("lease_at") " FROM idempotency_keys "
 	    "WHERE state = 'in_flight' ORDER BY reserved_at LIMIT 1",
@@ -77,6 +91,9 @@ const char *const idem_my_sql[NSTMT] = {
 	[S_COMMIT_CAUSAL] = CAUSAL_WRITE COMMIT_ROW,
 	[S_RELEASE_CAUSAL] = CAUSAL_WRITE RELEASE_ROW,
 	[S_RENEW_CAUSAL] = CAUSAL_WRITE RENEW_ROW,
+	[S_CHECKPOINT_CAUSAL] = CAUSAL_WRITE CHECKPOINT_ROW,
+	[S_UNKNOWN_CAUSAL] = CAUSAL_WRITE UNKNOWN_ROW,
+	[S_PAUSE_CAUSAL] = CAUSAL_WRITE PAUSE_ROW,
 };
 
 /*
@@ -143,7 +160,9 @@ idem_my_set_lock_waits(const idem_config *cfg, uint64_t *waits)
 {
 	static const int locking[] = { S_TAKEOVER, S_REUSE, S_COMMIT,
 	    S_RELEASE, S_RENEW, S_PURGE, S_RELEASE_BY, S_SELECT_LOCKED,
-	    S_COMMIT_CAUSAL, S_RELEASE_CAUSAL, S_RENEW_CAUSAL };
+	    S_COMMIT_CAUSAL, S_RELEASE_CAUSAL, S_RENEW_CAUSAL, S_RESUME,
+	    S_CHECKPOINT, S_CHECKPOINT_CAUSAL, S_UNKNOWN, S_UNKNOWN_CAUSAL,
+	    S_PAUSE, S_PAUSE_CAUSAL, S_PAUSE_BY };
 	size_t i;
 
 	memset(waits, 0, NSTMT * sizeof(*waits));
@@ -357,15 +376,16 @@ fetch_var(MYSQL_STMT *st, MYSQL_BIND *b, unsigned col, unsigned long len,
 idem_err
 idem_my_fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 {
-	MYSQL_BIND b[9];
-	unsigned long len[9];
-	my_bool null[9];
+	MYSQL_BIND b[11];
+	unsigned long len[11];
+	my_bool null[11];
 	char state[16];
 	long long left = 0, status = 0;
 	int rc;
 	idem_err err = IDEM_OK;
 
 	r->found = 0;
+	memset(&r->progress, 0, sizeof(r->progress));
 	memset(b, 0, sizeof(b));
 	memset(len, 0, sizeof(len));
 	memset(null, 0, sizeof(null));
@@ -389,7 +409,11 @@ idem_my_fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 	b[6].buffer = &status;
 	b[7].buffer_type = MYSQL_TYPE_BLOB;   /* headers: length only */
 	b[8].buffer_type = MYSQL_TYPE_BLOB;   /* body: length only */
-	for (rc = 0; rc < 9; rc++) {
+	b[9].buffer_type = MYSQL_TYPE_STRING;
+	b[9].buffer = r->progress.phase;
+	b[9].buffer_length = IDEM_PHASE_MAX;
+	b[10].buffer_type = MYSQL_TYPE_BLOB;  /* progress: length only */
+	for (rc = 0; rc < 11; rc++) {
 		b[rc].length = &len[rc];
 		b[rc].is_null = &null[rc];
 	}
@@ -411,7 +435,18 @@ idem_my_fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 	state[len[0] < sizeof(state) ? len[0] : sizeof(state) - 1] = '\0';
 	r->owner[len[2] < IDEM_OWNER_MAX ? len[2] : IDEM_OWNER_MAX] = '\0';
 	r->request_id[len[3] < IDEM_RID_MAX ? len[3] : IDEM_RID_MAX] = '\0';
-	r->committed = strcmp(state, "committed") == 0;
+	r->state = IDEM_RECORD_IN_FLIGHT;
+	for (rc = 0; rc < IDEM_RECORD__MAX; rc++)
+		if (strcmp(state, idem_record_state_names[rc]) == 0)
+			r->state = (idem_record_state)rc;
+	r->committed = r->state == IDEM_RECORD_COMMITTED;
+	r->progress.phase[null[9] ? 0 : len[9] < IDEM_PHASE_MAX ? len[9] :
+	    IDEM_PHASE_MAX] = '\0';
+	if (!null[10] && r->progress.phase[0] != '\0' && fetch_var(st, &b[10],
+	    10, len[10], &r->progress.state, &r->progress.state_len) < 0) {
+		idem_progress_clear(&r->progress);
+		err = IDEM_ERR_STORE;
+	}
 	r->left_us = null[5] ? 0 : left;
 	/* (r->found is 0 until a row is fetched: set at the top) */
 	r->expired = !null[5] && left <= 0;
@@ -516,15 +551,39 @@ idem_my_p_takeover(params *p, const reserve_args *a, const char *old_owner)
 	idem_my_p_ll(p, &a->ttl_us);
 }
 
+/* The parameters of S_RESUME (and T_RESUME) of a record in state
+ * ("paused" or "unknown"; static). */
+void
+idem_my_p_resume(params *p, const reserve_args *a, const char *state)
+{
+	idem_my_p_init(p);
+	p->contended = &a->rq->contended;
+	idem_my_p_str(p, a->rq->owner);
+	idem_my_p_str(p, a->rq->request_id);
+	idem_my_p_ll(p, &a->life_us);
+	idem_my_p_key(p, &a->rq->key);
+	idem_my_p_str(p, state);
+	idem_my_p_blob(p, a->rq->fp, 32);
+}
+
+/* Frees what the row r owns. */
+void
+idem_my_row_clear(row *r)
+{
+	idem_stored_response_clear(&r->resp);
+	idem_progress_clear(&r->progress);
+}
+
 /* The step of the reservation rule (idem_reserve_decide) for the row r
  * a reserve found. */
 idem_reserve_step
 idem_my_step_of(const reserve_args *a, const row *r)
 {
-	idem_found f = { r->committed, r->expired, r->fp, r->owner,
+	idem_found f = { r->state, r->expired, r->fp, r->owner,
 	    r->lease_age_us };
 
-	return idem_reserve_decide(&f, a->rq->fp, a->rq->owner, a->ttl_us);
+	return idem_reserve_decide(&f, a->rq->fp, a->rq->owner, a->ttl_us,
+	    a->rq->policy->reconcile);
 }
 
 /* Fills *out from a found row r that is live (not an expired committed
@@ -538,6 +597,10 @@ idem_my_found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_
 	uint64_t left_ms;
 
 	memcpy(out->fingerprint, r->fp, 32);
+	/* what a takeover, a resume or a reconcile goes on from */
+	idem_progress_clear(&out->progress);
+	out->progress = r->progress;
+	memset(&r->progress, 0, sizeof(r->progress));
 	if (r->committed) {
 		out->outcome = IDEM_RESERVE_COMMITTED;
 		out->response = r->resp;

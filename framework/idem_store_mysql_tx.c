@@ -32,7 +32,8 @@
  * inflight-wait, then IN_FLIGHT), so it needs no lease and cannot be taken
  * over.  These statements are prepared on the plugin's pool.
  */
-enum { T_INSERT, T_SELECT, T_TAKEOVER, T_REUSE, T_COMMIT, T_OUTCOME, NTX };
+enum { T_INSERT, T_SELECT, T_TAKEOVER, T_REUSE, T_COMMIT, T_OUTCOME,
+    T_RESUME, T_CHECKPOINT, T_UNKNOWN, NTX };
 
 /* How long T_OUTCOME waits for the transaction it asks about to end. */
 #define OUTCOME_LOCK_WAIT_S 2
@@ -64,6 +65,9 @@ idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
 	tsql[T_TAKEOVER] = idem_my_sql[S_TAKEOVER];
 	tsql[T_REUSE] = idem_my_sql[S_REUSE];
 	tsql[T_COMMIT] = idem_my_sql[S_COMMIT];
+	tsql[T_RESUME] = idem_my_sql[S_RESUME];
+	tsql[T_CHECKPOINT] = idem_my_sql[S_CHECKPOINT];
+	tsql[T_UNKNOWN] = idem_my_sql[S_UNKNOWN];
 	/* a lost COMMIT's outcome, read on the transaction's own node: the
 	 * locking read waits for the transaction to end (the server ends it
 	 * once it sees the connection cut) */
@@ -161,10 +165,10 @@ round_found(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 	case IDEM_STEP_OURS:
 		/* owners are fresh per attempt: not met in a transaction;
 		 * ours all the same */
-		idem_stored_response_clear(&r->resp);
+		idem_my_row_clear(r);
 		return R_DONE;
 	case IDEM_STEP_REUSE:
-		idem_stored_response_clear(&r->resp);
+		idem_my_row_clear(r);
 		idem_my_p_reuse(&p, a);
 		if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0)
 			return round_failed(ms, c, a, T_REUSE, e, &first, err);
@@ -186,6 +190,27 @@ round_found(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 			out->outcome = IDEM_RESERVE_TAKEN_OVER;
 			return R_DONE;
 		}
+		break;
+	case IDEM_STEP_RESUME:
+	case IDEM_STEP_RECONCILE: {
+		/* a paused record, or one of unknown outcome to reconcile:
+		 * made ours inside the transaction, with its progress */
+		idem_reserve_outcome o = r->state == IDEM_RECORD_PAUSED ?
+		    IDEM_RESERVE_RESUMED : IDEM_RESERVE_RECONCILE;
+		idem_my_found_row(ms, a, r, read_at, out);
+		idem_my_p_resume(&p, a, idem_record_state_names[r->state]);
+		if ((e = tx_exec(c, T_RESUME, &p, &n)) != 0)
+			return round_failed(ms, c, a, T_RESUME, e, &first, err);
+		if (n == 1) {
+			out->outcome = o;
+			return R_DONE;
+		}
+		tx_rollback(c);
+		return R_AGAIN;
+	}
+	case IDEM_STEP_UNKNOWN:
+		idem_my_found_row(ms, a, r, read_at, out);
+		out->outcome = IDEM_RESERVE_UNKNOWN;
 		break;
 	case IDEM_STEP_REPLAY:
 	case IDEM_STEP_IN_FLIGHT:
@@ -290,6 +315,53 @@ idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 	return IDEM_ERR_BUSY;
 }
 
+/* Runs owner-checked statement i (T_CHECKPOINT, T_UNKNOWN) of rq's record
+ * with the leading parameters p inside c's transaction.  Returns IDEM_OK;
+ * else the transaction is rolled back: IDEM_ERR_NOT_FOUND (not ours),
+ * IDEM_ERR_BUSY or IDEM_ERR_STORE. */
+static idem_err
+tx_owned(mysql_store *ms, idem_mysql_conn *c, idem_store_req *rq, int i,
+    params *p)
+{
+	unsigned long long n = 0;
+	unsigned e;
+
+	idem_my_p_key(p, &rq->key);
+	idem_my_p_str(p, rq->owner);
+	if ((e = tx_exec(c, i, p, &n)) != 0)
+		return tx_failed(ms, c, rq, i, e);
+	if (n != 1) {
+		tx_rollback(c);
+		return IDEM_ERR_NOT_FOUND;
+	}
+	return IDEM_OK;
+}
+
+static idem_err
+idem_my_tx_checkpoint(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+    const idem_progress *pr)
+{
+	params p;
+
+	if (pr->phase[0] == '\0')
+		return IDEM_ERR_INVALID;
+	if (pr->state_len > IDEM_PROGRESS_MAX)
+		return IDEM_ERR_TOO_LARGE;
+	idem_my_p_init(&p);
+	idem_my_p_str(&p, pr->phase);
+	idem_my_p_blob(&p, pr->state != NULL ? pr->state : "", pr->state_len);
+	return tx_owned((mysql_store *)s, c, rq, T_CHECKPOINT, &p);
+}
+
+static idem_err
+idem_my_tx_mark_unknown(idem_store *s, idem_mysql_conn *c, idem_store_req *rq)
+{
+	params p;
+
+	idem_my_p_init(&p);
+	return tx_owned((mysql_store *)s, c, rq, T_UNKNOWN, &p);
+}
+
 static idem_err
 idem_my_tx_record(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
     const idem_stored_response *resp)
@@ -366,7 +438,7 @@ outcome_here(mysql_store *ms, idem_mysql_conn *c, const idem_store_key *k,
 	if (idem_my_fetch_row(ms, c, c->extra[T_OUTCOME], &r) != IDEM_OK)
 		return -1;
 	rc = r.found && r.committed && strcmp(r.owner, owner) == 0;
-	idem_stored_response_clear(&r.resp);
+	idem_my_row_clear(&r);
 	if (!c->broken)
 		(void)idem_mysql_expect_lock_wait(c, 0);
 	return rc;
@@ -433,7 +505,7 @@ idem_my_tx_end(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 	 * over, stale, in a write set not yet ordered) */
 	err = idem_my_read_row_with(ms, S_SELECT_LOCKED, &rq->key,
 	    &rq->contended, &r);
-	idem_stored_response_clear(&r.resp);
+	idem_my_row_clear(&r);
 	if (err == IDEM_OK && r.found && r.committed &&
 	    strcmp(r.owner, rq->owner) == 0)
 		return IDEM_OK;
@@ -450,5 +522,7 @@ idem_store_tx_faults(idem_mysql_conn *c, unsigned faults)
 const struct idem_store_tx_ops idem_my_tx_ops = {
 	.tx_begin = idem_my_tx_begin,
 	.tx_record = idem_my_tx_record,
+	.tx_checkpoint = idem_my_tx_checkpoint,
+	.tx_mark_unknown = idem_my_tx_mark_unknown,
 	.tx_end = idem_my_tx_end,
 };

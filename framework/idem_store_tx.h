@@ -43,6 +43,19 @@ struct idem_store_tx_ops {
 	idem_err (*tx_record)(idem_store *s, idem_mysql_conn *c,
 	    idem_store_req *rq, const idem_stored_response *resp);
 	/*
+	 * Records p (borrowed) as the progress of rq's record inside c's open
+	 * transaction: kept when the transaction commits (an answer, or an
+	 * unknown outcome), gone with it otherwise.  Returns IDEM_OK;
+	 * IDEM_ERR_INVALID or IDEM_ERR_TOO_LARGE (nothing written, still
+	 * open); else as tx_record.
+	 */
+	idem_err (*tx_checkpoint)(idem_store *s, idem_mysql_conn *c,
+	    idem_store_req *rq, const idem_progress *p);
+	/* Marks rq's record of unknown outcome inside c's open transaction
+	 * (the COMMIT that follows keeps it so).  Returns as tx_record. */
+	idem_err (*tx_mark_unknown)(idem_store *s, idem_mysql_conn *c,
+	    idem_store_req *rq);
+	/*
 	 * Ends c's transaction: rolls it back (commit 0; returns IDEM_OK), or
 	 * commits it.  A commit returns IDEM_OK when it committed; else it
 	 * did not, except with *unknown set: the connection was lost during
@@ -73,6 +86,10 @@ idem_err idem_store_tx_record(idem_store *s, idem_mysql_conn *c,
     idem_store_req *rq, const idem_stored_response *resp);
 idem_err idem_store_tx_end(idem_store *s, idem_mysql_conn *c,
     idem_store_req *rq, int commit, int *unknown);
+idem_err idem_store_tx_checkpoint(idem_store *s, idem_mysql_conn *c,
+    idem_store_req *rq, const idem_progress *p);
+idem_err idem_store_tx_mark_unknown(idem_store *s, idem_mysql_conn *c,
+    idem_store_req *rq);
 struct idem_mysql_pool;
 /*
  * Makes pool (a plugin's, idem_app_mysql_pool) prepare the statements

@@ -430,7 +430,7 @@ Test(store, lookup_shows_a_record, .init = open_store, .fini = close_store)
 	cr_assert_eq(reserve(&k, FP1, "own-look", 30000, &rr),
 	    IDEM_RESERVE_ACQUIRED);
 	cr_assert_eq(idem_store_lookup(st, &k, &r), IDEM_OK);
-	cr_expect_eq(r.committed, 0);
+	cr_expect_eq(r.state, IDEM_RECORD_IN_FLIGHT);
 	cr_expect_str_eq(r.owner, "own-look");
 	cr_expect_str_eq(r.request_id, "rid-of-owner");
 	cr_expect_arr_eq(r.fingerprint, FP1, 32);
@@ -442,7 +442,7 @@ Test(store, lookup_shows_a_record, .init = open_store, .fini = close_store)
 	cr_assert_eq(idem_store_commit(st, TEST_OWNED(&k, "own-look", 120000),
 	    &a), IDEM_OK);
 	cr_assert_eq(idem_store_lookup(st, &k, &r), IDEM_OK);
-	cr_expect_eq(r.committed, 1);
+	cr_expect_eq(r.state, IDEM_RECORD_COMMITTED);
 	cr_expect_eq(r.status, 201);
 	cr_expect_eq(r.body_len, strlen("{\"looked\":true}"));
 	cr_expect_eq(r.headers_len, strlen(a.headers));
@@ -646,4 +646,233 @@ Test(store, one_key_churn_no_false_answers, .init = open_store,
 	}
 	cr_expect_gt(acquired, N, "the key was reserved and released");
 	cr_expect_eq(wrong, 0);
+}
+
+/* ------------------------------------------ progress and unknown outcome */
+
+/* The progress of phase and state (borrowed). */
+static idem_progress
+progress(const char *phase, const char *state)
+{
+	idem_progress p;
+
+	memset(&p, 0, sizeof(p));
+	snprintf(p.phase, sizeof(p.phase), "%s", phase);
+	p.state = (char *)state;
+	p.state_len = state != NULL ? strlen(state) : 0;
+	return p;
+}
+
+/* A descriptor of k, fp and owner under a 30 s lease and a 60 s lifetime
+ * (reconcile: the route has a reconcile hook), filled into rq with pol. */
+static idem_store_req *
+req_of(idem_store_req *rq, idem_key_policy *pol, const idem_store_key *k,
+    const unsigned char *fp, const char *owner, int reconcile)
+{
+	memset(pol, 0, sizeof(*pol));
+	pol->lease_ms = 30000;
+	pol->lifetime_ms = 60000;
+	pol->reconcile = reconcile;
+	rq->policy = pol;
+	return test_req_fill(rq, k, fp, owner, "rid-of-owner");
+}
+
+/* A record with progress is not deleted by a release: it is kept for the
+ * same request only, which resumes it from that progress. */
+Test(store, release_with_progress_pauses, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key k = key("pause", 0);
+	idem_stored_response a = answer(201, "{\"paid\":1}");
+	idem_progress p = progress("charged", "{\"charge\":\"ch_1\"}");
+	idem_key_policy pol;
+	idem_store_req rq;
+	idem_reserve_result rr;
+	idem_store_record rec;
+
+	cr_expect_eq(idem_store_reserve(st, req_of(&rq, &pol, &k, FP1, "o1", 0),
+	    &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(idem_store_checkpoint(st, &rq, &p), IDEM_OK);
+	cr_expect(rq.has_progress);
+	cr_expect_eq(idem_store_release(st, &rq), IDEM_OK);
+	/* released, but kept: another request is refused (the caller's
+	 * conflict), not run */
+	cr_expect_eq(reserve(&k, FP2, "o2", 30000, &rr), IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_eq(memcmp(rr.fingerprint, FP1, 32), 0);
+	idem_reserve_result_clear(&rr);
+	if (idem_store_lookup(st, &k, &rec) == IDEM_OK) {
+		cr_expect_eq(rec.state, IDEM_RECORD_PAUSED);
+		cr_expect_str_eq(rec.phase, "charged");
+	}
+	/* the same request resumes it at once, with its progress */
+	cr_expect_eq(idem_store_reserve(st, req_of(&rq, &pol, &k, FP1, "o3", 0),
+	    &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_RESUMED);
+	cr_expect_str_eq(rr.progress.phase, "charged");
+	cr_assert_not_null(rr.progress.state);
+	cr_expect_str_eq(rr.progress.state, "{\"charge\":\"ch_1\"}");
+	cr_expect(rq.has_progress);
+	idem_reserve_result_clear(&rr);
+	/* the old owner holds nothing */
+	cr_expect_eq(idem_store_checkpoint(st, TEST_OWNED(&k, "o1", 60000), &p),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_commit(st, &rq, &a), IDEM_OK);
+	cr_expect_eq(reserve(&k, FP1, "o4", 30000, &rr), IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(rr.response.status, 201);
+	idem_reserve_result_clear(&rr);
+}
+
+/* Only the owner records progress or an unknown outcome; a checkpoint
+ * renews the lease, and replaces the progress before it. */
+Test(store, progress_owner_checked, .init = open_store, .fini = close_store)
+{
+	idem_store_key k = key("progress-owner", 0);
+	idem_progress p1 = progress("one", "{\"n\":1}"),
+	    p2 = progress("two", NULL), empty = progress("", NULL);
+	idem_key_policy pol;
+	idem_store_req rq;
+	idem_reserve_result rr;
+
+	cr_expect_eq(idem_store_reserve(st, req_of(&rq, &pol, &k, FP1, "o1", 0),
+	    &rr), IDEM_OK);
+	cr_expect_eq(idem_store_checkpoint(st, TEST_OWNED(&k, "intruder",
+	    60000), &p1), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_mark_unknown(st, TEST_OWNED(&k, "intruder",
+	    60000)), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_checkpoint(st, &rq, &empty), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_store_checkpoint(st, &rq, &p1), IDEM_OK);
+	cr_expect_eq(idem_store_checkpoint(st, &rq, &p2), IDEM_OK);
+	/* the owner dies: a takeover after inflight-ttl goes on from "two" */
+	msleep(300);
+	cr_expect_eq(idem_store_reserve(st, TEST_REQ(&k, FP1, "o2", "r2", 200,
+	    60000), &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_TAKEN_OVER);
+	cr_expect_str_eq(rr.progress.phase, "two");
+	idem_reserve_result_clear(&rr);
+}
+
+/* A record of unknown outcome is neither run again nor released: without
+ * a reconcile hook a retry learns it is unknown; with one, exactly one
+ * retry takes it, with its progress, to reconcile it. */
+Test(store, unknown_outcome_held, .init = open_store, .fini = close_store)
+{
+	idem_store_key k = key("unknown", 0);
+	idem_stored_response a = answer(201, "{\"paid\":1}");
+	idem_progress p = progress("charging", "{\"attempt\":1}");
+	idem_key_policy pol, pol2;
+	idem_store_req rq, rq2;
+	idem_reserve_result rr;
+	idem_store_stats stats;
+
+	cr_expect_eq(idem_store_reserve(st, req_of(&rq, &pol, &k, FP1, "o1", 0),
+	    &rr), IDEM_OK);
+	cr_expect_eq(idem_store_checkpoint(st, &rq, &p), IDEM_OK);
+	cr_expect_eq(idem_store_mark_unknown(st, &rq), IDEM_OK);
+	/* no longer the owner's to commit or release */
+	cr_expect_eq(idem_store_commit(st, &rq, &a), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_release(st, &rq), IDEM_ERR_NOT_FOUND);
+	memset(&stats, 0, sizeof(stats));
+	idem_store_stats_get(st, &stats);
+	cr_expect_geq(stats.unknown, 1);
+	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr), IDEM_RESERVE_UNKNOWN);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(reserve(&k, FP2, "o2", 30000, &rr), IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_eq(memcmp(rr.fingerprint, FP1, 32), 0);
+	idem_reserve_result_clear(&rr);
+	/* with a reconcile hook: taken, once */
+	cr_expect_eq(idem_store_reserve(st, req_of(&rq, &pol, &k, FP1, "r1", 1),
+	    &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_RECONCILE);
+	cr_expect_str_eq(rr.progress.phase, "charging");
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(idem_store_reserve(st, req_of(&rq2, &pol2, &k, FP1, "r2",
+	    1), &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_str_eq(rr.owner, "r1");
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(idem_store_commit(st, &rq, &a), IDEM_OK);
+	cr_expect_eq(reserve(&k, FP1, "o5", 30000, &rr), IDEM_RESERVE_COMMITTED);
+	idem_reserve_result_clear(&rr);
+}
+
+/* Of many requests that find one paused record, exactly one resumes it. */
+Test(store, racing_resumers_one_winner, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key k = key("race-resume", 0);
+	idem_progress p = progress("half", NULL);
+	idem_key_policy pol;
+	idem_store_req rq;
+	idem_reserve_result rr;
+	char owner[16];
+	int i, won = 0;
+
+	cr_expect_eq(idem_store_reserve(st, req_of(&rq, &pol, &k, FP1, "o1", 0),
+	    &rr), IDEM_OK);
+	cr_expect_eq(idem_store_checkpoint(st, &rq, &p), IDEM_OK);
+	cr_expect_eq(idem_store_release(st, &rq), IDEM_OK);
+	for (i = 0; i < 8; i++) {
+		snprintf(owner, sizeof(owner), "r%d", i);
+		cr_expect_eq(idem_store_reserve(st, req_of(&rq, &pol, &k, FP1,
+		    owner, 0), &rr), IDEM_OK);
+		won += rr.outcome == IDEM_RESERVE_RESUMED;
+		idem_reserve_result_clear(&rr);
+	}
+	cr_expect_eq(won, 1);
+}
+
+/* A paused record past its lifetime is purged; found before the purge,
+ * it is made anew, without its progress. */
+Test(store, paused_expires, .init = open_store, .fini = close_store)
+{
+	idem_store_key k = key("pause-expiry", 0), k2 = key("pause-expiry2", 0);
+	idem_progress p = progress("half", NULL);
+	idem_key_policy pol = { .lease_ms = 30000, .lifetime_ms = 300 };
+	idem_store_req rq = { .policy = &pol }, rq2 = rq;
+	idem_reserve_result rr;
+	idem_store_record rec;
+	unsigned long purged = 0;
+
+	test_req_fill(&rq, &k, FP1, "o1", "r1");
+	test_req_fill(&rq2, &k2, FP1, "o2", "r2");
+	cr_expect_eq(idem_store_reserve(st, &rq, &rr), IDEM_OK);
+	cr_expect_eq(idem_store_reserve(st, &rq2, &rr), IDEM_OK);
+	cr_expect_eq(idem_store_checkpoint(st, &rq, &p), IDEM_OK);
+	cr_expect_eq(idem_store_checkpoint(st, &rq2, &p), IDEM_OK);
+	cr_expect_eq(idem_store_release(st, &rq), IDEM_OK);
+	cr_expect_eq(idem_store_release(st, &rq2), IDEM_OK);
+	msleep(600);
+	cr_expect_eq(reserve(&k, FP1, "o3", 30000, &rr), IDEM_RESERVE_ACQUIRED);
+	cr_expect_str_eq(rr.progress.phase, "");
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(idem_store_purge_all(st, 100, &purged), IDEM_OK);
+	cr_expect_geq(purged, 1);
+	cr_expect_eq(idem_store_lookup(st, &k2, &rec), IDEM_ERR_NOT_FOUND);
+}
+
+/* Crash recovery releases a dead worker's record as release does: one
+ * with progress is paused, for its request to resume. */
+Test(store, dead_owner_with_progress_paused, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key k = key("dead-progress", 0), *keys = NULL;
+	idem_progress p = progress("charged", NULL);
+	idem_key_policy pol;
+	idem_store_req rq;
+	idem_reserve_result rr;
+	size_t n = 0;
+	idem_err err;
+
+	cr_expect_eq(idem_store_reserve(st, req_of(&rq, &pol, &k, FP1,
+	    "deadbeef.1", 0), &rr), IDEM_OK);
+	cr_expect_eq(idem_store_checkpoint(st, &rq, &p), IDEM_OK);
+	err = idem_store_release_prefix(st, "deadbeef.", &keys, &n);
+	free(keys);
+	cr_expect_eq(err, IDEM_OK);
+	cr_expect_eq(n, 1);
+	cr_expect_eq(reserve(&k, FP1, "o2", 30000, &rr), IDEM_RESERVE_RESUMED);
+	cr_expect_str_eq(rr.progress.phase, "charged");
+	idem_reserve_result_clear(&rr);
 }

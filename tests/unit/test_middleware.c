@@ -1006,7 +1006,7 @@ Test(mw, stop_flushes_deferred_commit, .init = setup_default,
 	strcpy(sk.key, "k4f");
 	sk.key_len = 3;
 	cr_assert_eq(idem_store_lookup(fs->inner, &sk, &rec), IDEM_OK);
-	cr_expect(rec.committed);
+	cr_expect(rec.state == IDEM_RECORD_COMMITTED);
 	cr_expect_eq(rec.status, 201);
 }
 

@@ -153,24 +153,46 @@ Test(memory, frequent_evictions_warned_once)
 Test(rule, reservation_steps)
 {
 	unsigned char mine[32] = { 1 }, other[32] = { 2 };
-	idem_found live = { 1, 0, mine, "o", 0 },
-	    expired = { 1, 1, other, "o", 0 },
-	    ours = { 0, 0, mine, "me", 5000000 },
-	    stale = { 0, 0, mine, "old", 30000001 },
-	    fresh = { 0, 0, mine, "old", 30000000 },
-	    stale_other = { 0, 0, other, "old", 90000000 };
+	const idem_record_state C = IDEM_RECORD_COMMITTED,
+	    F = IDEM_RECORD_IN_FLIGHT, P = IDEM_RECORD_PAUSED,
+	    U = IDEM_RECORD_UNKNOWN;
+	idem_found live = { C, 0, mine, "o", 0 },
+	    expired = { C, 1, other, "o", 0 },
+	    ours = { F, 0, mine, "me", 5000000 },
+	    stale = { F, 0, mine, "old", 30000001 },
+	    fresh = { F, 0, mine, "old", 30000000 },
+	    stale_other = { F, 0, other, "old", 90000000 },
+	    paused = { P, 0, mine, "old", 0 },
+	    paused_expired = { P, 1, mine, "old", 0 },
+	    unknown = { U, 0, mine, "old", 90000000 },
+	    unknown_expired = { U, 1, other, "old", 0 };
 
-	cr_expect_eq(idem_reserve_decide(&live, other, "me", 30000000),
+	cr_expect_eq(idem_reserve_decide(&live, other, "me", 30000000, 0),
 	    IDEM_STEP_REPLAY, "a live answer, whatever the request");
-	cr_expect_eq(idem_reserve_decide(&expired, mine, "me", 30000000),
+	cr_expect_eq(idem_reserve_decide(&expired, mine, "me", 30000000, 0),
 	    IDEM_STEP_REUSE);
-	cr_expect_eq(idem_reserve_decide(&ours, mine, "me", 1),
+	cr_expect_eq(idem_reserve_decide(&ours, mine, "me", 1, 0),
 	    IDEM_STEP_OURS, "our own reservation is never taken over");
-	cr_expect_eq(idem_reserve_decide(&stale, mine, "me", 30000000),
+	cr_expect_eq(idem_reserve_decide(&stale, mine, "me", 30000000, 0),
 	    IDEM_STEP_TAKE_OVER);
-	cr_expect_eq(idem_reserve_decide(&fresh, mine, "me", 30000000),
+	cr_expect_eq(idem_reserve_decide(&fresh, mine, "me", 30000000, 0),
 	    IDEM_STEP_IN_FLIGHT, "a lease exactly inflight-ttl old is live");
-	cr_expect_eq(idem_reserve_decide(&stale_other, mine, "me", 30000000),
+	cr_expect_eq(idem_reserve_decide(&stale_other, mine, "me", 30000000, 0),
 	    IDEM_STEP_IN_FLIGHT, "another request's reservation is never "
 	    "taken over");
+	cr_expect_eq(idem_reserve_decide(&paused, mine, "me", 30000000, 0),
+	    IDEM_STEP_RESUME, "a paused record goes on at once");
+	cr_expect_eq(idem_reserve_decide(&paused, other, "me", 30000000, 1),
+	    IDEM_STEP_IN_FLIGHT, "kept for its own request only");
+	cr_expect_eq(idem_reserve_decide(&paused_expired, mine, "me", 30000000,
+	    0), IDEM_STEP_REUSE);
+	cr_expect_eq(idem_reserve_decide(&unknown, mine, "me", 30000000, 0),
+	    IDEM_STEP_UNKNOWN, "never run again without a reconcile hook, "
+	    "however old its lease");
+	cr_expect_eq(idem_reserve_decide(&unknown, mine, "me", 30000000, 1),
+	    IDEM_STEP_RECONCILE);
+	cr_expect_eq(idem_reserve_decide(&unknown, other, "me", 30000000, 1),
+	    IDEM_STEP_IN_FLIGHT, "another request never reconciles it");
+	cr_expect_eq(idem_reserve_decide(&unknown_expired, mine, "me",
+	    30000000, 1), IDEM_STEP_REUSE);
 }

@@ -81,6 +81,72 @@ Test(mysql, refuses_old_schema)
 	idem_config_free(cfg);
 }
 
+/* The client commands that apply schema file name to database db, as an
+ * operator does (caller frees). */
+static char *
+schema_sql(const char *db, const char *name)
+{
+	const char *src = getenv("IDEM_SRCDIR");
+	char *sql;
+
+	cr_assert(asprintf(&sql, "USE %s;\nsource %s/schema/mysql/%s", db,
+	    src != NULL ? src : ".", name) > 0);
+	return sql;
+}
+
+/* A deployment of schema version 1 is refused, naming what to apply; once
+ * 002 is applied in place, the store opens, its records are still there
+ * and replayed, and new records hold progress. */
+Test(mysql, schema_migrated_in_place)
+{
+	idem_config *cfg = config(1);
+	idem_store *s = NULL;
+	idem_store_key k;
+	idem_progress p = { "charged", NULL, 0 };
+	idem_reserve_result rr;
+	unsigned char fp[32];
+	mariadb m;
+	char *sql, *out;
+
+	mariadb_from_env(&m);
+	out = mariadb_sql(&m, "CREATE DATABASE v1_db; GRANT ALL ON v1_db.* TO "
+	    "'idem'@'localhost'");
+	free(out);
+	sql = schema_sql("v1_db", "001_idempotency_keys.sql");
+	free(mariadb_sql(&m, sql));
+	free(sql);
+	out = mariadb_sql(&m, "INSERT INTO v1_db.idempotency_keys (scope_hash, "
+	    "idem_key, fingerprint, state, owner, request_id, reserved_at, "
+	    "lease_at, expires_at, status, headers, body) VALUES (UNHEX(REPEAT("
+	    "'00', 32)), 'migrated', UNHEX(REPEAT('07', 32)), 'committed', 'o', "
+	    "'r', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + "
+	    "INTERVAL 1 HOUR, 201, '', 'kept')");
+	free(out);
+	free(cfg->mysql_database);
+	cfg->mysql_database = strdup("v1_db");
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	sql = schema_sql("v1_db", "002_recovery_points.sql");
+	free(mariadb_sql(&m, sql));
+	free(sql);
+	cr_assert_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	memset(&k, 0, sizeof(k));
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "migrated");
+	memset(fp, 7, sizeof(fp));
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "o2", "r2", 30000,
+	    60000), &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(rr.response.body_len, 4);
+	idem_reserve_result_clear(&rr);
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "after-migration");
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "o3", "r3", 30000,
+	    60000), &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(idem_store_checkpoint(s, TEST_OWNED(&k, "o3", 60000), &p),
+	    IDEM_OK);
+	idem_store_close(s);
+	idem_config_free(cfg);
+}
+
 Test(mysql, wrong_password)
 {
 	idem_config *cfg = config(1);
@@ -503,7 +569,7 @@ Test(tx, takeover_fences_the_old_owner, .timeout = 60)
 	cr_expect(l.err == IDEM_ERR_NOT_FOUND || l.err == IDEM_ERR_BUSY,
 	    "old owner's commit: %s", idem_strerror(l.err));
 	cr_assert_eq(idem_store_lookup(e.st, &k, &rec), IDEM_OK);
-	cr_expect(rec.committed);
+	cr_expect_eq(rec.state, IDEM_RECORD_COMMITTED);
 	cr_expect_str_eq(rec.owner, "new");
 	cr_expect_eq(idem_store_commit(e.st, TEST_OWNED(&k, "old", 60000), &a),
 	    IDEM_ERR_NOT_FOUND);
@@ -656,7 +722,7 @@ Test(tx, lost_commit_is_resolved, .timeout = 60)
 	cr_expect_eq(unknown, 0);
 	idem_mysql_put(e.pool, c);
 	cr_assert_eq(idem_store_lookup(e.st, &k1, &rec), IDEM_OK);
-	cr_expect(rec.committed);
+	cr_expect_eq(rec.state, IDEM_RECORD_COMMITTED);
 	/* cut before COMMIT: it did not */
 	unknown = 1;
 	c = idem_mysql_get(e.pool);
