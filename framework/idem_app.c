@@ -89,6 +89,33 @@ idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
 }
 
 idem_err
+idem_route_reconcile(idem_app *app, const char *method, const char *tmpl,
+    idem_handler_fn reconcile)
+{
+	idem_route *rt = NULL;
+	size_t i;
+
+	if (setup_only(app, "idem_route_reconcile") != 0 || reconcile == NULL ||
+	    method == NULL || tmpl == NULL)
+		return IDEM_ERR_INVALID;
+	for (i = 0; i < idem_router_count(app->router) && rt == NULL; i++) {
+		idem_route *r = idem_router_at(app->router, i);
+		if (strcmp(r->method, method) == 0 && strcmp(r->tmpl, tmpl) == 0 &&
+		    strcmp(r->owner, app->name) == 0)
+			rt = r;
+	}
+	if (rt == NULL || rt->reconcile != NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: reconcile hook of %s "
+		    "%s: %s", app->path, method, tmpl, rt == NULL ? "no such "
+		    "route of this plugin (idem_route_add it first)" : "it has "
+		    "one already");
+		return rt == NULL ? IDEM_ERR_NOT_FOUND : IDEM_ERR_EXISTS;
+	}
+	rt->reconcile = reconcile;
+	return IDEM_OK;
+}
+
+idem_err
 idem_config_string(idem_app *app, const char *key, const char *def,
     const char **out)
 {

@@ -22,6 +22,8 @@ idem_strerror(idem_err err)
 	case IDEM_ERR_STORE: return "idempotency store failed";
 	case IDEM_ERR_NOT_FOUND: return "not found";
 	case IDEM_ERR_BUSY: return "busy: contention on the same record";
+	case IDEM_ERR_OUTCOME_UNKNOWN: return "outcome unknown: a side effect "
+	    "may or may not have happened";
 	}
 	return "unknown error";
 }

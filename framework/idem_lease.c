@@ -166,6 +166,28 @@ job_commit(idem_leases *ls, idem_lease *l)
 	return err;
 }
 
+/* Retries marking a record of unknown outcome.  Returns the store's
+ * result. */
+static idem_err
+job_unknown(idem_leases *ls, idem_lease *l)
+{
+	idem_log_ctx ctx;
+	idem_err err = idem_store_mark_unknown(ls->store, with_policy(l));
+
+	count_contended(ls, l);
+	if (err == IDEM_OK) {
+		count(ls, l, IDEM_OUTCOME_OUTCOME_UNKNOWN);
+		idem_log_at(lease_ctx(l, &ctx, "outcome_unknown"), IDEM_LOG_WARN,
+		    "marked of unknown outcome after the store came back");
+	} else if (err == IDEM_ERR_NOT_FOUND) {
+		count(ls, l, IDEM_OUTCOME_FENCED);
+		idem_log_at(lease_ctx(l, &ctx, "fenced"), IDEM_LOG_ERROR,
+		    "a record of unknown outcome was taken over while the store "
+		    "was away: its request may have run again");
+	}
+	return err;
+}
+
 /* Renews l's lease; a refusal marks it lost. */
 static void
 renew(idem_leases *ls, idem_lease *l)
@@ -211,7 +233,9 @@ run_job(idem_leases *ls, idem_lease *l, int renew_too, idem_err *err_out)
 		}
 		break;
 	case IDEM_LEASE_COMMIT:
-		err = job_commit(ls, l);
+	case IDEM_LEASE_UNKNOWN:
+		err = l->job == IDEM_LEASE_COMMIT ? job_commit(ls, l) :
+		    job_unknown(ls, l);
 		if (!idem_store_err_transient(err))
 			break;
 		if (renew_too)
@@ -394,6 +418,9 @@ log_dropped(idem_lease *l)
 		    "cleanly) and runs the handler again",
 		[IDEM_LEASE_FORGET] = "a reservation that got no answer may "
 		    "remain: retries get 409 until inflight-ttl passes",
+		[IDEM_LEASE_UNKNOWN] = "a record of unknown outcome was not "
+		    "marked so: after inflight-ttl a retry takes it over and "
+		    "runs its handler again, from its progress",
 	};
 	idem_log_ctx ctx;
 

@@ -11,6 +11,9 @@
  *   COMMIT   retries a commit that met a store outage or contention,
  *            renewing the lease meanwhile;
  *   RELEASE  retries a release that met one;
+ *   UNKNOWN  retries marking a record of unknown outcome (a handler's
+ *            IDEM_ERR_OUTCOME_UNKNOWN) that met one, renewing the lease
+ *            meanwhile: until it is marked, no takeover may run it again;
  *   FORGET   deletes the reservation of a reserve that got no answer (it
  *            may or may not exist, and may yet come into being: it is
  *            looked for each round until the store's settle_ms passed).
@@ -44,8 +47,11 @@ typedef enum idem_lease_job {
 	                           * when possible */
 	IDEM_LEASE_COMMIT,        /* a commit met a store outage: commit the
 	                           * answer when possible, renewing meanwhile */
-	IDEM_LEASE_FORGET         /* a reserve got no answer, so the record may
+	IDEM_LEASE_FORGET,        /* a reserve got no answer, so the record may
 	                           * or may not exist: delete it if it does */
+	IDEM_LEASE_UNKNOWN        /* marking a record of unknown outcome met a
+	                           * store outage: mark it when possible,
+	                           * renewing meanwhile */
 } idem_lease_job;
 
 typedef struct idem_leases idem_leases;

@@ -57,7 +57,8 @@ static const char *const outcome_names[IDEM_OUTCOME_COUNT] = {
 	"committed", "released", "fenced", "store_unavailable", "key_missing",
 	"key_invalid", "scope_missing", "dead_worker_released", "contended",
 	"answer_not_stored", "tx_rolled_back", "tx_outcome_unknown",
-	"replay_cached"
+	"replay_cached", "resumed", "outcome_unknown", "reconciled",
+	"unknown_answered"
 };
 
 static const char *const op_names[IDEM_STORE_OP_COUNT] = {

@@ -55,6 +55,16 @@ typedef enum idem_outcome {
 	                              * store's replay cache (also counted
 	                              * as replayed; the store says so in
 	                              * idem_reserve_result.cached) */
+	IDEM_OUTCOME_RESUMED,        /* a paused record made this request's:
+	                              * the handler ran from its progress */
+	IDEM_OUTCOME_OUTCOME_UNKNOWN, /* a handler (or reconcile hook) could
+	                              * not tell what became of its side
+	                              * effect: the record kept as unknown */
+	IDEM_OUTCOME_RECONCILED,     /* a reconcile hook gave the final answer
+	                              * of a record of unknown outcome */
+	IDEM_OUTCOME_UNKNOWN_ANSWERED, /* a retry of a record of unknown
+	                              * outcome without a reconcile hook:
+	                              * 503, nothing ran */
 	IDEM_OUTCOME_COUNT
 } idem_outcome;
 

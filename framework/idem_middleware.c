@@ -443,7 +443,9 @@ release_reservation(idem_middleware *mw, const idem_request *req,
 	if (err == IDEM_OK) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_RELEASED);
 		idem_log_event(req, IDEM_LOG_INFO, "released", owner, "released "
-		    "(status %d: %s); a retry runs again", status, why);
+		    "(status %d: %s); %s", status, why, rq->has_progress ?
+		    "kept with its progress: a retry of the same request goes on "
+		    "from there" : "a retry runs again");
 	} else if (err == IDEM_ERR_NOT_FOUND) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_FENCED);
 		idem_log_event(req, IDEM_LOG_WARN, "fenced", owner, "release "
@@ -554,7 +556,7 @@ idem_mw_wait_init(const idem_store_req *rq, idem_mw_wait *w)
 
 int
 idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
-    idem_store_req *rq, idem_mysql_conn *c, idem_mw_wait *w)
+    idem_store_req *rq, idem_mysql_conn *c, idem_mw_wait *w, idem_exec *ex)
 {
 	const idem_config *cfg = mw->cfg;
 	idem_reserve_result rr;
@@ -597,9 +599,8 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 			 * side effect, and the route cannot find out: never a
 			 * second execution, never a conflict */
 			idem_reserve_result_clear(&rr);
-			idem_response_refuse(res, 503, "IDEMPOTENCY_OUTCOME_UNKNOWN",
-			    "the outcome of the first request with this "
-			    "Idempotency-Key is being determined; retry later", 60);
+			idem_mw_count(mw, req, IDEM_OUTCOME_UNKNOWN_ANSWERED);
+			idem_mw_refuse_unknown(req, res);
 			return 0;
 		}
 		if (err == IDEM_OK)
@@ -618,12 +619,17 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 		if (w->pause < 100)
 			w->pause *= 2;
 	}
-	if (rr.outcome == IDEM_RESERVE_RESUMED ||
-	    rr.outcome == IDEM_RESERVE_RECONCILE) {
-		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
+	if (rr.outcome == IDEM_RESERVE_RESUMED) {
+		idem_mw_count(mw, req, IDEM_OUTCOME_RESUMED);
 		idem_log_event(req, IDEM_LOG_INFO, "resumed", rq->owner, "resumed "
-		    "the record of request %s from its phase %s",
-		    rr.request_id, rr.progress.phase);
+		    "the record of request %s from its phase %s", rr.request_id,
+		    rr.progress.phase);
+	} else if (rr.outcome == IDEM_RESERVE_RECONCILE) {
+		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
+		idem_log_event(req, IDEM_LOG_INFO, "reconcile", rq->owner,
+		    "reconciling the record of request %s, of unknown outcome "
+		    "(phase %s)", rr.request_id, rr.progress.phase[0] != '\0' ?
+		    rr.progress.phase : "none");
 	} else if (rr.outcome == IDEM_RESERVE_TAKEN_OVER) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_TAKEN_OVER);
 		idem_log_event(req, IDEM_LOG_WARN, "takeover", rq->owner,
@@ -634,28 +640,136 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 	} else {
 		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
 	}
+	idem_mw_exec_clear(ex);
+	ex->mw = mw;
+	ex->rq = rq;
+	ex->c = c;
+	ex->reconcile = rr.outcome == IDEM_RESERVE_RECONCILE;
+	ex->progress = rr.progress;
+	memset(&rr.progress, 0, sizeof(rr.progress));
 	idem_reserve_result_clear(&rr);
 	return 1;
+}
+
+void
+idem_mw_exec_clear(idem_exec *ex)
+{
+	idem_progress_clear(&ex->progress);
+	memset(ex, 0, sizeof(*ex));
+}
+
+/* Runs the route's reconcile hook, timed as its handler. */
+static idem_err
+run_reconcile(idem_request *req, idem_response *res)
+{
+	const idem_route *rt = req->route;
+	uint64_t t0 = rt->metrics != NULL ? idem_metrics_now_ns() : 0;
+	idem_err err = rt->reconcile(req, res, rt->data);
+
+	if (rt->metrics != NULL)
+		idem_metrics_handler(rt->metrics, rt->metrics_row,
+		    idem_metrics_now_ns() - t0);
+	if (err != IDEM_OK && err != IDEM_ERR_OUTCOME_UNKNOWN)
+		idem_log(req, IDEM_LOG_ERROR, "reconcile hook of %s %s (plugin "
+		    "%s) failed: %s; the outcome stays unknown", rt->method,
+		    rt->tmpl, rt->owner, idem_strerror(err));
+	return err;
+}
+
+idem_err
+idem_mw_exec_run(idem_exec *ex, idem_request *req, idem_response *res,
+    idem_next_fn next)
+{
+	idem_err err;
+
+	req->exec = ex;
+	err = ex->reconcile && req->route->reconcile != NULL ?
+	    run_reconcile(req, res) : next(req, res);
+	req->exec = NULL;
+	return err;
+}
+
+int
+idem_mw_stays_unknown(const idem_exec *ex, const idem_response *res,
+    idem_err herr)
+{
+	return herr == IDEM_ERR_OUTCOME_UNKNOWN || (ex->reconcile &&
+	    !idem_mw_committable(ex->rq->policy, res, herr));
+}
+
+void
+idem_mw_refuse_unknown(const idem_request *req, idem_response *res)
+{
+	int hook = req->route->reconcile != NULL;
+
+	idem_response_refuse(res, 503, "IDEMPOTENCY_OUTCOME_UNKNOWN", hook ?
+	    "the outcome of the request with this Idempotency-Key is being "
+	    "determined; retry later" : "the outcome of the request with this "
+	    "Idempotency-Key is unknown and is being determined by the "
+	    "service's operators; retry later", hook ? 5 : 60);
+}
+
+/* The handler could not tell what became of its side effect: rq's record
+ * is kept so (a store away: retried by the lease thread, renewing the
+ * lease meanwhile, so that no takeover runs it again), and res says so. */
+static void
+keep_unknown(idem_middleware *mw, const idem_request *req, idem_store_req *rq,
+    idem_response *res)
+{
+	idem_err err = idem_store_mark_unknown(mw->store, rq);
+
+	idem_mw_count_contended(mw, req, rq);
+	if (err == IDEM_OK) {
+		idem_mw_count(mw, req, IDEM_OUTCOME_OUTCOME_UNKNOWN);
+		idem_log_event(req, IDEM_LOG_WARN, "outcome_unknown", rq->owner,
+		    "the handler could not tell whether its side effect "
+		    "happened: the record is kept of unknown outcome%s",
+		    req->route->reconcile != NULL ? "; a retry reconciles it" :
+		    ", for an operator (idemfcgi-admin unknown)");
+	} else if (err == IDEM_ERR_NOT_FOUND) {
+		idem_mw_count(mw, req, IDEM_OUTCOME_FENCED);
+		idem_log_event(req, IDEM_LOG_ERROR, "fenced", rq->owner, "an "
+		    "unknown outcome not recorded: this request no longer held "
+		    "its reservation (taken over)");
+	} else if (idem_leases_add(mw->leases, IDEM_LEASE_UNKNOWN, req, rq,
+	    NULL) != NULL) {
+		idem_log_event(req, IDEM_LOG_ERROR, "unknown_deferred", rq->owner,
+		    "marking the outcome unknown failed: %s; it is retried in "
+		    "the background while the reservation is held",
+		    idem_strerror(err));
+	} else {
+		idem_log_event(req, IDEM_LOG_ERROR, "unknown_failed", rq->owner,
+		    "marking the outcome unknown failed: %s; after inflight-ttl "
+		    "a retry takes the record over and runs again",
+		    idem_strerror(err));
+	}
+	idem_mw_refuse_unknown(req, res);
 }
 
 /* Step 5 on the two-phase path: runs the handler under a renewed lease,
  * then commits its answer or releases the reservation. */
 static void
 run_and_finish(idem_middleware *mw, idem_request *req, idem_response *res,
-    idem_next_fn next, idem_store_req *rq)
+    idem_next_fn next, idem_exec *ex)
 {
+	idem_store_req *rq = ex->rq;
 	idem_lease *lease = idem_leases_add(mw->leases, IDEM_LEASE_RENEW, req,
 	    rq, NULL);
-	idem_err err = next(req, res);
+	idem_err err = idem_mw_exec_run(ex, req, res, next);
 
 	idem_mw_fault_die(mw, req, "after-handler");
 	/* renewed until the commit's or release's outcome is known, so a
 	 * slow commit is never taken over */
 	idem_leases_finishing(mw->leases, lease);
-	if (idem_mw_committable(rq->policy, res, err))
+	if (idem_mw_stays_unknown(ex, res, err)) {
+		keep_unknown(mw, req, rq, res);
+	} else if (idem_mw_committable(rq->policy, res, err)) {
+		if (ex->reconcile)
+			idem_mw_count(mw, req, IDEM_OUTCOME_RECONCILED);
 		commit_answer(mw, req, rq, res);
-	else
+	} else {
 		release_reservation(mw, req, rq, res->status, err);
+	}
 	idem_leases_remove(mw->leases, lease);
 }
 
@@ -663,11 +777,15 @@ void
 idem_middleware_handle(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next)
 {
+	idem_key_policy pol = mw->policy;
 	idem_store_req rq;
+	idem_exec ex;
 	idem_mw_wait w;
 
 	memset(&rq, 0, sizeof(rq));
-	rq.policy = &mw->policy;
+	memset(&ex, 0, sizeof(ex));
+	pol.reconcile = req->route->reconcile != NULL;
+	rq.policy = &pol;
 	/* 1. the key */
 	if (request_key(mw, req, res, next, &rq.key) < 0)
 		return;
@@ -698,10 +816,12 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		 * transaction and finishes with it (idem_middleware_tx.c) */
 		idem_mw_tx_handle(mw, req, res, next, &rq);
 	} else {
-		/* 4. reserve; 5. run, then commit or release */
+		/* 4. reserve; 5. run, then commit or release (8: or keep it
+		 * of unknown outcome) */
 		idem_mw_wait_init(&rq, &w);
-		if (idem_mw_reserve(mw, req, res, &rq, NULL, &w))
-			run_and_finish(mw, req, res, next, &rq);
+		if (idem_mw_reserve(mw, req, res, &rq, NULL, &w, &ex))
+			run_and_finish(mw, req, res, next, &ex);
+		idem_mw_exec_clear(&ex);
 	}
 	idem_mw_count_contended(mw, req, &rq);
 }

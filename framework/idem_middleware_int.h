@@ -57,6 +57,43 @@ void idem_mw_store_failed(idem_middleware *mw, const idem_request *req,
     idem_err err);
 void idem_mw_store_answered(idem_middleware *mw, const idem_request *req);
 
+/*
+ * One execution of a record: set in req->exec while its handler (or the
+ * route's reconcile hook) runs, for the handler's calls on its request
+ * (idem_request_checkpoint, idem_request_phase; idem_progress.c).  Made by
+ * the middleware on its stack; progress is owned.
+ */
+typedef struct idem_exec {
+	idem_middleware *mw;
+	idem_store_req *rq;
+	idem_mysql_conn *c;       /* a transactional route's: its connection
+	                           * in the open transaction; else NULL */
+	idem_progress progress;   /* the record's last checkpoint: read at
+	                           * reserve, or written by this execution */
+	int reconcile;            /* the record's outcome was unknown: the
+	                           * reconcile hook runs, not the handler */
+} idem_exec;
+
+/* Frees what ex owns. */
+void idem_mw_exec_clear(idem_exec *ex);
+
+/* Runs ex's handler, or its reconcile hook (next's route's), with
+ * req->exec set.  Returns what it returned. */
+idem_err idem_mw_exec_run(idem_exec *ex, idem_request *req,
+    idem_response *res, idem_next_fn next);
+
+/*
+ * A handler (or reconcile hook) said it cannot tell what became of its
+ * side effect (herr IDEM_ERR_OUTCOME_UNKNOWN; or a reconcile hook gave no
+ * final answer): replaces res with the 503 that says so.
+ */
+void idem_mw_refuse_unknown(const idem_request *req, idem_response *res);
+
+/* Whether ex's record is to be kept of unknown outcome after its run
+ * returned herr with res. */
+int idem_mw_stays_unknown(const idem_exec *ex, const idem_response *res,
+    idem_err herr);
+
 /* Replaces res with the 503 of a store that failed (fail closed). */
 void idem_mw_refuse_unavailable(idem_response *res);
 
@@ -112,13 +149,14 @@ void idem_mw_wait_init(const idem_store_req *rq, idem_mw_wait *w);
 /*
  * Step 4 of DESIGN.md 2: reserves rq's key for req through the store, or
  * inside c's transaction when c is not NULL, waiting within w while it is
- * in flight or contended.  Returns 1 when the handler is to run (acquired
- * or taken over; counted, a takeover logged), 0 when res holds the answer
- * (the replay, a conflict, in flight, store unavailable).
+ * in flight or contended.  Returns 1 when the handler is to run (acquired,
+ * taken over, resumed, or to reconcile: counted, logged) with ex filled
+ * (progress, reconcile), 0 when res holds the answer (the replay, a
+ * conflict, in flight, unknown, store unavailable).
  */
 int idem_mw_reserve(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_store_req *rq, idem_mysql_conn *c,
-    idem_mw_wait *w);
+    idem_mw_wait *w, idem_exec *ex);
 
 /* Step 7 (idem_middleware_tx.c): a keyed request to a transactional route,
  * from its reservation inside the handler's transaction to its COMMIT;

@@ -55,9 +55,10 @@ tx_faults(const idem_middleware *mw, const idem_request *req)
  */
 static int
 tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
-    idem_store_req *rq, idem_response *res, idem_err herr, int lost,
+    idem_exec *ex, idem_response *res, idem_err herr, int lost,
     int may_retry)
 {
+	idem_store_req *rq = ex->rq;
 	int keyed = rq->key.key_len > 0, unknown = 0;
 	const char *owner = keyed ? rq->owner : NULL;
 	idem_err err = IDEM_OK;
@@ -70,6 +71,26 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 		idem_mw_count_contended(mw, req, rq);
 		err = IDEM_ERR_BUSY;
 		goto not_committed;
+	}
+	if (keyed && idem_mw_stays_unknown(ex, res, herr)) {
+		/* 8: kept of unknown outcome with what the handler wrote, in
+		 * its transaction; should it not commit, nothing of this
+		 * execution stays (a retry runs again: its downstream keys
+		 * are the same) */
+		err = idem_store_tx_mark_unknown(mw->store, c, rq);
+		if (err == IDEM_OK)
+			err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
+		idem_mw_count_contended(mw, req, rq);
+		idem_mw_count(mw, req, err == IDEM_OK ?
+		    IDEM_OUTCOME_OUTCOME_UNKNOWN : IDEM_OUTCOME_TX_ROLLED_BACK);
+		idem_log_event(req, err == IDEM_OK ? IDEM_LOG_WARN :
+		    IDEM_LOG_ERROR, "outcome_unknown", owner, "the handler could "
+		    "not tell whether its side effect happened: %s",
+		    err == IDEM_OK ? "the record is kept of unknown outcome" :
+		    "and the transaction keeping it so did not commit; a retry "
+		    "runs again");
+		idem_mw_refuse_unknown(req, res);
+		return 0;
 	}
 	if (!idem_mw_committable(rq->policy, res, herr)) {
 		idem_store_tx_end(mw->store, c, rq, 0, &unknown);
@@ -99,6 +120,8 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 	}
 	idem_mw_count_contended(mw, req, rq);
 	if (err == IDEM_OK) {
+		if (keyed && ex->reconcile)
+			idem_mw_count(mw, req, IDEM_OUTCOME_RECONCILED);
 		if (keyed)
 			idem_mw_count(mw, req, IDEM_OUTCOME_COMMITTED);
 		return 0;
@@ -163,6 +186,7 @@ idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	idem_mysql_conn *c = idem_mysql_take(pool);
 	/* no key: the descriptor of a transaction with no record */
 	idem_store_req rq = { .policy = &mw->policy };
+	idem_exec ex = { .mw = mw, .rq = &rq, .c = c };
 	idem_reserve_result rr;
 	idem_err err;
 
@@ -181,7 +205,7 @@ idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	idem_mw_fault_die(mw, req, "after-handler");
 	/* without a reservation the transaction opens with the handler's
 	 * first statement, if any: nothing to check */
-	tx_finish(mw, req, c, &rq, res, err, 0, 0);
+	tx_finish(mw, req, c, &ex, res, err, 0, 0);
 	idem_mysql_put(pool, c);
 	idem_mw_count_contended(mw, req, &rq);
 }
@@ -193,10 +217,12 @@ idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
 {
 	idem_mysql_pool *pool = req->route->tx_pool;
 	idem_mysql_conn *c = idem_mysql_take(pool);
+	idem_exec ex;
 	idem_mw_wait w;
-	int races = 0, lost;
+	int races = 0, lost, again;
 	idem_err err;
 
+	memset(&ex, 0, sizeof(ex));
 	if (c == NULL) {
 		idem_mw_store_failed(mw, req, IDEM_ERR_STORE);
 		idem_mw_refuse_unavailable(res);
@@ -204,12 +230,12 @@ idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
 	}
 	idem_mw_wait_init(rq, &w);
 	/* the open transaction holds the key: no lease to renew */
-	while (idem_mw_reserve(mw, req, res, rq, c, &w)) {
+	while (idem_mw_reserve(mw, req, res, rq, c, &w, &ex)) {
 		/* what the reservation's own retries met is not the
 		 * handler's: only a 1213 under the handler is a lost race */
 		(void)idem_mysql_tx_lost(c);
 		req->tx = c;
-		err = next(req, res);
+		err = idem_mw_exec_run(&ex, req, res, next);
 		req->tx = NULL;
 		idem_mw_fault_die(mw, req, "after-handler");
 		lost = idem_mysql_tx_lost(c);
@@ -220,8 +246,10 @@ idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
 			 * back on leaves tx mode, so the next reservation turns
 			 * it off again */
 			(void)idem_mysql_tx_intact(c);
-		if (!tx_finish(mw, req, c, rq, res, err, lost,
-		    races < TX_RACES))
+		again = tx_finish(mw, req, c, &ex, res, err, lost,
+		    races < TX_RACES);
+		idem_mw_exec_clear(&ex);
+		if (!again)
 			break;
 		/* lost a race: as a retry of the client would */
 		races++;

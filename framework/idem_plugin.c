@@ -44,11 +44,15 @@ static void (*const plugin_api[])(void) __attribute__((used)) = {
 	(void (*)(void))idem_mysql_put,
 	(void (*)(void))idem_mysql_stmt,
 	(void (*)(void))idem_request_body,
+	(void (*)(void))idem_request_checkpoint,
+	(void (*)(void))idem_request_downstream_key,
 	(void (*)(void))idem_request_header,
 	(void (*)(void))idem_request_id,
 	(void (*)(void))idem_request_json,
 	(void (*)(void))idem_request_method,
 	(void (*)(void))idem_request_param,
+	(void (*)(void))idem_request_phase,
+	(void (*)(void))idem_request_progress,
 	(void (*)(void))idem_request_path,
 	(void (*)(void))idem_request_query,
 	(void (*)(void))idem_request_remote_user,
@@ -62,6 +66,7 @@ static void (*const plugin_api[])(void) __attribute__((used)) = {
 	(void (*)(void))idem_response_write,
 	(void (*)(void))idem_route_add,
 	(void (*)(void))idem_route_add_tx,
+	(void (*)(void))idem_route_reconcile,
 	(void (*)(void))idem_strerror,
 };
 

@@ -58,6 +58,10 @@ struct idem_request {
 	/* a transactional route's connection while its handler runs, inside
 	 * the open transaction (borrowed from the route's pool) */
 	struct idem_mysql_conn *tx;
+	/* while a handler (or reconcile hook) runs with a record: the
+	 * middleware's execution of it (idem_middleware_int.h), for
+	 * idem_request_checkpoint; NULL otherwise */
+	struct idem_exec *exec;
 };
 
 /* Why a request was refused before it reached a handler. */

@@ -23,6 +23,7 @@ typedef struct idem_route {
 	size_t nsegs;
 	idem_policy policy;
 	idem_handler_fn handler;
+	idem_handler_fn reconcile;       /* NULL: none (idem_route_reconcile) */
 	void *data;                      /* borrowed from the plugin */
 	const char *owner;               /* borrowed: the plugin's name */
 	struct idem_mysql_pool *tx_pool;        /* borrowed: a transactional route's

@@ -201,6 +201,19 @@ run_handler(idem_request *req, idem_response *res)
 	if (rt->metrics != NULL)
 		idem_metrics_handler(rt->metrics, rt->metrics_row,
 		    idem_metrics_now_ns() - t0);
+	if (err == IDEM_ERR_OUTCOME_UNKNOWN && req->exec != NULL)
+		/* the middleware keeps the record so, and answers */
+		return err;
+	if (err == IDEM_ERR_OUTCOME_UNKNOWN) {
+		idem_log(req, IDEM_LOG_ERROR, "handler %s %s (plugin %s) could "
+		    "not tell whether its side effect happened, and the request "
+		    "has no Idempotency-Key to learn it later", rt->method,
+		    rt->tmpl, rt->owner);
+		idem_response_refuse(res, 500, "OUTCOME_UNKNOWN", "whether the "
+		    "request took effect is unknown; send an Idempotency-Key to "
+		    "retry it safely", 0);
+		return err;
+	}
 	if (err != IDEM_OK) {
 		idem_log(req, IDEM_LOG_ERROR, "handler %s %s (plugin %s) failed: "
 		    "%s", rt->method, rt->tmpl, rt->owner, idem_strerror(err));

@@ -59,8 +59,12 @@ typedef enum idem_err {
 	IDEM_ERR_HANDLER,   /* a handler failed; the client gets a 500 */
 	IDEM_ERR_STORE,     /* the idempotency store failed */
 	IDEM_ERR_NOT_FOUND, /* no such entry */
-	IDEM_ERR_BUSY       /* contention (a deadlock, a lock wait): nothing
+	IDEM_ERR_BUSY,      /* contention (a deadlock, a lock wait): nothing
 	                     * was changed; try again later */
+	IDEM_ERR_OUTCOME_UNKNOWN /* a handler's side effect may or may not
+	                     * have happened (a timeout after sending): its
+	                     * record is kept, neither committed nor
+	                     * released (see idem_route_reconcile) */
 } idem_err;
 
 /* Returns a static, human-readable description of err. */
@@ -139,6 +143,32 @@ IDEM_API IDEM_WUR idem_err
 idem_request_downstream_key(const idem_request *req, const char *purpose,
     char out[IDEM_DOWNSTREAM_KEY_SIZE]);
 
+/*
+ * Records the handler's progress under its request's record: phase (1 to
+ * 64 bytes of letters, digits and "._:-", naming how far it got: "charged")
+ * and state (a JSON object, borrowed; NULL: none), at most 16 KiB as
+ * compact JSON.  Durable with the record: on a transactional route in the
+ * request's transaction (kept when it commits, as an answer or an unknown
+ * outcome); else at once, owner-checked.  When this request's record runs
+ * again (a retry after a release, a takeover after a crash, a reconcile)
+ * its handler reads the last phase and state back and goes on from there;
+ * a record with progress is not deleted by a release but kept for the same
+ * request.  Returns IDEM_OK; IDEM_ERR_INVALID (a bad phase or state);
+ * IDEM_ERR_TOO_LARGE; IDEM_ERR_NOT_FOUND when req has no record, or this
+ * execution no longer holds it (taken over: stop, without side effects);
+ * IDEM_ERR_STORE or IDEM_ERR_BUSY (not recorded: return the error; the
+ * request is released, with the progress recorded before, and retried).
+ */
+IDEM_API IDEM_WUR idem_err
+idem_request_checkpoint(const idem_request *req, const char *phase,
+    json_t *state);
+/* The last phase recorded under req's record (by an earlier execution or
+ * this one), or NULL when none.  Borrowed until the next checkpoint. */
+IDEM_API const char *idem_request_phase(const idem_request *req);
+/* Its state: a new reference (caller calls json_decref), or NULL when
+ * none. */
+IDEM_API json_t *idem_request_progress(const idem_request *req);
+
 /* --------------------------------------------------------------- response */
 
 /* Sets the status code (100..599).  The default is 200. */
@@ -211,6 +241,24 @@ typedef struct idem_app idem_app;
 IDEM_API IDEM_WUR idem_err
 idem_route_add(idem_app *app, const char *method, const char *tmpl,
     idem_policy policy, idem_handler_fn handler, void *data);
+
+/*
+ * Gives the route method tmpl, registered by this plugin, a reconcile
+ * hook: when a handler returned IDEM_ERR_OUTCOME_UNKNOWN, a retry of the
+ * same request runs reconcile instead of the handler, once at a time, with
+ * the record's progress (idem_request_phase) and the same downstream keys.
+ * It asks the other service what became of the call (by the downstream
+ * key, or a reference) and answers: a final answer (a status in
+ * commit-statuses) is stored and replayed; anything else, or
+ * IDEM_ERR_OUTCOME_UNKNOWN, leaves the outcome unknown (the retry gets 503
+ * IDEMPOTENCY_OUTCOME_UNKNOWN).  Without a hook such a record waits for an
+ * operator (idemfcgi-admin) or its expiry.  Only in setup.  Returns IDEM_OK;
+ * IDEM_ERR_NOT_FOUND (no such route of this plugin); IDEM_ERR_EXISTS (it has
+ * one); IDEM_ERR_INVALID (from deploy, or reconcile NULL).  Logged.
+ */
+IDEM_API IDEM_WUR idem_err
+idem_route_reconcile(idem_app *app, const char *method, const char *tmpl,
+    idem_handler_fn reconcile);
 
 /*
  * Read keys of the plugin's own config section.  Each returns IDEM_OK with

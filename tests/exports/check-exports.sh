@@ -24,12 +24,15 @@ idem_mysql_get
 idem_mysql_put
 idem_mysql_stmt
 idem_request_body
+idem_request_checkpoint
 idem_request_downstream_key
 idem_request_header
 idem_request_id
 idem_request_json
 idem_request_method
 idem_request_param
+idem_request_phase
+idem_request_progress
 idem_request_path
 idem_request_query
 idem_request_remote_user
@@ -43,6 +46,7 @@ idem_response_status
 idem_response_write
 idem_route_add
 idem_route_add_tx
+idem_route_reconcile
 idem_strerror
 LIST
 
