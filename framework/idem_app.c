@@ -34,6 +34,12 @@ idem_app_is_check(const idem_app *app)
 	return app->check;
 }
 
+int
+idem_app_has_key_secret(const idem_app *app)
+{
+	return app->cfg->key_secret != NULL;
+}
+
 idem_err
 idem_route_add(idem_app *app, const char *method, const char *tmpl,
     idem_policy policy, idem_handler_fn handler, void *data)

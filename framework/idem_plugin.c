@@ -29,6 +29,7 @@
  * checks the server's exports.
  */
 static void (*const plugin_api[])(void) __attribute__((used)) = {
+	(void (*)(void))idem_app_has_key_secret,
 	(void (*)(void))idem_app_is_check,
 	(void (*)(void))idem_app_mysql_exec,
 	(void (*)(void))idem_app_mysql_pool,

@@ -292,6 +292,12 @@ idem_config_duration(idem_app *app, const char *key, uint64_t def,
  */
 IDEM_API int idem_app_is_check(const idem_app *app);
 
+/* Whether the configuration has a key secret ([idempotency]
+ * key-secret-file), so that handlers get downstream keys
+ * (idem_request_downstream_key): a plugin that needs them refuses to set
+ * up without it. */
+IDEM_API int idem_app_has_key_secret(const idem_app *app);
+
 /*
  * What a plugin's idem_plugin_init fills in.  The server hands init a
  * zeroed struct: a hook left NULL is absent.

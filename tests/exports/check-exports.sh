@@ -9,6 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 sort > "$tmp/expected" <<LIST
+idem_app_has_key_secret
 idem_app_is_check
 idem_app_mysql_exec
 idem_app_mysql_pool

@@ -193,7 +193,14 @@ answers(const websrv *w)
 int
 websrv_start(websrv *w, websrv_kind kind, const char *idem_conf)
 {
-	char sock[400], backend[450], listen[64], path[400];
+	return websrv_start_plugins(w, kind, idem_conf, NULL);
+}
+
+int
+websrv_start_plugins(websrv *w, websrv_kind kind, const char *idem_conf,
+    const char *plugins)
+{
+	char sock[400], backend[450], listen[64], path[400], server[512];
 	struct passwd *pw = getpwnam("www-data");
 	char *const *argv;
 	char *lighttpd_argv[] = { "lighttpd", "-D", "-f", path, NULL };
@@ -219,11 +226,15 @@ websrv_start(websrv *w, websrv_kind kind, const char *idem_conf)
 	close(open(w->testkit_log, O_WRONLY | O_CREAT, 0666));
 	chmod(w->testkit_log, 0666);
 
+	/* more plugins continue the plugins list the harness writes */
+	snprintf(server, sizeof(server), "%s%s%sthreads = 16\nmax-body = 64k",
+	    plugins != NULL ? "    " : "", plugins != NULL ? plugins : "",
+	    plugins != NULL ? "\n" : "");
 	switch (kind) {
 	case WS_LIGHTTPD:
 	case WS_APACHE_UNIX:
 		rc = harness_start(&w->idem, &(harness_opts){
-		    .server = "threads = 16\nmax-body = 64k", .rest = idem_conf,
+		    .server = server, .rest = idem_conf,
 		    .testkit_log = w->testkit_log });
 		snprintf(sock, sizeof(sock), "%s", w->idem.addr + 5);
 		break;

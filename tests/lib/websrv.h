@@ -45,6 +45,11 @@ const char *websrv_name(websrv_kind kind);
  */
 int websrv_start(websrv *w, websrv_kind kind, const char *idem_conf);
 
+/* The same with more plugins (paths, @BUILDDIR@ for the build tree)
+ * loaded after those two; lighttpd and Apache on its unix socket only. */
+int websrv_start_plugins(websrv *w, websrv_kind kind, const char *idem_conf,
+    const char *plugins);
+
 /* Stops the web server and idemfcgi and removes the directory. */
 void websrv_stop(websrv *w);
 
