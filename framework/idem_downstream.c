@@ -111,19 +111,21 @@ idem_secret_free(idem_secret *s)
 
 void
 idem_downstream_base(const idem_secret *secret, const unsigned char scope[32],
-    const char *key, size_t len, unsigned char out[32])
+    const unsigned char fp[32], const char *key, size_t len,
+    unsigned char out[32])
 {
-	unsigned char msg[sizeof(label) + 32 + 1 + 255];
+	unsigned char msg[sizeof(label) + 64 + 1 + 255];
 	unsigned int outlen = 32;
 
 	if (len > 255)
 		len = 255;
 	memcpy(msg, label, sizeof(label));      /* with its NUL */
 	memcpy(msg + sizeof(label), scope, 32);
-	msg[sizeof(label) + 32] = (unsigned char)len;
-	memcpy(msg + sizeof(label) + 33, key, len);
+	memcpy(msg + sizeof(label) + 32, fp, 32);
+	msg[sizeof(label) + 64] = (unsigned char)len;
+	memcpy(msg + sizeof(label) + 65, key, len);
 	if (HMAC(EVP_sha256(), secret->bytes, (int)secret->len, msg,
-	    sizeof(label) + 33 + len, out, &outlen) == NULL)
+	    sizeof(label) + 65 + len, out, &outlen) == NULL)
 		/* cannot happen with SHA-256; never a guessable key */
 		abort();
 }

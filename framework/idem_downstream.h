@@ -6,7 +6,7 @@
  * service learns nothing of the client's key or scope.
  *
  *   base = HMAC-SHA256(secret, "idemfcgi downstream v1" NUL scope-hash
- *                      key-length key)            once per request
+ *                      fingerprint key-length key)   once per request
  *   key  = HMAC-SHA256(base, purpose), its first 16 bytes as a UUID of
  *          version 8 (RFC 9562), in lower case
  */
@@ -40,11 +40,13 @@ idem_err idem_secret_read(const char *path, idem_secret **out, char *why,
 /* Wipes and frees s; NULL is fine. */
 void idem_secret_free(idem_secret *s);
 
-/* The base of the downstream keys of record (scope, key of len bytes)
- * under secret, into out. */
+/* The base of the downstream keys of the record of (scope, key of len
+ * bytes) and the request's fingerprint fp under secret, into out: a key
+ * used again after its record expired, for another request, gets other
+ * downstream keys. */
 void idem_downstream_base(const idem_secret *secret,
-    const unsigned char scope[32], const char *key, size_t len,
-    unsigned char out[32]);
+    const unsigned char scope[32], const unsigned char fp[32],
+    const char *key, size_t len, unsigned char out[32]);
 
 /* The downstream key of purpose (plen bytes) from base, into out (a
  * UUID and its NUL). */

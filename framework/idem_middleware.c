@@ -603,8 +603,7 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 			idem_mw_refuse_unknown(req, res);
 			return 0;
 		}
-		if (err == IDEM_OK)
-			idem_reserve_result_clear(&rr);
+		idem_reserve_result_clear(&rr);
 		/* in flight, same request: wait for it (from the first
 		 * attempt on: a transactional duplicate's attempt may itself
 		 * have waited), or say so */
@@ -797,17 +796,17 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	/* from here on, log lines about req carry the key's hash */
 	idem_key_hash(rq.key.scope, rq.key.key, rq.key.key_len, rq.key_hash);
 	memcpy(req->key_hash, rq.key_hash, sizeof(req->key_hash));
-	if (mw->cfg->key_secret != NULL) {
-		/* the same for every execution of this record */
-		idem_downstream_base(mw->cfg->key_secret, rq.key.scope,
-		    rq.key.key, rq.key.key_len, req->downstream);
-		req->has_downstream = 1;
-	}
 	/* 3. the fingerprint */
 	if (idem_fingerprint(req, rq.fp) != IDEM_OK) {
 		idem_response_refuse(res, 500, "OUT_OF_MEMORY", "out of memory",
 		    0);
 		return;
+	}
+	if (mw->cfg->key_secret != NULL) {
+		/* the same for every execution of this record (8) */
+		idem_downstream_base(mw->cfg->key_secret, rq.key.scope, rq.fp,
+		    rq.key.key, rq.key.key_len, req->downstream);
+		req->has_downstream = 1;
 	}
 	idem_mw_new_owner(mw, rq.owner);
 	idem_copy_string(rq.request_id, sizeof(rq.request_id), req->request_id);

@@ -154,7 +154,8 @@ not_committed:
 	else
 		idem_response_refuse(res, 503, "TRANSACTION_ROLLED_BACK", "the "
 		    "request's transaction could not be committed and was rolled "
-		    "back: nothing was done; retry", 1);
+		    "back: none of its database writes took effect; retry with "
+		    "the same Idempotency-Key", 1);
 	return 0;
 }
 

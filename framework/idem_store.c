@@ -330,6 +330,10 @@ idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
 			return IDEM_STEP_REUSE;
 		if (!same)
 			return IDEM_STEP_IN_FLIGHT;
+		/* being reconciled by a live execution: as in flight */
+		if (f->owner != NULL && f->owner[0] != '\0' &&
+		    f->lease_age_us <= inflight_ttl_us)
+			return IDEM_STEP_IN_FLIGHT;
 		return reconcile ? IDEM_STEP_RECONCILE : IDEM_STEP_UNKNOWN;
 	case IDEM_RECORD_IN_FLIGHT:
 	case IDEM_RECORD__MAX:

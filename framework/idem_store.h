@@ -129,9 +129,11 @@ typedef enum idem_reserve_outcome {
 	IDEM_RESERVE_TAKEN_OVER,   /* a stale in_flight record is now ours */
 	IDEM_RESERVE_RESUMED,      /* a paused record is now ours: run the
 	                            * handler, from its progress */
-	IDEM_RESERVE_RECONCILE,    /* a record of unknown outcome is now ours
-	                            * (the policy has reconcile): run the
-	                            * route's reconcile hook */
+	IDEM_RESERVE_RECONCILE,    /* a record of unknown outcome is now held
+	                            * by us (the policy has reconcile; it
+	                            * stays unknown: a crash, a release or a
+	                            * sweep leaves it so): run the route's
+	                            * reconcile hook */
 	IDEM_RESERVE_UNKNOWN       /* a record of unknown outcome, and no
 	                            * reconcile hook: nothing runs */
 } idem_reserve_outcome;
@@ -163,8 +165,7 @@ typedef struct idem_store_stats {
 	uint64_t in_flight;     /* of which in flight */
 	uint64_t evictions;     /* committed records evicted to make room */
 	uint64_t unknown;       /* records of unknown outcome */
-	uint64_t unknown_age_ms; /* since the oldest of them was marked so
-	                         * (its lease's last renewal) */
+	uint64_t unknown_age_ms; /* since the oldest of them was reserved */
 } idem_store_stats;
 
 /* One record as idemfcgi-admin shows it.  Ages are by the store's clock;
@@ -345,12 +346,16 @@ typedef enum idem_reserve_step {
 	IDEM_STEP_RESUME,     /* paused, same fingerprint: made this request's
 	                       * (conditionally on its state), the handler
 	                       * runs from its progress */
-	IDEM_STEP_RECONCILE,  /* unknown, same fingerprint, the policy has
-	                       * reconcile: made this request's, the route's
-	                       * reconcile hook runs */
-	IDEM_STEP_UNKNOWN     /* unknown, same fingerprint, no reconcile:
-	                       * nothing runs, the outcome is being
-	                       * determined */
+	IDEM_STEP_RECONCILE,  /* unknown, same fingerprint, held by nobody (or
+	                       * by an execution whose lease is older than
+	                       * inflight-ttl), the policy has reconcile: held
+	                       * by this request (conditionally on the old
+	                       * holder), still unknown, while the route's
+	                       * reconcile hook runs; one being reconciled by
+	                       * a live execution is as in flight */
+	IDEM_STEP_UNKNOWN     /* unknown, same fingerprint, held by nobody,
+	                       * no reconcile: nothing runs, the outcome is
+	                       * being determined */
 } idem_reserve_step;
 
 /* What the rule reads of a record found (all borrowed). */

@@ -111,18 +111,30 @@ answer_free(idem_stored_response *a)
 	memset(a, 0, sizeof(*a));
 }
 
-/* Takes the in_flight record r out of flight into state, linking it
- * into the expiring list, sorted by expiry (records mostly arrive in
- * order, so the scan from the tail is short). */
+/* Moves the record r into state: out of flight (or of the expiring list,
+ * and its counters), then into it, or into the expiring list, sorted by
+ * expiry (records mostly arrive in order, so the scan from the tail is
+ * short). */
 static void
 settle(memory_store *ms, record *r, idem_record_state state)
 {
-	record *after = ms->expiring != NULL ? ms->expiring->prev : NULL;
+	record *after;
 
+	if (r->state == IDEM_RECORD_IN_FLIGHT) {
+		ms->in_flight--;
+	} else {
+		DL_DELETE(ms->expiring, r);
+		if (r->state == IDEM_RECORD_UNKNOWN)
+			ms->unknown--;
+	}
 	r->state = state;
-	ms->in_flight--;
+	if (state == IDEM_RECORD_IN_FLIGHT) {
+		ms->in_flight++;
+		return;
+	}
 	if (state == IDEM_RECORD_UNKNOWN)
 		ms->unknown++;
+	after = ms->expiring != NULL ? ms->expiring->prev : NULL;
 	while (after != NULL && after->expires_at > r->expires_at)
 		after = after == ms->expiring ? NULL : after->prev;
 	if (after == NULL)
@@ -131,18 +143,6 @@ settle(memory_store *ms, record *r, idem_record_state state)
 		DL_APPEND(ms->expiring, r);
 	else
 		DL_APPEND_ELEM(ms->expiring, after, r);
-}
-
-/* Puts the record r that is not in flight back in flight (a resume, a
- * reconcile, a reuse). */
-static void
-unsettle(memory_store *ms, record *r)
-{
-	DL_DELETE(ms->expiring, r);
-	if (r->state == IDEM_RECORD_UNKNOWN)
-		ms->unknown--;
-	r->state = IDEM_RECORD_IN_FLIGHT;
-	ms->in_flight++;
 }
 
 /* Removes r from the table (and the expiring list) and frees it. */
@@ -273,13 +273,16 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 			pthread_mutex_unlock(&ms->lock);
 			return IDEM_ERR_STORE;
 		}
-		if (r->state != IDEM_RECORD_IN_FLIGHT)
-			unsettle(ms, r);
+		/* resumed, back in flight; reconciled, held but unknown until
+		 * its hook's final answer; both within their lifetime */
+		if (step == IDEM_STEP_RESUME)
+			settle(ms, r, IDEM_RECORD_IN_FLIGHT);
+		else if (step == IDEM_STEP_TAKE_OVER)
+			r->expires_at = now + rq->policy->lifetime_ms;
 		idem_copy_string(r->owner, sizeof(r->owner), rq->owner);
 		idem_copy_string(r->request_id, sizeof(r->request_id),
 		    rq->request_id);
 		r->lease_at = now;
-		r->expires_at = now + rq->policy->lifetime_ms;
 		out->outcome = step == IDEM_STEP_TAKE_OVER ?
 		    IDEM_RESERVE_TAKEN_OVER : step == IDEM_STEP_RESUME ?
 		    IDEM_RESERVE_RESUMED : IDEM_RESERVE_RECONCILE;
@@ -295,16 +298,20 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	return err;
 }
 
-/* Finds owner's in_flight record of k, or NULL. */
+/* Finds owner's in_flight record of k (held: or the record of unknown
+ * outcome it holds to reconcile), or NULL. */
 static record *
-find_owned(memory_store *ms, const idem_store_key *k, const char *owner)
+find_owned(memory_store *ms, const idem_store_key *k, const char *owner,
+    int held)
 {
 	record *r = find(ms, k);
 
-	if (r == NULL || r->state != IDEM_RECORD_IN_FLIGHT ||
-	    strcmp(r->owner, owner) != 0)
+	if (r == NULL || owner[0] == '\0' || strcmp(r->owner, owner) != 0)
 		return NULL;
-	return r;
+	if (r->state == IDEM_RECORD_IN_FLIGHT ||
+	    (held && r->state == IDEM_RECORD_UNKNOWN))
+		return r;
+	return NULL;
 }
 
 static idem_err
@@ -318,7 +325,7 @@ mem_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 	if (answer_copy(&copy, resp) != IDEM_OK)
 		return IDEM_ERR_STORE;
 	pthread_mutex_lock(&ms->lock);
-	if ((r = find_owned(ms, &rq->key, rq->owner)) == NULL) {
+	if ((r = find_owned(ms, &rq->key, rq->owner, 1)) == NULL) {
 		pthread_mutex_unlock(&ms->lock);
 		answer_free(&copy);
 		return IDEM_ERR_NOT_FOUND;
@@ -348,7 +355,8 @@ mem_release(idem_store *s, idem_store_req *rq)
 	record *r;
 
 	pthread_mutex_lock(&ms->lock);
-	if ((r = find_owned(ms, &rq->key, rq->owner)) != NULL)
+	/* never a record of unknown outcome: it stays unknown */
+	if ((r = find_owned(ms, &rq->key, rq->owner, 0)) != NULL)
 		release_record(ms, r);
 	pthread_mutex_unlock(&ms->lock);
 	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
@@ -367,7 +375,7 @@ mem_checkpoint(idem_store *s, idem_store_req *rq, const idem_progress *p)
 	if (idem_progress_copy(&copy, p) != IDEM_OK)
 		return IDEM_ERR_STORE;
 	pthread_mutex_lock(&ms->lock);
-	if ((r = find_owned(ms, &rq->key, rq->owner)) != NULL) {
+	if ((r = find_owned(ms, &rq->key, rq->owner, 1)) != NULL) {
 		idem_progress_clear(&r->progress);
 		r->progress = copy;
 		r->lease_at = idem_now_ms();
@@ -385,9 +393,12 @@ mem_mark_unknown(idem_store *s, idem_store_req *rq)
 	record *r;
 
 	pthread_mutex_lock(&ms->lock);
-	if ((r = find_owned(ms, &rq->key, rq->owner)) != NULL) {
+	if ((r = find_owned(ms, &rq->key, rq->owner, 1)) != NULL) {
+		/* held by nobody: the next retry may take it to reconcile */
 		r->lease_at = idem_now_ms();
-		settle(ms, r, IDEM_RECORD_UNKNOWN);
+		r->owner[0] = '\0';
+		if (r->state != IDEM_RECORD_UNKNOWN)
+			settle(ms, r, IDEM_RECORD_UNKNOWN);
 	}
 	pthread_mutex_unlock(&ms->lock);
 	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
@@ -400,7 +411,7 @@ mem_renew(idem_store *s, idem_store_req *rq)
 	record *r;
 
 	pthread_mutex_lock(&ms->lock);
-	if ((r = find_owned(ms, &rq->key, rq->owner)) != NULL)
+	if ((r = find_owned(ms, &rq->key, rq->owner, 1)) != NULL)
 		r->lease_at = idem_now_ms();
 	pthread_mutex_unlock(&ms->lock);
 	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
@@ -476,8 +487,8 @@ mem_stats(idem_store *s, idem_store_stats *st)
 		/* rare: a walk of the expiring list */
 		DL_FOREACH(ms->expiring, r)
 			if (r->state == IDEM_RECORD_UNKNOWN &&
-			    now - r->lease_at > st->unknown_age_ms)
-				st->unknown_age_ms = now - r->lease_at;
+			    now - r->reserved_at > st->unknown_age_ms)
+				st->unknown_age_ms = now - r->reserved_at;
 	pthread_mutex_unlock(&ms->lock);
 }
 

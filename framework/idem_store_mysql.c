@@ -75,8 +75,8 @@ own_takeover(mysql_store *ms, const reserve_args *a, idem_reserve_result *out,
 	    &a->rq->contended, &r)) != IDEM_OK)
 		return err;
 	idem_my_row_clear(&r);
-	if (r.found && r.state == IDEM_RECORD_IN_FLIGHT &&
-	    strcmp(r.owner, a->rq->owner) == 0)
+	if (r.found && (r.state == IDEM_RECORD_IN_FLIGHT ||
+	    r.state == IDEM_RECORD_UNKNOWN) && strcmp(r.owner, a->rq->owner) == 0)
 		out->outcome = outcome;
 	return IDEM_OK;
 }
@@ -103,6 +103,8 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	for (attempt = 0; attempt < RESERVE_ROUNDS; attempt++) {
 		if (attempt > 1)
 			idem_my_backoff(attempt - 1);
+		/* what an earlier round found is not this one's record */
+		idem_progress_clear(&out->progress);
 		idem_my_p_insert(&p, &a);
 		if ((err = idem_my_exec_count(ms, S_INSERT, &p, &n, &retried)) != IDEM_OK)
 			return err;
@@ -124,12 +126,16 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 			return IDEM_OK;
 		case IDEM_STEP_RESUME:
 		case IDEM_STEP_RECONCILE: {
-			idem_reserve_outcome o = r.state == IDEM_RECORD_PAUSED ?
-			    IDEM_RESERVE_RESUMED : IDEM_RESERVE_RECONCILE;
+			int resume = r.state == IDEM_RECORD_PAUSED;
+			idem_reserve_outcome o = resume ? IDEM_RESERVE_RESUMED :
+			    IDEM_RESERVE_RECONCILE;
 			idem_my_found_row(ms, &a, &r, read_at, out);
-			idem_my_p_resume(&p, &a, idem_record_state_names[r.state]);
-			if ((err = idem_my_exec_count(ms, S_RESUME, &p, &n, &retried))
-			    != IDEM_OK)
+			if (resume)
+				idem_my_p_resume(&p, &a);
+			else
+				idem_my_p_reconcile(&p, &a, r.owner);
+			if ((err = idem_my_exec_count(ms, resume ? S_RESUME :
+			    S_RECONCILE, &p, &n, &retried)) != IDEM_OK)
 				return err;
 			if (n == 1) {
 				out->outcome = o;
@@ -216,7 +222,8 @@ applied(int i, const row *r, const char *owner)
 	case S_PAUSE:
 		return ours && r->state == IDEM_RECORD_PAUSED;
 	case S_UNKNOWN:
-		return ours && r->state == IDEM_RECORD_UNKNOWN;
+		/* nobody holds it after: unknown it is, whoever marked it */
+		return r->found && r->state == IDEM_RECORD_UNKNOWN;
 	}
 	return 0;
 }

@@ -45,7 +45,8 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_LOOKUP, S_CENSUS, S_OLDEST, S_SELECT_LOCKED, S_PROBE,
     S_SELECT_CAUSAL, S_COMMIT_CAUSAL, S_RELEASE_CAUSAL, S_RENEW_CAUSAL,
     S_RESUME, S_CHECKPOINT, S_CHECKPOINT_CAUSAL, S_UNKNOWN,
-    S_UNKNOWN_CAUSAL, S_PAUSE, S_PAUSE_CAUSAL, S_PAUSE_BY, NSTMT };
+    S_UNKNOWN_CAUSAL, S_PAUSE, S_PAUSE_CAUSAL, S_PAUSE_BY, S_RECONCILE,
+    NSTMT };
 
 /* Galera's causal read: the statement waits until the node has applied
  * what the cluster committed before it (nothing without Galera). */
@@ -61,10 +62,12 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     "status, headers, body, phase, progress FROM idempotency_keys WHERE " PK
 /* a locking read: waits for a transaction that holds the row */
 #define SELECT_LOCKED SELECT_ROW " LOCK IN SHARE MODE"
-/* the owner-checked statements */
+/* the owner-checked statements; an execution holds a record in flight,
+ * or of unknown outcome while it reconciles it (DESIGN.md 2.8) */
+#define HELD "state IN ('in_flight', 'unknown')"
 #define COMMIT_ROW "UPDATE idempotency_keys SET state = 'committed', " \
     "status = ?, headers = ?, body = ?, expires_at = " NOW " + INTERVAL " \
-    "? MICROSECOND WHERE " PK " AND state = 'in_flight' AND owner = ?"
+    "? MICROSECOND WHERE " PK " AND " HELD " AND owner = ?"
 #define RELEASE_ROW "DELETE FROM idempotency_keys WHERE " PK " AND " \
     "state = 'in_flight' AND owner = ? AND phase IS NULL"
 /* a release of a record with progress (idem_reserve_decide: a paused
@@ -72,18 +75,26 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
 #define PAUSE_ROW "UPDATE idempotency_keys SET state = 'paused' WHERE " PK \
     " AND state = 'in_flight' AND owner = ? AND phase IS NOT NULL"
 #define CHECKPOINT_ROW "UPDATE idempotency_keys SET phase = ?, progress = " \
-    "?, lease_at = " NOW " WHERE " PK " AND state = 'in_flight' AND " \
-    "owner = ?"
-#define UNKNOWN_ROW "UPDATE idempotency_keys SET state = 'unknown', " \
-    "lease_at = " NOW " WHERE " PK " AND state = 'in_flight' AND owner = ?"
-/* a paused record resumed, or one of unknown outcome taken to reconcile,
- * by the same request (idem_reserve_decide) */
+    "?, lease_at = " NOW " WHERE " PK " AND " HELD " AND owner = ?"
+/* kept of unknown outcome, held by nobody (owner ''): the next retry may
+ * take it to reconcile */
+#define UNKNOWN_ROW "UPDATE idempotency_keys SET state = 'unknown', owner = " \
+    "'', lease_at = " NOW " WHERE " PK " AND " HELD " AND owner = ?"
+/* a paused record resumed by the same request (idem_reserve_decide); its
+ * lifetime is the one it was reserved with */
 #define RESUME_ROW "UPDATE idempotency_keys SET state = 'in_flight', " \
-    "owner = ?, request_id = ?, lease_at = " NOW ", expires_at = " NOW \
-    " + INTERVAL ? MICROSECOND WHERE " PK " AND state = ? AND " \
-    "fingerprint = ? AND expires_at > " NOW
+    "owner = ?, request_id = ?, lease_at = " NOW " WHERE " PK " AND state " \
+    "= 'paused' AND fingerprint = ? AND expires_at > " NOW
+/* a record of unknown outcome taken to reconcile by the same request: held
+ * by nobody, or by an execution whose lease is older than inflight-ttl,
+ * conditionally on that holder (one of many racing retries wins); it
+ * stays unknown until its reconcile hook gives the final answer */
+#define RECONCILE_ROW "UPDATE idempotency_keys SET owner = ?, request_id = " \
+    "?, lease_at = " NOW " WHERE " PK " AND state = 'unknown' AND " \
+    "fingerprint = ? AND owner = ? AND (owner = '' OR lease_at < " NOW \
+    " - INTERVAL ? MICROSECOND) AND expires_at > " NOW
 #define RENEW_ROW "UPDATE idempotency_keys SET lease_at = " NOW " WHERE " \
-    PK " AND state = 'in_flight' AND owner = ?"
+    PK " AND " HELD " AND owner = ?"
 #define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
 #define AGE(col) "TIMESTAMPDIFF(MICROSECOND, " col ", " NOW ")"
 #define LOOKUP_ROW "SELECT state, fingerprint, owner, request_id, " \
@@ -195,7 +206,9 @@ idem_my_p_reuse(params *p, const reserve_args *a);
 void
 idem_my_p_takeover(params *p, const reserve_args *a, const char *old_owner);
 void
-idem_my_p_resume(params *p, const reserve_args *a, const char *state);
+idem_my_p_resume(params *p, const reserve_args *a);
+void
+idem_my_p_reconcile(params *p, const reserve_args *a, const char *old_owner);
 void
 idem_my_row_clear(row *r);
 idem_reserve_step

@@ -37,9 +37,9 @@ const char *const idem_my_sql[NSTMT] = {
 	    "MICROSECOND, status = NULL, headers = NULL, body = NULL, phase = "
 	    "NULL, progress = NULL WHERE " PK " AND state <> 'in_flight' AND "
 	    "expires_at <= " NOW,
-	/* the rule's RESUME and RECONCILE (state bound: 'paused' or
-	 * 'unknown') */
+	/* the rule's RESUME and RECONCILE */
 	[S_RESUME] = RESUME_ROW,
+	[S_RECONCILE] = RECONCILE_ROW,
 	[S_COMMIT] = COMMIT_ROW,
 	[S_RELEASE] = RELEASE_ROW,
 	[S_RENEW] = RENEW_ROW,
@@ -51,7 +51,7 @@ const char *const idem_my_sql[NSTMT] = {
 	    "AND expires_at < " NOW " LIMIT ?",
 	[S_STATS] = "SELECT COUNT(*), COALESCE(SUM(state = 'in_flight'), 0), "
 	    "COALESCE(SUM(state = 'unknown'), 0), COALESCE(MAX(IF(state = "
-	    "'unknown', TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), 0)), 0) "
+	    "'unknown', TIMESTAMPDIFF(MICROSECOND, reserved_at, " NOW "), 0)), 0) "
 	    "FROM idempotency_keys",
 	[S_VERSION] = "SELECT MAX(version) FROM idemfcgi_schema",
 	[S_OWNED_BY] = "SELECT scope_hash, idem_key FROM idempotency_keys WHERE "
@@ -162,7 +162,7 @@ idem_my_set_lock_waits(const idem_config *cfg, uint64_t *waits)
 	    S_RELEASE, S_RENEW, S_PURGE, S_RELEASE_BY, S_SELECT_LOCKED,
 	    S_COMMIT_CAUSAL, S_RELEASE_CAUSAL, S_RENEW_CAUSAL, S_RESUME,
 	    S_CHECKPOINT, S_CHECKPOINT_CAUSAL, S_UNKNOWN, S_UNKNOWN_CAUSAL,
-	    S_PAUSE, S_PAUSE_CAUSAL, S_PAUSE_BY };
+	    S_PAUSE, S_PAUSE_CAUSAL, S_PAUSE_BY, S_RECONCILE };
 	size_t i;
 
 	memset(waits, 0, NSTMT * sizeof(*waits));
@@ -551,19 +551,31 @@ idem_my_p_takeover(params *p, const reserve_args *a, const char *old_owner)
 	idem_my_p_ll(p, &a->ttl_us);
 }
 
-/* The parameters of S_RESUME (and T_RESUME) of a record in state
- * ("paused" or "unknown"; static). */
+/* The parameters of S_RESUME (and T_RESUME). */
 void
-idem_my_p_resume(params *p, const reserve_args *a, const char *state)
+idem_my_p_resume(params *p, const reserve_args *a)
 {
 	idem_my_p_init(p);
 	p->contended = &a->rq->contended;
 	idem_my_p_str(p, a->rq->owner);
 	idem_my_p_str(p, a->rq->request_id);
-	idem_my_p_ll(p, &a->life_us);
 	idem_my_p_key(p, &a->rq->key);
-	idem_my_p_str(p, state);
 	idem_my_p_blob(p, a->rq->fp, 32);
+}
+
+/* The parameters of S_RECONCILE (and T_RECONCILE) of a record held by
+ * old_owner ("": nobody). */
+void
+idem_my_p_reconcile(params *p, const reserve_args *a, const char *old_owner)
+{
+	idem_my_p_init(p);
+	p->contended = &a->rq->contended;
+	idem_my_p_str(p, a->rq->owner);
+	idem_my_p_str(p, a->rq->request_id);
+	idem_my_p_key(p, &a->rq->key);
+	idem_my_p_blob(p, a->rq->fp, 32);
+	idem_my_p_str(p, old_owner);
+	idem_my_p_ll(p, &a->ttl_us);
 }
 
 /* Frees what the row r owns. */

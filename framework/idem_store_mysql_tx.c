@@ -33,7 +33,7 @@
  * over.  These statements are prepared on the plugin's pool.
  */
 enum { T_INSERT, T_SELECT, T_TAKEOVER, T_REUSE, T_COMMIT, T_OUTCOME,
-    T_RESUME, T_CHECKPOINT, T_UNKNOWN, NTX };
+    T_RESUME, T_CHECKPOINT, T_UNKNOWN, T_RECONCILE, NTX };
 
 /* How long T_OUTCOME waits for the transaction it asks about to end. */
 #define OUTCOME_LOCK_WAIT_S 2
@@ -68,6 +68,7 @@ idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
 	tsql[T_RESUME] = idem_my_sql[S_RESUME];
 	tsql[T_CHECKPOINT] = idem_my_sql[S_CHECKPOINT];
 	tsql[T_UNKNOWN] = idem_my_sql[S_UNKNOWN];
+	tsql[T_RECONCILE] = idem_my_sql[S_RECONCILE];
 	/* a lost COMMIT's outcome, read on the transaction's own node: the
 	 * locking read waits for the transaction to end (the server ends it
 	 * once it sees the connection cut) */
@@ -195,12 +196,17 @@ round_found(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 	case IDEM_STEP_RECONCILE: {
 		/* a paused record, or one of unknown outcome to reconcile:
 		 * made ours inside the transaction, with its progress */
-		idem_reserve_outcome o = r->state == IDEM_RECORD_PAUSED ?
-		    IDEM_RESERVE_RESUMED : IDEM_RESERVE_RECONCILE;
+		int resume = r->state == IDEM_RECORD_PAUSED;
+		idem_reserve_outcome o = resume ? IDEM_RESERVE_RESUMED :
+		    IDEM_RESERVE_RECONCILE;
+		int t = resume ? T_RESUME : T_RECONCILE;
 		idem_my_found_row(ms, a, r, read_at, out);
-		idem_my_p_resume(&p, a, idem_record_state_names[r->state]);
-		if ((e = tx_exec(c, T_RESUME, &p, &n)) != 0)
-			return round_failed(ms, c, a, T_RESUME, e, &first, err);
+		if (resume)
+			idem_my_p_resume(&p, a);
+		else
+			idem_my_p_reconcile(&p, a, r->owner);
+		if ((e = tx_exec(c, t, &p, &n)) != 0)
+			return round_failed(ms, c, a, t, e, &first, err);
 		if (n == 1) {
 			out->outcome = o;
 			return R_DONE;
@@ -249,6 +255,8 @@ round_run(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 	}
 	out->outcome = IDEM_RESERVE_ACQUIRED;
 	*err = IDEM_OK;
+	/* what an earlier round found is not this one's record */
+	idem_progress_clear(&out->progress);
 	if (a->rq->key.key_len == 0)
 		return R_DONE;
 	idem_my_p_insert(&p, a);

@@ -6,11 +6,12 @@
  *
  *   POST /payments       {"account": "a", "amount": 500}
  *                        -> 201 {"payment", "account", "amount", "charge"}
- *                           with Location payments/ID; a provider 4xx is
- *                           422 PAYMENT_DECLINED; an ambiguous provider
- *                           answer (5xx, timeout, refused) is an unknown
- *                           outcome: 503 IDEMPOTENCY_OUTCOME_UNKNOWN, and
- *                           a retry reconciles it
+ *                           with Location payments/ID; a provider 400,
+ *                           402 or 422 is 422 PAYMENT_DECLINED; any other
+ *                           answer (another 4xx, a 5xx, a timeout, a
+ *                           refused connection) is an unknown outcome:
+ *                           503 IDEMPOTENCY_OUTCOME_UNKNOWN, and a retry
+ *                           reconciles it
  *   GET  /payments/{id}  -> 200, or 404
  *
  * How (docs/plugins.md, "Side effects outside the database"):
@@ -141,7 +142,11 @@ charge(const payments *pm, const idem_request *req, const char *key,
 	}
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
 	a->buf[a->len] = '\0';
-	if (status >= 400 && status < 500) {
+	/* a decline (402) or a charge the provider will never accept (400,
+	 * 422) is final; any other 4xx says nothing of a charge under way
+	 * (409: another request with this key is in progress; 408, 429:
+	 * try later; 401, 403, 404: our configuration), so it is not */
+	if (status == 400 || status == 402 || status == 422) {
 		snprintf(why, whysize, "the provider declined the charge "
 		    "(status %ld)", status);
 		r = DECLINED;
@@ -468,7 +473,9 @@ pay(const idem_request *req, idem_response *res, void *data)
 	    IDEM_OK)
 		return err;
 	if ((err = store(pm, idem_request_tx(req), &p)) != IDEM_OK) {
-		/* charged, not stored: the retry finds "charged" */
+		/* charged, not stored: the retry finds "charged" (two-phase),
+		 * or asks again with the same key (transactional: the
+		 * checkpoint went back with the transaction) */
 		idem_log(req, IDEM_LOG_ERROR, "payments: charge %s not stored: "
 		    "%s", p.charge, idem_strerror(err));
 		return err == IDEM_ERR_TOO_LARGE ? idem_response_problem(res, 507,

@@ -876,3 +876,58 @@ Test(store, dead_owner_with_progress_paused, .init = open_store,
 	cr_expect_str_eq(rr.progress.phase, "charged");
 	idem_reserve_result_clear(&rr);
 }
+
+/* A record held to reconcile stays of unknown outcome: a release, a dead
+ * worker's sweep or its holder's death never turns it into a record the
+ * handler runs again; a stale holder's place is taken to reconcile again,
+ * and the stale holder is fenced. */
+Test(store, reconciling_record_stays_unknown, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key k = key("reconciling", 0), *keys = NULL;
+	idem_stored_response a = answer(201, "{\"paid\":1}");
+	idem_key_policy pol = { .lease_ms = 200, .lifetime_ms = 60000,
+	    .reconcile = 1 }, plain = pol;
+	idem_store_req rq = { .policy = &pol }, r1 = rq, r2 = rq, r3 = rq;
+	idem_reserve_result rr;
+	idem_store_record rec;
+	size_t n = 0;
+
+	plain.reconcile = 0;
+	test_req_fill(&rq, &k, FP1, "dead1.o1", "r0");
+	cr_assert_eq(idem_store_reserve(st, &rq, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_mark_unknown(st, &rq), IDEM_OK);
+	test_req_fill(&r1, &k, FP1, "dead2.r1", "r1");
+	cr_assert_eq(idem_store_reserve(st, &r1, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_RECONCILE);
+	idem_reserve_result_clear(&rr);
+	/* a release (a reserve that got no answer) and a sweep of its
+	 * worker leave it unknown */
+	cr_expect_eq(idem_store_release(st, &r1), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_release_prefix(st, "dead2.", &keys, &n),
+	    IDEM_OK);
+	free(keys);
+	cr_expect_eq(n, 0);
+	if (idem_store_lookup(st, &k, &rec) == IDEM_OK)
+		cr_expect_eq(rec.state, IDEM_RECORD_UNKNOWN);
+	/* while r1's lease is live, another retry waits for it */
+	test_req_fill(&r2, &k, FP1, "r2", "r2");
+	cr_assert_eq(idem_store_reserve(st, &r2, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_IN_FLIGHT);
+	idem_reserve_result_clear(&rr);
+	/* r1 dies: its place is taken to reconcile, never to run */
+	msleep(400);
+	r3.policy = &plain;
+	test_req_fill(&r3, &k, FP1, "r3", "r3");
+	cr_assert_eq(idem_store_reserve(st, &r3, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_UNKNOWN, "without a hook");
+	idem_reserve_result_clear(&rr);
+	cr_assert_eq(idem_store_reserve(st, &r2, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_RECONCILE);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(idem_store_commit(st, &r1, &a), IDEM_ERR_NOT_FOUND,
+	    "the stale holder is fenced");
+	cr_expect_eq(idem_store_commit(st, &r2, &a), IDEM_OK);
+	cr_expect_eq(reserve(&k, FP1, "o9", 30000, &rr), IDEM_RESERVE_COMMITTED);
+	idem_reserve_result_clear(&rr);
+}

@@ -165,6 +165,8 @@ Test(rule, reservation_steps)
 	    paused = { P, 0, mine, "old", 0 },
 	    paused_expired = { P, 1, mine, "old", 0 },
 	    unknown = { U, 0, mine, "old", 90000000 },
+	    reconciling = { U, 0, mine, "live", 1000 },
+	    unheld = { U, 0, mine, "", 0 },
 	    unknown_expired = { U, 1, other, "old", 0 };
 
 	cr_expect_eq(idem_reserve_decide(&live, other, "me", 30000000, 0),
@@ -191,6 +193,10 @@ Test(rule, reservation_steps)
 	    "however old its lease");
 	cr_expect_eq(idem_reserve_decide(&unknown, mine, "me", 30000000, 1),
 	    IDEM_STEP_RECONCILE);
+	cr_expect_eq(idem_reserve_decide(&reconciling, mine, "me", 30000000,
+	    1), IDEM_STEP_IN_FLIGHT, "being reconciled by a live execution");
+	cr_expect_eq(idem_reserve_decide(&unheld, mine, "me", 30000000, 1),
+	    IDEM_STEP_RECONCILE, "held by nobody: at once");
 	cr_expect_eq(idem_reserve_decide(&unknown, other, "me", 30000000, 1),
 	    IDEM_STEP_IN_FLIGHT, "another request never reconciles it");
 	cr_expect_eq(idem_reserve_decide(&unknown_expired, mine, "me",
