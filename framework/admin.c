@@ -1,11 +1,17 @@
 /*
- * admin.c - idemfcgi-admin: look at and unstick the idempotency records
- * of a deployment, with the same configuration file as idemfcgi.
+ * admin.c - idemfcgi-admin: look at, unstick and resolve the idempotency
+ * records of a deployment, with the same configuration file as idemfcgi.
  *
  *   stats                      records by state, the oldest in flight
  *   show KEY [--scope S]       one record
  *   release KEY [--scope S] --yes [--owner TOKEN] [--force]
  *                              delete a stuck in-flight reservation
+ *   unknown [--limit N]        the records of unknown outcome, oldest
+ *                              first
+ *   resolve KEY [--scope S] (--commit STATUS [--body FILE]
+ *       [--content-type TYPE] | --release) --yes [--owner TOKEN]
+ *                              give a record of unknown outcome its
+ *                              answer, or delete it so a retry runs
  *   purge                      delete the expired records now
  *
  * Exit status: 0 done; 1 not found or refused (nothing changed); 2 a bad
@@ -14,6 +20,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "idem_answer.h"
 #include "idem_config.h"
 #include "idem_key.h"
 #include "idem_log.h"
@@ -35,12 +43,29 @@
 enum { EXIT_DONE = 0, EXIT_REFUSED = 1, EXIT_USAGE = 2, EXIT_STORE = 3 };
 
 #define PURGE_BATCH 1000
+/* The most records of unknown outcome one listing shows. */
+#define UNKNOWN_MAX 1000
+/* The Content-Type of an answer given with resolve --commit --body. */
+#define DEFAULT_CONTENT_TYPE "application/json"
+/* The longest --content-type. */
+#define CONTENT_TYPE_MAX 255
+
+/* The options without a short form. */
+enum { OPT_COMMIT = 256, OPT_RELEASE, OPT_BODY, OPT_CONTENT_TYPE,
+    OPT_LIMIT };
 
 typedef struct options {
 	const char *config;
 	const char *scope;        /* --scope, or NULL */
 	const char *owner;        /* --owner, or NULL */
 	int yes, force, json;
+	const char *commit;       /* resolve --commit STATUS, or NULL */
+	int release;              /* resolve --release */
+	const char *body;         /* resolve --body FILE, or NULL */
+	const char *content_type; /* resolve --content-type, or NULL */
+	const char *limit;        /* unknown --limit N, or NULL */
+	int status;               /* --commit's, once checked */
+	unsigned long max;        /* --limit's, once checked */
 } options;
 
 static void
@@ -57,6 +82,14 @@ usage(FILE *fp)
 	    "  show KEY           one record: state, owner, times, status\n"
 	    "  release KEY --yes  delete a stuck in-flight reservation, so\n"
 	    "                     the next retry runs the handler again\n"
+	    "  unknown            the records of unknown outcome, the one\n"
+	    "                     marked longest ago first\n"
+	    "  resolve KEY --commit STATUS --yes\n"
+	    "                     store an answer for a record of unknown\n"
+	    "                     outcome: its retries get it replayed\n"
+	    "  resolve KEY --release --yes\n"
+	    "                     delete a record of unknown outcome, so\n"
+	    "                     the next retry runs the handler again\n"
 	    "  purge              delete the expired records now\n"
 	    "\n"
 	    "options:\n"
@@ -65,15 +98,24 @@ usage(FILE *fp)
 	    "  -s, --scope VALUE  the principal the key belongs to, when\n"
 	    "                     [idempotency] scope is not none: the user\n"
 	    "                     name, or the value of the scope header\n"
-	    "  -y, --yes          release: really do it\n"
-	    "  -o, --owner TOKEN  release: only if this owner still holds it\n"
+	    "  -y, --yes          release, resolve: really do it\n"
+	    "  -o, --owner TOKEN  release, resolve: only if this owner still\n"
+	    "                     holds it\n"
 	    "  -f, --force        release: even if its lease is live\n"
+	    "  --commit STATUS    resolve: store this status (100 to 599)\n"
+	    "  --body FILE        resolve --commit: the answer's body\n"
+	    "  --content-type TYPE\n"
+	    "                     resolve --commit --body: its type\n"
+	    "                     (default " DEFAULT_CONTENT_TYPE ")\n"
+	    "  --release          resolve: delete the record instead\n"
+	    "  --limit N          unknown: show at most N records (1 to %d,\n"
+	    "                     the default)\n"
 	    "  -j, --json         print JSON instead of text\n"
 	    "  -h, --help         this text\n"
 	    "  -V, --version      the version\n"
 	    "\n"
 	    "Exit status: 0 done, 1 not found or refused, 2 usage, 3 store\n"
-	    "error.  See idemfcgi-admin(8).\n", DEFAULT_CONFIG);
+	    "error.  See idemfcgi-admin(8).\n", DEFAULT_CONFIG, UNKNOWN_MAX);
 }
 
 /* Writes "idemfcgi-admin: MESSAGE" and a newline on stderr. */
@@ -214,6 +256,9 @@ print_record(const options *o, const idem_store_key *sk,
 	if (r->state == IDEM_RECORD_IN_FLIGHT)
 		printf("lease at:     %s (renewed %s ago)\n", r->lease_at,
 		    human(r->lease_age_ms, b, sizeof(b)));
+	if (r->state == IDEM_RECORD_UNKNOWN)
+		printf("marked at:    %s (%s ago: its outcome is unknown since)"
+		    "\n", r->lease_at, human(r->lease_age_ms, b, sizeof(b)));
 	if (r->expires_in_ms >= 0)
 		printf("expires at:   %s (in %s)\n", r->expires_at,
 		    human((uint64_t)r->expires_in_ms, c, sizeof(c)));
@@ -349,8 +394,10 @@ cmd_release(const idem_config *cfg, const options *o, idem_store *s,
 	}
 	if (r.state != IDEM_RECORD_IN_FLIGHT) {
 		complain("key %s is %s (phase %s): it is kept for its request "
-		    "until %s.  release frees only in-flight reservations.", key,
-		    idem_record_state_names[r.state], r.phase, r.expires_at);
+		    "until %s.  release frees only in-flight reservations%s.",
+		    key, idem_record_state_names[r.state], r.phase,
+		    r.expires_at, r.state == IDEM_RECORD_UNKNOWN ? "; resolve "
+		    "ends a record of unknown outcome" : "");
 		return EXIT_REFUSED;
 	}
 	if (o->owner != NULL && strcmp(o->owner, r.owner) != 0) {
@@ -397,6 +444,297 @@ cmd_release(const idem_config *cfg, const options *o, idem_store *s,
 	return EXIT_DONE;
 }
 
+/* Prints the records of unknown outcome keys[i], recs[i] (n of them) as
+ * JSON; more: there are more than shown. */
+static void
+print_unknown_json(const options *o, const idem_store_key *keys,
+    const idem_store_record *recs, size_t n, int more)
+{
+	json_t *list = json_array();
+	char kh[17], fp[65], scope[65];
+	size_t i;
+
+	for (i = 0; list != NULL && i < n; i++) {
+		const idem_store_key *k = &keys[i];
+		const idem_store_record *r = &recs[i];
+		idem_key_hash(k->scope, k->key, k->key_len, kh);
+		if (json_array_append_new(list, json_pack("{s:s%, s:s, s:s, "
+		    "s:s, s:s, s:s?, s:s, s:s, s:s, s:I, s:I, s:I, s:s}",
+		    "key", k->key, k->key_len, "key_hash", kh,
+		    "scope_hash", hex(k->scope, 32, scope),
+		    "owner", r->owner, "request_id", r->request_id,
+		    "phase", r->phase[0] != '\0' ? r->phase : NULL,
+		    "reserved_at", r->reserved_at, "lease_at", r->lease_at,
+		    "expires_at", r->expires_at,
+		    "reserved_age_ms", (json_int_t)r->reserved_age_ms,
+		    "lease_age_ms", (json_int_t)r->lease_age_ms,
+		    "expires_in_ms", (json_int_t)r->expires_in_ms,
+		    "fingerprint", hex(r->fingerprint, 32, fp))) != 0) {
+			json_decref(list);
+			list = NULL;
+		}
+	}
+	print_json(list != NULL ? json_pack("{s:o, s:b, s:I}", "unknown", list,
+	    "more", more, "limit", (json_int_t)o->max) : NULL);
+}
+
+/* Lists the records of unknown outcome, the one marked longest ago
+ * first, at most --limit of them. */
+static int
+cmd_unknown(const options *o, idem_store *s)
+{
+	idem_store_key *keys;
+	idem_store_record *recs;
+	char age[32];
+	/* the columns of varying width: key, phase, owner */
+	size_t n, i, wk = 3, wp = 5, wo = 5;
+	int more;
+
+	if (idem_store_list_unknown(s, o->max, &keys, &recs, &n, &more) !=
+	    IDEM_OK)
+		return EXIT_STORE;
+	if (o->json) {
+		print_unknown_json(o, keys, recs, n, more);
+	} else if (n == 0) {
+		printf("no records of unknown outcome\n");
+	} else {
+		for (i = 0; i < n; i++) {
+			if (keys[i].key_len > wk)
+				wk = keys[i].key_len;
+			if (strlen(recs[i].phase) > wp)
+				wp = strlen(recs[i].phase);
+			if (strlen(recs[i].owner) > wo)
+				wo = strlen(recs[i].owner);
+		}
+		printf("%zu record(s) of unknown outcome, the one marked "
+		    "longest ago first:\n", n);
+		printf("%-*s  %-16s  %-15s  %-27s  %-*s  %-*s  %s\n", (int)wk,
+		    "KEY", "KEY HASH", "MARKED", "EXPIRES AT", (int)wp, "PHASE",
+		    (int)wo, "OWNER", "REQUEST ID");
+		for (i = 0; i < n; i++) {
+			char kh[17], marked[48];
+			idem_key_hash(keys[i].scope, keys[i].key,
+			    keys[i].key_len, kh);
+			snprintf(marked, sizeof(marked), "%s ago",
+			    human(recs[i].lease_age_ms, age, sizeof(age)));
+			printf("%-*s  %-16s  %-15s  %-27s  %-*s  %-*s  %s%s\n",
+			    (int)wk, keys[i].key, kh, marked,
+			    recs[i].expires_at, (int)wp, recs[i].phase[0] !=
+			    '\0' ? recs[i].phase : "-", (int)wo, recs[i].owner,
+			    recs[i].request_id, recs[i].expires_in_ms < 0 ?
+			    "  (expired: the next purge deletes it)" : "");
+		}
+		if (more)
+			printf("more than %lu record(s) of unknown outcome: "
+			    "only the %lu marked longest ago are shown "
+			    "(--limit N shows up to %d)\n", o->max, o->max,
+			    UNKNOWN_MAX);
+	}
+	free(keys);
+	free(recs);
+	return EXIT_DONE;
+}
+
+/* Reads the file path (at most max bytes) into a new buffer *out (caller
+ * frees) of *len bytes.  Returns 0, or EXIT_USAGE after saying why. */
+static int
+read_body(const char *path, uint64_t max, char **out, size_t *len)
+{
+	FILE *fp = fopen(path, "rb");
+	size_t cap = 0, n;
+	char *buf = NULL, *grown;
+	int rc = 0;
+
+	*out = NULL;
+	*len = 0;
+	if (fp == NULL) {
+		complain("cannot read --body %s: %s", path, strerror(errno));
+		return EXIT_USAGE;
+	}
+	do {
+		if (*len == cap) {
+			cap = cap ? cap * 2 : 4096;
+			if ((grown = realloc(buf, cap + 1)) == NULL) {
+				complain("out of memory reading %s", path);
+				rc = EXIT_STORE;
+				break;
+			}
+			buf = grown;
+		}
+		n = fread(buf + *len, 1, cap - *len, fp);
+		*len += n;
+	} while (n > 0 && *len <= max);
+	if (rc == 0 && ferror(fp)) {
+		complain("cannot read --body %s: %s", path, strerror(errno));
+		rc = EXIT_USAGE;
+	} else if (rc == 0 && *len > max) {
+		complain("--body %s is over the %llu bytes an answer may hold "
+		    "(max-response, and the store's limits)", path,
+		    (unsigned long long)max);
+		rc = EXIT_USAGE;
+	}
+	fclose(fp);
+	if (rc != 0) {
+		free(buf);
+		*len = 0;
+		return rc;
+	}
+	buf[*len] = '\0';
+	*out = buf;
+	return 0;
+}
+
+/* Makes the answer of resolve --commit into *a (caller clears it with
+ * idem_stored_response_clear): the status, and with --body its body and
+ * Content-Type.  Returns 0, or the exit status after saying why not. */
+static int
+make_answer(const idem_config *cfg, const options *o, idem_store *s,
+    idem_stored_response *a)
+{
+	const idem_store_limits *lim = idem_store_get_limits(s);
+	const char *type = o->content_type != NULL ? o->content_type :
+	    DEFAULT_CONTENT_TYPE;
+	uint64_t max = cfg->max_response;
+	const char *why;
+	int rc;
+
+	memset(a, 0, sizeof(*a));
+	a->status = o->status;
+	if (o->body == NULL) {
+		a->headers = strdup("");
+		a->body = strdup("");
+		if (a->headers == NULL || a->body == NULL) {
+			idem_stored_response_clear(a);
+			return EXIT_STORE;
+		}
+		return 0;
+	}
+	if (lim->body > 0 && lim->body < max)
+		max = lim->body;
+	if ((rc = read_body(o->body, max, &a->body, &a->body_len)) != 0)
+		return rc;
+	if (asprintf(&a->headers, "Content-Type: %s\r\n", type) < 0) {
+		a->headers = NULL;
+		idem_stored_response_clear(a);
+		return EXIT_STORE;
+	}
+	a->headers_len = strlen(a->headers);
+	if ((why = idem_answer_too_large(cfg, lim, a->headers_len,
+	    a->body_len)) != NULL) {
+		complain("the answer of --body %s (%zu bytes) cannot be "
+		    "stored: %s", o->body, a->body_len + a->headers_len, why);
+		idem_stored_response_clear(a);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* Says, after the record shown, what resolve would do, and that --yes does
+ * it. */
+static void
+would(const options *o, const idem_store_record *r,
+    const idem_stored_response *a)
+{
+	if (o->release)
+		complain("this would delete the record of unknown outcome "
+		    "above, so that the next retry runs the handler again: do "
+		    "it only when you know its side effect did not happen "
+		    "(else it happens twice).  Add --yes to do it.");
+	else
+		complain("this would store status %d (a body of %zu bytes%s%s) "
+		    "as the answer of the record of unknown outcome above: "
+		    "every retry of its request gets it replayed until %s, and "
+		    "its handler does not run again.  Add --yes to do it.",
+		    a->status, a->body_len, o->body != NULL ? ", " : "",
+		    o->body != NULL ? (o->content_type != NULL ?
+		    o->content_type : DEFAULT_CONTENT_TYPE) : "",
+		    r->expires_at);
+}
+
+/* Gives KEY's record of unknown outcome the answer of --commit, or deletes
+ * it (--release): only that record, still unknown, under the owner
+ * shown. */
+static int
+cmd_resolve(const idem_config *cfg, const options *o, idem_store *s,
+    const char *key)
+{
+	idem_stored_response a;
+	idem_store_record r;
+	idem_store_req rq;
+	idem_err err;
+	int rc;
+
+	memset(&rq, 0, sizeof(rq));
+	memset(&a, 0, sizeof(a));
+	if ((rc = find(cfg, o, s, key, &rq.key, &r, "nothing to resolve")) != 0)
+		return rc;
+	if (r.state != IDEM_RECORD_UNKNOWN) {
+		complain("key %s is %s%s: resolve ends only records of unknown "
+		    "outcome; not resolved", key,
+		    idem_record_state_names[r.state],
+		    r.state == IDEM_RECORD_COMMITTED ?
+		    " (its answer is final)" : r.state ==
+		    IDEM_RECORD_IN_FLIGHT ? " (a request, or a reconcile "
+		    "hook, holds it)" : "");
+		return EXIT_REFUSED;
+	}
+	if (o->owner != NULL && strcmp(o->owner, r.owner) != 0) {
+		complain("key %s is now of owner %s, not %s: not resolved", key,
+		    r.owner, o->owner);
+		return EXIT_REFUSED;
+	}
+	if (!o->release && r.expires_in_ms < 0) {
+		complain("key %s is past its lifetime (it expired at %s): a "
+		    "retry runs the handler as for a new key, and the next "
+		    "purge deletes it; there is no answer to store.  --release "
+		    "deletes it now.", key, r.expires_at);
+		return EXIT_REFUSED;
+	}
+	if (!o->release && (rc = make_answer(cfg, o, s, &a)) != 0)
+		return rc;
+	if (!o->yes) {
+		print_record(o, &rq.key, &r);
+		would(o, &r, &a);
+		idem_stored_response_clear(&a);
+		return EXIT_REFUSED;
+	}
+	/* owner-checked: only the record shown above, if still unknown */
+	idem_copy_string(rq.owner, sizeof(rq.owner), r.owner);
+	err = idem_store_resolve(s, &rq, o->release ? NULL : &a);
+	idem_stored_response_clear(&a);
+	if (err == IDEM_ERR_NOT_FOUND) {
+		complain("key %s changed meanwhile (reconciled, resolved, "
+		    "expired or released): not resolved; run show again", key);
+		return EXIT_REFUSED;
+	}
+	if (err == IDEM_ERR_BUSY)
+		complain("key %s is contended (clients are retrying it): not "
+		    "resolved; try again", key);
+	if (err == IDEM_ERR_TOO_LARGE)
+		complain("the store cannot hold this answer (over its limits): "
+		    "not resolved");
+	if (err != IDEM_OK)
+		return EXIT_STORE;
+	if (o->json && o->release)
+		print_json(json_pack("{s:s, s:s, s:s, s:s}", "resolved", key,
+		    "action", "release", "owner", r.owner, "request_id",
+		    r.request_id));
+	else if (o->json)
+		print_json(json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}",
+		    "resolved", key, "action", "commit", "status", o->status,
+		    "owner", r.owner, "request_id", r.request_id,
+		    "expires_at", r.expires_at));
+	else if (o->release)
+		printf("resolved key %s (owner %s, request %s): deleted; the "
+		    "next retry runs the handler again\n", key, r.owner,
+		    r.request_id);
+	else
+		printf("resolved key %s (owner %s, request %s): status %d "
+		    "stored as its answer, replayed to every retry until %s\n",
+		    key, r.owner, r.request_id, o->status, r.expires_at);
+	return EXIT_DONE;
+}
+
 static int
 cmd_purge(const options *o, idem_store *s)
 {
@@ -435,6 +773,11 @@ parse_options(int argc, char **argv, options *o)
 		{ "yes", no_argument, NULL, 'y' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "commit", required_argument, NULL, OPT_COMMIT },
+		{ "release", no_argument, NULL, OPT_RELEASE },
+		{ "body", required_argument, NULL, OPT_BODY },
+		{ "content-type", required_argument, NULL, OPT_CONTENT_TYPE },
+		{ "limit", required_argument, NULL, OPT_LIMIT },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -449,6 +792,11 @@ parse_options(int argc, char **argv, options *o)
 		case 'y': o->yes = 1; break;
 		case 'f': o->force = 1; break;
 		case 'j': o->json = 1; break;
+		case OPT_COMMIT: o->commit = optarg; break;
+		case OPT_RELEASE: o->release = 1; break;
+		case OPT_BODY: o->body = optarg; break;
+		case OPT_CONTENT_TYPE: o->content_type = optarg; break;
+		case OPT_LIMIT: o->limit = optarg; break;
 		case 'h': usage(stdout); return EXIT_DONE;
 		case 'V':
 			printf("idemfcgi-admin %s\n", PACKAGE_VERSION);
@@ -459,29 +807,128 @@ parse_options(int argc, char **argv, options *o)
 	return -1;
 }
 
-/* Checks that cmd is a command, with its nargs arguments and only the
- * options it takes.  Returns 0, or EXIT_USAGE. */
+/* Reads the decimal number text, from lo to hi, into *v.  Returns 0, or
+ * -1 when it is not one. */
 static int
-check_command(const char *cmd, int nargs, const options *o)
+number(const char *text, unsigned long lo, unsigned long hi,
+    unsigned long *v)
 {
-	if (strcmp(cmd, "stats") == 0 || strcmp(cmd, "purge") == 0) {
+	char *end;
+
+	if (*text < '0' || *text > '9')
+		return -1;
+	errno = 0;
+	*v = strtoul(text, &end, 10);
+	return errno != 0 || *end != '\0' || *v < lo || *v > hi ? -1 : 0;
+}
+
+/* Whether type can be a Content-Type value: visible ASCII and spaces, a
+ * "/" in it, at most CONTENT_TYPE_MAX bytes. */
+static int
+content_type_ok(const char *type)
+{
+	const char *p;
+
+	if (strlen(type) > CONTENT_TYPE_MAX || strchr(type, '/') == NULL ||
+	    *type == ' ')
+		return 0;
+	for (p = type; *p != '\0'; p++)
+		if (*p < 0x20 || *p > 0x7e)
+			return 0;
+	return 1;
+}
+
+/* Checks resolve's options, and reads --commit's status into o.  Returns
+ * 0, or EXIT_USAGE after saying why. */
+static int
+check_resolve(options *o)
+{
+	unsigned long status;
+
+	if ((o->commit != NULL) == o->release) {
+		complain("resolve takes either --commit STATUS (store that "
+		    "answer) or --release (delete the record)");
+		return EXIT_USAGE;
+	}
+	if (o->release && (o->body != NULL || o->content_type != NULL)) {
+		complain("--body and --content-type go with --commit only");
+		return EXIT_USAGE;
+	}
+	if (o->release)
+		return 0;
+	if (number(o->commit, 100, 599, &status) < 0) {
+		complain("--commit %s: the status must be a number from 100 to "
+		    "599", o->commit);
+		return EXIT_USAGE;
+	}
+	o->status = (int)status;
+	if (o->content_type != NULL && o->body == NULL) {
+		complain("--content-type goes with --body only (an answer "
+		    "without a body has no Content-Type)");
+		return EXIT_USAGE;
+	}
+	if (o->body != NULL && (o->status < 200 || o->status == 204 ||
+	    o->status == 304)) {
+		complain("status %d carries no body: leave out --body",
+		    o->status);
+		return EXIT_USAGE;
+	}
+	if (o->content_type != NULL && !content_type_ok(o->content_type)) {
+		complain("--content-type \"%s\" is not a media type "
+		    "(type/subtype, visible ASCII, at most %d bytes)",
+		    o->content_type, CONTENT_TYPE_MAX);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* Checks that cmd is a command, with its nargs arguments and only the
+ * options it takes, and reads their numbers into o.  Returns 0, or
+ * EXIT_USAGE. */
+static int
+check_command(const char *cmd, int nargs, options *o)
+{
+	int resolve = strcmp(cmd, "resolve") == 0;
+
+	if (strcmp(cmd, "stats") == 0 || strcmp(cmd, "purge") == 0 ||
+	    strcmp(cmd, "unknown") == 0) {
 		if (arity(cmd, nargs, 0) < 0)
 			return EXIT_USAGE;
-	} else if (strcmp(cmd, "show") == 0 || strcmp(cmd, "release") == 0) {
+	} else if (strcmp(cmd, "show") == 0 || strcmp(cmd, "release") == 0 ||
+	    resolve) {
 		if (arity(cmd, nargs, 1) < 0)
 			return EXIT_USAGE;
 	} else {
 		complain("unknown command \"%s\" (stats, "
-		    "show, release, purge)", cmd);
+		    "show, release, unknown, resolve, purge)", cmd);
 		return EXIT_USAGE;
 	}
-	if (strcmp(cmd, "release") != 0 && (o->yes || o->force ||
+	if (strcmp(cmd, "release") != 0 && !resolve && (o->yes ||
 	    o->owner != NULL)) {
-		complain("--yes, --force and --owner go "
-		    "with release only");
+		complain("--yes and --owner go with release and resolve only");
 		return EXIT_USAGE;
 	}
-	return 0;
+	if (strcmp(cmd, "release") != 0 && o->force) {
+		complain("--force goes with release only");
+		return EXIT_USAGE;
+	}
+	if (!resolve && (o->commit != NULL || o->release || o->body != NULL ||
+	    o->content_type != NULL)) {
+		complain("--commit, --release, --body and --content-type go "
+		    "with resolve only");
+		return EXIT_USAGE;
+	}
+	if (strcmp(cmd, "unknown") != 0 && o->limit != NULL) {
+		complain("--limit goes with unknown only");
+		return EXIT_USAGE;
+	}
+	o->max = UNKNOWN_MAX;
+	if (o->limit != NULL && number(o->limit, 1, UNKNOWN_MAX, &o->max) < 0) {
+		complain("--limit %s: give a number from 1 to %d", o->limit,
+		    UNKNOWN_MAX);
+		return EXIT_USAGE;
+	}
+	return resolve ? check_resolve(o) : 0;
 }
 
 /* Loads the configuration of o (the default one when it names none) into
@@ -524,8 +971,8 @@ open_store(options *o, idem_config **cfg, idem_store **s)
 	return 0;
 }
 
-/* Runs the checked command cmd, with its KEY argument key (NULL for stats
- * and purge).  Returns its exit status. */
+/* Runs the checked command cmd, with its KEY argument key (NULL for stats,
+ * unknown and purge).  Returns its exit status. */
 static int
 run_command(const idem_config *cfg, const options *o, idem_store *s,
     const char *cmd, const char *key)
@@ -536,6 +983,10 @@ run_command(const idem_config *cfg, const options *o, idem_store *s,
 		return cmd_show(cfg, o, s, key);
 	if (strcmp(cmd, "release") == 0)
 		return cmd_release(cfg, o, s, key);
+	if (strcmp(cmd, "unknown") == 0)
+		return cmd_unknown(o, s);
+	if (strcmp(cmd, "resolve") == 0)
+		return cmd_resolve(cfg, o, s, key);
 	return cmd_purge(o, s);
 }
 
@@ -544,7 +995,7 @@ run_command(const idem_config *cfg, const options *o, idem_store *s,
 int
 main(int argc, char **argv)
 {
-	options o = { getenv("IDEMFCGI_CONFIG"), NULL, NULL, 0, 0, 0 };
+	options o = { .config = getenv("IDEMFCGI_CONFIG") };
 	idem_config *cfg;
 	idem_store *s = NULL;
 	const char *cmd;

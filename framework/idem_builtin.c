@@ -12,6 +12,7 @@
 #include "idem_cidr.h"
 #include "idem_log.h"
 #include "idem_metrics.h"
+#include "idem_time.h"
 
 static const char *const policy_names[] = { "default", "off", "optional",
     "required" };
@@ -71,11 +72,52 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	return idem_response_json(res, 200, doc);
 }
 
+/*
+ * Fills the store's part of *info: the memory store's counts (this
+ * worker's own, read on every scrape), and the records of unknown outcome
+ * of either store.  The MySQL store's are the whole table's, which every
+ * instance shares: a scan, read again only when the last read is
+ * IDEM_STORE_COUNTS_HOLD_MS old (the age of the oldest then grows with
+ * the time since).  A failed read leaves the gauges out.
+ */
+static void
+store_counts(idem_service *svc, idem_metrics_store_info *info)
+{
+	idem_store *store = idem_middleware_store(svc->mw);
+	int memory = svc->cfg->store == IDEM_STORE_MEMORY;
+	uint64_t now;
+
+	info->name = idem_store_name(store);
+	pthread_mutex_lock(&svc->counts_lock);
+	now = idem_now_ms();
+	if (memory || svc->counts_at == 0 ||
+	    now - svc->counts_at >= IDEM_STORE_COUNTS_HOLD_MS) {
+		svc->counts_ok = idem_store_stats_get(store, &svc->counts) ==
+		    IDEM_OK;
+		/* after the read: a slow one is not read again at once */
+		svc->counts_at = idem_now_ms();
+		now = svc->counts_at;
+	}
+	if (memory && svc->counts_ok) {
+		info->memory = 1;
+		info->entries = svc->counts.entries;
+		info->in_flight = svc->counts.in_flight;
+		info->evictions = svc->counts.evictions;
+	}
+	if (svc->counts_ok) {
+		info->has_unknown = 1;
+		info->unknown = svc->counts.unknown;
+		info->unknown_age_ms = svc->counts.unknown == 0 ? 0 :
+		    svc->counts.unknown_age_ms + (now - svc->counts_at);
+	}
+	pthread_mutex_unlock(&svc->counts_lock);
+}
+
 /* GET [metrics] path: the exposition text, for allowed addresses only. */
 static idem_err
 metrics_handler(const idem_request *req, idem_response *res, void *data)
 {
-	const idem_service *svc = data;
+	idem_service *svc = data;
 	const char *addr = idem_request_env(req, "REMOTE_ADDR");
 	idem_metrics_store_info info;
 	char *text, detail[160];
@@ -91,18 +133,8 @@ metrics_handler(const idem_request *req, idem_response *res, void *data)
 		    detail);
 	}
 	memset(&info, 0, sizeof(info));
-	if (svc->mw != NULL) {
-		idem_store *store = idem_middleware_store(svc->mw);
-		info.name = idem_store_name(store);
-		if (svc->cfg->store == IDEM_STORE_MEMORY) {
-			idem_store_stats st;
-			idem_store_stats_get(store, &st);
-			info.memory = 1;
-			info.entries = st.entries;
-			info.in_flight = st.in_flight;
-			info.evictions = st.evictions;
-		}
-	}
+	if (svc->mw != NULL)
+		store_counts(svc, &info);
 	if ((text = idem_metrics_render(svc->metrics, &info, &len)) == NULL)
 		return IDEM_ERR_NOMEM;
 	err = idem_response_header(res, "Content-Type",

@@ -420,6 +420,21 @@ idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
 		fprintf(fp, "idemfcgi_memory_store_evictions_total %llu\n",
 		    (unsigned long long)store->evictions);
 	}
+	if (store != NULL && store->has_unknown) {
+		head(fp, "idemfcgi_idempotency_unknown_records", "gauge",
+		    "Records of unknown outcome in the store: a handler could "
+		    "not tell whether its side effect happened; each waits for "
+		    "a reconcile hook, an operator (idemfcgi-admin unknown) or "
+		    "its expiry.");
+		fprintf(fp, "idemfcgi_idempotency_unknown_records %llu\n",
+		    (unsigned long long)store->unknown);
+		head(fp, "idemfcgi_idempotency_unknown_oldest_seconds", "gauge",
+		    "Seconds since the oldest record of unknown outcome was "
+		    "reserved; 0 when there is none.");
+		fprintf(fp, "idemfcgi_idempotency_unknown_oldest_seconds "
+		    "%llu.%03u\n", (unsigned long long)(store->unknown_age_ms /
+		    1000), (unsigned)(store->unknown_age_ms % 1000));
+	}
 	head(fp, "idemfcgi_workers", "gauge", "Worker processes running.");
 	fprintf(fp, "idemfcgi_workers %llu\n",
 	    (unsigned long long)GET(&m->workers));

@@ -85,8 +85,13 @@ typedef struct idem_metrics idem_metrics;
 /* What a scrape adds about the store of the answering worker. */
 typedef struct idem_metrics_store_info {
 	const char *name;            /* "memory", "mysql" */
-	int memory;                  /* the numbers below are meaningful */
+	int memory;                  /* the three numbers below are
+	                              * meaningful */
 	uint64_t entries, in_flight, evictions;
+	int has_unknown;             /* the two below are meaningful (the
+	                              * store could count them) */
+	uint64_t unknown;            /* records of unknown outcome */
+	uint64_t unknown_age_ms;     /* since the oldest was marked so */
 } idem_metrics_store_info;
 
 /*

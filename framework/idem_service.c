@@ -74,6 +74,7 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 		return IDEM_ERR_NOMEM;
 	}
 	svc->cfg = cfg;
+	pthread_mutex_init(&svc->counts_lock, NULL);
 	if ((svc->router = idem_router_new()) == NULL) {
 		idem_service_free(svc);
 		return IDEM_ERR_NOMEM;
@@ -186,6 +187,7 @@ idem_service_free(idem_service *svc)
 	idem_config_free(svc->cfg);
 	if (svc->own_metrics)
 		idem_metrics_free(svc->metrics);
+	pthread_mutex_destroy(&svc->counts_lock);
 	free(svc);
 }
 

@@ -9,6 +9,9 @@
 #ifndef IDEM_SERVICE_H
 #define IDEM_SERVICE_H
 
+#include <pthread.h>
+#include <stdint.h>
+
 #include "idem_config.h"
 #include "idem_middleware.h"
 #include "idem_plugin.h"
@@ -25,7 +28,18 @@ typedef struct idem_service {
 	                          * idem_service_set_metrics), else owned */
 	int own_metrics;
 	unsigned slot;           /* this worker's in-flight gauge slot */
+	/* the store's counts as the metrics route last read them
+	 * (idem_builtin.c): a shared store's are a scan of its table, read
+	 * at most every IDEM_STORE_COUNTS_HOLD_MS */
+	pthread_mutex_t counts_lock;
+	uint64_t counts_at;      /* idem_now_ms of that read; 0: none yet */
+	int counts_ok;           /* it succeeded */
+	idem_store_stats counts;
 } idem_service;
+
+/* How long the MySQL store's counts serve the metrics route before a
+ * scrape reads them again, in ms. */
+#define IDEM_STORE_COUNTS_HOLD_MS 30000
 
 /*
  * Builds a service that serves requests (a worker's, or a test's) from

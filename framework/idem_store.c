@@ -209,12 +209,35 @@ idem_store_census_get(idem_store *s, uint64_t inflight_ttl_ms,
 	return s->ops->census(s, inflight_ttl_ms, out);
 }
 
-void
+idem_err
 idem_store_stats_get(idem_store *s, idem_store_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	if (s->ops->stats != NULL)
-		s->ops->stats(s, st);
+	if (s->ops->stats == NULL)
+		return IDEM_ERR_INVALID;
+	return s->ops->stats(s, st);
+}
+
+idem_err
+idem_store_list_unknown(idem_store *s, size_t max, idem_store_key **keys,
+    idem_store_record **recs, size_t *n, int *more)
+{
+	*keys = NULL;
+	*recs = NULL;
+	*n = 0;
+	*more = 0;
+	if (s->ops->list_unknown == NULL || max == 0)
+		return IDEM_ERR_INVALID;
+	return s->ops->list_unknown(s, max, keys, recs, n, more);
+}
+
+idem_err
+idem_store_resolve(idem_store *s, idem_store_req *rq,
+    const idem_stored_response *resp)
+{
+	if (s->ops->resolve == NULL)
+		return IDEM_ERR_INVALID;
+	return s->ops->resolve(s, rq, resp);
 }
 
 const char *

@@ -259,8 +259,10 @@ typedef struct idem_store_ops {
 	 * (release_prefix) or a takeover removes one.  Safe to run anywhere
 	 * at any time. */
 	idem_err (*purge)(idem_store *s, unsigned max, unsigned *purged);
-	/* Fills *st; a store that cannot count cheaply leaves zeros. */
-	void (*stats)(idem_store *s, idem_store_stats *st);
+	/* Fills *st (zeroed by the caller); a store that cannot count
+	 * cheaply leaves zeros.  Returns IDEM_OK, or IDEM_ERR_STORE when it
+	 * could not count (what *st holds then means nothing). */
+	idem_err (*stats)(idem_store *s, idem_store_stats *st);
 	/* Frees the store. */
 	void (*close)(idem_store *s);
 	/*
@@ -284,6 +286,32 @@ typedef struct idem_store_ops {
 	 * IDEM_ERR_STORE. */
 	idem_err (*census)(idem_store *s, uint64_t inflight_ttl_ms,
 	    idem_store_census *out);
+	/*
+	 * Lists the records of unknown outcome (past their expiry too, until
+	 * purged), the one marked longest ago (the oldest lease) first: at
+	 * most max of them (max at least 1) into *keys and *recs, two
+	 * arrays of *n entries each (the same index is the same record;
+	 * caller frees both with free(), NULL when *n is 0); *more says
+	 * whether there were more than max.  Returns IDEM_OK, IDEM_ERR_NOMEM
+	 * or IDEM_ERR_STORE (nothing returned).
+	 */
+	idem_err (*list_unknown)(idem_store *s, size_t max,
+	    idem_store_key **keys, idem_store_record **recs, size_t *n,
+	    int *more);
+	/*
+	 * An operator's answer for rq's record of unknown outcome: with resp
+	 * (borrowed), stores it and marks the record committed, its expiry
+	 * unchanged (a commit needs the record not past it); with resp NULL,
+	 * deletes the record, so that the next retry runs the handler again.
+	 * Only if the record is still unknown and its owner is rq's owner (the
+	 * one that marked it), in one conditional statement: a record
+	 * reconciled, resolved or taken meanwhile is not touched.  Reads rq's
+	 * key and owner.  Returns IDEM_OK, IDEM_ERR_NOT_FOUND (not so:
+	 * nothing changed), IDEM_ERR_TOO_LARGE (resp over the store's
+	 * limits), IDEM_ERR_BUSY (contention) or IDEM_ERR_STORE.
+	 */
+	idem_err (*resolve)(idem_store *s, idem_store_req *rq,
+	    const idem_stored_response *resp);
 } idem_store_ops;
 
 struct idem_metrics;
@@ -386,7 +414,9 @@ idem_err idem_store_checkpoint(idem_store *s, idem_store_req *rq,
     const idem_progress *p);
 idem_err idem_store_mark_unknown(idem_store *s, idem_store_req *rq);
 idem_err idem_store_purge(idem_store *s, unsigned max, unsigned *purged);
-void idem_store_stats_get(idem_store *s, idem_store_stats *st);
+/* Zeroes *st and fills it; IDEM_ERR_INVALID for a store without
+ * counts. */
+idem_err idem_store_stats_get(idem_store *s, idem_store_stats *st);
 idem_err idem_store_release_prefix(idem_store *s, const char *prefix,
     idem_store_key **keys, size_t *n);
 /* IDEM_ERR_INVALID for a store without the operation. */
@@ -394,6 +424,14 @@ idem_err idem_store_lookup(idem_store *s, const idem_store_key *k,
     idem_store_record *out);
 idem_err idem_store_census_get(idem_store *s, uint64_t inflight_ttl_ms,
     idem_store_census *out);
+/* The records of unknown outcome, as the list_unknown op (*keys, *recs
+ * caller frees); max 0 is IDEM_ERR_INVALID. */
+idem_err idem_store_list_unknown(idem_store *s, size_t max,
+    idem_store_key **keys, idem_store_record **recs, size_t *n, int *more);
+/* An operator's answer (resp) or release (resp NULL) of a record of
+ * unknown outcome, as the resolve op. */
+idem_err idem_store_resolve(idem_store *s, idem_store_req *rq,
+    const idem_stored_response *resp);
 /* Purges in batches of batch until one comes back short; *total says how
  * many records went.  Returns IDEM_OK or the first error. */
 idem_err idem_store_purge_all(idem_store *s, unsigned batch,

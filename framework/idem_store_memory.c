@@ -469,7 +469,7 @@ mem_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 	return err;
 }
 
-static void
+static idem_err
 mem_stats(idem_store *s, idem_store_stats *st)
 {
 	memory_store *ms = (memory_store *)s;
@@ -490,21 +490,13 @@ mem_stats(idem_store *s, idem_store_stats *st)
 			    now - r->reserved_at > st->unknown_age_ms)
 				st->unknown_age_ms = now - r->reserved_at;
 	pthread_mutex_unlock(&ms->lock);
+	return IDEM_OK;
 }
 
-static idem_err
-mem_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
+/* Fills *out (zeroed) with what r holds, at now.  Under ms->lock. */
+static void
+fill_record(const record *r, uint64_t now, idem_store_record *out)
 {
-	memory_store *ms = (memory_store *)s;
-	uint64_t now;
-	record *r;
-
-	pthread_mutex_lock(&ms->lock);
-	now = idem_now_ms();
-	if ((r = find(ms, k)) == NULL) {
-		pthread_mutex_unlock(&ms->lock);
-		return IDEM_ERR_NOT_FOUND;
-	}
 	out->state = r->state;
 	memcpy(out->phase, r->progress.phase, sizeof(out->phase));
 	memcpy(out->fingerprint, r->fp, 32);
@@ -523,8 +515,114 @@ mem_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 		out->headers_len = r->resp.headers_len;
 		out->body_len = r->resp.body_len;
 	}
+}
+
+static idem_err
+mem_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
+{
+	memory_store *ms = (memory_store *)s;
+	uint64_t now;
+	record *r;
+
+	pthread_mutex_lock(&ms->lock);
+	now = idem_now_ms();
+	if ((r = find(ms, k)) == NULL) {
+		pthread_mutex_unlock(&ms->lock);
+		return IDEM_ERR_NOT_FOUND;
+	}
+	fill_record(r, now, out);
 	pthread_mutex_unlock(&ms->lock);
 	return IDEM_OK;
+}
+
+/* The records of unknown outcome by lease, the oldest first (qsort). */
+static int
+by_lease(const void *a, const void *b)
+{
+	const record *x = *(record *const *)a, *y = *(record *const *)b;
+
+	return x->lease_at < y->lease_at ? -1 : x->lease_at > y->lease_at;
+}
+
+static idem_err
+mem_list_unknown(idem_store *s, size_t max, idem_store_key **keys,
+    idem_store_record **recs, size_t *n, int *more)
+{
+	memory_store *ms = (memory_store *)s;
+	record **all = NULL, *r;
+	size_t count = 0, i;
+	uint64_t now;
+
+	pthread_mutex_lock(&ms->lock);
+	now = idem_now_ms();
+	/* every unknown record is on the expiring list; ms->unknown of them */
+	if (ms->unknown > 0 && (all = malloc((size_t)ms->unknown *
+	    sizeof(*all))) == NULL) {
+		pthread_mutex_unlock(&ms->lock);
+		return IDEM_ERR_NOMEM;
+	}
+	DL_FOREACH(ms->expiring, r)
+		if (r->state == IDEM_RECORD_UNKNOWN && count < ms->unknown)
+			all[count++] = r;
+	if (count > 0)
+		qsort(all, count, sizeof(*all), by_lease);
+	*more = count > max;
+	if (count > max)
+		count = max;
+	if (count > 0 && ((*keys = calloc(count, sizeof(**keys))) == NULL ||
+	    (*recs = calloc(count, sizeof(**recs))) == NULL)) {
+		pthread_mutex_unlock(&ms->lock);
+		free(all);
+		free(*keys);
+		*keys = NULL;
+		*more = 0;
+		return IDEM_ERR_NOMEM;
+	}
+	for (i = 0; i < count; i++) {
+		memcpy((*keys)[i].scope, all[i]->k.bytes, 32);
+		(*keys)[i].key_len = all[i]->k.len - 32;
+		memcpy((*keys)[i].key, all[i]->k.bytes + 32,
+		    (*keys)[i].key_len);
+		fill_record(all[i], now, &(*recs)[i]);
+	}
+	*n = count;
+	pthread_mutex_unlock(&ms->lock);
+	free(all);
+	return IDEM_OK;
+}
+
+static idem_err
+mem_resolve(idem_store *s, idem_store_req *rq,
+    const idem_stored_response *resp)
+{
+	memory_store *ms = (memory_store *)s;
+	idem_stored_response copy;
+	record *r;
+	int done = 0;
+
+	memset(&copy, 0, sizeof(copy));
+	if (resp != NULL && answer_copy(&copy, resp) != IDEM_OK)
+		return IDEM_ERR_STORE;
+	pthread_mutex_lock(&ms->lock);
+	r = find(ms, &rq->key);
+	if (r != NULL && r->state == IDEM_RECORD_UNKNOWN &&
+	    strcmp(r->owner, rq->owner) == 0) {
+		if (resp == NULL) {
+			drop(ms, r);
+			done = 1;
+		} else if (r->expires_at > idem_now_ms()) {
+			/* still on the expiring list, at its place: its
+			 * expiry is unchanged */
+			r->state = IDEM_RECORD_COMMITTED;
+			ms->unknown--;
+			r->resp = copy;
+			memset(&copy, 0, sizeof(copy));
+			done = 1;
+		}
+	}
+	pthread_mutex_unlock(&ms->lock);
+	answer_free(&copy);
+	return done ? IDEM_OK : IDEM_ERR_NOT_FOUND;
 }
 
 static idem_err
@@ -603,6 +701,8 @@ static const idem_store_ops memory_ops = {
 	.release_prefix = mem_release_prefix,
 	.lookup = mem_lookup,
 	.census = mem_census,
+	.list_unknown = mem_list_unknown,
+	.resolve = mem_resolve,
 };
 
 idem_err

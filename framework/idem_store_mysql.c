@@ -10,6 +10,7 @@
  *            owner (takeover) or the expiry (reuse).
  *   commit   UPDATE ... WHERE owner = ?      release  DELETE ... WHERE owner = ?
  *   renew    UPDATE ... WHERE owner = ?      purge    DELETE ... LIMIT ?
+ *   resolve  UPDATE or DELETE ... WHERE state = 'unknown' AND owner = ?
  *
  * A statement that fails because the connection was lost (the database
  * restarted) is retried once on a fresh connection; the owner checks make
@@ -201,6 +202,10 @@ causal_of(int i)
 		return S_CHECKPOINT_CAUSAL;
 	case S_UNKNOWN:
 		return S_UNKNOWN_CAUSAL;
+	case S_RESOLVE:
+		return S_RESOLVE_CAUSAL;
+	case S_RESOLVE_RELEASE:
+		return S_RESOLVE_RELEASE_CAUSAL;
 	}
 	return S_RENEW_CAUSAL;
 }
@@ -224,13 +229,19 @@ applied(int i, const row *r, const char *owner)
 	case S_UNKNOWN:
 		/* nobody holds it after: unknown it is, whoever marked it */
 		return r->found && r->state == IDEM_RECORD_UNKNOWN;
+	case S_RESOLVE:
+		return ours && r->state == IDEM_RECORD_COMMITTED;
+	case S_RESOLVE_RELEASE:
+		/* gone; a row there now (reconciled, or a new request's
+		 * after ours went) counts as changed meanwhile */
+		return !r->found;
 	}
 	return 0;
 }
 
 /*
  * The owner-checked statements: commit, release (and pause), renew,
- * checkpoint, mark unknown.  One that matches
+ * checkpoint, mark unknown, and an operator's resolve.  One that matches
  * no row is run again causally before it counts as fenced: on Galera the
  * first may have run on a node that had not yet applied our reservation
  * (made through another node), and the second waits until it has.  That
@@ -335,6 +346,35 @@ my_mark_unknown(idem_store *s, idem_store_req *rq)
 	return owned((mysql_store *)s, S_UNKNOWN, &p, rq);
 }
 
+/* An operator's answer (resp) for rq's record of unknown outcome, or its
+ * deletion (resp NULL): see the resolve op. */
+static idem_err
+my_resolve(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
+{
+	mysql_store *ms = (mysql_store *)s;
+	long long status;
+	uint64_t size;
+	params p;
+	idem_err err;
+
+	idem_my_p_init(&p);
+	if (resp == NULL)
+		return owned(ms, S_RESOLVE_RELEASE, &p, rq);
+	status = resp->status;
+	size = (uint64_t)resp->headers_len + resp->body_len;
+	if (idem_my_over_packet(ms, size))
+		return IDEM_ERR_TOO_LARGE;
+	idem_my_p_ll(&p, &status);
+	idem_my_p_blob(&p, resp->headers != NULL ? resp->headers : "",
+	    resp->headers_len);
+	idem_my_p_blob(&p, resp->body != NULL ? resp->body : "",
+	    resp->body_len);
+	err = owned(ms, S_RESOLVE, &p, rq);
+	if (err == IDEM_ERR_STORE && idem_my_over_packet(ms, size))
+		err = IDEM_ERR_TOO_LARGE;
+	return err;
+}
+
 static idem_err
 my_renew(idem_store *s, idem_store_req *rq)
 {
@@ -383,6 +423,8 @@ static const idem_store_ops mysql_ops = {
 	.release_prefix = idem_my_release_prefix,
 	.lookup = idem_my_lookup,
 	.census = idem_my_census,
+	.list_unknown = idem_my_list_unknown,
+	.resolve = my_resolve,
 };
 
 /* Sets the store's limits from the schema's columns and the server's

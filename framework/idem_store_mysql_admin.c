@@ -87,26 +87,30 @@ idem_my_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 	return idem_my_exec_count(ms, S_RELEASE_BY, &p, &gone, NULL);
 }
 
-void
+idem_err
 idem_my_stats(idem_store *s, idem_store_stats *st)
 {
 	long long v[4] = { 0, 0, 0, 0 };
 	MYSQL_BIND b[4];
 	my_bool null[4];
 	params p;
+	idem_err err;
 	int found, i;
 
 	memset(null, 0, sizeof(null));
 	for (i = 0; i < 4; i++)
 		idem_my_r_ll(&b[i], &v[i], &null[i]);
 	idem_my_p_init(&p);
-	if (idem_my_fetch_one((mysql_store *)s, S_STATS, &p, b, &found) !=
-	    IDEM_OK || !found)
-		return;
+	if ((err = idem_my_fetch_one((mysql_store *)s, S_STATS, &p, b, &found))
+	    != IDEM_OK)
+		return err;
+	if (!found)
+		return IDEM_ERR_STORE;
 	st->entries = (uint64_t)v[0];
 	st->in_flight = (uint64_t)v[1];
 	st->unknown = (uint64_t)v[2];
 	st->unknown_age_ms = v[3] > 0 ? (uint64_t)v[3] / 1000 : 0;
+	return IDEM_OK;
 }
 
 /* ------------------------------------------------------ administration */
@@ -238,4 +242,144 @@ idem_my_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
 		out->oldest_lease_age_ms = lease > 0 ? (uint64_t)lease / 1000 : 0;
 	}
 	return IDEM_OK;
+}
+
+/* The columns of one row of S_LIST_UNKNOWN, fetched into. */
+typedef struct unknown_row {
+	MYSQL_BIND b[12];
+	unsigned long len[12];
+	my_bool null[12];
+	idem_store_key key;
+	idem_store_record rec;
+	long long age_res, age_lease, exp_in;
+} unknown_row;
+
+/* Binds the columns of S_LIST_UNKNOWN into u. */
+static void
+bind_unknown(unknown_row *u)
+{
+	idem_store_record *r = &u->rec;
+
+	memset(u, 0, sizeof(*u));
+	idem_my_r_buf(&u->b[0], MYSQL_TYPE_BLOB, u->key.scope, 32, &u->len[0],
+	    &u->null[0]);
+	idem_my_r_buf(&u->b[1], MYSQL_TYPE_BLOB, u->key.key, IDEM_KEY_MAX,
+	    &u->len[1], &u->null[1]);
+	idem_my_r_buf(&u->b[2], MYSQL_TYPE_BLOB, r->fingerprint, 32, &u->len[2],
+	    &u->null[2]);
+	idem_my_r_buf(&u->b[3], MYSQL_TYPE_STRING, r->owner, sizeof(r->owner),
+	    &u->len[3], &u->null[3]);
+	idem_my_r_buf(&u->b[4], MYSQL_TYPE_STRING, r->request_id,
+	    sizeof(r->request_id), &u->len[4], &u->null[4]);
+	idem_my_r_buf(&u->b[5], MYSQL_TYPE_STRING, r->phase, sizeof(r->phase),
+	    &u->len[5], &u->null[5]);
+	idem_my_r_buf(&u->b[6], MYSQL_TYPE_STRING, r->reserved_at,
+	    sizeof(r->reserved_at), &u->len[6], &u->null[6]);
+	idem_my_r_buf(&u->b[7], MYSQL_TYPE_STRING, r->lease_at,
+	    sizeof(r->lease_at), &u->len[7], &u->null[7]);
+	idem_my_r_buf(&u->b[8], MYSQL_TYPE_STRING, r->expires_at,
+	    sizeof(r->expires_at), &u->len[8], &u->null[8]);
+	idem_my_r_ll(&u->b[9], &u->age_res, &u->null[9]);
+	idem_my_r_ll(&u->b[10], &u->age_lease, &u->null[10]);
+	idem_my_r_ll(&u->b[11], &u->exp_in, &u->null[11]);
+}
+
+/* Makes the fetched row u a record (NUL-terminated, ages in ms). */
+static void
+finish_unknown(unknown_row *u)
+{
+	idem_store_record *r = &u->rec;
+
+	u->key.key_len = u->len[1] < IDEM_KEY_MAX ? u->len[1] : IDEM_KEY_MAX;
+	u->key.key[u->key.key_len] = '\0';
+	terminate(r->owner, sizeof(r->owner), u->len[3], u->null[3]);
+	terminate(r->request_id, sizeof(r->request_id), u->len[4], u->null[4]);
+	terminate(r->phase, sizeof(r->phase), u->len[5], u->null[5]);
+	terminate(r->reserved_at, sizeof(r->reserved_at), u->len[6],
+	    u->null[6]);
+	terminate(r->lease_at, sizeof(r->lease_at), u->len[7], u->null[7]);
+	terminate(r->expires_at, sizeof(r->expires_at), u->len[8], u->null[8]);
+	r->state = IDEM_RECORD_UNKNOWN;
+	r->reserved_age_ms = u->age_res > 0 ? (uint64_t)u->age_res / 1000 : 0;
+	r->lease_age_ms = u->age_lease > 0 ? (uint64_t)u->age_lease / 1000 : 0;
+	r->expires_in_ms = u->exp_in / 1000;
+}
+
+idem_err
+idem_my_list_unknown(idem_store *s, size_t max, idem_store_key **keys,
+    idem_store_record **recs, size_t *n, int *more)
+{
+	mysql_store *ms = (mysql_store *)s;
+	/* one row past max says there are more */
+	long long limit = max < 1000000 ? (long long)max + 1 : 1000001;
+	unknown_row *u;
+	idem_mysql_conn *c;
+	MYSQL_STMT *st;
+	size_t cap = 0, got = 0;
+	params p;
+	idem_err err;
+	int rc;
+
+	if ((u = malloc(sizeof(*u))) == NULL)
+		return IDEM_ERR_NOMEM;
+	idem_my_p_init(&p);
+	idem_my_p_ll(&p, &limit);
+	if ((err = idem_my_run(ms, S_LIST_UNKNOWN, &p, &c, NULL, NULL)) !=
+	    IDEM_OK) {
+		free(u);
+		return err;
+	}
+	st = c->stmts[S_LIST_UNKNOWN];
+	bind_unknown(u);
+	rc = mysql_stmt_bind_result(st, u->b) == 0 ? 0 : 1;
+	while (rc == 0 && ((rc = mysql_stmt_fetch(st)) == 0 ||
+	    rc == MYSQL_DATA_TRUNCATED)) {
+		rc = 0;
+		if (got++ >= max) {
+			*more = 1;
+			continue;
+		}
+		if (*n == cap) {
+			idem_store_key *k;
+			idem_store_record *r;
+			cap = cap ? cap * 2 : 16;
+			if (cap > max)
+				cap = max;
+			k = realloc(*keys, cap * sizeof(*k));
+			if (k != NULL)
+				*keys = k;
+			r = k != NULL ? realloc(*recs, cap * sizeof(*r)) : NULL;
+			if (r == NULL) {
+				err = IDEM_ERR_NOMEM;
+				break;
+			}
+			*recs = r;
+		}
+		finish_unknown(u);
+		(*keys)[*n] = u->key;
+		(*recs)[*n] = u->rec;
+		(*n)++;
+		/* the buffers are bound: clear them for the next row */
+		memset(&u->key, 0, sizeof(u->key));
+		memset(&u->rec, 0, sizeof(u->rec));
+	}
+	if (rc == 1) {
+		idem_mysql_check(c, mysql_stmt_errno(st));
+		idem_mysql_log_error(ms->pool, "fetch", st);
+		err = IDEM_ERR_STORE;
+	}
+	while (rc == 0 && mysql_stmt_fetch(st) == 0)
+		;
+	mysql_stmt_free_result(st);
+	idem_mysql_put(ms->pool, c);
+	free(u);
+	if (err != IDEM_OK) {
+		free(*keys);
+		free(*recs);
+		*keys = NULL;
+		*recs = NULL;
+		*n = 0;
+		*more = 0;
+	}
+	return err;
 }

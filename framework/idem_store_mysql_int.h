@@ -4,11 +4,12 @@
  *   idem_store_mysql_sql.c    the statements, their bindings and rows,
  *                             and the executor of pooled statements
  *   idem_store_mysql.c        the request-path operations (reserve,
- *                             commit, release, renew, purge) and opening
+ *                             commit, release, renew, purge), the
+ *                             owner-checked resolve, and opening
  *   idem_store_mysql_tx.c     the operations of transactional routes
  *   idem_store_mysql_admin.c  the operations of idemfcgi-admin and the
- *                             gauges (lookup, census, stats, a dead
- *                             worker's keys)
+ *                             gauges (lookup, census, stats, the records
+ *                             of unknown outcome, a dead worker's keys)
  */
 #ifndef IDEM_STORE_MYSQL_INT_H
 #define IDEM_STORE_MYSQL_INT_H
@@ -46,6 +47,8 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_SELECT_CAUSAL, S_COMMIT_CAUSAL, S_RELEASE_CAUSAL, S_RENEW_CAUSAL,
     S_RESUME, S_CHECKPOINT, S_CHECKPOINT_CAUSAL, S_UNKNOWN,
     S_UNKNOWN_CAUSAL, S_PAUSE, S_PAUSE_CAUSAL, S_PAUSE_BY, S_RECONCILE,
+    S_LIST_UNKNOWN, S_RESOLVE, S_RESOLVE_CAUSAL, S_RESOLVE_RELEASE,
+    S_RESOLVE_RELEASE_CAUSAL,
     NSTMT };
 
 /* Galera's causal read: the statement waits until the node has applied
@@ -95,6 +98,15 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     " - INTERVAL ? MICROSECOND) AND expires_at > " NOW
 #define RENEW_ROW "UPDATE idempotency_keys SET lease_at = " NOW " WHERE " \
     PK " AND " HELD " AND owner = ?"
+/* an operator's answer for a record of unknown outcome, or its release
+ * (idemfcgi-admin resolve): owner-checked as the owner's own statements
+ * are, so a record reconciled, resolved or taken meanwhile is left alone;
+ * the answer keeps the record's expiry */
+#define RESOLVE_ROW "UPDATE idempotency_keys SET state = 'committed', " \
+    "status = ?, headers = ?, body = ? WHERE " PK " AND state = 'unknown' " \
+    "AND owner = ? AND expires_at > " NOW
+#define RESOLVE_RELEASE_ROW "DELETE FROM idempotency_keys WHERE " PK " AND " \
+    "state = 'unknown' AND owner = ?"
 #define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
 #define AGE(col) "TIMESTAMPDIFF(MICROSECOND, " col ", " NOW ")"
 #define LOOKUP_ROW "SELECT state, fingerprint, owner, request_id, " \
@@ -102,6 +114,14 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     AGE("reserved_at") ", " AGE("lease_at") ", TIMESTAMPDIFF(" \
     "MICROSECOND, " NOW ", expires_at), status, LENGTH(headers), " \
     "LENGTH(body), phase FROM idempotency_keys WHERE " PK
+/* the records of unknown outcome, the one marked longest ago first (a
+ * scan: idemfcgi-admin unknown); at most ? rows */
+#define LIST_UNKNOWN_ROWS "SELECT scope_hash, idem_key, fingerprint, " \
+    "owner, request_id, phase, " UTC("reserved_at") ", " UTC("lease_at") \
+    ", " UTC("expires_at") ", " AGE("reserved_at") ", " AGE("lease_at") \
+    ", TIMESTAMPDIFF(MICROSECOND, " NOW ", expires_at) FROM " \
+    "idempotency_keys WHERE state = 'unknown' ORDER BY lease_at, " \
+    "scope_hash, idem_key LIMIT ?"
 
 typedef struct mysql_store {
 	idem_store base;
@@ -237,12 +257,15 @@ idem_my_select_ints(mysql_store *ms, int i, long long *a, long long *b2);
 idem_err
 idem_my_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
     size_t *n);
-void
+idem_err
 idem_my_stats(idem_store *s, idem_store_stats *st);
 idem_err
 idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out);
 idem_err
 idem_my_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out);
+idem_err
+idem_my_list_unknown(idem_store *s, size_t max, idem_store_key **keys,
+    idem_store_record **recs, size_t *n, int *more);
 
 /* idem_store_mysql_tx.c: the store's transaction operations */
 extern const struct idem_store_tx_ops idem_my_tx_ops;

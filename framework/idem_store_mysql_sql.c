@@ -94,22 +94,29 @@ const char *const idem_my_sql[NSTMT] = {
 	[S_CHECKPOINT_CAUSAL] = CAUSAL_WRITE CHECKPOINT_ROW,
 	[S_UNKNOWN_CAUSAL] = CAUSAL_WRITE UNKNOWN_ROW,
 	[S_PAUSE_CAUSAL] = CAUSAL_WRITE PAUSE_ROW,
+	/* idemfcgi-admin unknown and resolve */
+	[S_LIST_UNKNOWN] = LIST_UNKNOWN_ROWS,
+	[S_RESOLVE] = RESOLVE_ROW,
+	[S_RESOLVE_CAUSAL] = CAUSAL_WRITE RESOLVE_ROW,
+	[S_RESOLVE_RELEASE] = RESOLVE_RELEASE_ROW,
+	[S_RESOLVE_RELEASE_CAUSAL] = CAUSAL_WRITE RESOLVE_RELEASE_ROW,
 };
 
 /*
  * With [mysql] causal-reads, the statements that decide (a reservation's
  * INSERT, see lock_wait_insert, and its read of the row it found: replay,
- * in flight or takeover; idemfcgi-admin's show; the read that learns a
- * lost COMMIT's outcome always is) wait until the node has applied what
- * the cluster committed before them (wsrep_sync_wait): a replay then never
- * answers IN_FLIGHT for a key another node has just committed.  (Inside a
- * transaction, past its first statement, Galera does not wait: the
- * transactional path's read is causal through its INSERT.)  Without
- * Galera the setting does nothing.
+ * in flight or takeover; idemfcgi-admin's show and unknown; the read that
+ * learns a lost COMMIT's outcome always is) wait until the node has
+ * applied what the cluster committed before them (wsrep_sync_wait): a
+ * replay then never answers IN_FLIGHT for a key another node has just
+ * committed.  (Inside a transaction, past its first statement, Galera
+ * does not wait: the transactional path's read is causal through its
+ * INSERT.)  Without Galera the setting does nothing.
  */
 static const char *const causal_sql[NSTMT] = {
 	[S_SELECT] = CAUSAL SELECT_ROW,
 	[S_LOOKUP] = CAUSAL LOOKUP_ROW,
+	[S_LIST_UNKNOWN] = CAUSAL LIST_UNKNOWN_ROWS,
 };
 
 /* The statements of a store made from cfg: sql, or with causal-reads the
@@ -162,7 +169,8 @@ idem_my_set_lock_waits(const idem_config *cfg, uint64_t *waits)
 	    S_RELEASE, S_RENEW, S_PURGE, S_RELEASE_BY, S_SELECT_LOCKED,
 	    S_COMMIT_CAUSAL, S_RELEASE_CAUSAL, S_RENEW_CAUSAL, S_RESUME,
 	    S_CHECKPOINT, S_CHECKPOINT_CAUSAL, S_UNKNOWN, S_UNKNOWN_CAUSAL,
-	    S_PAUSE, S_PAUSE_CAUSAL, S_PAUSE_BY, S_RECONCILE };
+	    S_PAUSE, S_PAUSE_CAUSAL, S_PAUSE_BY, S_RECONCILE, S_RESOLVE,
+	    S_RESOLVE_CAUSAL, S_RESOLVE_RELEASE, S_RESOLVE_RELEASE_CAUSAL };
 	size_t i;
 
 	memset(waits, 0, NSTMT * sizeof(*waits));

@@ -254,6 +254,346 @@ Test(admin, show_release_purge)
 	cr_expect_eq(harness_stop(&h), 0);
 }
 
+static void refused(const char *conf, const char *args, int rc,
+    const char *text);
+
+/* Runs sql on the program's MariaDB, ignoring what it returns. */
+static void
+sql(const char *text)
+{
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	free(mariadb_sql(&m, text));
+}
+
+/* Makes key's committed record one of unknown outcome of owner, marked
+ * minutes ago, with the checkpoint phase (NULL: none): what a handler
+ * that returned IDEM_ERR_OUTCOME_UNKNOWN leaves. */
+static void
+make_unknown(const char *key, const char *owner, int minutes,
+    const char *phase)
+{
+	char text[600];
+
+	snprintf(text, sizeof(text), "UPDATE idempotency_keys SET state = "
+	    "'unknown', owner = '%s', status = NULL, headers = NULL, body = "
+	    "NULL, phase = %s%s%s, lease_at = UTC_TIMESTAMP(6) - INTERVAL %d "
+	    "MINUTE, reserved_at = lease_at WHERE idem_key = '%s'", owner,
+	    phase != NULL ? "'" : "", phase != NULL ? phase : "NULL",
+	    phase != NULL ? "'" : "", minutes, key);
+	sql(text);
+}
+
+/* The object of key in the "unknown" array of doc, or NULL; *at gets its
+ * index. */
+static json_t *
+listed(json_t *doc, const char *key, size_t *at)
+{
+	json_t *r;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "unknown"), i, r) {
+		const char *k = json_string_value(json_object_get(r, "key"));
+		if (k != NULL && strcmp(k, key) == 0) {
+			*at = i;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Records of unknown outcome: unknown lists them, the one marked longest
+ * ago first, bounded by --limit, and the metrics count them; resolve
+ * refuses without --yes, for another owner and for a record that is not
+ * unknown; --commit stores an answer that the retry of the same request
+ * gets replayed; --release deletes the record, and the retry runs the
+ * handler again.
+ */
+Test(admin, unknown_and_resolve)
+{
+	harness h;
+	char kc[64], kr[64], kn[64], args[600], body[128], *out, *err, *st,
+	    *text;
+	const char *answer = "{\"charged\":true,\"by\":\"operator\"}";
+	json_t *doc, *r;
+	size_t ic = 0, ir = 0;
+	call c;
+	FILE *fp;
+	int rc;
+
+	snprintf(kc, sizeof(kc), "%s", call_key("adm-unk-commit"));
+	snprintf(kr, sizeof(kr), "%s", call_key("adm-unk-release"));
+	snprintf(kn, sizeof(kn), "%s", call_key("adm-unk-none"));
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .mysql = 1,
+	    .idem = "inflight-ttl = 1s\nscope = header:X-Api-Key",
+	    .rest = "[metrics]\nenabled = true\n" }), 0);
+	cr_expect_eq(send_as_alice(h.addr, "/testkit/echo", kc).status, 201);
+	cr_expect_eq(send_as_alice(h.addr, "/testkit/echo", kr).status, 201);
+	cr_expect_eq(send_as_alice(h.addr, "/testkit/echo", kn).status, 201);
+	make_unknown(kc, "0123456789abcdef.unk1", 20, "charging");
+	make_unknown(kr, "0123456789abcdef.unk2", 10, NULL);
+	/* a retry learns the outcome is unknown; nothing runs */
+	c = send_as_alice(h.addr, "/testkit/echo", kc);
+	cr_expect_eq(c.status, 503);
+	cr_expect_str_eq(c.code, "IDEMPOTENCY_OUTCOME_UNKNOWN");
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", kc), 1);
+
+	/* listed, the one marked longest ago first */
+	doc = admin_json(h.conf, "unknown", &rc);
+	cr_expect_eq(rc, 0);
+	cr_assert_not_null(doc);
+	cr_expect(json_is_false(json_object_get(doc, "more")));
+	cr_expect_eq(json_integer_value(json_object_get(doc, "limit")), 1000);
+	r = listed(doc, kc, &ic);
+	cr_assert_not_null(r, "%s not listed", kc);
+	cr_assert_not_null(listed(doc, kr, &ir), "%s not listed", kr);
+	cr_expect_null(listed(doc, kn, &ir), "a committed record is listed");
+	cr_assert_not_null(listed(doc, kr, &ir));
+	cr_expect_lt(ic, ir);
+	cr_expect_str_eq(json_string_value(json_object_get(r, "owner")),
+	    "0123456789abcdef.unk1");
+	cr_expect_str_eq(json_string_value(json_object_get(r, "phase")),
+	    "charging");
+	cr_expect_eq(strlen(json_string_value(json_object_get(r, "key_hash"))),
+	    16);
+	cr_expect_gt(strlen(json_string_value(json_object_get(r,
+	    "request_id"))), 0);
+	cr_expect_geq(json_integer_value(json_object_get(r, "lease_age_ms")),
+	    20 * 60000 - 5000);
+	cr_expect_gt(json_integer_value(json_object_get(r, "expires_in_ms")),
+	    0);
+	cr_expect(json_is_string(json_object_get(r, "expires_at")));
+	json_decref(doc);
+	/* bounded, and it says so */
+	doc = admin_json(h.conf, "unknown --limit 1", &rc);
+	cr_expect_eq(rc, 0);
+	cr_assert_not_null(doc);
+	cr_expect_eq(json_array_size(json_object_get(doc, "unknown")), 1);
+	cr_expect(json_is_true(json_object_get(doc, "more")));
+	json_decref(doc);
+	cr_expect_eq(admin(h.conf, "unknown", &out, &err), 0, "%s", err);
+	cr_expect(strstr(out, "record(s) of unknown outcome, the one marked "
+	    "longest ago first") != NULL, "%s", out);
+	cr_expect(strstr(out, kc) != NULL && strstr(out, kr) != NULL &&
+	    strstr(out, kc) < strstr(out, kr), "%s", out);
+	cr_expect(strstr(out, "charging") != NULL, "%s", out);
+	cr_expect(strstr(out, "0123456789abcdef.unk1") != NULL, "%s", out);
+	free(out);
+	free(err);
+	cr_expect_eq(admin(h.conf, "unknown --limit 1", &out, &err), 0);
+	cr_expect(strstr(out, "more than 1 record(s) of unknown outcome") !=
+	    NULL, "%s", out);
+	free(out);
+	free(err);
+
+	/* the metrics count them, and the oldest's age */
+	text = harness_scrape(&h);
+	cr_assert_not_null(text);
+	cr_expect_geq(harness_metric(text,
+	    "idemfcgi_idempotency_unknown_records"), 2, "%s", text);
+	cr_expect_geq(harness_metric(text,
+	    "idemfcgi_idempotency_unknown_oldest_seconds"), 20 * 60 - 5);
+	free(text);
+
+	/* refused: not unknown, another owner, without --yes */
+	snprintf(args, sizeof(args), "resolve %s --scope alice --commit 200 "
+	    "--yes", kn);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 1);
+	cr_expect(strstr(err, "is committed") != NULL, "%s", err);
+	free(out);
+	free(err);
+	snprintf(args, sizeof(args), "resolve %s --scope alice --release "
+	    "--yes", kn);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 1);
+	cr_expect(strstr(err, "only records of unknown outcome") != NULL, "%s",
+	    err);
+	free(out);
+	free(err);
+	st = row_state(kn);
+	cr_expect_str_eq(st, "committed");
+	free(st);
+	snprintf(args, sizeof(args), "resolve %s --scope alice --commit 202 "
+	    "--yes --owner 0123456789abcdef.unk2", kc);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 1);
+	cr_expect(strstr(err, "not resolved") != NULL, "%s", err);
+	free(out);
+	free(err);
+	snprintf(body, sizeof(body), "/tmp/idemfcgi-admin-body-%ld",
+	    (long)getpid());
+	fp = fopen(body, "w");
+	cr_assert_not_null(fp);
+	fputs(answer, fp);
+	fclose(fp);
+	snprintf(args, sizeof(args), "resolve %s --scope alice --commit 202 "
+	    "--body %s", kc, body);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 1);
+	cr_expect(strstr(out, "state:        unknown") != NULL, "%s", out);
+	cr_expect(strstr(out, "marked at:") != NULL, "%s", out);
+	cr_expect(strstr(err, "would store status 202") != NULL, "%s", err);
+	cr_expect(strstr(err, "--yes") != NULL, "%s", err);
+	free(out);
+	free(err);
+	st = row_state(kc);
+	cr_expect_str_eq(st, "unknown");
+	free(st);
+
+	/* --commit: the retry of the same request gets that answer */
+	snprintf(args, sizeof(args), "resolve %s --scope alice --commit 202 "
+	    "--body %s --content-type application/json --owner "
+	    "0123456789abcdef.unk1 --yes", kc, body);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 0, "%s", err);
+	cr_expect(strstr(out, "status 202 stored as its answer") != NULL, "%s",
+	    out);
+	free(out);
+	free(err);
+	st = row_state(kc);
+	cr_expect_str_eq(st, "committed");
+	free(st);
+	c = send_as_alice(h.addr, "/testkit/echo", kc);
+	cr_expect_eq(c.status, 202);
+	cr_expect_str_eq(c.replayed, "true");
+	cr_expect_str_eq(c.body_out, answer);
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", kc), 1,
+	    "the handler did not run again");
+	/* and once only */
+	snprintf(args, sizeof(args), "resolve %s --scope alice --commit 202 "
+	    "--yes", kc);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 1);
+	cr_expect(strstr(err, "is committed") != NULL, "%s", err);
+	free(out);
+	free(err);
+
+	/* --release: shown without --yes; then gone, and the retry runs */
+	snprintf(args, sizeof(args), "resolve %s --scope alice --release", kr);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 1);
+	cr_expect(strstr(err, "the next retry runs the handler again") !=
+	    NULL, "%s", err);
+	free(out);
+	free(err);
+	doc = admin_json(h.conf, args, &rc);
+	json_decref(doc);
+	cr_expect_eq(rc, 1);
+	snprintf(args, sizeof(args), "resolve %s --scope alice --release "
+	    "--yes", kr);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 0, "%s", err);
+	cr_expect(strstr(out, "the next retry runs the handler again") !=
+	    NULL, "%s", out);
+	free(out);
+	free(err);
+	st = row_state(kr);
+	cr_expect_str_eq(st, "");
+	free(st);
+	c = send_as_alice(h.addr, "/testkit/echo", kr);
+	cr_expect_eq(c.status, 201);
+	cr_expect_str_eq(c.replayed, "");
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", kr), 2);
+	snprintf(args, sizeof(args), "resolve %s --scope alice --release "
+	    "--yes", kr);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 1);
+	cr_expect(strstr(err, "only records of unknown outcome") != NULL, "%s",
+	    err);
+	free(out);
+	free(err);
+	/* neither is listed any more */
+	doc = admin_json(h.conf, "unknown", &rc);
+	cr_assert_not_null(doc);
+	cr_expect_null(listed(doc, kc, &ic));
+	cr_expect_null(listed(doc, kr, &ir));
+	json_decref(doc);
+	unlink(body);
+	cr_expect_eq(harness_stop(&h), 0);
+}
+
+/* Writes n bytes of 'x' to path. */
+static void
+write_body(const char *path, size_t n)
+{
+	FILE *fp = fopen(path, "w");
+
+	cr_assert_not_null(fp);
+	while (n-- > 0)
+		fputc('x', fp);
+	fclose(fp);
+}
+
+/* resolve as JSON, and a commit without a body; a body the store would
+ * not take is refused; an expired record of unknown outcome has no answer
+ * to store, but may be released. */
+Test(admin, resolve_json_and_expired)
+{
+	harness h;
+	char kj[64], kx[64], args[400], text[300], body[128], *st;
+	json_t *doc;
+	call c;
+	int rc;
+
+	snprintf(kj, sizeof(kj), "%s", call_key("adm-unk-json"));
+	snprintf(kx, sizeof(kx), "%s", call_key("adm-unk-expired"));
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .mysql = 1,
+	    .idem = "inflight-ttl = 1s\nscope = header:X-Api-Key\n"
+	    "max-response = 1k" }), 0);
+	cr_expect_eq(send_as_alice(h.addr, "/testkit/echo", kj).status, 201);
+	cr_expect_eq(send_as_alice(h.addr, "/testkit/echo", kx).status, 201);
+	make_unknown(kj, "0123456789abcdef.unk3", 1, NULL);
+	make_unknown(kx, "0123456789abcdef.unk4", 1, NULL);
+	snprintf(text, sizeof(text), "UPDATE idempotency_keys SET expires_at = "
+	    "UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE WHERE idem_key = '%s'", kx);
+	sql(text);
+	/* within max-response, headers and all */
+	snprintf(body, sizeof(body), "/tmp/idemfcgi-admin-big-%ld",
+	    (long)getpid());
+	write_body(body, 2000);
+	snprintf(args, sizeof(args), "resolve %s --scope alice --commit 200 "
+	    "--body %s --yes", kj, body);
+	refused(h.conf, args, 2, "is over the 1024 bytes an answer may hold");
+	write_body(body, 1000);
+	refused(h.conf, args, 2, "cannot be stored: it is over max-response");
+	unlink(body);
+	snprintf(args, sizeof(args), "resolve %s --scope alice --commit 200 "
+	    "--body /nonexistent/body --yes", kj);
+	refused(h.conf, args, 2, "cannot read --body /nonexistent/body");
+	st = row_state(kj);
+	cr_expect_str_eq(st, "unknown");
+	free(st);
+	snprintf(args, sizeof(args), "resolve %s --scope alice --commit 204 "
+	    "--yes", kj);
+	doc = admin_json(h.conf, args, &rc);
+	cr_expect_eq(rc, 0);
+	cr_assert_not_null(doc);
+	cr_expect_str_eq(json_string_value(json_object_get(doc, "resolved")),
+	    kj);
+	cr_expect_str_eq(json_string_value(json_object_get(doc, "action")),
+	    "commit");
+	cr_expect_eq(json_integer_value(json_object_get(doc, "status")), 204);
+	cr_expect_str_eq(json_string_value(json_object_get(doc, "owner")),
+	    "0123456789abcdef.unk3");
+	json_decref(doc);
+	c = send_as_alice(h.addr, "/testkit/echo", kj);
+	cr_expect_eq(c.status, 204);
+	cr_expect_str_eq(c.replayed, "true");
+	/* expired: no answer to store; released, it is gone */
+	snprintf(args, sizeof(args), "resolve %s --scope alice --commit 200 "
+	    "--yes", kx);
+	refused(h.conf, args, 1, "past its lifetime");
+	st = row_state(kx);
+	cr_expect_str_eq(st, "unknown");
+	free(st);
+	snprintf(args, sizeof(args), "resolve %s --scope alice --release --yes",
+	    kx);
+	doc = admin_json(h.conf, args, &rc);
+	cr_expect_eq(rc, 0);
+	cr_assert_not_null(doc);
+	cr_expect_str_eq(json_string_value(json_object_get(doc, "action")),
+	    "release");
+	json_decref(doc);
+	st = row_state(kx);
+	cr_expect_str_eq(st, "");
+	free(st);
+	cr_expect_eq(harness_stop(&h), 0);
+}
+
 /* Writes text to a config file in dir; returns its path (static). */
 static const char *
 conf_file(const char *text)
@@ -296,7 +636,7 @@ Test(admin, bad_arguments)
 	refused(conf, "show", 2, "show takes one KEY");
 	refused(conf, "release a b", 2, "release takes one KEY");
 	refused(conf, "stats extra", 2, "stats takes no argument");
-	refused(conf, "show x --yes", 2, "go with release only");
+	refused(conf, "show x --yes", 2, "go with release and resolve only");
 	refused(conf, "--bogus stats", 2, "unrecognized option");
 	refused(conf, "show not-a-uuid", 2, "not a valid key");
 	refused(conf, "show 0193a5c4-7f2e-7a31-9c1d-5e8f2b6a4d10 --scope x", 2,
@@ -305,6 +645,41 @@ Test(admin, bad_arguments)
 	    "no record");
 	refused(conf, "release 0193a5c4-7f2e-7a31-9c1d-5e8f2b6a4d10 --yes", 1,
 	    "nothing to release");
+	/* the records of unknown outcome, and their resolution */
+	refused(conf, "unknown x", 2, "unknown takes no argument");
+	refused(conf, "unknown --limit 0", 2, "--limit 0: give a number from 1 "
+	    "to 1000");
+	refused(conf, "unknown --limit 1001", 2, "--limit 1001");
+	refused(conf, "unknown --limit 5x", 2, "--limit 5x");
+	refused(conf, "show x --limit 5", 2, "--limit goes with unknown only");
+	refused(conf, "unknown --yes", 2, "go with release and resolve only");
+	refused(conf, "resolve", 2, "resolve takes one KEY");
+	refused(conf, "resolve k --yes", 2, "either --commit STATUS");
+	refused(conf, "resolve k --commit 200 --release", 2,
+	    "either --commit STATUS");
+	refused(conf, "resolve k --commit 99", 2, "from 100 to 599");
+	refused(conf, "resolve k --commit 600", 2, "from 100 to 599");
+	refused(conf, "resolve k --commit 2OO", 2, "from 100 to 599");
+	refused(conf, "resolve k --commit -200", 2, "from 100 to 599");
+	refused(conf, "resolve k --commit ''", 2, "from 100 to 599");
+	refused(conf, "resolve k --release --body /dev/null", 2,
+	    "go with --commit only");
+	refused(conf, "resolve k --commit 200 --content-type text/plain", 2,
+	    "goes with --body only");
+	refused(conf, "resolve k --commit 204 --body /dev/null", 2,
+	    "status 204 carries no body");
+	refused(conf, "resolve k --commit 200 --body /dev/null --content-type "
+	    "'text/plain\r\nX: y'", 2, "is not a media type");
+	refused(conf, "resolve k --commit 200 --body /dev/null --content-type "
+	    "plain", 2, "is not a media type");
+	refused(conf, "resolve k --commit 200 --force", 2,
+	    "--force goes with release only");
+	refused(conf, "show k --commit 200", 2, "go with resolve only");
+	refused(conf, "release k --release --yes", 2, "go with resolve only");
+	refused(conf, "resolve 0193a5c4-7f2e-7a31-9c1d-5e8f2b6a4d10 --commit "
+	    "200 --yes", 1, "nothing to resolve");
+	refused(conf, "resolve 0193a5c4-7f2e-7a31-9c1d-5e8f2b6a4d10 --commit "
+	    "200 --body /nonexistent/body --yes", 1, "nothing to resolve");
 	/* scoped keys need their principal */
 	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n"
 	    "scope = remote-user\n%s", my);

@@ -851,6 +851,11 @@ memory_instance_served_everything(harness *h)
 	cr_expect_geq(harness_metric(text,
 	    "idemfcgi_memory_store_evictions_total"), 1);
 	cr_expect_eq(harness_metric(text, "idemfcgi_worker_restarts_total"), 1);
+	/* no handler answered an unknown outcome */
+	cr_expect_eq(harness_metric(text,
+	    "idemfcgi_idempotency_unknown_records"), 0);
+	cr_expect_eq(harness_metric(text,
+	    "idemfcgi_idempotency_unknown_oldest_seconds"), 0);
 	return text;
 }
 
@@ -1130,6 +1135,11 @@ Test(monitoring, mysql_store, .timeout = 90)
 	cr_expect_eq(harness_route_outcome(tb, "POST", "/testkit/sleep/{ms}",
 	    "in_flight"), 1);
 	cr_expect_eq(harness_metric(ta, "idemfcgi_memory_store_entries"), -1);
+	/* the table's records of unknown outcome, on either instance */
+	cr_expect_geq(harness_metric(ta,
+	    "idemfcgi_idempotency_unknown_records"), 0);
+	cr_expect_geq(harness_metric(tb,
+	    "idemfcgi_idempotency_unknown_oldest_seconds"), 0);
 
 	promtool_accepts(ta, "MySQL store, the instance that was fenced");
 	promtool_accepts(tb, "MySQL store, the instance that took over");

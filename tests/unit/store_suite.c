@@ -931,3 +931,261 @@ Test(store, reconciling_record_stays_unknown, .init = open_store,
 	cr_expect_eq(reserve(&k, FP1, "o9", 30000, &rr), IDEM_RESERVE_COMMITTED);
 	idem_reserve_result_clear(&rr);
 }
+
+/* ------------------------------------- an operator and unknown outcomes */
+
+/* Makes k's record one of unknown outcome (marked by owner, then held
+ * by nobody: owner "") (fingerprint FP1,
+ * lifetime life_ms), with the progress of phase (NULL: none). */
+static void
+make_unknown(const idem_store_key *k, const char *owner, const char *phase,
+    uint64_t life_ms)
+{
+	idem_key_policy pol = { .lease_ms = 30000, .lifetime_ms = life_ms };
+	idem_store_req rq = { .policy = &pol };
+	idem_progress p = progress(phase != NULL ? phase : "", "{\"n\":1}");
+	idem_reserve_result rr;
+
+	test_req_fill(&rq, k, FP1, owner, "rid-of-owner");
+	cr_assert_eq(idem_store_reserve(st, &rq, &rr), IDEM_OK);
+	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	idem_reserve_result_clear(&rr);
+	if (phase != NULL)
+		cr_assert_eq(idem_store_checkpoint(st, &rq, &p), IDEM_OK);
+	cr_assert_eq(idem_store_mark_unknown(st, &rq), IDEM_OK);
+}
+
+/* The index of k in keys (n of them), or -1. */
+static long
+index_of(const idem_store_key *keys, size_t n, const idem_store_key *k)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (keys[i].key_len == k->key_len &&
+		    memcmp(keys[i].key, k->key, k->key_len) == 0 &&
+		    memcmp(keys[i].scope, k->scope, 32) == 0)
+			return (long)i;
+	return -1;
+}
+
+/* The records of unknown outcome are listed, the one marked longest ago
+ * first, bounded, with what an operator needs; no other record is. */
+Test(store, unknown_records_listed_oldest_first, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key k1 = key("list-unknown1", 3), k2 = key("list-unknown2",
+	    0), done = key("list-done", 0), busy = key("list-busy", 0), *keys;
+	idem_stored_response a = answer(201, "{}");
+	idem_store_record *recs;
+	idem_reserve_result rr;
+	long i1, i2;
+	size_t n;
+	int more;
+
+	make_unknown(&k1, "o1", "charging", 60000);
+	msleep(20);
+	make_unknown(&k2, "o2", NULL, 60000);
+	cr_expect_eq(reserve(&done, FP1, "o3", 30000, &rr),
+	    IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_commit(st, TEST_OWNED(&done, "o3", 60000), &a),
+	    IDEM_OK);
+	cr_expect_eq(reserve(&busy, FP1, "o4", 30000, &rr),
+	    IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_list_unknown(st, 1000000, &keys, &recs, &n,
+	    &more), IDEM_OK);
+	cr_expect_eq(more, 0);
+	i1 = index_of(keys, n, &k1);
+	i2 = index_of(keys, n, &k2);
+	cr_assert_geq(i1, 0);
+	cr_assert_geq(i2, 0);
+	cr_expect_lt(i1, i2, "the one marked first comes first");
+	cr_expect_lt(index_of(keys, n, &done), 0);
+	cr_expect_lt(index_of(keys, n, &busy), 0);
+	cr_expect_eq(recs[i1].state, IDEM_RECORD_UNKNOWN);
+	cr_expect_str_eq(recs[i1].owner, "", "held by nobody once marked");
+	cr_expect_str_eq(recs[i1].request_id, "rid-of-owner");
+	cr_expect_str_eq(recs[i1].phase, "charging");
+	cr_expect_str_eq(recs[i2].phase, "");
+	cr_expect_eq(memcmp(recs[i1].fingerprint, FP1, 32), 0);
+	cr_expect_eq(keys[i1].scope[0], 3);
+	cr_expect_geq(recs[i1].lease_age_ms, recs[i2].lease_age_ms);
+	cr_expect_lt(recs[i1].lease_age_ms, 30000);
+	cr_expect_gt(recs[i1].expires_in_ms, 0);
+	cr_expect_leq(recs[i1].expires_in_ms, 60000);
+	cr_expect_eq(strlen(recs[i1].lease_at), 27, "%s", recs[i1].lease_at);
+	cr_expect_eq(strlen(recs[i1].expires_at), 27);
+	free(keys);
+	free(recs);
+	/* bounded: one, and more to come */
+	cr_assert_eq(idem_store_list_unknown(st, 1, &keys, &recs, &n, &more),
+	    IDEM_OK);
+	cr_expect_eq(n, 1);
+	cr_expect_eq(more, 1);
+	free(keys);
+	free(recs);
+	cr_expect_eq(idem_store_list_unknown(st, 0, &keys, &recs, &n, &more),
+	    IDEM_ERR_INVALID);
+}
+
+/* An operator's answer for a record of unknown outcome is stored and
+ * replayed, with the record's expiry; a release deletes it, so the next
+ * retry runs; each only for a record still unknown and of the owner named:
+ * never a committed or in-flight record, nor another owner's, nor a
+ * commit of one past its expiry. */
+Test(store, resolve_commits_or_releases_unknown_only, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key kc = key("resolve-commit", 0),
+	    kr = key("resolve-release", 0), kx = key("resolve-expired", 0),
+	    done = key("resolve-done", 0), busy = key("resolve-busy", 0);
+	idem_stored_response a = answer(202, "{\"resolved\":true}"),
+	    first = answer(201, "{}");
+	idem_reserve_result rr;
+	idem_store_record rec;
+	int64_t expiry;
+
+	make_unknown(&kc, "o1", "charging", 60000);
+	make_unknown(&kr, "o2", NULL, 60000);
+	make_unknown(&kx, "o3", NULL, 300);
+	cr_expect_eq(reserve(&done, FP1, "o4", 30000, &rr),
+	    IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_commit(st, TEST_OWNED(&done, "o4", 60000),
+	    &first), IDEM_OK);
+	cr_expect_eq(reserve(&busy, FP1, "o5", 30000, &rr),
+	    IDEM_RESERVE_ACQUIRED);
+	/* not unknown, or not the owner's: nothing changes */
+	cr_expect_eq(idem_store_resolve(st, TEST_OWNED(&done, "o4", 0), &a),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_resolve(st, TEST_OWNED(&busy, "o5", 0), NULL),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_resolve(st, TEST_OWNED(&kc, "intruder", 0),
+	    &a), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_resolve(st, TEST_OWNED(&kr, "intruder", 0),
+	    NULL), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(reserve(&done, FP1, "o6", 30000, &rr),
+	    IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(rr.response.status, 201);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(reserve(&busy, FP1, "o6", 30000, &rr),
+	    IDEM_RESERVE_IN_FLIGHT);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(reserve(&kc, FP1, "o6", 30000, &rr), IDEM_RESERVE_UNKNOWN);
+	idem_reserve_result_clear(&rr);
+
+	/* committed: every retry of the request gets it, until the record's
+	 * own expiry */
+	cr_assert_eq(idem_store_lookup(st, &kc, &rec), IDEM_OK);
+	expiry = rec.expires_in_ms;
+	cr_expect_eq(idem_store_resolve(st, TEST_OWNED(&kc, "", 0), &a),
+	    IDEM_OK);
+	cr_expect_eq(reserve(&kc, FP1, "o7", 30000, &rr),
+	    IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(rr.response.status, 202);
+	cr_expect_eq(rr.response.body_len, a.body_len);
+	cr_expect_eq(memcmp(rr.response.body, a.body, a.body_len), 0);
+	cr_expect_eq(rr.response.headers_len, a.headers_len);
+	idem_reserve_result_clear(&rr);
+	cr_assert_eq(idem_store_lookup(st, &kc, &rec), IDEM_OK);
+	cr_expect_eq(rec.state, IDEM_RECORD_COMMITTED);
+	cr_expect_leq(rec.expires_in_ms, expiry, "its expiry is kept");
+	cr_expect_eq(rec.status, 202);
+	/* once: it is no longer unknown */
+	cr_expect_eq(idem_store_resolve(st, TEST_OWNED(&kc, "", 0), &a),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_resolve(st, TEST_OWNED(&kc, "", 0), NULL),
+	    IDEM_ERR_NOT_FOUND);
+
+	/* released: gone, and the next retry runs the handler */
+	cr_expect_eq(idem_store_resolve(st, TEST_OWNED(&kr, "", 0), NULL),
+	    IDEM_OK);
+	cr_expect_eq(idem_store_lookup(st, &kr, &rec), IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(reserve(&kr, FP1, "o8", 30000, &rr),
+	    IDEM_RESERVE_ACQUIRED);
+	idem_reserve_result_clear(&rr);
+
+	/* past its expiry there is nothing to commit; it may go */
+	msleep(500);
+	cr_expect_eq(idem_store_resolve(st, TEST_OWNED(&kx, "", 0), &a),
+	    IDEM_ERR_NOT_FOUND);
+	cr_expect_eq(idem_store_resolve(st, TEST_OWNED(&kx, "", 0), NULL),
+	    IDEM_OK);
+	cr_expect_eq(idem_store_lookup(st, &kx, &rec), IDEM_ERR_NOT_FOUND);
+}
+
+typedef struct resolve_racer {
+	idem_store_key k;
+	pthread_barrier_t *start;
+	int reconcile;              /* else resolve */
+	idem_err err;
+	idem_reserve_outcome outcome;
+} resolve_racer;
+
+/* One side of a race for a record of unknown outcome: the retry that takes
+ * it to reconcile, or the operator's answer. */
+static void *
+resolve_race(void *arg)
+{
+	resolve_racer *r = arg;
+	idem_stored_response a = answer(202, "{\"by\":\"operator\"}");
+	idem_key_policy pol;
+	idem_store_req rq;
+	idem_reserve_result rr;
+
+	pthread_barrier_wait(r->start);
+	if (!r->reconcile) {
+		r->err = idem_store_resolve(st, TEST_OWNED(&r->k, "", 0),
+		    &a);
+		return NULL;
+	}
+	r->err = idem_store_reserve(st, req_of(&rq, &pol, &r->k, FP1,
+	    "reconciler", 1), &rr);
+	r->outcome = rr.outcome;
+	idem_reserve_result_clear(&rr);
+	return NULL;
+}
+
+/* An operator's answer racing a retry that reconciles the record: exactly
+ * one of them gets it, and the other sees what it did. */
+Test(store, resolve_racing_reconcile_one_winner, .init = open_store,
+    .fini = close_store)
+{
+	char name[32];
+	int i, resolved = 0, reconciled = 0;
+
+	for (i = 0; i < 12; i++) {
+		pthread_barrier_t start;
+		resolve_racer r[2];
+		pthread_t t[2];
+		int j;
+
+		snprintf(name, sizeof(name), "resolve-race%d", i);
+		memset(r, 0, sizeof(r));
+		r[0].k = key(name, 0);
+		make_unknown(&r[0].k, "marker", "sent", 60000);
+		r[1] = r[0];
+		r[0].reconcile = 1;
+		pthread_barrier_init(&start, NULL, 2);
+		for (j = 0; j < 2; j++) {
+			r[j].start = &start;
+			pthread_create(&t[j], NULL, resolve_race, &r[j]);
+		}
+		for (j = 0; j < 2; j++)
+			pthread_join(t[j], NULL);
+		pthread_barrier_destroy(&start);
+		cr_assert_eq(r[0].err, IDEM_OK, "%s", idem_strerror(r[0].err));
+		cr_assert(r[1].err == IDEM_OK || r[1].err == IDEM_ERR_NOT_FOUND,
+		    "%s", idem_strerror(r[1].err));
+		if (r[1].err == IDEM_OK) {
+			/* the answer came first: the retry replays it */
+			resolved++;
+			cr_expect_eq(r[0].outcome, IDEM_RESERVE_COMMITTED,
+			    "round %d", i);
+		} else {
+			reconciled++;
+			cr_expect_eq(r[0].outcome, IDEM_RESERVE_RECONCILE,
+			    "round %d", i);
+		}
+	}
+	cr_expect_eq(resolved + reconciled, 12);
+}

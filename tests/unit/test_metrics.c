@@ -104,11 +104,13 @@ Test(metrics, histograms)
 	idem_metrics_free(m);
 }
 
-/* Label values are escaped; the memory store's series come with it only;
- * a status out of range counts as 500. */
+/* Label values are escaped; the memory store's series come with it only,
+ * those of unknown outcomes when counted; a status out of range counts as
+ * 500. */
 Test(metrics, text_format)
 {
-	idem_metrics_store_info mem = { "memory", 1, 7, 2, 3 };
+	idem_metrics_store_info mem = { "memory", 1, 7, 2, 3, 1, 4, 1250005 },
+	    mysql = { .name = "mysql" };
 	idem_metrics *m;
 	unsigned row;
 	char *text;
@@ -128,6 +130,15 @@ Test(metrics, text_format)
 	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_entries"), 7);
 	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_in_flight"), 2);
 	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_evictions_total"), 3);
+	cr_expect_eq(harness_metric(text,
+	    "idemfcgi_idempotency_unknown_records"), 4);
+	cr_expect_float_eq(harness_metric(text,
+	    "idemfcgi_idempotency_unknown_oldest_seconds"), 1250.005, 1e-9);
+	cr_expect(strstr(text, "# TYPE idemfcgi_idempotency_unknown_records "
+	    "gauge\n") != NULL, "%s", text);
+	cr_expect(strstr(text, "# TYPE "
+	    "idemfcgi_idempotency_unknown_oldest_seconds gauge\n") != NULL,
+	    "%s", text);
 	cr_expect(strstr(text, "idemfcgi_build_info{version=\"" PACKAGE_VERSION
 	    "\",store=\"memory\"} 1\n") != NULL, "%s", text);
 	/* every line is a comment or "series value" */
@@ -140,6 +151,23 @@ Test(metrics, text_format)
 	}
 	free(text);
 	text = render(m, NULL);
+	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_entries"), -1);
+	cr_expect_eq(harness_metric(text,
+	    "idemfcgi_idempotency_unknown_records"), -1);
+	free(text);
+	/* a store that could not count them: no gauges, rather than zeros */
+	text = render(m, &mysql);
+	cr_expect_eq(harness_metric(text,
+	    "idemfcgi_idempotency_unknown_records"), -1);
+	cr_expect_eq(harness_metric(text,
+	    "idemfcgi_idempotency_unknown_oldest_seconds"), -1);
+	free(text);
+	mysql.has_unknown = 1;
+	text = render(m, &mysql);
+	cr_expect_eq(harness_metric(text,
+	    "idemfcgi_idempotency_unknown_records"), 0);
+	cr_expect_eq(harness_metric(text,
+	    "idemfcgi_idempotency_unknown_oldest_seconds"), 0);
 	cr_expect_eq(harness_metric(text, "idemfcgi_memory_store_entries"), -1);
 	free(text);
 	idem_metrics_free(m);

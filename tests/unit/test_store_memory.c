@@ -148,6 +148,58 @@ Test(memory, frequent_evictions_warned_once)
 	free(log);
 }
 
+/* Key i made of unknown outcome in s by owner "o". */
+static void
+put_unknown(idem_store *s, int i)
+{
+	idem_store_key k = mkey(i);
+	idem_store_req *rq = TEST_REQ(&k, FP, "o", "r", 30000, 60000);
+	idem_reserve_result rr;
+
+	cr_assert_eq(idem_store_reserve(s, rq, &rr), IDEM_OK);
+	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_mark_unknown(s, rq), IDEM_OK);
+}
+
+/* The counts of records of unknown outcome follow an operator's answers
+ * and releases, and a record resolved with an answer is committed like
+ * any other: evicted to make room, where an unknown one never is. */
+Test(memory, resolved_records_counted_and_evictable)
+{
+	idem_store *s = NULL;
+	idem_store_key k1 = mkey(1), k2 = mkey(2), k3 = mkey(3);
+	idem_stored_response a = { 202, "", 0, "x", 1 };
+	idem_reserve_result rr;
+	idem_store_stats ss;
+
+	cr_assert_eq(idem_store_memory_new(2, &s), IDEM_OK);
+	put_unknown(s, 1);
+	put_unknown(s, 2);
+	cr_expect_eq(idem_store_stats_get(s, &ss), IDEM_OK);
+	cr_expect_eq(ss.unknown, 2);
+	cr_expect_lt(ss.unknown_age_ms, 5000);
+	/* full of unknown records: nothing is evicted for a new one */
+	cr_expect_eq(idem_store_reserve(s, TEST_REQ(&k3, FP, "o", "r", 30000,
+	    60000), &rr), IDEM_ERR_STORE);
+	cr_expect_eq(idem_store_resolve(s, TEST_OWNED(&k1, "", 0), &a),
+	    IDEM_OK);
+	idem_store_stats_get(s, &ss);
+	cr_expect_eq(ss.unknown, 1);
+	cr_expect_eq(ss.in_flight, 0);
+	/* now committed, 1 goes to make room */
+	cr_expect_eq(put(s, 3, 60000), IDEM_RESERVE_ACQUIRED);
+	idem_store_stats_get(s, &ss);
+	cr_expect_eq(ss.evictions, 1);
+	cr_expect_eq(ss.entries, 2);
+	cr_expect_eq(idem_store_resolve(s, TEST_OWNED(&k2, "", 0), NULL),
+	    IDEM_OK);
+	idem_store_stats_get(s, &ss);
+	cr_expect_eq(ss.unknown, 0);
+	cr_expect_eq(ss.unknown_age_ms, 0);
+	cr_expect_eq(ss.entries, 1);
+	idem_store_close(s);
+}
+
 /* The reservation rule (idem_reserve_decide), one row per step: what every
  * store and the transactional path do with a record they found. */
 Test(rule, reservation_steps)
