@@ -30,6 +30,16 @@ start(const idem_store *s)
 	return s->metrics != NULL ? idem_metrics_now_ns() : 0;
 }
 
+/* Whether p may be recorded: IDEM_OK, IDEM_ERR_INVALID (no phase) or
+ * IDEM_ERR_TOO_LARGE (a state over IDEM_PROGRESS_MAX), for every store. */
+static idem_err
+progress_ok(const idem_progress *p)
+{
+	if (p->phase[0] == '\0')
+		return IDEM_ERR_INVALID;
+	return p->state_len > IDEM_PROGRESS_MAX ? IDEM_ERR_TOO_LARGE : IDEM_OK;
+}
+
 idem_err
 idem_store_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 {
@@ -100,7 +110,11 @@ idem_store_tx_checkpoint(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
     const idem_progress *p)
 {
 	uint64_t t0 = start(s);
-	idem_err err = s->tx->tx_checkpoint(s, c, rq, p);
+	idem_err err = progress_ok(p);
+
+	if (err != IDEM_OK)
+		return err;
+	err = s->tx->tx_checkpoint(s, c, rq, p);
 
 	if (err == IDEM_OK)
 		rq->has_progress = 1;
@@ -138,7 +152,11 @@ idem_store_checkpoint(idem_store *s, idem_store_req *rq,
     const idem_progress *p)
 {
 	uint64_t t0 = start(s);
-	idem_err err = s->ops->checkpoint(s, rq, p);
+	idem_err err = progress_ok(p);
+
+	if (err != IDEM_OK)
+		return err;
+	err = s->ops->checkpoint(s, rq, p);
 
 	if (err == IDEM_OK)
 		rq->has_progress = 1;

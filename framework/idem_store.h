@@ -245,9 +245,9 @@ typedef struct idem_store_ops {
 	 * reads and returns. */
 	idem_err (*renew)(idem_store *s, idem_store_req *rq);
 	/* Records p (borrowed; its phase not empty, its state at most
-	 * IDEM_PROGRESS_MAX bytes) as the progress of rq's owner's in_flight
-	 * record, and renews its lease.  Returns as renew, or
-	 * IDEM_ERR_TOO_LARGE. */
+	 * IDEM_PROGRESS_MAX bytes: the wrapper refuses others with
+	 * IDEM_ERR_INVALID or IDEM_ERR_TOO_LARGE) as the progress of rq's
+	 * owner's in_flight record, and renews its lease.  Returns as renew. */
 	idem_err (*checkpoint)(idem_store *s, idem_store_req *rq,
 	    const idem_progress *p);
 	/* Marks rq's owner's in_flight record as of unknown outcome (kept with

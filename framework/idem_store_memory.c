@@ -369,9 +369,6 @@ mem_checkpoint(idem_store *s, idem_store_req *rq, const idem_progress *p)
 	idem_progress copy;
 	record *r;
 
-	if (p->phase[0] == '\0' || p->state_len > IDEM_PROGRESS_MAX)
-		return p->phase[0] == '\0' ? IDEM_ERR_INVALID :
-		    IDEM_ERR_TOO_LARGE;
 	if (idem_progress_copy(&copy, p) != IDEM_OK)
 		return IDEM_ERR_STORE;
 	pthread_mutex_lock(&ms->lock);

@@ -324,16 +324,7 @@ my_checkpoint(idem_store *s, idem_store_req *rq, const idem_progress *pr)
 {
 	params p;
 
-	if (pr->phase[0] == '\0')
-		return IDEM_ERR_INVALID;
-	if (pr->state_len > IDEM_PROGRESS_MAX)
-		return IDEM_ERR_TOO_LARGE;
-	idem_my_p_init(&p);
-	idem_my_p_str(&p, pr->phase);
-	if (pr->state != NULL)
-		idem_my_p_blob(&p, pr->state, pr->state_len);
-	else
-		idem_my_p_blob(&p, "", 0);
+	idem_my_p_progress(&p, pr);
 	return owned((mysql_store *)s, S_CHECKPOINT, &p, rq);
 }
 

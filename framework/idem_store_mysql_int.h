@@ -230,6 +230,8 @@ idem_my_p_resume(params *p, const reserve_args *a);
 void
 idem_my_p_reconcile(params *p, const reserve_args *a, const char *old_owner);
 void
+idem_my_p_progress(params *p, const idem_progress *pr);
+void
 idem_my_row_clear(row *r);
 idem_reserve_step
 idem_my_step_of(const reserve_args *a, const row *r);

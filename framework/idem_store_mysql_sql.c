@@ -586,6 +586,16 @@ idem_my_p_reconcile(params *p, const reserve_args *a, const char *old_owner)
 	idem_my_p_ll(p, &a->ttl_us);
 }
 
+/* The first parameters of S_CHECKPOINT (and T_CHECKPOINT): the phase and
+ * state of pr (the key and owner follow). */
+void
+idem_my_p_progress(params *p, const idem_progress *pr)
+{
+	idem_my_p_init(p);
+	idem_my_p_str(p, pr->phase);
+	idem_my_p_blob(p, pr->state != NULL ? pr->state : "", pr->state_len);
+}
+
 /* Frees what the row r owns. */
 void
 idem_my_row_clear(row *r)

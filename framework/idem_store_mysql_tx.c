@@ -351,13 +351,7 @@ idem_my_tx_checkpoint(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 {
 	params p;
 
-	if (pr->phase[0] == '\0')
-		return IDEM_ERR_INVALID;
-	if (pr->state_len > IDEM_PROGRESS_MAX)
-		return IDEM_ERR_TOO_LARGE;
-	idem_my_p_init(&p);
-	idem_my_p_str(&p, pr->phase);
-	idem_my_p_blob(&p, pr->state != NULL ? pr->state : "", pr->state_len);
+	idem_my_p_progress(&p, pr);
 	return tx_owned((mysql_store *)s, c, rq, T_CHECKPOINT, &p);
 }
 

@@ -45,9 +45,10 @@ struct idem_store_tx_ops {
 	/*
 	 * Records p (borrowed) as the progress of rq's record inside c's open
 	 * transaction: kept when the transaction commits (an answer, or an
-	 * unknown outcome), gone with it otherwise.  Returns IDEM_OK;
-	 * IDEM_ERR_INVALID or IDEM_ERR_TOO_LARGE (nothing written, still
-	 * open); else as tx_record.
+	 * unknown outcome), gone with it otherwise.  p is checked as for
+	 * checkpoint: the wrapper refuses a bad one with IDEM_ERR_INVALID or
+	 * IDEM_ERR_TOO_LARGE (nothing written, still open).  Returns IDEM_OK,
+	 * else as tx_record.
 	 */
 	idem_err (*tx_checkpoint)(idem_store *s, idem_mysql_conn *c,
 	    idem_store_req *rq, const idem_progress *p);
