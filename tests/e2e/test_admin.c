@@ -719,8 +719,9 @@ Test(admin, show_names_a_record_held_by_an_open_transaction)
 	    .rest = "pool-size = 4\n" }), 0);
 	first = call_make(h.addr, "/testkit/tx/201?ms=3000", key, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
-	call_sleep(800);
+	cr_assert(harness_await_started(&h, "/testkit/tx/201", key, 1));
 	snprintf(args, sizeof(args), "show %s", key);
+
 	cr_expect_eq(admin(h.conf, args, &out, &err), 1);
 	cr_expect(strstr(err, "an open transaction holds it") != NULL, "%s",
 	    err);

@@ -118,7 +118,7 @@ Test(chaos, kill_workers_under_load, .timeout = 240)
 
 	cr_assert_eq(mariadb_from_env(&m), 0);
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-chaos-%d.log", (int)getpid());
-	unlink(log);
+	harness_log_reset(log);
 	for (i = 0; i < 2; i++)
 		cr_assert_eq(harness_start(&node[i], &(harness_opts){
 		    .server = "workers = 2\nthreads = 16", .mysql = 1, .db = &m,
@@ -188,7 +188,7 @@ Test(chaos, kill_workers_under_load, .timeout = 240)
 	cr_expect_gt(kills, 0);
 	for (i = 0; i < 2; i++)
 		harness_stop(&node[i]);
-	unlink(log);
+	harness_log_reset(log);
 }
 
 /* ------------------------------------------- the ledger, exactly once */
@@ -291,7 +291,7 @@ Test(chaos, ledger_exactly_once, .timeout = 300)
 	cr_assert_eq(mariadb_from_env(&m), 0);
 	snprintf(run, sizeof(run), "%s", call_key("lx"));
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-lchaos-%d.log", (int)getpid());
-	unlink(log);
+	harness_log_reset(log);
 	start_ledger_nodes(&m, 1, log);
 	for (i = 0; i < 97; i++) {
 		snprintf(bodybuf[i], sizeof(bodybuf[i]), "{\"amount\":%d}", i + 1);
@@ -365,7 +365,7 @@ Test(chaos, ledger_exactly_once, .timeout = 300)
 	expect_none_in_flight(&m, run);
 	for (i = 0; i < 2; i++)
 		harness_stop(&node[i]);
-	unlink(log);
+	harness_log_reset(log);
 }
 
 /*
@@ -384,7 +384,7 @@ Test(chaos, ledger_two_phase_is_at_least_once, .timeout = 120)
 	cr_assert_eq(mariadb_from_env(&m), 0);
 	snprintf(run, sizeof(run), "%s", call_key("l2"));
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-l2chaos-%d.log", (int)getpid());
-	unlink(log);
+	harness_log_reset(log);
 	start_ledger_nodes(&m, 0, log);
 	snprintf(path, sizeof(path), "/accounts/%s-0/deposit", run);
 	for (i = 0; i < 12; i++) {
@@ -414,5 +414,5 @@ Test(chaos, ledger_two_phase_is_at_least_once, .timeout = 120)
 	    "deposit deposits again on retry");
 	for (i = 0; i < 2; i++)
 		harness_stop(&node[i]);
-	unlink(log);
+	harness_log_reset(log);
 }

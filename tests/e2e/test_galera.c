@@ -583,7 +583,7 @@ scale_race(const char *path, int tx, int retry_autocommit)
 
 	set_retry_autocommit(retry_autocommit);
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-%d.log", (int)getpid());
-	unlink(log);
+	harness_log_reset(log);
 	for (i = 0; i < 3; i++)
 		start_on_node(&h[i], i + 1, log, tx, NULL);
 	for (i = 0; i < SCALE_KEYS; i++)
@@ -639,7 +639,7 @@ scale_race(const char *path, int tx, int retry_autocommit)
 	cr_log_info("%s: %d replays, %d in flight", path, replays, in_flight);
 	for (i = 0; i < 3; i++)
 		cr_expect_eq(harness_stop(&h[i]), 0);
-	unlink(log);
+	harness_log_reset(log);
 	set_retry_autocommit(1);
 }
 
@@ -788,7 +788,7 @@ Test(scale, node_killed_under_load, .init = exclusive_turn, .timeout = 120)
 
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-fo-%d.log",
 	    (int)getpid());
-	unlink(log);
+	harness_log_reset(log);
 	start_on_node(&a, 1, log, 0, NULL);
 	start_on_node(&b, 3, log, 0, NULL);
 	stream_begin(&f, &a, &b, &t);
@@ -803,7 +803,7 @@ Test(scale, node_killed_under_load, .init = exclusive_turn, .timeout = 120)
 	cr_expect_eq(galera_size(&g, 1), 3);
 	cr_expect_eq(harness_stop(&a), 0);
 	cr_expect_eq(harness_stop(&b), 0);
-	unlink(log);
+	harness_log_reset(log);
 }
 
 /* How many connections user idem has open on node i. */
@@ -837,7 +837,7 @@ Test(scale, node_leaves_primary_component, .init = exclusive_turn,
 
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-np-%d.log",
 	    (int)getpid());
-	unlink(log);
+	harness_log_reset(log);
 	start_on_node(&a, 1, log, 0, "failback = 1s\n");
 	start_on_node(&b, 3, log, 0, NULL);
 	stream_begin(&f, &a, &b, &t);
@@ -870,7 +870,7 @@ Test(scale, node_leaves_primary_component, .init = exclusive_turn,
 	free(text);
 	cr_expect_eq(harness_stop(&a), 0);
 	cr_expect_eq(harness_stop(&b), 0);
-	unlink(log);
+	harness_log_reset(log);
 }
 
 /* ------------------------------------------- the store suite (15) */
@@ -916,7 +916,7 @@ Test(scale, killed_instance_taken_over_once, .init = exclusive_turn,
 
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-kill-%d.log",
 	    (int)getpid());
-	unlink(log);
+	harness_log_reset(log);
 	for (i = 0; i < 2; i++) {
 		mysql_section(rest, sizeof(rest), i == 0 ? "1" : "2", 4, NULL);
 		cr_assert_eq(harness_start(i == 0 ? &a : &b, &(harness_opts){
@@ -925,8 +925,9 @@ Test(scale, killed_instance_taken_over_once, .init = exclusive_turn,
 	}
 	first = call_make(a.addr, "/testkit/sleep/3000", key, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
-	call_sleep(700);
+	cr_assert(harness_await_started(&a, "/testkit/sleep/3000", key, 1));
 	harness_kill(&a);
+
 	pthread_join(t, NULL);
 	cr_expect_neq(first.status, 201);
 	/* the retry: 409 while the lease is live, then the takeover */
@@ -947,7 +948,7 @@ Test(scale, killed_instance_taken_over_once, .init = exclusive_turn,
 	cr_expect_str_eq(retry.replayed, "true");
 	cr_expect_eq(harness_stop(&b), 0);
 	harness_stop(&a);
-	unlink(log);
+	harness_log_reset(log);
 }
 
 /* Expects log to hold "127.0.0.1:PORT" followed by what. */

@@ -805,7 +805,8 @@ memory_instance_served_everything(harness *h)
 	    NULL);
 	snprintf(slow.extra, sizeof(slow.extra), "X-Api-Key: ops");
 	pthread_create(&t, NULL, call_thread, &slow);
-	call_sleep(300);
+	cr_assert(harness_await_started(h, "/testkit/sleep/800",
+	    call_key("mon-slow"), 1));
 	dup = post(h, "/testkit/sleep/800", call_key("mon-slow"), NULL, 1);
 	cr_expect_str_eq(dup.code, "IDEMPOTENCY_IN_FLIGHT");
 	pthread_join(t, NULL);
@@ -1087,8 +1088,9 @@ Test(monitoring, mysql_store, .timeout = 90)
 
 	slow = call_make(a.addr, "/testkit/sleep/1500", slow_key, NULL);
 	pthread_create(&t, NULL, call_thread, &slow);
-	call_sleep(300);
-	cr_expect_str_eq(post(&b, "/testkit/sleep/1500", slow_key, NULL,
+	cr_assert(harness_await_started(&a, "/testkit/sleep/1500", slow_key, 1));
+	cr_expect_str_eq(post(&b,
+ "/testkit/sleep/1500", slow_key, NULL,
 	    0).code, "IDEMPOTENCY_IN_FLIGHT");
 	cr_assert_eq(harness_workers(&a, pids, 4), 1);
 	kill(pids[0], SIGSTOP);

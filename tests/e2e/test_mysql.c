@@ -89,7 +89,7 @@ Test(mysql_e2e, two_nodes_one_execution_per_key)
 	int i, k, final;
 
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-shared-%d.log", (int)getpid());
-	unlink(log);
+	harness_log_reset(log);
 	start_node(&n1, "threads = 24", NULL, log);
 	start_node(&n2, "threads = 24", NULL, log);
 	for (k = 0; k < 50; k++)
@@ -125,7 +125,7 @@ Test(mysql_e2e, two_nodes_one_execution_per_key)
 	}
 	harness_stop(&n1);
 	harness_stop(&n2);
-	unlink(log);
+	harness_log_reset(log);
 }
 
 /* A whole node dies (master and workers) holding a reservation: nobody is
@@ -140,15 +140,16 @@ Test(mysql_e2e, dead_node_reservation_taken_over_once)
 	pthread_t t;
 
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-race-%d.log", (int)getpid());
-	unlink(log);
+	harness_log_reset(log);
 	snprintf(key, sizeof(key), "dead-%s", run_id());
 	start_node(&dead, NULL, "inflight-ttl = 1s", log);
 	start_node(&n1, NULL, "inflight-ttl = 1s", log);
 	start_node(&n2, NULL, "inflight-ttl = 1s", log);
 	doomed = call_make(dead.addr, "/testkit/sleep/1500", key, NULL);
 	pthread_create(&t, NULL, call_thread, &doomed);
-	call_sleep(300);
+	cr_assert(harness_await_started(&dead, "/testkit/sleep/1500", key, 1));
 	harness_kill(&dead);
+
 	pthread_join(t, NULL);
 	cr_expect_eq(doomed.status, -1, "the node should have died");
 	/* still held by the dead node */
@@ -170,7 +171,7 @@ Test(mysql_e2e, dead_node_reservation_taken_over_once)
 	harness_stop(&dead);
 	harness_stop(&n1);
 	harness_stop(&n2);
-	unlink(log);
+	harness_log_reset(log);
 }
 
 /* Expired rows go in batches from the purge thread; live rows stay. */

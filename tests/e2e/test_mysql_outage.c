@@ -258,13 +258,15 @@ Test(mysql_outage, stop_writes_a_deferred_commit, .init = take_turn,
 	/* one testkit log for both instances, outliving the first */
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-deferred-%ld.log",
 	    (long)getpid());
-	unlink(log);
+	harness_log_reset(log);
 	cr_assert_eq(harness_start(&h, &o), 0);
 
 	first = call_make(h.addr, "/testkit/sleep/3000", "deferred", NULL);
 	pthread_create(&t, NULL, post_thread, &first);
-	call_sleep(500);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/3000", "deferred",
+	    1));
 	cr_assert_eq(mariadb_stop(&db), 0);
+
 	pthread_join(t, NULL);
 	cr_expect_eq(first.status, 201, "the client has its answer");
 	cr_expect(harness_await_log(&h, "commit_deferred"), "the commit waits");
@@ -280,6 +282,6 @@ Test(mysql_outage, stop_writes_a_deferred_commit, .init = take_turn,
 	cr_expect_eq(harness_count_key(&h2, "/testkit/sleep/3000", "deferred"),
 	    1);
 	harness_stop(&h2);
-	unlink(log);
+	harness_log_reset(log);
 	mariadb_destroy(&db);
 }

@@ -303,8 +303,9 @@ Test(once, contention_counted_mysql, .timeout = 60)
 	cr_expect_eq(outcome(&h, "contended"), 0);
 	first = call_make(h.addr, "/testkit/tx/201?ms=3000", key, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
-	call_sleep(500);
+	cr_assert(harness_await_started(&h, "/testkit/tx/201", key, 1));
 	dup = call_one(h.addr, "/testkit/tx/201?ms=3000", key, NULL);
+
 	cr_expect_eq(dup.status, 409, "%d %s", dup.status, dup.body_out);
 	cr_expect_str_eq(dup.code, "IDEMPOTENCY_IN_FLIGHT");
 	pthread_join(t, NULL);

@@ -105,7 +105,8 @@ Test(ops, metrics_count_a_scripted_sequence)
 	cr_expect_eq(c.status, 503);
 	slow = call_make(h.addr, "/testkit/sleep/800", call_key("slow"), NULL);
 	pthread_create(&t, NULL, call_thread, &slow);
-	call_sleep(300);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/800",
+	    call_key("slow"), 1));
 	dup = call_one(h.addr, "/testkit/sleep/800", call_key("slow"), NULL);
 	cr_expect_str_eq(dup.code, "IDEMPOTENCY_IN_FLIGHT");
 	/* while the slow one runs, it and the scrape are in flight */
@@ -236,7 +237,8 @@ Test(ops, metrics_cover_every_worker)
 	/* a slow request holds one worker's only thread ... */
 	slow = call_make(h.addr, "/testkit/sleep/1500", call_key("two-slow"), NULL);
 	pthread_create(&t, NULL, call_thread, &slow);
-	call_sleep(400);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/1500",
+	    call_key("two-slow"), 1));
 	/* ... so these and the scrape go to the other */
 	for (i = 0; i < 4; i++) {
 		char name[16];
@@ -460,8 +462,9 @@ Test(ops, json_log_lines)
 	doomed = call_make(dead.addr, "/testkit/sleep/1500", lost, NULL);
 	snprintf(doomed.extra, sizeof(doomed.extra), "X-Api-Key: s3cr3t-api-key");
 	pthread_create(&t, NULL, call_thread, &doomed);
-	call_sleep(300);
+	cr_assert(harness_await_started(&dead, "/testkit/sleep/1500", lost, 1));
 	harness_kill(&dead);
+
 	pthread_join(t, NULL);
 	cr_expect_eq(doomed.status, -1);
 	call_sleep(1200);

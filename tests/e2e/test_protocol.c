@@ -186,6 +186,7 @@ Test(protocol, slow_live_handler_not_taken_over)
 
 	start("inflight-ttl = 500ms");
 	pthread_create(&t, NULL, call_thread, &first);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/1500", "t-slow", 1));
 	call_sleep(700);
 	dup = one("/testkit/sleep/1500", "t-slow", NULL);
 	cr_expect_eq(dup.status, 409);
@@ -213,7 +214,7 @@ Test(protocol, store_failure_503)
 
 	start("max-entries = 1");
 	pthread_create(&t, NULL, call_thread, &hold);
-	call_sleep(200);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/800", "hold", 1));
 	refused = one("/testkit/echo", "other", NULL);
 	pthread_join(t, NULL);
 	cr_expect_eq(refused.status, 503);
@@ -355,8 +356,9 @@ Test(protocol, inflight_wait_replays)
 
 	start("inflight-wait = 5s");
 	pthread_create(&t, NULL, call_thread, &first);
-	call_sleep(300);
-	second = one("/testkit/sleep/1000", "wait", NULL);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/1000", "wait", 1));
+	second = one(
+"/testkit/sleep/1000", "wait", NULL);
 	pthread_join(t, NULL);
 	cr_expect_eq(second.status, 201);
 	cr_expect_str_eq(second.replayed, "true");

@@ -276,7 +276,7 @@ Test(tx, duplicates_of_a_running_handler_get_409, .timeout = 60)
 	start("inflight-ttl = 10s");
 	first = call_make(h.addr, "/testkit/tx/201?ms=4000", key, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
-	call_sleep(300);
+	cr_assert(harness_await_started(&h, "/testkit/tx/201", key, 1));
 	for (i = 0; i < 2; i++) {
 		dup[i] = call_one(h.addr, "/testkit/tx/201?ms=4000", key, NULL);
 		cr_expect_eq(dup[i].status, 409, "%d %s", dup[i].status,
@@ -306,6 +306,7 @@ Test(tx, idle_past_inflight_ttl_is_rolled_back, .timeout = 60)
 	start("inflight-ttl = 1s");
 	first = call_make(h.addr, "/testkit/tx/201?ms=3000", key, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
+	cr_assert(harness_await_started(&h, "/testkit/tx/201", key, 1));
 	call_sleep(2000);
 	retry = call_make(h.addr, "/testkit/tx/201", key, NULL);
 	send_until_settled(&retry);
@@ -329,7 +330,7 @@ Test(tx, duplicate_waits_and_replays, .timeout = 60)
 	start("inflight-wait = 5s");
 	first = call_make(h.addr, "/testkit/tx/201?ms=1000", key, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
-	call_sleep(200);
+	cr_assert(harness_await_started(&h, "/testkit/tx/201", key, 1));
 	dup = call_one(h.addr, "/testkit/tx/201?ms=1000", key, NULL);
 	pthread_join(t, NULL);
 	cr_expect_eq(first.status, 201);
@@ -358,7 +359,7 @@ Test(tx, fenced_transaction_cannot_commit, .timeout = 120)
 	    .mysql = 1, .db = &m, .rest = "pool-size = 8\n" }), 0);
 	first = call_make(h.addr, "/testkit/tx/201?ms=2000", key, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
-	call_sleep(500);
+	cr_assert(harness_await_started(&h, "/testkit/tx/201", key, 1));
 	out = mariadb_sql(&m, "SELECT trx_mysql_thread_id FROM "
 	    "information_schema.innodb_trx WHERE trx_rows_modified > 0");
 	cr_assert(out != NULL && atoi(out) > 0, "no open transaction: %s",
@@ -421,7 +422,7 @@ Test(tx, duplicate_wait_is_bounded_by_inflight_wait, .timeout = 120)
 	start_on(&hn, "threads = 8\nworkers = 1", "inflight-wait = 1s");
 	first = call_make(hn.addr, "/testkit/tx/201?ms=40000", key, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
-	call_sleep(500);
+	cr_assert(harness_await_started(&hn, "/testkit/tx/201", key, 1));
 	t0 = now_ms();
 	dup = call_one(hn.addr, "/testkit/tx/201?ms=40000", key, NULL);
 	took = now_ms() - t0;
@@ -474,7 +475,8 @@ Test(tx, hung_node_does_not_hold_the_key_past_inflight_ttl,
 	first2p = call_make(a.addr, "/testkit/sleep/1500", k2p, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
 	pthread_create(&t2, NULL, call_thread, &first2p);
-	call_sleep(500);
+	cr_assert(harness_await_started(&a, "/testkit/tx/201", ktx, 1));
+	cr_assert(harness_await_started(&a, "/testkit/sleep/1500", k2p, 1));
 	n = harness_workers(&a, pids, 4);
 	cr_assert_eq(n, 1);
 	kill(pids[0], SIGSTOP);
@@ -588,7 +590,8 @@ Test(tx, lock_wait_longer_than_read_timeout_is_contention, .timeout = 120)
 	first[1] = call_make(hn.addr, "/testkit/tx/201?ms=5000", kb, NULL);
 	for (i = 0; i < 2; i++)
 		pthread_create(&t[i], NULL, call_thread, &first[i]);
-	call_sleep(500);
+	cr_assert(harness_await_started(&hn, "/testkit/tx/201", ka, 1));
+	cr_assert(harness_await_started(&hn, "/testkit/tx/201", kb, 1));
 	dup[0] = call_make(hn.addr, "/testkit/tx/201?ms=12000", ka, NULL);
 	dup[1] = call_make(hn.addr, "/testkit/status/201", ka, NULL);
 	dup[2] = call_make(hn.addr, "/testkit/tx/201?ms=5000", kb, NULL);
@@ -659,8 +662,9 @@ Test(tx, killed_worker_insert_landing_late_is_released, .timeout = 120)
 	 * gets the lock */
 	first = call_make(a.addr, "/testkit/tx/503?ms=7000", key, NULL);
 	pthread_create(&t1, NULL, call_thread, &first);
-	call_sleep(300);
-	dup = call_make(b.addr, "/testkit/status/201", key, NULL);
+	cr_assert(harness_await_started(&a, "/testkit/tx/503", key, 1));
+	dup = call_make(b.addr,
+ "/testkit/status/201", key, NULL);
 	pthread_create(&t2, NULL, call_thread, &dup);
 	/* the duplicate's INSERT waits on the first's row lock */
 	for (i = 0; i < 50 && !waiting; i++) {

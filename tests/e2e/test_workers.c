@@ -279,6 +279,7 @@ Test(workers, slow_handler_keeps_its_lease_in_mysql)
 	start(&h, 1, "workers = 2", "inflight-ttl = 1s");
 	first = call_make(h.addr, "/testkit/sleep/3000", key, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/3000", key, 1));
 	call_sleep(1500);
 	dup = call_one(h.addr, "/testkit/sleep/3000", key, NULL);
 	cr_expect_eq(dup.status, 409);
@@ -441,8 +442,10 @@ Test(lifecycle, no_teardown_under_a_running_handler, .timeout = 60)
 	slow = call_make(h.addr, "/testkit/sleep/5000", call_key("grace"),
 	    NULL);
 	pthread_create(&t, NULL, call_thread, &slow);
-	call_sleep(300);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/5000",
+	    call_key("grace"), 1));
 	stop_keeping_files(&h);
+
 	pthread_join(t, NULL);
 	all = lifecycle_text(&h);
 	snprintf(line, sizeof(line), "setup %d", pids[0]);

@@ -277,24 +277,67 @@ harness_stop(harness *h)
 	return rc;
 }
 
-/* Counts testkit log lines "<path> <key> <exec>"; key NULL: any key. */
+/* Counts the lines "<path> <key>[ <exec>]" of file; key NULL: any key. */
 static size_t
-count_lines(const harness *h, const char *path, const char *key)
+count_in(const char *file, const char *path, const char *key)
 {
-	char *all = harness_slurp(h->testkit_log), *line, *save = NULL;
+	char *all = harness_slurp(file), *line, *save = NULL, end;
 	size_t n = 0, plen = strlen(path), klen = key != NULL ? strlen(key) : 0;
 
 	if (all == NULL)
 		return 0;
 	for (line = strtok_r(all, "\n", &save); line != NULL;
-	    line = strtok_r(NULL, "\n", &save))
-		if (strncmp(line, path, plen) == 0 && line[plen] == ' ' &&
-		    (key == NULL || (strncmp(line + plen + 1, key, klen) == 0 &&
-		    line[plen + 1 + klen] == ' ')))
+	    line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, path, plen) != 0 || line[plen] != ' ')
+			continue;
+		if (key == NULL)
 			n++;
+		else if (strncmp(line + plen + 1, key, klen) == 0 &&
+		    ((end = line[plen + 1 + klen]) == ' ' || end == '\0'))
+			n++;
+	}
 	free(all);
 	return n;
 }
+
+/* Counts testkit log lines "<path> <key> <exec>"; key NULL: any key. */
+static size_t
+count_lines(const harness *h, const char *path, const char *key)
+{
+	return count_in(h->testkit_log, path, key);
+}
+
+void
+harness_log_reset(const char *log)
+{
+	static const char *const beside[] = { "", ".crashed", ".lifecycle",
+	    ".started" };
+	char path[4096];
+	size_t i;
+
+	for (i = 0; i < sizeof(beside) / sizeof(beside[0]); i++)
+		if (snprintf(path, sizeof(path), "%s%s", log, beside[i]) <
+		    (int)sizeof(path))
+			unlink(path);
+}
+
+int
+harness_await_started(
+const harness *h, const char *path, const char *key,
+    size_t n)
+{
+	char file[340];
+	int i;
+
+	snprintf(file, sizeof(file), "%s.started", h->testkit_log);
+	for (i = 0; i < 1200; i++) {
+		if (count_in(file, path, key) >= n)
+			return 1;
+		sleep_ms(50);
+	}
+	return 0;
+}
+
 
 int
 harness_workers(const harness *h, int *pids, int max)

@@ -114,6 +114,18 @@ size_t harness_count(const harness *h, const char *path);
 /* Lines of the testkit log with this path and Idempotency-Key. */
 size_t harness_count_key(const harness *h, const char *path, const char *key);
 
+/* Removes a testkit log shared by several instances and the files beside
+ * it (.crashed, .lifecycle, .started), for a test that starts afresh. */
+void harness_log_reset(const char *log);
+
+/* Waits up to 60 s
+ until n handlers of path with this Idempotency-Key
+ * have reserved it and begun their sleep (testkit's <log>.started).
+ * Returns 1, or 0 when they did not. */
+int harness_await_started(const harness *h, const char *path, const char *key,
+    size_t n);
+
+
 /*
  * What a server logged, one family for every test:
  * - an idemfcgi of harness_start: harness_log is its stderr so far (caller

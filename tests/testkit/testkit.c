@@ -10,6 +10,11 @@
  *
  * Each hook of the plugin's lifecycle appends "<hook> <pid>[ check]\n" to
  * <log>.lifecycle, so a test can see which process ran which hook.
+ *
+ * A handler that sleeps (sleep/{ms}, tx/{code}?ms=N) appends
+ * "<path> <key or ->\n" to <log>.started before its sleep: the key is
+ * reserved by then, so a test sends a duplicate once the line is there
+ * instead of after a guessed delay.
  */
 #include <errno.h>
 #include <signal.h>
@@ -28,6 +33,7 @@ typedef struct testkit {
 	int log_fd;
 	char *crashed_path;   /* <log>.crashed */
 	char *lifecycle_path; /* <log>.lifecycle */
+	int started_fd;       /* <log>.started */
 } testkit;
 
 /* Appends "<hook> <pid>[ check]" to tk's lifecycle file (best effort: a
@@ -70,9 +76,10 @@ put_field(char *out, size_t *left, const char *s)
 	return out;
 }
 
-/* Records the side effect of one execution.  Returns IDEM_OK or IDEM_ERR_IO. */
+/* Appends "<path> <key or ->[ exec]\n" to fd with one write(2).  Returns
+ * IDEM_OK or IDEM_ERR_IO. */
 static idem_err
-record(const testkit *tk, const idem_request *req, const char *exec)
+put_line(int fd, const idem_request *req, const char *exec)
 {
 	char line[2048], *p = line;
 	size_t left = sizeof(line) - 64;
@@ -81,13 +88,34 @@ record(const testkit *tk, const idem_request *req, const char *exec)
 	p = put_field(p, &left, idem_request_path(req));
 	*p++ = ' ';
 	p = put_field(p, &left, key != NULL ? key : "-");
-	p += sprintf(p, " %s\n", exec);
-	if (write(tk->log_fd, line, (size_t)(p - line)) != p - line) {
+	p += exec != NULL ? sprintf(p, " %s\n", exec) : sprintf(p, "\n");
+	if (write(fd, line, (size_t)(p - line)) != p - line) {
 		idem_log(req, IDEM_LOG_ERROR, "testkit: log write: %s",
 		    strerror(errno));
 		return IDEM_ERR_IO;
 	}
 	return IDEM_OK;
+}
+
+/* Records the side effect of one execution.  Returns IDEM_OK or IDEM_ERR_IO. */
+static idem_err
+record(const testkit *tk, const idem_request *req, const char *exec)
+{
+	return put_line(tk->log_fd, req, exec);
+}
+
+/* Notes in <log>.started that req's handler holds its key and is about to
+ * sleep ms milliseconds, then sleeps. */
+static void
+started_then_sleep(const testkit *tk, const idem_request *req, long ms)
+{
+	struct timespec ts;
+
+	(void)put_line(tk->started_fd, req, NULL);
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }
 
 static void
@@ -180,15 +208,11 @@ static idem_err
 sleep_ms(const idem_request *req, idem_response *res, void *data)
 {
 	long ms = num_param(req, "ms", 0, 600000);
-	struct timespec ts;
 
 	if (ms < 0)
 		return idem_response_problem(res, 400, "BAD_DURATION",
 		    "sleep/{ms} takes 0 to 600000 milliseconds");
-	ts.tv_sec = ms / 1000;
-	ts.tv_nsec = (ms % 1000) * 1000000L;
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
+	started_then_sleep(data, req, ms);
 	return finish(data, req, res, 201, NULL);
 }
 
@@ -298,7 +322,6 @@ tx(const idem_request *req, idem_response *res, void *data)
 	MYSQL_BIND b[3];
 	unsigned long len[3];
 	char exec[37];
-	struct timespec ts;
 	long ms = 0;
 
 	if (code < 0)
@@ -328,12 +351,8 @@ tx(const idem_request *req, idem_response *res, void *data)
 		return IDEM_ERR_STORE;
 	}
 	crash_at(req, "after-writes");
-	if (ms > 0 && ms <= 600000) {
-		ts.tv_sec = ms / 1000;
-		ts.tv_nsec = (ms % 1000) * 1000000L;
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
-	}
+	if (ms > 0 && ms <= 600000)
+		started_then_sleep(data, req, ms);
 	if (record(data, req, exec) != IDEM_OK)
 		return IDEM_ERR_IO;
 	return idem_response_json(res, (int)code, json_pack("{s:i, s:s}",
@@ -401,9 +420,29 @@ teardown(void *data)
 	lifecycle(tk, "teardown", 0);
 	if (tk->log_fd >= 0)
 		close(tk->log_fd);
+	if (tk->started_fd >= 0)
+		close(tk->started_fd);
 	free(tk->crashed_path);
 	free(tk->lifecycle_path);
 	free(tk);
+}
+
+/* Opens <log>.started for appending.  Returns IDEM_OK, or an error logged. */
+static idem_err
+open_started(testkit *tk, const char *log)
+{
+	char path[4096];
+
+	if (snprintf(path, sizeof(path), "%s.started", log) >= (int)sizeof(path))
+		return IDEM_ERR_CONFIG;
+	tk->started_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+	    0644);
+	if (tk->started_fd < 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "testkit: %s: %s", path,
+		    strerror(errno));
+		return IDEM_ERR_CONFIG;
+	}
+	return IDEM_OK;
 }
 
 static idem_err
@@ -433,6 +472,7 @@ setup(idem_app *app, void **data)
 	if (tk == NULL)
 		return IDEM_ERR_NOMEM;
 	tk->log_fd = -1;
+	tk->started_fd = -1;
 	if ((err = idem_config_string(app, "log", NULL, &log)) != IDEM_OK)
 		goto fail;
 	if (log == NULL) {
@@ -458,6 +498,9 @@ setup(idem_app *app, void **data)
 		goto fail;
 	}
 	sprintf(tk->lifecycle_path, "%s.lifecycle", log);
+	if ((err = open_started(tk, log)) != IDEM_OK)
+		goto fail;
+
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
 		if ((err = idem_route_add(app, routes[i].method,
 		    routes[i].tmpl, IDEM_POLICY_DEFAULT, routes[i].fn, tk))
