@@ -157,7 +157,7 @@ Test(admin, show_release_purge)
 	/* a live lease: a handler runs it; release refuses */
 	slow = call_make(h.addr, "/testkit/sleep/5000", live, NULL);
 	pthread_create(&t, NULL, alice_thread, &slow);
-	call_sleep(1500);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/5000", live, 1));
 	snprintf(args, sizeof(args), "release %s --scope alice --yes", live);
 	cr_expect_eq(admin(h.conf, args, &out, &err), 1);
 	cr_expect(strstr(err, "running its handler") != NULL, "%s", err);
@@ -172,8 +172,9 @@ Test(admin, show_release_purge)
 	/* a node dies holding a key: stuck until inflight-ttl, or released */
 	doomed = call_make(dead.addr, "/testkit/sleep/1500", stuck, NULL);
 	pthread_create(&t, NULL, alice_thread, &doomed);
-	call_sleep(300);
+	cr_assert(harness_await_started(&dead, "/testkit/sleep/1500", stuck, 1));
 	harness_kill(&dead);
+
 	pthread_join(t, NULL);
 	cr_expect_eq(doomed.status, -1);
 	call_sleep(1100);
