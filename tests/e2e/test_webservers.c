@@ -3,8 +3,9 @@
  * Apache (mod_proxy_fcgi over TCP and a unix socket, mod_fcgid, lighttpd
  * with an external socket and with bin-path) and a real nginx (an upstream
  * with keepalive and fastcgi_keep_conn, more kept connections than
- * idemfcgi has threads), driven by a real HTTP client (curl), with the
- * memory store and with MySQL.  The web servers use the
+ * idemfcgi has threads; at idemfcgi's mount, and at a deeper prefix split
+ * into PATH_INFO), driven by a real HTTP client (curl), with the
+ * memory store and with MySQL; nginx's own 502 and 413 are problem+json.  The web servers use the
  * config files of conf/ as shipped; the Apache snippet also loads into an
  * Apache without mod_proxy_fcgi.
  */
@@ -32,14 +33,14 @@ typedef struct setup {
 static struct criterion_test_params
 setups(void)
 {
-	static setup s[12];
+	static setup s[14];
 	int i;
 
-	for (i = 0; i < 12; i++) {
+	for (i = 0; i < 14; i++) {
 		s[i].kind = (websrv_kind)(i / 2);
 		s[i].mysql = i % 2;
 	}
-	return cr_make_param_array(setup, s, 12);
+	return cr_make_param_array(setup, s, 14);
 }
 
 static websrv w;
@@ -222,6 +223,9 @@ ParameterizedTest(setup *s, web, protocol, .timeout = 120)
 	cr_expect_eq(a.r.status, 502);
 	cr_expect_eq(b.r.status, 502);
 	cr_expect_null(http_header(&b.r, "Idempotent-Replayed"));
+	/* the handler's own 502 passes nginx's error_page untouched */
+	cr_expect_neq(strcmp(b.code, "BACKEND_UNAVAILABLE"), 0, "%s: %s",
+	    websrv_name(s->kind), b.r.body);
 	done(&a);
 	done(&b);
 	cr_expect_eq(websrv_count(&w, "/testkit/status/502", k), 2);
@@ -234,6 +238,8 @@ ParameterizedTest(setup *s, web, protocol, .timeout = 120)
 	send_req(&a);
 	cr_expect_eq(a.r.status, 413, "%s: %d %s", websrv_name(s->kind),
 	    a.r.status, a.r.body);
+	if (s->kind == WS_NGINX || s->kind == WS_NGINX_SPLIT)
+		cr_expect_str_eq(a.code, "BODY_TOO_LARGE", "%s", a.r.body);
 	done(&a);
 	cr_expect_eq(websrv_count(&w, "/testkit/echo", key("big")), 0);
 
@@ -389,6 +395,58 @@ ParameterizedTest(setup *s, web, nginx_keepalive_load, .timeout = 300)
 	cr_expect_eq(unanswered, 0, "%zu of 120 hammering requests unanswered",
 	    unanswered);
 	cr_expect_eq(websrv_count(&w, "/testkit/sleep/20", keys[0]), 1);
+	websrv_stop(&w);
+}
+
+ParameterizedTestParameters(web, nginx_own_errors)
+{
+	static setup s[2] = { { WS_NGINX, 0 }, { WS_NGINX_SPLIT, 0 } };
+
+	return cr_make_param_array(setup, s, 2);
+}
+
+/* Expects q to be nginx's own error status as problem+json with code. */
+static void
+expect_problem(const setup *s, const req *q, int status, const char *code)
+{
+	cr_expect_eq(q->r.status, status, "%s: %d %s", websrv_name(s->kind),
+	    q->r.status, q->r.body != NULL ? q->r.body : "");
+	cr_expect_str_eq(http_header(&q->r, "Content-Type"),
+	    "application/problem+json");
+	cr_expect_str_eq(q->code, code, "%s: %s", websrv_name(s->kind),
+	    q->r.body != NULL ? q->r.body : "");
+}
+
+/*
+ * nginx's own answers through conf/nginx/idemfcgi-errors.conf: a body over
+ * client_max_body_size (1m, over idemfcgi's max-body of 64k here) is 413
+ * BODY_TOO_LARGE without reaching idemfcgi; with idemfcgi stopped, 502
+ * BACKEND_UNAVAILABLE with Retry-After, not nginx's HTML.
+ */
+ParameterizedTest(setup *s, web, nginx_own_errors, .timeout = 60)
+{
+	static char big[1100 * 1024];
+	req a;
+
+	start(s, "");
+	memset(big, 'x', sizeof(big));
+	a = mk("/testkit/echo", key("ngx-big"), big);
+	a.len = sizeof(big);
+	send_req(&a);
+	expect_problem(s, &a, 413, "BODY_TOO_LARGE");
+	done(&a);
+	cr_expect_eq(websrv_count(&w, "/testkit/echo", key("ngx-big")), 0);
+
+	/* served, then idemfcgi stops: nginx answers alone */
+	a = one("/testkit/echo", key("ngx-up"), NULL);
+	cr_expect_eq(a.r.status, 201, "%s: %s", websrv_name(s->kind),
+	    a.r.body);
+	done(&a);
+	cr_assert_eq(harness_stop(&w.idem), 0);
+	a = one("/testkit/echo", key("ngx-down"), NULL);
+	expect_problem(s, &a, 502, "BACKEND_UNAVAILABLE");
+	cr_expect_str_eq(http_header(&a.r, "Retry-After"), "1");
+	done(&a);
 	websrv_stop(&w);
 }
 

@@ -21,7 +21,8 @@
 #define MODS "/usr/lib/apache2/modules"
 
 static const char *const names[] = { "lighttpd", "lighttpd-spawn",
-    "apache-proxy-tcp", "apache-proxy-unix", "apache-fcgid", "nginx" };
+    "apache-proxy-tcp", "apache-proxy-unix", "apache-fcgid", "nginx",
+    "nginx-split" };
 
 const char *
 websrv_name(websrv_kind kind)
@@ -144,15 +145,60 @@ write_apache(websrv *w, const char *backend, const char *idem_conf)
 	return write_file(w->dir, "httpd.conf", text);
 }
 
-/* An nginx of two workers in front of idemfcgi's TCP backend, including
- * conf/nginx-idemfcgi.conf as a user would; every path of its own in
+/* Writes conf/nginx/idemfcgi-upstream.conf to w->dir with the packaged
+ * socket replaced by sock, as an operator edits its server line; returns 0
+ * or -1. */
+static int
+write_nginx_upstream(websrv *w, const char *sock)
+{
+	static const char packaged[] = "/run/idemfcgi/idemfcgi.sock";
+	char path[400], *text, *at, *out;
+	size_t len;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/conf/nginx/idemfcgi-upstream.conf",
+	    srcdir());
+	if ((text = harness_slurp(path)) == NULL)
+		return -1;
+	if ((at = strstr(text, "server unix:/run/idemfcgi/idemfcgi.sock;"))
+	    == NULL) {
+		fprintf(stderr, "%s: no server line with %s\n", path, packaged);
+		free(text);
+		return -1;
+	}
+	at += strlen("server unix:");
+	len = strlen(text) + strlen(sock) + 1;
+	if ((out = malloc(len)) == NULL) {
+		free(text);
+		return -1;
+	}
+	snprintf(out, len, "%.*s%s%s", (int)(at - text), text, sock,
+	    at + strlen(packaged));
+	rc = write_file(w->dir, "idemfcgi-upstream.conf", out);
+	free(out);
+	free(text);
+	return rc;
+}
+
+/* An nginx of two workers in front of idemfcgi's unix socket with the
+ * files of conf/nginx/ as a user includes them: the upstream (its socket
+ * edited) in http, the error snippet in server and the fastcgi snippet in
+ * the location, at /api (idemfcgi's mount) or, for WS_NGINX_SPLIT, at
+ * /svc/v1 split by fastcgi_split_path_info; every path of its own in
  * w->dir (PLATFORM.md, "nginx privately"). */
 static int
-write_nginx(websrv *w, const char *backend)
+write_nginx(websrv *w, const char *sock)
 {
-	char text[4096];
-	const char *d = w->dir;
+	char text[4096], split[128] = "";
+	const char *d = w->dir, *mount = "/api";
 
+	if (write_nginx_upstream(w, sock) != 0)
+		return -1;
+	if (w->kind == WS_NGINX_SPLIT) {
+		mount = "/svc/v1";
+		snprintf(split, sizeof(split), "            "
+		    "fastcgi_split_path_info ^(%s)(/.*)$;\n", mount);
+	}
 	snprintf(text, sizeof(text),
 	    "user root;\n"
 	    "worker_processes 2;\n"
@@ -166,16 +212,17 @@ write_nginx(websrv *w, const char *backend)
 	    "    proxy_temp_path %s/proxy;\n"
 	    "    uwsgi_temp_path %s/uwsgi;\n"
 	    "    scgi_temp_path %s/scgi;\n"
-	    "    upstream idemfcgi {\n"
-	    "        server %s;\n"
-	    "        keepalive 16;\n"
-	    "    }\n"
+	    "    include %s/idemfcgi-upstream.conf;\n"
 	    "    server {\n"
 	    "        listen 127.0.0.1:%d;\n"
-	    "        include %s/conf/nginx-idemfcgi.conf;\n"
+	    "        include %s/conf/nginx/idemfcgi-errors.conf;\n"
+	    "        location %s/ {\n"
+	    "%s"
+	    "            include %s/conf/nginx/idemfcgi-fastcgi.conf;\n"
+	    "        }\n"
 	    "    }\n"
 	    "}\n",
-	    d, d, d, d, d, d, d, backend, w->port, srcdir());
+	    d, d, d, d, d, d, d, d, w->port, srcdir(), mount, split, srcdir());
 	return write_file(w->dir, "nginx.conf", text);
 }
 
@@ -211,7 +258,8 @@ websrv_start_plugins(websrv *w, websrv_kind kind, const char *idem_conf,
 	memset(w, 0, sizeof(*w));
 	w->kind = kind;
 	w->port = harness_free_port();
-	snprintf(w->base, sizeof(w->base), "http://127.0.0.1:%d/api", w->port);
+	snprintf(w->base, sizeof(w->base), "http://127.0.0.1:%d%s", w->port,
+	    kind == WS_NGINX_SPLIT ? "/svc/v1" : "/api");
 	snprintf(w->dir, sizeof(w->dir), "/tmp/idemfcgi-web.XXXXXX");
 	if (mkdtemp(w->dir) == NULL)
 		return -1;
@@ -246,14 +294,16 @@ websrv_start_plugins(websrv *w, websrv_kind kind, const char *idem_conf,
 		    .testkit_log = w->testkit_log, .listen = listen });
 		break;
 	case WS_NGINX:
+	case WS_NGINX_SPLIT:
 		/* fewer threads than nginx keeps connections: 2 workers x
-		 * keepalive 16 */
-		snprintf(listen, sizeof(listen), "127.0.0.1:%d",
-		    harness_free_port());
+		 * keepalive 16; routed on REQUEST_URI less the mount, or on
+		 * the PATH_INFO nginx splits off (no mount) */
 		rc = harness_start(&w->idem, &(harness_opts){
-		    .server = "threads = 4\nmax-body = 64k\nmount = /api",
-		    .rest = idem_conf, .testkit_log = w->testkit_log,
-		    .listen = listen });
+		    .server = kind == WS_NGINX ?
+		    "threads = 4\nmax-body = 64k\nmount = /api" :
+		    "threads = 4\nmax-body = 64k",
+		    .rest = idem_conf, .testkit_log = w->testkit_log });
+		snprintf(sock, sizeof(sock), "%s", w->idem.addr + 5);
 		break;
 	default:
 		snprintf(sock, sizeof(sock), "%s/spawned.sock", w->dir);
@@ -270,7 +320,8 @@ websrv_start_plugins(websrv *w, websrv_kind kind, const char *idem_conf,
 		argv = lighttpd_argv;
 		break;
 	case WS_NGINX:
-		rc = write_nginx(w, w->idem.addr);
+	case WS_NGINX_SPLIT:
+		rc = write_nginx(w, sock);
 		snprintf(path, sizeof(path), "%s/nginx.conf", w->dir);
 		argv = nginx_argv;
 		break;

@@ -18,17 +18,20 @@ typedef enum websrv_kind {
 	WS_APACHE_TCP,        /* mod_proxy_fcgi to idemfcgi on TCP */
 	WS_APACHE_UNIX,       /* mod_proxy_fcgi to idemfcgi's unix socket */
 	WS_APACHE_FCGID,      /* mod_fcgid starts it */
-	WS_NGINX              /* fastcgi_pass to idemfcgi on TCP, 4 threads,
-	                       * an upstream with keepalive 16 and
+	WS_NGINX,             /* fastcgi_pass to idemfcgi's unix socket, 4
+	                       * threads, an upstream with keepalive 16 and
 	                       * fastcgi_keep_conn on: more kept connections
-	                       * than threads */
+	                       * than threads; at /api, idemfcgi's mount */
+	WS_NGINX_SPLIT        /* the same at /svc/v1, no mount: PATH_INFO
+	                       * from fastcgi_split_path_info */
 } websrv_kind;
 
 typedef struct websrv {
 	websrv_kind kind;
 	char dir[256];          /* configs, logs; world-writable */
 	int port;
-	char base[128];         /* "http://127.0.0.1:PORT/api" */
+	char base[128];         /* "http://127.0.0.1:PORT/api" (nginx-split:
+	                         * "/svc/v1") */
 	pid_t pid;              /* the web server */
 	harness idem;           /* idemfcgi, when it runs on its own */
 	char testkit_log[320];  /* where executions are counted */
@@ -40,7 +43,8 @@ const char *websrv_name(websrv_kind kind);
 /*
  * Starts idemfcgi (or lets the web server start it) with the testkit and
  * ledger plugins, idem_conf appended to its config (sections and all),
- * max-body 64k, and the web server in front under /api.  Returns 0, or -1
+ * max-body 64k, and the web server in front under /api (nginx-split:
+ * /svc/v1).  Returns 0, or -1
  * after printing why.
  */
 int websrv_start(websrv *w, websrv_kind kind, const char *idem_conf);

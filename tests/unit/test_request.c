@@ -85,6 +85,23 @@ Test(request, path_info_wins)
 	idem_request_clear(&req);
 }
 
+/* nginx's "fastcgi_param PATH_INFO $fastcgi_path_info" without a
+ * fastcgi_split_path_info sends PATH_INFO empty and SCRIPT_NAME the whole
+ * path: an empty PATH_INFO is absent, the route is REQUEST_URI less the
+ * mount. */
+Test(request, empty_path_info_is_absent)
+{
+	char *env[] = { "REQUEST_METHOD=POST",
+	    "REQUEST_URI=/api/accounts/a%2Db/deposit?x=1",
+	    "SCRIPT_NAME=/api/accounts/a-b/deposit", "PATH_INFO=", NULL };
+	idem_request req;
+	idem_problem pb;
+
+	cr_assert_eq(parse(&req, env, "/api", &pb), IDEM_OK);
+	cr_expect_str_eq(req.path, "/accounts/a-b/deposit");
+	idem_request_clear(&req);
+}
+
 Test(request, escaped_slash_stays_in_segment)
 {
 	char *env[] = { "REQUEST_METHOD=GET", "REQUEST_URI=/x/a%2Fb/%41", NULL };
