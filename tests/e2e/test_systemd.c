@@ -1,0 +1,309 @@
+/*
+ * test_systemd.c - idemfcgi under systemd's protocols, spoken for real:
+ * a datagram socket as $NOTIFY_SOCKET (READY=1, RELOADING=1, STOPPING=1,
+ * WATCHDOG=1), a listening socket inherited as fd 3 with $LISTEN_FDS and
+ * $LISTEN_PID (socket activation), and stderr named by $JOURNAL_STREAM.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "calls.h"
+#include "harness.h"
+
+/* The longest a test waits for a datagram that must come. */
+#define EVENT_MS 30000
+
+#ifndef HAVE_SYSTEMD
+#define NEED_SYSTEMD() cr_skip_test("built without libsystemd")
+#else
+#define NEED_SYSTEMD() ((void)0)
+#endif
+
+typedef struct notify_sock {
+	char dir[40];
+	char path[64];
+	char env[96];            /* "NOTIFY_SOCKET=<path>" */
+	int fd;
+} notify_sock;
+
+/* Binds a datagram socket in a directory of its own: the service
+ * manager's end of $NOTIFY_SOCKET. */
+static void
+notify_open(notify_sock *n)
+{
+	struct sockaddr_un sa;
+
+	snprintf(n->dir, sizeof(n->dir), "/tmp/idemfcgi-notify.XXXXXX");
+	cr_assert_not_null(mkdtemp(n->dir));
+	snprintf(n->path, sizeof(n->path), "%.40s/notify", n->dir);
+	snprintf(n->env, sizeof(n->env), "NOTIFY_SOCKET=%.64s", n->path);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.64s", n->path);
+	n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert(n->fd >= 0);
+	cr_assert_eq(bind(n->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+}
+
+static void
+notify_close(notify_sock *n)
+{
+	close(n->fd);
+	unlink(n->path);
+	rmdir(n->dir);
+}
+
+/* The next datagram into buf, waiting up to ms.  Returns its length, or
+ * -1 when none came. */
+static ssize_t
+notify_next(notify_sock *n, char *buf, size_t size, long ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	ssize_t len;
+
+	setsockopt(n->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	do
+		len = recv(n->fd, buf, size - 1, 0);
+	while (len < 0 && errno == EINTR);
+	if (len < 0)
+		return -1;
+	buf[len] = '\0';
+	return len;
+}
+
+/* Whether a datagram holds a line that starts with want ("READY=1",
+ * "STATUS=watchdog:"). */
+static int
+has_line(const char *msg, const char *want)
+{
+	size_t len = strlen(want);
+	const char *p = msg;
+
+	while ((p = strstr(p, want)) != NULL) {
+		if (p == msg || p[-1] == '\n')
+			return 1;
+		p += len;
+	}
+	return 0;
+}
+
+/* Reads datagrams until one with the line want; counts in *skipped
+ * (may be NULL) those with the line other before it.  Returns 1, or 0
+ * when none came within EVENT_MS. */
+static int
+await_line(notify_sock *n, const char *want, const char *other, int *skipped)
+{
+	char buf[1024];
+
+	while (notify_next(n, buf, sizeof(buf), EVENT_MS) >= 0) {
+		if (has_line(buf, want))
+			return 1;
+		if (skipped != NULL && other != NULL && has_line(buf, other))
+			(*skipped)++;
+	}
+	return 0;
+}
+
+Test(systemd, notify_ready_reloading_stopping)
+{
+	notify_sock n;
+	const char *env[2];
+	harness h;
+	call c;
+	int before = 0;
+
+	NEED_SYSTEMD();
+	notify_open(&n);
+	env[0] = n.env;
+	env[1] = NULL;
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .env = env }), 0);
+	/* harness_start returned once the socket accepted */
+	cr_expect(await_line(&n, "READY=1", NULL, NULL), "no READY=1");
+	c = call_one(h.addr, "/testkit/echo", "n-1", NULL);
+	cr_expect_eq(c.status, 201);
+
+	kill(h.pid, SIGHUP);
+	cr_expect(await_line(&n, "RELOADING=1", "READY=1", &before),
+	    "no RELOADING=1 at SIGHUP");
+	cr_expect_eq(before, 0, "READY=1 again before RELOADING=1");
+	cr_expect(await_line(&n, "READY=1", NULL, NULL),
+	    "no READY=1 after the reload");
+	cr_expect(harness_await_log(&h, "reloaded:"));
+	c = call_one(h.addr, "/testkit/echo", "n-2", NULL);
+	cr_expect_eq(c.status, 201);
+
+	cr_expect_eq(harness_stop(&h), 0);
+	/* the datagrams outlive the sender on our socket */
+	cr_expect(await_line(&n, "STOPPING=1", NULL, NULL),
+	    "no STOPPING=1 at SIGTERM");
+	notify_close(&n);
+}
+
+Test(systemd, watchdog_pings_while_workers_run)
+{
+	notify_sock n;
+	const char *env[3];
+	char buf[1024];
+	harness h;
+	int pids[4], pings = 0, i;
+
+	NEED_SYSTEMD();
+	notify_open(&n);
+	env[0] = n.env;
+	env[1] = "WATCHDOG_USEC=200000";
+	env[2] = NULL;
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .env = env }), 0);
+	cr_assert(await_line(&n, "READY=1", NULL, NULL));
+	for (i = 0; i < 3; i++)
+		cr_assert(await_line(&n, "WATCHDOG=1", NULL, NULL),
+		    "ping %d did not come", i + 1);
+
+	/* a stopped worker: no ping until it runs again */
+	cr_assert_eq(harness_workers(&h, pids, 4), 1);
+	kill(pids[0], SIGSTOP);
+	cr_assert(await_line(&n, "STATUS=watchdog: worker", NULL, NULL),
+	    "the master did not see the worker stopped");
+	cr_expect(harness_await_log(&h, "is stopped; no ping"));
+	/* five periods of silence: a ping here would be a bug (a slow
+	 * machine can only hide one, never make one up) */
+	while (notify_next(&n, buf, sizeof(buf), 500) >= 0)
+		pings += has_line(buf, "WATCHDOG=1");
+	cr_expect_eq(pings, 0, "%d ping(s) with the worker stopped", pings);
+	kill(pids[0], SIGCONT);
+	pings = 0;
+	cr_expect(await_line(&n, "STATUS=watchdog: pinging", "WATCHDOG=1",
+	    &pings), "the pings did not come back");
+	cr_expect_eq(pings, 0);
+	cr_expect(await_line(&n, "WATCHDOG=1", NULL, NULL));
+	cr_expect_eq(harness_stop(&h), 0);
+	notify_close(&n);
+}
+
+/* A listening unix socket at dir/name, as systemd's socket unit makes
+ * it; its address into addr. */
+static int
+listen_at(const char *dir, char *addr, size_t size)
+{
+	struct sockaddr_un sa;
+	int fd;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.64s/activated.sock", dir);
+	snprintf(addr, size, "unix:%s", sa.sun_path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert(fd >= 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(fd, 64), 0);
+	return fd;
+}
+
+Test(systemd, socket_activation)
+{
+	char dir[] = "/tmp/idemfcgi-activated.XXXXXX", addr[160], path[300];
+	harness h;
+	call c;
+	int fd;
+
+	NEED_SYSTEMD();
+	cr_assert_not_null(mkdtemp(dir));
+	fd = listen_at(dir, addr, sizeof(addr));
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .listen_fd = fd,
+	    .connect = addr }), 0);
+	cr_expect(harness_await_log(&h, "listening on the socket systemd "
+	    "passed (fd 3); listen = unix:"));
+	/* the configured socket was not made: the inherited one wins */
+	snprintf(path, sizeof(path), "%s/fcgi.sock", h.dir);
+	cr_expect_neq(access(path, F_OK), 0);
+	c = call_one(h.addr, "/testkit/echo", "a-1", NULL);
+	cr_expect_eq(c.status, 201);
+	c = call_one(h.addr, "/testkit/echo", "a-1", NULL);
+	cr_expect_str_eq(c.replayed, "true");
+
+	/* a reload keeps the socket */
+	kill(h.pid, SIGHUP);
+	cr_expect(harness_await_log(&h, "reloaded:"));
+	c = call_one(h.addr, "/testkit/echo", "a-2", NULL);
+	cr_expect_eq(c.status, 201);
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "a-1"), 1);
+	cr_expect_eq(harness_stop(&h), 0);
+
+	/* the socket outlives the daemon: its file stays, and the next
+	 * one serves it */
+	cr_expect_eq(access(addr + 5, F_OK), 0, "the socket was unlinked");
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .listen_fd = fd,
+	    .connect = addr }), 0);
+	c = call_one(h.addr, "/testkit/echo", "a-3", NULL);
+	cr_expect_eq(c.status, 201);
+	cr_expect_eq(harness_stop(&h), 0);
+	close(fd);
+	unlink(addr + 5);
+	rmdir(dir);
+}
+
+/* Whether every line of log starts with "<N>" and holds no timestamp. */
+static void
+expect_journal_lines(const char *log)
+{
+	const char *p = log;
+	int lines = 0;
+
+	while (*p != '\0') {
+		const char *end = strchr(p, '\n');
+		size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+		cr_expect(len > 3 && p[0] == '<' && p[1] >= '0' && p[1] <= '7' &&
+		    p[2] == '>' && strncmp(p + 3, "idemfcgi[", 9) == 0,
+		    "not a journal line: %.*s", (int)len, p);
+		cr_expect(len < 7 || strncmp(p + 3, "20", 2) != 0,
+		    "a timestamp: %.*s", (int)len, p);
+		lines++;
+		p += len + (end != NULL);
+	}
+	cr_expect(lines > 0);
+}
+
+Test(systemd, journal_stream_priorities)
+{
+	harness h;
+	char *log, bad[400];
+	FILE *fp;
+
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .journal = 1 }), 0);
+	cr_assert(harness_await_log(&h, "master "));
+	/* an error: a reload of a config with a bad key */
+	snprintf(bad, sizeof(bad), "%s", h.conf);
+	fp = fopen(bad, "a");
+	cr_assert_not_null(fp);
+	fputs("[server]\nno-such-key = 1\n", fp);
+	fclose(fp);
+	kill(h.pid, SIGHUP);
+	cr_assert(harness_await_log(&h, "not reloaded"));
+	log = harness_log(&h);
+	cr_assert_not_null(log);
+	expect_journal_lines(log);
+	cr_expect(strstr(log, "<6>idemfcgi[") != NULL, "no info line: %s", log);
+	cr_expect(strstr(log, "<3>idemfcgi[") != NULL, "no error line: %s", log);
+	free(log);
+	cr_expect_eq(harness_stop(&h), 0);
+
+	/* not the journal: lines as before, with their time */
+	cr_assert_eq(harness_start(&h, NULL), 0);
+	cr_assert(harness_await_log(&h, "master "));
+	log = harness_log(&h);
+	cr_assert_not_null(log);
+	cr_expect_eq(strncmp(log, "20", 2), 0, "%s", log);
+	cr_expect_null(strstr(log, "<6>"));
+	free(log);
+	cr_expect_eq(harness_stop(&h), 0);
+}
