@@ -207,7 +207,9 @@ release_dead(master *m, const worker *w)
 {
 	int i;
 
-	if (!m->cfg->idem_enabled || m->cfg->store != IDEM_STORE_MYSQL)
+	/* a worker whose store was set aside reserved nothing */
+	if (!m->cfg->idem_enabled || m->cfg->store != IDEM_STORE_MYSQL ||
+	    m->cfg->store_aside)
 		return;
 	sweep(m, w->pid, w->instance, 0);
 	for (i = 0; i < MAX_LATE && m->late[i].instance[0] != '\0'; i++)

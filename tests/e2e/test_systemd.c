@@ -252,6 +252,28 @@ Test(systemd, socket_activation)
 	rmdir(dir);
 }
 
+/* What systemd might pass that idemfcgi cannot serve is refused, with
+ * a message: a datagram socket (ListenDatagram=). */
+Test(systemd, socket_activation_refuses_a_datagram_socket)
+{
+	char addr[] = "unix:/nonexistent/idemfcgi.sock";
+	harness h;
+	char *log;
+	int fd;
+
+	NEED_SYSTEMD();
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert(fd >= 0);
+	cr_expect_neq(harness_start(&h, &(harness_opts){ .listen_fd = fd,
+	    .connect = addr }), 0, "served a datagram socket");
+	log = harness_log(&h);
+	cr_expect(log != NULL && strstr(log, "fd 3 is not a listening stream "
+	    "socket") != NULL, "%s", log);
+	free(log);
+	harness_stop(&h);
+	close(fd);
+}
+
 /* Whether every line of log starts with "<N>" and holds no timestamp. */
 static void
 expect_journal_lines(const char *log)
