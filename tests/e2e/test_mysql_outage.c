@@ -4,6 +4,8 @@
  * without restarting idemfcgi.  Each test has a MariaDB of its own, since
  * it stops, kills or freezes it, and they take turns (one at a time).
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -20,6 +22,7 @@
 #include "harness.h"
 #include "idem_key.h"
 #include "mariadb.h"
+#include "notify.h"
 
 /* One outage at a time: the lock goes with the test's process. */
 static void
@@ -83,6 +86,11 @@ Test(mysql_outage, started_before_the_database, .init = take_turn,
     .timeout = 120)
 {
 	char *conf, *out = NULL, *log;
+#ifdef HAVE_SYSTEMD
+	char msg[1024];
+#endif
+	const char *env[2];
+	notify_sock n;
 	mariadb db;
 	harness h;
 	call c;
@@ -90,8 +98,17 @@ Test(mysql_outage, started_before_the_database, .init = take_turn,
 
 	cr_assert_eq(mariadb_start(&db), 0);
 	mariadb_stop(&db);
-	cr_assert_eq(harness_start(&h, &(harness_opts){ .mysql = 1, .db = &db }),
-	    0, "idemfcgi did not start without its database");
+	cr_assert_eq(notify_open(&n), 0);
+	env[0] = n.env;
+	env[1] = NULL;
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .mysql = 1, .db = &db,
+	    .env = env }), 0, "idemfcgi did not start without its database");
+#ifdef HAVE_SYSTEMD
+	/* ready, with the store set aside */
+	cr_expect(notify_next(&n, msg, sizeof(msg), NOTIFY_EVENT_MS) > 0 &&
+	    notify_has_line(msg, "READY=1") && strstr(msg, "the database is "
+	    "not up") != NULL, "%s", msg);
+#endif
 	for (i = 0; i < 3; i++) {
 		c = call_one(h.addr, "/testkit/echo", "early", NULL);
 		cr_expect_eq(c.status, 503);
@@ -114,6 +131,12 @@ Test(mysql_outage, started_before_the_database, .init = take_turn,
 	free(conf);
 
 	cr_assert_eq(mariadb_restart(&db), 0);
+#ifdef HAVE_SYSTEMD
+	cr_expect(notify_await(&n, "RELOADING=1", NULL, NULL));
+	cr_expect(notify_next(&n, msg, sizeof(msg), NOTIFY_EVENT_MS) > 0 &&
+	    notify_has_line(msg, "READY=1") && strstr(msg, "serving") != NULL,
+	    "%s", msg);
+#endif
 	cr_expect(harness_await_log(&h, "the database answers"));
 	/* the waiting workers give way to ones with the store: until then
 	 * a keyed request may still meet a waiting one (503) */
@@ -142,6 +165,7 @@ Test(mysql_outage, started_before_the_database, .init = take_turn,
 	    log);
 	free(log);
 	cr_expect_eq(harness_stop(&h), 0);
+	notify_close(&n);
 	mariadb_destroy(&db);
 }
 

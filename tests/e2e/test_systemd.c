@@ -6,13 +6,11 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -20,100 +18,13 @@
 
 #include "calls.h"
 #include "harness.h"
-
-/* The longest a test waits for a datagram that must come. */
-#define EVENT_MS 30000
+#include "notify.h"
 
 #ifndef HAVE_SYSTEMD
 #define NEED_SYSTEMD() cr_skip_test("built without libsystemd")
 #else
 #define NEED_SYSTEMD() ((void)0)
 #endif
-
-typedef struct notify_sock {
-	char dir[40];
-	char path[64];
-	char env[96];            /* "NOTIFY_SOCKET=<path>" */
-	int fd;
-} notify_sock;
-
-/* Binds a datagram socket in a directory of its own: the service
- * manager's end of $NOTIFY_SOCKET. */
-static void
-notify_open(notify_sock *n)
-{
-	struct sockaddr_un sa;
-
-	snprintf(n->dir, sizeof(n->dir), "/tmp/idemfcgi-notify.XXXXXX");
-	cr_assert_not_null(mkdtemp(n->dir));
-	snprintf(n->path, sizeof(n->path), "%.40s/notify", n->dir);
-	snprintf(n->env, sizeof(n->env), "NOTIFY_SOCKET=%.64s", n->path);
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.64s", n->path);
-	n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	cr_assert(n->fd >= 0);
-	cr_assert_eq(bind(n->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-}
-
-static void
-notify_close(notify_sock *n)
-{
-	close(n->fd);
-	unlink(n->path);
-	rmdir(n->dir);
-}
-
-/* The next datagram into buf, waiting up to ms.  Returns its length, or
- * -1 when none came. */
-static ssize_t
-notify_next(notify_sock *n, char *buf, size_t size, long ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-	ssize_t len;
-
-	setsockopt(n->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	do
-		len = recv(n->fd, buf, size - 1, 0);
-	while (len < 0 && errno == EINTR);
-	if (len < 0)
-		return -1;
-	buf[len] = '\0';
-	return len;
-}
-
-/* Whether a datagram holds a line that starts with want ("READY=1",
- * "STATUS=watchdog:"). */
-static int
-has_line(const char *msg, const char *want)
-{
-	size_t len = strlen(want);
-	const char *p = msg;
-
-	while ((p = strstr(p, want)) != NULL) {
-		if (p == msg || p[-1] == '\n')
-			return 1;
-		p += len;
-	}
-	return 0;
-}
-
-/* Reads datagrams until one with the line want; counts in *skipped
- * (may be NULL) those with the line other before it.  Returns 1, or 0
- * when none came within EVENT_MS. */
-static int
-await_line(notify_sock *n, const char *want, const char *other, int *skipped)
-{
-	char buf[1024];
-
-	while (notify_next(n, buf, sizeof(buf), EVENT_MS) >= 0) {
-		if (has_line(buf, want))
-			return 1;
-		if (skipped != NULL && other != NULL && has_line(buf, other))
-			(*skipped)++;
-	}
-	return 0;
-}
 
 Test(systemd, notify_ready_reloading_stopping)
 {
@@ -124,20 +35,20 @@ Test(systemd, notify_ready_reloading_stopping)
 	int before = 0;
 
 	NEED_SYSTEMD();
-	notify_open(&n);
+	cr_assert_eq(notify_open(&n), 0);
 	env[0] = n.env;
 	env[1] = NULL;
 	cr_assert_eq(harness_start(&h, &(harness_opts){ .env = env }), 0);
 	/* harness_start returned once the socket accepted */
-	cr_expect(await_line(&n, "READY=1", NULL, NULL), "no READY=1");
+	cr_expect(notify_await(&n, "READY=1", NULL, NULL), "no READY=1");
 	c = call_one(h.addr, "/testkit/echo", "n-1", NULL);
 	cr_expect_eq(c.status, 201);
 
 	kill(h.pid, SIGHUP);
-	cr_expect(await_line(&n, "RELOADING=1", "READY=1", &before),
+	cr_expect(notify_await(&n, "RELOADING=1", "READY=1", &before),
 	    "no RELOADING=1 at SIGHUP");
 	cr_expect_eq(before, 0, "READY=1 again before RELOADING=1");
-	cr_expect(await_line(&n, "READY=1", NULL, NULL),
+	cr_expect(notify_await(&n, "READY=1", NULL, NULL),
 	    "no READY=1 after the reload");
 	cr_expect(harness_await_log(&h, "reloaded:"));
 	c = call_one(h.addr, "/testkit/echo", "n-2", NULL);
@@ -145,7 +56,7 @@ Test(systemd, notify_ready_reloading_stopping)
 
 	cr_expect_eq(harness_stop(&h), 0);
 	/* the datagrams outlive the sender on our socket */
-	cr_expect(await_line(&n, "STOPPING=1", NULL, NULL),
+	cr_expect(notify_await(&n, "STOPPING=1", NULL, NULL),
 	    "no STOPPING=1 at SIGTERM");
 	notify_close(&n);
 }
@@ -159,33 +70,33 @@ Test(systemd, watchdog_pings_while_workers_run)
 	int pids[4], pings = 0, i;
 
 	NEED_SYSTEMD();
-	notify_open(&n);
+	cr_assert_eq(notify_open(&n), 0);
 	env[0] = n.env;
 	env[1] = "WATCHDOG_USEC=200000";
 	env[2] = NULL;
 	cr_assert_eq(harness_start(&h, &(harness_opts){ .env = env }), 0);
-	cr_assert(await_line(&n, "READY=1", NULL, NULL));
+	cr_assert(notify_await(&n, "READY=1", NULL, NULL));
 	for (i = 0; i < 3; i++)
-		cr_assert(await_line(&n, "WATCHDOG=1", NULL, NULL),
+		cr_assert(notify_await(&n, "WATCHDOG=1", NULL, NULL),
 		    "ping %d did not come", i + 1);
 
 	/* a stopped worker: no ping until it runs again */
 	cr_assert_eq(harness_workers(&h, pids, 4), 1);
 	kill(pids[0], SIGSTOP);
-	cr_assert(await_line(&n, "STATUS=watchdog: worker", NULL, NULL),
+	cr_assert(notify_await(&n, "STATUS=watchdog: worker", NULL, NULL),
 	    "the master did not see the worker stopped");
 	cr_expect(harness_await_log(&h, "is stopped; no ping"));
 	/* five periods of silence: a ping here would be a bug (a slow
 	 * machine can only hide one, never make one up) */
 	while (notify_next(&n, buf, sizeof(buf), 500) >= 0)
-		pings += has_line(buf, "WATCHDOG=1");
+		pings += notify_has_line(buf, "WATCHDOG=1");
 	cr_expect_eq(pings, 0, "%d ping(s) with the worker stopped", pings);
 	kill(pids[0], SIGCONT);
 	pings = 0;
-	cr_expect(await_line(&n, "STATUS=watchdog: pinging", "WATCHDOG=1",
+	cr_expect(notify_await(&n, "STATUS=watchdog: pinging", "WATCHDOG=1",
 	    &pings), "the pings did not come back");
 	cr_expect_eq(pings, 0);
-	cr_expect(await_line(&n, "WATCHDOG=1", NULL, NULL));
+	cr_expect(notify_await(&n, "WATCHDOG=1", NULL, NULL));
 	cr_expect_eq(harness_stop(&h), 0);
 	notify_close(&n);
 }
