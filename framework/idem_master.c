@@ -427,6 +427,8 @@ reload(master *m, int probed)
 			m->w[i].old = 1;
 	idem_config_free(m->cfg);
 	m->cfg = cfg;
+	/* a probe of the new [mysql], if still waiting */
+	set_waiting(m, WAIT_NONE);
 	set_waiting(m, cfg->store_aside ? WAIT_PROBING : WAIT_NONE);
 	idem_log_set_level(cfg->log_level);
 	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
