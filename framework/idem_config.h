@@ -133,6 +133,16 @@ typedef struct idem_config {
 	size_t nentries;
 	size_t capentries;
 	unsigned errors;               /* problems logged so far */
+
+	/* set at run time, never from the file */
+	int store_may_wait;            /* a MySQL database that cannot be
+	                                * reached sets the store aside
+	                                * (idem_store_is_aside) instead of
+	                                * failing its open: the master's
+	                                * start, --check */
+	int store_aside;               /* the store opens set aside, without
+	                                * trying its database: the workers of
+	                                * a master waiting for it */
 } idem_config;
 
 /*

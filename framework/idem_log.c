@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,6 +79,43 @@ escape(char *dst, size_t size, const char *src, int ascii)
 	}
 	dst[n] = '\0';
 	return n;
+}
+
+/* The syslog priority of each level, for the journal's "<N>" prefixes. */
+static const int level_priorities[IDEM_LOG__MAX] = {
+	[IDEM_LOG_DEBUG] = 7,
+	[IDEM_LOG_INFO] = 6,
+	[IDEM_LOG_WARN] = 4,
+	[IDEM_LOG_ERROR] = 3,
+};
+
+static int journal_stderr;
+static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
+
+/* Whether stderr is the journal's stream: $JOURNAL_STREAM ("DEV:INODE",
+ * set by systemd) names the file fd 2 is. */
+static void
+read_journal(void)
+{
+	const char *env = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char end;
+
+	if (env == NULL || sscanf(env, "%llu:%llu%c", &dev, &ino, &end) != 2 ||
+	    fstat(2, &st) != 0)
+		return;
+	journal_stderr = (unsigned long long)st.st_dev == dev &&
+	    (unsigned long long)st.st_ino == ino;
+}
+
+/* Whether lines go to the journal: they then start with their priority
+ * ("<3>") and leave the time to it. */
+static int
+to_journal(void)
+{
+	pthread_once(&journal_once, read_journal);
+	return journal_stderr && log_fd == 2;
 }
 
 static char host[256] = "-";
@@ -158,8 +196,8 @@ logv_ctx(const idem_log_ctx *c, idem_log_level level, const char *fmt,
 	char msg[2048], line[8192], stamp[40];
 	struct timeval tv;
 	struct tm tm;
-	size_t n;
-	int lvl = (int)level;
+	size_t n, pre = 0;
+	int lvl = (int)level, journal = to_journal();
 
 	if (lvl < log_level)
 		return;
@@ -173,15 +211,24 @@ logv_ctx(const idem_log_ctx *c, idem_log_level level, const char *fmt,
 	n = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(stamp + n, sizeof(stamp) - n, ".%03ldZ",
 	    (long)(tv.tv_usec / 1000));
-	if (log_format == IDEM_LOG_JSON &&
-	    (n = json_line(line, sizeof(line), stamp, lvl, c, msg)) > 0) {
+	if (journal)
+		pre = (size_t)snprintf(line, sizeof(line), "<%d>",
+		    level_priorities[lvl]);
+	if (log_format == IDEM_LOG_JSON && (n = json_line(line + pre,
+	    sizeof(line) - pre, stamp, lvl, c, msg)) > 0) {
+		n += pre;
 		line[n++] = '\n';
 		if (write(log_fd, line, n) < 0)
 			return;
 		return;
 	}
-	n = (size_t)snprintf(line, sizeof(line), "%s idemfcgi[%ld] %s ", stamp,
-	    (long)getpid(), idem_log_level_names[lvl]);
+	if (journal)
+		n = pre + (size_t)snprintf(line + pre, sizeof(line) - pre,
+		    "idemfcgi[%ld] %s ", (long)getpid(),
+		    idem_log_level_names[lvl]);
+	else
+		n = (size_t)snprintf(line, sizeof(line), "%s idemfcgi[%ld] %s ",
+		    stamp, (long)getpid(), idem_log_level_names[lvl]);
 	if (c->request_id != NULL)
 		n += (size_t)snprintf(line + n, sizeof(line) - n, "req=%s ",
 		    c->request_id);

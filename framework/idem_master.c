@@ -17,14 +17,25 @@
 #include "idem_log.h"
 #include "idem_master.h"
 #include "idem_metrics.h"
+#include "idem_mysql.h"
 #include "idem_server.h"
 #include "idem_service.h"
 #include "idem_store_mysql.h"
+#include "idem_systemd.h"
 #include "idem_time.h"
 
 #define MAX_WORKERS 512          /* two generations during a reload */
 #define MAX_LATE 64              /* dead workers awaiting a second sweep */
 #define EXIT_STARTUP 3           /* a worker that could not start */
+#define PROBE_MS 1000            /* tries of a database not up yet */
+
+/* What a master whose store is set aside is doing. */
+typedef enum wait_state {
+	WAIT_NONE = 0,               /* the store is in use */
+	WAIT_PROBING,                /* trying the database every PROBE_MS */
+	WAIT_RELOAD                  /* it answered but the store could not
+	                              * be set up: until a SIGHUP */
+} wait_state;
 
 typedef struct worker {
 	pid_t pid;                   /* 0: free slot */
@@ -55,6 +66,13 @@ typedef struct master {
 	uint64_t restart_at;         /* ms */
 	int stopping;
 	int status;                  /* exit status so far */
+	wait_state waiting;          /* the workers' store is set aside */
+	idem_mysql_pool *probe;      /* WAIT_PROBING: one quiet connection */
+	uint64_t probe_at;           /* ms */
+	uint64_t ping_ms;            /* the watchdog's period / 2; 0: none */
+	uint64_t ping_at;            /* ms */
+	pid_t withheld;              /* the stopped worker the watchdog's
+	                              * pings wait for; 0: none */
 } master;
 
 /* The body of a worker process.  Returns its exit status. */
@@ -189,7 +207,9 @@ release_dead(master *m, const worker *w)
 {
 	int i;
 
-	if (!m->cfg->idem_enabled || m->cfg->store != IDEM_STORE_MYSQL)
+	/* a worker whose store was set aside reserved nothing */
+	if (!m->cfg->idem_enabled || m->cfg->store != IDEM_STORE_MYSQL ||
+	    m->cfg->store_aside)
 		return;
 	sweep(m, w->pid, w->instance, 0);
 	for (i = 0; i < MAX_LATE && m->late[i].instance[0] != '\0'; i++)
@@ -310,6 +330,18 @@ alive(const master *m)
 	return n;
 }
 
+/* Tells systemd the master serves: READY=1, and what it serves. */
+static void
+notify_ready(const master *m)
+{
+	if (m->waiting != WAIT_NONE)
+		idem_sd_notifyf("READY=1\nSTATUS=%u worker(s); the database is "
+		    "not up: keyed routes answer 503", m->cfg->workers);
+	else
+		idem_sd_notifyf("READY=1\nSTATUS=%u worker(s) serving",
+		    m->cfg->workers);
+}
+
 /* Maps the shared metrics region once [metrics] is enabled; it then stays
  * for the master's life, so a reload keeps the counters. */
 static void
@@ -321,24 +353,66 @@ open_metrics(master *m)
 		    "worker reports only its own requests");
 }
 
-/* SIGHUP: a new config, new workers, the old ones drained. */
+/* Sets the master's waiting state from its config's store, and the
+ * probe that goes with it. */
 static void
-reload(master *m)
+set_waiting(master *m, wait_state w)
+{
+	m->waiting = w;
+	if (w != WAIT_PROBING) {
+		idem_mysql_pool_free(m->probe);
+		m->probe = NULL;
+		return;
+	}
+	m->probe_at = idem_now_ms() + PROBE_MS;
+	if (m->probe == NULL &&
+	    idem_mysql_pool_new(m->cfg, NULL, 0, 1, &m->probe) == IDEM_OK)
+		idem_mysql_pool_quiet(m->probe);
+}
+
+/*
+ * A new config, new workers, the old ones drained: at SIGHUP, and when
+ * the database of a store set aside answers (probed).  The config file
+ * is read again and checked whole (plugins, store, deploy) before
+ * anything is replaced.  While the workers' store is set aside, the new
+ * one may be set aside too, except after a probe, whose workers are
+ * replaced only by ones with a store in use.
+ */
+static void
+reload(master *m, int probed)
 {
 	idem_config *cfg;
 	idem_service *svc;
 	unsigned i, started = 0;
 
-	idem_log(NULL, IDEM_LOG_INFO, "SIGHUP: reading %s", m->path);
+	if (probed)
+		idem_log(NULL, IDEM_LOG_INFO, "mysql store: the database "
+		    "answers: reading %s to start serving keyed routes",
+		    m->path);
+	else
+		idem_log(NULL, IDEM_LOG_INFO, "SIGHUP: reading %s", m->path);
 	if (idem_config_load(m->path, &cfg) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not reloaded; the workers "
 		    "keep the old configuration", m->path);
+		if (probed)
+			set_waiting(m, WAIT_RELOAD);
 		return;
 	}
+	cfg->store_may_wait = m->waiting != WAIT_NONE;
 	/* check everything (plugins, store) before replacing anything */
 	if (idem_service_check(cfg, m->plugin_dir, 1, &svc) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not reloaded; the workers "
-		    "keep the old configuration", m->path);
+		    "keep the old configuration%s", m->path, probed ?
+		    " (the store set aside: keyed routes answer 503): fix it "
+		    "and reload" : "");
+		if (probed)
+			set_waiting(m, WAIT_RELOAD);
+		return;
+	}
+	if (probed && svc->cfg->store_aside) {
+		/* gone again before the check: wait on */
+		idem_service_free(svc);
+		set_waiting(m, WAIT_PROBING);
 		return;
 	}
 	if ((svc->cfg->listen == NULL) != (m->cfg->listen == NULL) ||
@@ -353,6 +427,9 @@ reload(master *m)
 			m->w[i].old = 1;
 	idem_config_free(m->cfg);
 	m->cfg = cfg;
+	/* a probe of the new [mysql], if still waiting */
+	set_waiting(m, WAIT_NONE);
+	set_waiting(m, cfg->store_aside ? WAIT_PROBING : WAIT_NONE);
 	idem_log_set_level(cfg->log_level);
 	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
 	open_metrics(m);
@@ -367,6 +444,108 @@ reload(master *m)
 			kill(m->w[i].pid, SIGTERM);
 	idem_log(NULL, IDEM_LOG_INFO, "reloaded: %u new worker(s); the old "
 	    "ones are draining", started);
+}
+
+/* Tries the database of a store set aside when it is time; reloads once
+ * it answers.  Returns ms until the next try (UINT64_MAX: none). */
+static uint64_t
+probe(master *m)
+{
+	idem_mysql_conn *c;
+	uint64_t now = idem_now_ms();
+
+	if (m->waiting != WAIT_PROBING || m->stopping)
+		return UINT64_MAX;
+	if (now < m->probe_at)
+		return m->probe_at - now;
+	m->probe_at = now + PROBE_MS;
+	if (m->probe == NULL) {
+		set_waiting(m, WAIT_PROBING);
+		return PROBE_MS;
+	}
+	if ((c = idem_mysql_get(m->probe)) == NULL)
+		return PROBE_MS;
+	idem_mysql_put(m->probe, c);
+	idem_sd_reloading();
+	reload(m, 1);
+	notify_ready(m);
+	return m->waiting == WAIT_PROBING ? PROBE_MS : UINT64_MAX;
+}
+
+/* The state of process pid in /proc ('R', 'S', 'T' ...); 0 when it
+ * cannot be read. */
+static char
+proc_state(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	size_t n;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if ((fp = fopen(path, "r")) == NULL)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	/* "pid (comm) S ...": comm may hold anything, the state follows
+	 * the last ')' */
+	if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ')
+		return 0;
+	return p[2];
+}
+
+/* Whether the watchdog may be told all is well: a worker runs, and none
+ * is stopped (SIGSTOP, a debugger, a frozen cgroup).  Sets *stopped to
+ * the first stopped worker's pid (0: none). */
+static int
+healthy(const master *m, pid_t *stopped)
+{
+	int i, running = 0;
+
+	*stopped = 0;
+	for (i = 0; i < MAX_WORKERS; i++) {
+		char st;
+		if (m->w[i].pid == 0)
+			continue;
+		st = proc_state(m->w[i].pid);
+		if (st == 'T' || st == 't') {
+			*stopped = m->w[i].pid;
+			return 0;
+		}
+		running++;
+	}
+	return running > 0;
+}
+
+/* Pings the watchdog when due and the workers are alive.  Returns ms
+ * until the next ping (UINT64_MAX: no watchdog). */
+static uint64_t
+watchdog(master *m)
+{
+	uint64_t now = idem_now_ms();
+	pid_t stopped;
+
+	if (m->ping_ms == 0)
+		return UINT64_MAX;
+	if (now < m->ping_at)
+		return m->ping_at - now;
+	m->ping_at = now + m->ping_ms;
+	if (healthy(m, &stopped)) {
+		if (m->withheld != 0) {
+			idem_log(NULL, IDEM_LOG_INFO, "watchdog: worker %ld runs "
+			    "again; pinging", (long)m->withheld);
+			idem_sd_notify("STATUS=watchdog: pinging");
+			m->withheld = 0;
+		}
+		idem_sd_notify("WATCHDOG=1");
+	} else if (stopped != 0 && stopped != m->withheld) {
+		idem_log(NULL, IDEM_LOG_ERROR, "watchdog: worker %ld is "
+		    "stopped; no ping until it runs", (long)stopped);
+		idem_sd_notifyf("STATUS=watchdog: worker %ld is stopped; no ping",
+		    (long)stopped);
+		m->withheld = stopped;
+	}
+	return m->ping_ms;
 }
 
 int
@@ -387,6 +566,10 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 	m->plugin_dir = plugin_dir;
 	m->cfg = cfg;
 	m->fd = listen_fd;
+	m->ping_ms = idem_sd_watchdog_ms() / 2;
+	if (m->ping_ms == 0 && idem_sd_watchdog_ms() > 0)
+		m->ping_ms = 1;
+	set_waiting(m, cfg->store_aside ? WAIT_PROBING : WAIT_NONE);
 	open_metrics(m);
 	idem_server_block_signals();
 	sigemptyset(&set);
@@ -402,6 +585,9 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 		}
 	idem_log(NULL, IDEM_LOG_INFO, "master %ld: %u worker(s) x %u "
 	    "thread(s)", (long)getpid(), cfg->workers, cfg->threads);
+	/* the socket accepts (the workers take its connections as they
+	 * come up), and the store is set up or set aside */
+	notify_ready(m);
 	for (;;) {
 		struct timespec wait = { 0, 0 };
 		uint64_t now = idem_now_ms(), until = 1000;
@@ -428,9 +614,14 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 		if (!m->stopping && m->pending > 0)
 			until = m->restart_at > now ? m->restart_at - now : 0;
 		{
-			uint64_t sweep_in = late_sweeps(m);
+			uint64_t sweep_in = late_sweeps(m), ping_in = watchdog(m),
+			    probe_in = probe(m);
 			if (sweep_in < until)
 				until = sweep_in;
+			if (ping_in < until)
+				until = ping_in;
+			if (probe_in < until)
+				until = probe_in;
 		}
 		if (m->stopping && deadline > now && deadline - now < until)
 			until = deadline - now;
@@ -438,17 +629,21 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 		wait.tv_nsec = (long)(until % 1000) * 1000000L;
 		sig = sigtimedwait(&set, NULL, &wait);
 		if (sig == SIGTERM || sig == SIGINT) {
-			if (!m->stopping)
+			if (!m->stopping) {
 				idem_log(NULL, IDEM_LOG_INFO, "%s: stopping %u "
 				    "worker(s)", sig == SIGTERM ? "SIGTERM" :
 				    "SIGINT", alive(m));
+				idem_sd_notify("STOPPING=1");
+			}
 			m->stopping = 1;
 			deadline = idem_now_ms() + m->cfg->shutdown_grace + 5000;
 			for (i = 0; i < MAX_WORKERS; i++)
 				if (m->w[i].pid != 0)
 					kill(m->w[i].pid, SIGTERM);
 		} else if (sig == SIGHUP && !m->stopping) {
-			reload(m);
+			idem_sd_reloading();
+			reload(m, 0);
+			notify_ready(m);
 		} else if (sig == SIGUSR1) {
 			idem_log(NULL, IDEM_LOG_INFO, "SIGUSR1 ignored");
 		}
@@ -460,6 +655,7 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 			    m->late[i].pass);
 	rc = m->status;
 	idem_log(NULL, IDEM_LOG_INFO, "master stopped");
+	idem_mysql_pool_free(m->probe);
 	idem_config_free(m->cfg);
 	idem_metrics_free(m->metrics);
 	free(m);

@@ -247,7 +247,9 @@ idem_mw_store_failed(idem_middleware *mw, const idem_request *req, idem_err err)
 
 	idem_mw_count(mw, req, IDEM_OUTCOME_STORE_UNAVAILABLE);
 	atomic_fetch_add(&mw->refused_down, 1);
-	if (atomic_compare_exchange_strong(&mw->store_down, &was_up, 1)) {
+	/* a store set aside was logged once, by the master */
+	if (!idem_store_is_aside(mw->store) &&
+	    atomic_compare_exchange_strong(&mw->store_down, &was_up, 1)) {
 		mw->down_since = idem_now_ms();
 		idem_log_event(req, IDEM_LOG_ERROR, "store_unavailable", NULL,
 		    "idempotency store unavailable (%s): requests get 503 and "

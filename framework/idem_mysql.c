@@ -43,6 +43,7 @@ struct idem_mysql_pool {
 	idem_mysql_conn **idle;     /* a stack of free ones */
 	unsigned size, nidle;
 	atomic_llong last_log;      /* ms of the last error logged */
+	int quiet;                  /* logs no error (idem_mysql_pool_quiet) */
 	atomic_ullong max_packet;   /* the server's max_allowed_packet, as
 	                             * the latest connection read it; 0:
 	                             * not known yet */
@@ -54,7 +55,7 @@ may_log(idem_mysql_pool *p)
 {
 	long long now = (long long)idem_now_ms(), last = atomic_load(&p->last_log);
 
-	return now - last >= 5000 &&
+	return !p->quiet && now - last >= 5000 &&
 	    atomic_compare_exchange_strong(&p->last_log, &last, now);
 }
 
@@ -441,6 +442,12 @@ open_first(idem_mysql_pool *p, idem_mysql_conn *c)
 		disconnect(p, c);
 	}
 	return -1;
+}
+
+void
+idem_mysql_pool_quiet(idem_mysql_pool *p)
+{
+	p->quiet = 1;
 }
 
 uint64_t

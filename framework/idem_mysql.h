@@ -57,6 +57,10 @@ idem_err idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 
 void idem_mysql_pool_free(idem_mysql_pool *p);
 
+/* Makes p log no connection or statement error: for a probe that tries
+ * the database until it answers, once the first failure was said. */
+void idem_mysql_pool_quiet(idem_mysql_pool *p);
+
 /*
  * Makes every connection of p also prepare the nextra statements of extra
  * (copied), reached as c->extra[i]: the MySQL store's statements of a

@@ -228,6 +228,24 @@ idem_server_listen(const idem_config *cfg)
 	return fd;
 }
 
+int
+idem_server_adopt(const idem_config *cfg, int fd)
+{
+	if (cfg->listen != NULL)
+		idem_log(NULL, IDEM_LOG_INFO, "listening on the socket systemd "
+		    "passed (fd %d); listen = %s is not opened", fd,
+		    cfg->listen);
+	else
+		idem_log(NULL, IDEM_LOG_INFO, "listening on the socket systemd "
+		    "passed (fd %d)", fd);
+	if (set_flags(fd) < 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "listening socket: %s",
+		    strerror(errno));
+		return -1;
+	}
+	return fd;
+}
+
 /* A worker thread: serves the dispatcher's connections until stopping. */
 static void *
 worker(void *arg)

@@ -33,6 +33,13 @@ void idem_server_block_signals(void);
  */
 int idem_server_listen(const idem_config *cfg);
 
+/*
+ * Serves the listening socket fd that systemd passed (socket activation,
+ * idem_sd_listen_fd) instead of cfg->listen, which is then not opened
+ * (logged).  Returns fd or -1 after logging why.
+ */
+int idem_server_adopt(const idem_config *cfg, int fd);
+
 /* What idem_server_run returns when shutdown-grace ran out with requests
  * in flight: their threads still run, so svc must not be freed. */
 #define IDEM_SERVER_ABANDONED 2

@@ -57,6 +57,9 @@ open_middleware(idem_service *svc)
 		idem_store_close(store);
 		return err;
 	}
+	/* the workers open it set aside too, without trying */
+	if (idem_store_is_aside(store))
+		svc->cfg->store_aside = 1;
 	return idem_middleware_new(svc->cfg, store, &svc->mw);
 }
 
@@ -91,7 +94,9 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 		err = idem_builtin_check(svc);
 	if (err == IDEM_OK && cfg->idem_enabled)
 		err = open_middleware(svc);
-	if (err == IDEM_OK && deploy)
+	/* a deploy needs the database: it runs when the master, waiting
+	 * for it, checks again */
+	if (err == IDEM_OK && deploy && !cfg->store_aside)
 		err = idem_plugins_deploy(svc->plugins, svc->cfg, svc->router);
 	if (err != IDEM_OK) {
 		idem_service_free(svc);
@@ -149,7 +154,7 @@ idem_service_purge(idem_service *svc)
 	unsigned long total = 0;
 	idem_err err;
 
-	if (svc->mw == NULL)
+	if (svc->mw == NULL || idem_store_is_aside(idem_middleware_store(svc->mw)))
 		return 0;
 	err = idem_store_purge_all(idem_middleware_store(svc->mw), PURGE_BATCH,
 	    &total);

@@ -55,7 +55,9 @@ idem_err idem_service_new(idem_config *cfg, const char *plugin_dir,
  * Builds the master's check of cfg, as idem_service_new but with
  * idem_app_is_check true in the plugins' setup; then, when deploy, runs
  * their deploy hooks (a start or a reload, not --check).  The service
- * never serves a request: the master frees it, keeping the config.
+ * never serves a request: the master frees it, keeping the config.  With
+ * cfg->store_may_wait, a MySQL database that cannot be reached sets the
+ * store aside: then cfg->store_aside is set and no deploy hook runs.
  */
 idem_err idem_service_check(idem_config *cfg, const char *plugin_dir,
     int deploy, idem_service **out);

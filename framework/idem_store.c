@@ -48,7 +48,8 @@ idem_store_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	idem_err err;
 
 	memset(out, 0, sizeof(*out));
-	err = s->ops->reserve(s, rq, out);
+	err = (s->aside ? IDEM_ERR_STORE :
+	    s->ops->reserve(s, rq, out));
 	if (idem_reserve_runs(err, out) && out->progress.phase[0] != '\0')
 		rq->has_progress = 1;
 	return timed(s, IDEM_STORE_OP_RESERVE, t0, err);
@@ -60,7 +61,8 @@ idem_store_commit(idem_store *s, idem_store_req *rq,
 {
 	uint64_t t0 = start(s);
 
-	return timed(s, IDEM_STORE_OP_COMMIT, t0, s->ops->commit(s, rq, resp));
+	return timed(s, IDEM_STORE_OP_COMMIT, t0, (s->aside ? IDEM_ERR_STORE :
+	    s->ops->commit(s, rq, resp)));
 }
 
 idem_err
@@ -74,7 +76,7 @@ idem_store_tx_begin(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 	memset(out, 0, sizeof(*out));
 	if (s->tx == NULL)
 		return IDEM_ERR_INVALID;
-	err = s->tx->tx_begin(s, c, rq, out);
+	err = (s->aside ? IDEM_ERR_STORE : s->tx->tx_begin(s, c, rq, out));
 	if (idem_reserve_runs(err, out) && out->progress.phase[0] != '\0')
 		rq->has_progress = 1;
 	return timed(s, IDEM_STORE_OP_RESERVE, t0, err);
@@ -136,7 +138,8 @@ idem_store_release(idem_store *s, idem_store_req *rq)
 {
 	uint64_t t0 = start(s);
 
-	return timed(s, IDEM_STORE_OP_RELEASE, t0, s->ops->release(s, rq));
+	return timed(s, IDEM_STORE_OP_RELEASE, t0, (s->aside ? IDEM_ERR_STORE :
+	    s->ops->release(s, rq)));
 }
 
 idem_err
@@ -144,7 +147,8 @@ idem_store_renew(idem_store *s, idem_store_req *rq)
 {
 	uint64_t t0 = start(s);
 
-	return timed(s, IDEM_STORE_OP_RENEW, t0, s->ops->renew(s, rq));
+	return timed(s, IDEM_STORE_OP_RENEW, t0, (s->aside ? IDEM_ERR_STORE :
+	    s->ops->renew(s, rq)));
 }
 
 idem_err
@@ -156,7 +160,8 @@ idem_store_checkpoint(idem_store *s, idem_store_req *rq,
 
 	if (err != IDEM_OK)
 		return err;
-	err = s->ops->checkpoint(s, rq, p);
+	err = (s->aside ? IDEM_ERR_STORE :
+	    s->ops->checkpoint(s, rq, p));
 
 	if (err == IDEM_OK)
 		rq->has_progress = 1;
@@ -169,7 +174,8 @@ idem_store_mark_unknown(idem_store *s, idem_store_req *rq)
 	uint64_t t0 = start(s);
 
 	return timed(s, IDEM_STORE_OP_MARK_UNKNOWN, t0,
-	    s->ops->mark_unknown(s, rq));
+	    (s->aside ? IDEM_ERR_STORE :
+	    s->ops->mark_unknown(s, rq)));
 }
 
 idem_err
@@ -178,7 +184,8 @@ idem_store_purge(idem_store *s, unsigned max, unsigned *purged)
 	uint64_t t0 = start(s);
 
 	*purged = 0;
-	return timed(s, IDEM_STORE_OP_PURGE, t0, s->ops->purge(s, max, purged));
+	return timed(s, IDEM_STORE_OP_PURGE, t0, (s->aside ? IDEM_ERR_STORE :
+	    s->ops->purge(s, max, purged)));
 }
 
 idem_err
@@ -189,7 +196,8 @@ idem_store_release_prefix(idem_store *s, const char *prefix,
 	*n = 0;
 	if (s->ops->release_prefix == NULL)
 		return IDEM_OK;
-	return s->ops->release_prefix(s, prefix, keys, n);
+	return (s->aside ? IDEM_ERR_STORE :
+	    s->ops->release_prefix(s, prefix, keys, n));
 }
 
 idem_err
@@ -214,7 +222,8 @@ idem_store_lookup(idem_store *s, const idem_store_key *k,
 	memset(out, 0, sizeof(*out));
 	if (s->ops->lookup == NULL)
 		return IDEM_ERR_INVALID;
-	return s->ops->lookup(s, k, out);
+	return (s->aside ? IDEM_ERR_STORE :
+	    s->ops->lookup(s, k, out));
 }
 
 idem_err
@@ -224,7 +233,8 @@ idem_store_census_get(idem_store *s, uint64_t inflight_ttl_ms,
 	memset(out, 0, sizeof(*out));
 	if (s->ops->census == NULL)
 		return IDEM_ERR_INVALID;
-	return s->ops->census(s, inflight_ttl_ms, out);
+	return (s->aside ? IDEM_ERR_STORE :
+	    s->ops->census(s, inflight_ttl_ms, out));
 }
 
 idem_err
@@ -233,7 +243,8 @@ idem_store_stats_get(idem_store *s, idem_store_stats *st)
 	memset(st, 0, sizeof(*st));
 	if (s->ops->stats == NULL)
 		return IDEM_ERR_INVALID;
-	return s->ops->stats(s, st);
+	return (s->aside ? IDEM_ERR_STORE :
+	    s->ops->stats(s, st));
 }
 
 idem_err
@@ -246,7 +257,8 @@ idem_store_list_unknown(idem_store *s, size_t max, idem_store_key **keys,
 	*more = 0;
 	if (s->ops->list_unknown == NULL || max == 0)
 		return IDEM_ERR_INVALID;
-	return s->ops->list_unknown(s, max, keys, recs, n, more);
+	return (s->aside ? IDEM_ERR_STORE :
+	    s->ops->list_unknown(s, max, keys, recs, n, more));
 }
 
 idem_err
@@ -255,7 +267,14 @@ idem_store_resolve(idem_store *s, idem_store_req *rq,
 {
 	if (s->ops->resolve == NULL)
 		return IDEM_ERR_INVALID;
-	return s->ops->resolve(s, rq, resp);
+	return (s->aside ? IDEM_ERR_STORE :
+	    s->ops->resolve(s, rq, resp));
+}
+
+int
+idem_store_is_aside(const idem_store *s)
+{
+	return s->aside;
 }
 
 const char *

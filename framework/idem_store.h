@@ -348,6 +348,10 @@ struct idem_store {
 	                                * no answer may still come into being
 	                                * (a statement the database runs after
 	                                * its client gave up on it); 0: never */
+	int aside;                     /* set aside: its database could not be
+	                                * reached when it opened, and every
+	                                * operation fails with IDEM_ERR_STORE
+	                                * (idem_store_is_aside) */
 };
 
 /*
@@ -465,6 +469,15 @@ idem_err idem_stored_response_copy(idem_stored_response *dst,
 void idem_copy_string(char *dst, size_t size, const char *src);
 
 struct idem_config;
+
+/*
+ * Whether s is set aside (idem_store_open with the config's store_aside
+ * or store_may_wait): its database could not be reached, and every
+ * operation answers IDEM_ERR_STORE, as in an outage, until the master
+ * replaces the process's store (DESIGN.md 3, "A database that is not up
+ * yet").  1 or 0.
+ */
+int idem_store_is_aside(const idem_store *s);
 
 /*
  * The store cfg's [idempotency] store names, made from cfg: the memory

@@ -450,6 +450,18 @@ set_limits(mysql_store *ms)
 	return IDEM_OK;
 }
 
+/* Makes ms a store set aside (idem_store_is_aside): no pool, every
+ * operation IDEM_ERR_STORE.  Returns IDEM_OK with *out. */
+static idem_err
+set_aside(mysql_store *ms, idem_store **out)
+{
+	idem_mysql_pool_free(ms->pool);
+	ms->pool = NULL;
+	ms->base.aside = 1;
+	*out = &ms->base;
+	return IDEM_OK;
+}
+
 idem_err
 idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
     idem_store **out)
@@ -467,6 +479,8 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	idem_my_lock_wait_insert(cfg, ms->insert, sizeof(ms->insert));
 	ms->stmts[S_INSERT] = ms->insert;
 	idem_my_set_lock_waits(cfg, ms->lock_wait_ms);
+	if (cfg->store_aside)
+		return set_aside(ms, out);
 	err = idem_mysql_pool_new(cfg, ms->stmts, NSTMT, pool_size, &ms->pool);
 	if (err != IDEM_OK) {
 		free(ms);
@@ -483,6 +497,16 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	}
 	/* the schema must be there, and of this version */
 	if (idem_my_select_ints(ms, S_VERSION, &version, &unused) != IDEM_OK) {
+		/* no connection at all (the pool reads max_allowed_packet
+		 * as each connects): the database is not up yet */
+		if (cfg->store_may_wait && idem_mysql_max_packet(ms->pool) == 0) {
+			idem_log(NULL, IDEM_LOG_WARN, "mysql store unavailable: "
+			    "database %s cannot be reached (see the error "
+			    "above); serving anyway: keyed routes answer 503 "
+			    "IDEMPOTENCY_STORE_UNAVAILABLE until it can be",
+			    cfg->mysql_database);
+			return set_aside(ms, out);
+		}
 		idem_log(NULL, IDEM_LOG_ERROR, "mysql store: cannot use database "
 		    "%s (see the error above); if the tables are missing, apply "
 		    SCHEMA_FILE, cfg->mysql_database);

@@ -14,6 +14,7 @@
 #include "idem_master.h"
 #include "idem_server.h"
 #include "idem_service.h"
+#include "idem_systemd.h"
 
 #ifndef IDEM_SYSCONFDIR
 #define IDEM_SYSCONFDIR "/etc"
@@ -28,7 +29,7 @@ static void
 usage(FILE *fp)
 {
 	fprintf(fp,
-	    "usage: idemfcgi [-c FILE] [--check]\n"
+	    "usage: idemfcgi [-c FILE] [--check [--strict]]\n"
 	    "\n"
 	    "A FastCGI application server that makes mutation handlers safe\n"
 	    "to retry with Idempotency-Key.\n"
@@ -37,6 +38,8 @@ usage(FILE *fp)
 	    "                     else %s)\n"
 	    "  -t, --check        check the configuration and plugins, then exit:\n"
 	    "                     0 when good, 1 with every problem on stderr\n"
+	    "      --strict       with --check: a MySQL database that cannot be\n"
+	    "                     reached is an error (1), not a warning\n"
 	    "  -h, --help         this text\n"
 	    "  -V, --version      the version\n"
 	    "\n"
@@ -51,6 +54,7 @@ main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check", no_argument, NULL, 't' },
+		{ "strict", no_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -59,7 +63,7 @@ main(int argc, char **argv)
 	idem_config *cfg;
 	idem_service *svc;
 	char sock[128] = "";
-	int c, check = 0, fd, rc;
+	int c, check = 0, strict = 0, fd, rc;
 
 	while ((c = getopt_long(argc, argv, "c:thV", opts, NULL)) != -1) {
 		switch (c) {
@@ -68,6 +72,9 @@ main(int argc, char **argv)
 			break;
 		case 't':
 			check = 1;
+			break;
+		case 's':
+			strict = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -83,6 +90,11 @@ main(int argc, char **argv)
 	}
 	if (path == NULL || *path == '\0')
 		path = DEFAULT_CONFIG;
+	if (strict && !check) {
+		fprintf(stderr, "idemfcgi: --strict goes with --check\n");
+		usage(stderr);
+		return 2;
+	}
 	if (optind < argc) {
 		fprintf(stderr, "idemfcgi: unexpected argument \"%s\"\n",
 		    argv[optind]);
@@ -98,6 +110,8 @@ main(int argc, char **argv)
 	}
 	idem_log_set_level(cfg->log_level);
 	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
+	/* a database not up yet: serve anyway, the store set aside */
+	cfg->store_may_wait = 1;
 	if (idem_service_check(cfg, IDEM_PLUGINDIR, !check, &svc) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
 		return 1;
@@ -107,19 +121,32 @@ main(int argc, char **argv)
 		for (i = 0; i < idem_router_count(svc->router); i++)
 			builtin += strcmp(idem_router_at(svc->router, i)->owner,
 			    IDEM_BUILTIN_OWNER) == 0;
+		int aside = svc->cfg->store_aside;
+		if (aside && strict) {
+			fprintf(stderr, "%s: the MySQL database cannot be reached "
+			    "(--strict)\n", path);
+			idem_service_free(svc);
+			return 1;
+		}
 		printf("%s: configuration OK (%zu route(s) of plugins, %zu "
-		    "built in)\n", path, idem_router_count(svc->router) - builtin,
-		    builtin);
+		    "built in)%s\n", path, idem_router_count(svc->router) -
+		    builtin, builtin, aside ? "; warning: the MySQL database "
+		    "cannot be reached (keyed routes would answer 503 until it "
+		    "can be; --strict makes this an error)" : "");
 		idem_service_free(svc);
 		return 0;
 	}
-	if ((fd = idem_server_listen(svc->cfg)) < 0) {
+	/* socket activation: the socket systemd holds wins over listen */
+	if ((fd = idem_sd_listen_fd()) >= 0)
+		fd = idem_server_adopt(svc->cfg, fd);
+	else if (fd == -1 && (fd = idem_server_listen(svc->cfg)) >= 0 &&
+	    svc->cfg->listen != NULL && strncmp(svc->cfg->listen, "unix:", 5)
+	    == 0)
+		snprintf(sock, sizeof(sock), "%s", svc->cfg->listen + 5);
+	if (fd < 0) {
 		idem_service_free(svc);
 		return 1;
 	}
-	if (svc->cfg->listen != NULL && strncmp(svc->cfg->listen, "unix:", 5)
-	    == 0)
-		snprintf(sock, sizeof(sock), "%s", svc->cfg->listen + 5);
 	/* the check is done: the master keeps only the config, with no
 	 * thread and no connection left to fork */
 	cfg = idem_service_release_config(svc);

@@ -4,6 +4,8 @@
  * without restarting idemfcgi.  Each test has a MariaDB of its own, since
  * it stops, kills or freezes it, and they take turns (one at a time).
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -20,6 +22,7 @@
 #include "harness.h"
 #include "idem_key.h"
 #include "mariadb.h"
+#include "notify.h"
 
 /* One outage at a time: the lock goes with the test's process. */
 static void
@@ -73,6 +76,96 @@ Test(mysql_outage, stopped_then_started, .init = take_turn)
 	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "killed"), 1);
 	cr_expect_eq(kill(h.pid, 0), 0, "idemfcgi died");
 	harness_stop(&h);
+	mariadb_destroy(&db);
+}
+
+/* The database is not up yet when idemfcgi starts: it serves anyway,
+ * keyed routes answer 503 and run nothing until the database comes, then
+ * once per key; --check warns (exit 0) or, with --strict, fails. */
+Test(mysql_outage, started_before_the_database, .init = take_turn,
+    .timeout = 120)
+{
+	char *conf, *out = NULL, *log;
+#ifdef HAVE_SYSTEMD
+	char msg[1024];
+#endif
+	const char *env[2];
+	notify_sock n;
+	mariadb db;
+	harness h;
+	call c;
+	int i, rc;
+
+	cr_assert_eq(mariadb_start(&db), 0);
+	mariadb_stop(&db);
+	cr_assert_eq(notify_open(&n), 0);
+	env[0] = n.env;
+	env[1] = NULL;
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .mysql = 1, .db = &db,
+	    .env = env }), 0, "idemfcgi did not start without its database");
+#ifdef HAVE_SYSTEMD
+	/* ready, with the store set aside */
+	cr_expect(notify_next(&n, msg, sizeof(msg), NOTIFY_EVENT_MS) > 0 &&
+	    notify_has_line(msg, "READY=1") && strstr(msg, "the database is "
+	    "not up") != NULL, "%s", msg);
+#endif
+	for (i = 0; i < 3; i++) {
+		c = call_one(h.addr, "/testkit/echo", "early", NULL);
+		cr_expect_eq(c.status, 503);
+		cr_expect_str_eq(c.code, "IDEMPOTENCY_STORE_UNAVAILABLE");
+	}
+	cr_expect_eq(harness_count(&h, "/testkit/echo"), 0);
+
+	conf = harness_slurp(h.conf);
+	cr_assert_not_null(conf);
+	rc = harness_run("--check", conf, &out);
+	cr_expect_eq(rc, 0, "--check: %d %s", rc, out);
+	cr_expect(out != NULL && strstr(out, "warning: the MySQL database "
+	    "cannot be reached") != NULL, "%s", out);
+	free(out);
+	rc = harness_run("--check --strict", conf, &out);
+	cr_expect_eq(rc, 1, "--check --strict: %d %s", rc, out);
+	cr_expect(out != NULL && strstr(out, "cannot be reached (--strict)") !=
+	    NULL, "%s", out);
+	free(out);
+	free(conf);
+
+	cr_assert_eq(mariadb_restart(&db), 0);
+#ifdef HAVE_SYSTEMD
+	cr_expect(notify_await(&n, "RELOADING=1", NULL, NULL));
+	cr_expect(notify_next(&n, msg, sizeof(msg), NOTIFY_EVENT_MS) > 0 &&
+	    notify_has_line(msg, "READY=1") && strstr(msg, "serving") != NULL,
+	    "%s", msg);
+#endif
+	cr_expect(harness_await_log(&h, "the database answers"));
+	/* the waiting workers give way to ones with the store: until then
+	 * a keyed request may still meet a waiting one (503) */
+	for (i = 0; i < 600; i++) {
+		c = call_one(h.addr, "/testkit/echo", "early", NULL);
+		if (c.status != 503)
+			break;
+		cr_expect_str_eq(c.code, "IDEMPOTENCY_STORE_UNAVAILABLE");
+		cr_expect_eq(harness_count(&h, "/testkit/echo"), 0);
+		call_sleep(50);
+	}
+	cr_expect_eq(c.status, 201, "after the database came: %d %s",
+	    c.status, c.body_out);
+	c = call_one(h.addr, "/testkit/echo", "early", NULL);
+	cr_expect_str_eq(c.replayed, "true");
+	c = call_one(h.addr, "/testkit/echo", "later", NULL);
+	cr_expect_eq(c.status, 201);
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "early"), 1);
+	cr_expect_eq(harness_count_key(&h, "/testkit/echo", "later"), 1);
+	/* the ledger's deploy ran once the database answered */
+	c = call_one(h.addr, "/accounts/w/deposit", "dep-1", "{\"amount\":5}");
+	cr_expect_eq(c.status, 201, "%d %s", c.status, c.body_out);
+	log = harness_log(&h);
+	cr_assert_not_null(log);
+	cr_expect_eq(harness_occurrences(log, "store unavailable"), 1, "%s",
+	    log);
+	free(log);
+	cr_expect_eq(harness_stop(&h), 0);
+	notify_close(&n);
 	mariadb_destroy(&db);
 }
 

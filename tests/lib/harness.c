@@ -114,13 +114,30 @@ sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-/* Starts the binary with args, stdout/stderr to out_path.  Returns the pid. */
+/* Starts the binary with args, stdout/stderr to out_path, and what o
+ * asks of its environment and descriptors, as systemd passes them.
+ * Returns the pid. */
 static pid_t
-spawn(char *const argv[], const char *out_path)
+spawn(char *const argv[], const char *out_path, const harness_opts *o)
 {
 	pid_t pid = fork();
 
 	if (pid == 0) {
+		char buf[64];
+		size_t i;
+		for (i = 0; o->env != NULL && o->env[i] != NULL; i++)
+			putenv((char *)o->env[i]);
+		if (o->listen_fd > 0) {
+			/* fd 3, LISTEN_PID set after the fork: sd_listen_fds(3) */
+			if (o->listen_fd != 3) {
+				dup2(o->listen_fd, 3);
+				close(o->listen_fd);
+			}
+			fcntl(3, F_SETFD, 0);
+			snprintf(buf, sizeof(buf), "%ld", (long)getpid());
+			setenv("LISTEN_PID", buf, 1);
+			setenv("LISTEN_FDS", "1", 1);
+		}
 		/* its own process group: harness_kill takes master and workers;
 		 * and it goes when the test does, even one that failed an
 		 * assertion before harness_stop */
@@ -128,8 +145,15 @@ spawn(char *const argv[], const char *out_path)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		if (fd >= 0) {
+			struct stat st;
 			dup2(fd, 1);
 			dup2(fd, 2);
+			if (o->journal && fstat(2, &st) == 0) {
+				snprintf(buf, sizeof(buf), "%llu:%llu",
+				    (unsigned long long)st.st_dev,
+				    (unsigned long long)st.st_ino);
+				setenv("JOURNAL_STREAM", buf, 1);
+			}
 		}
 		execv(argv[0], argv);
 		_exit(127);
@@ -226,7 +250,9 @@ harness_start(harness *h, const harness_opts *opts)
 	argv[1] = "-c";
 	argv[2] = h->conf;
 	argv[3] = NULL;
-	h->pid = spawn(argv, h->stderr_log);
+	h->pid = spawn(argv, h->stderr_log, o);
+	if (o->listen_fd > 0 && o->connect != NULL)
+		snprintf(h->addr, sizeof(h->addr), "%s", o->connect);
 	for (i = 0; i < 200; i++) {
 		int status;
 		if (can_connect(h->addr))

@@ -61,6 +61,16 @@ typedef struct harness_opts {
 	                            * NULL: a private one in the directory */
 	const char *listen;        /* "127.0.0.1:PORT"; NULL: the unix
 	                            * socket in the directory */
+	const char *const *env;    /* "NAME=value" strings (NULL-terminated)
+	                            * set in idemfcgi's environment */
+	int listen_fd;             /* > 0: a listening socket passed as fd 3
+	                            * with LISTEN_FDS=1 and LISTEN_PID of
+	                            * the child, as systemd does (closed in
+	                            * the child only) */
+	const char *connect;       /* with listen_fd: its address, which
+	                            * h->addr then is */
+	int journal;               /* JOURNAL_STREAM names idemfcgi's
+	                            * stderr (its DEV:INODE) */
 } harness_opts;
 
 /*
