@@ -4,7 +4,8 @@
  * ready-path: the store answers, checked at most once a second per
  * worker), the status route ([metrics] status-path) and slow handlers
  * ([server] slow-request), through a real idemfcgi and, for readiness, a
- * private MariaDB that is stopped and started again.
+ * private MariaDB that is stopped, frozen and started again; and the three
+ * routes through real web servers and curl.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -23,7 +24,9 @@
 #include "calls.h"
 #include "fcgi_client.h"
 #include "harness.h"
+#include "http.h"
 #include "mariadb.h"
+#include "websrv.h"
 
 #define HEALTH_SERVER "ping-path = /ping\nready-path = /ready\n"
 
@@ -417,4 +420,69 @@ Test(health, slow_request_logged_once_and_counted, .timeout = 60)
 	cr_expect_eq(field(doc, "slow-requests"), 1);
 	json_decref(doc);
 	cr_expect_eq(harness_stop(&h), 0);
+}
+
+/* ----------------------------------------------- through web servers */
+
+/* GET url with curl; returns the status and *body (caller frees). */
+static int
+http_get(const char *url, char **body)
+{
+	http_response r;
+	int status;
+
+	cr_assert_eq(http_request("GET", url, NULL, NULL, 0, &r), 0, "%s", url);
+	status = r.status;
+	*body = strdup(r.body != NULL ? r.body : "");
+	http_response_free(&r);
+	return status;
+}
+
+/* The three routes under the web server's mount, from curl on 127.0.0.1:
+ * the address the web server passes is the one [metrics] allow checks. */
+static void
+routes_through(websrv_kind kind)
+{
+	static const char conf[] = "[server]\n" HEALTH_SERVER
+	    "[metrics]\nenabled = true\nstatus-path = /status\n";
+	char url[256], *body;
+	json_t *doc;
+	websrv w;
+
+	cr_assert_eq(websrv_start(&w, kind, conf), 0, "%s did not start",
+	    websrv_name(kind));
+	snprintf(url, sizeof(url), "%s/ping", w.base);
+	cr_expect_eq(http_get(url, &body), 200, "%s: %s", websrv_name(kind),
+	    body);
+	cr_expect(strstr(body, "alive") != NULL, "%s", body);
+	free(body);
+	snprintf(url, sizeof(url), "%s/ready", w.base);
+	cr_expect_eq(http_get(url, &body), 200, "%s: %s", websrv_name(kind),
+	    body);
+	free(body);
+	snprintf(url, sizeof(url), "%s/status", w.base);
+	cr_expect_eq(http_get(url, &body), 200, "%s: %s", websrv_name(kind),
+	    body);
+	doc = json_loads(body, 0, NULL);
+	cr_expect_not_null(doc, "%s", body);
+	if (doc != NULL)
+		cr_expect_geq(field(doc, "accepted-requests"), 3);
+	json_decref(doc);
+	free(body);
+	websrv_stop(&w);
+}
+
+Test(health, routes_through_lighttpd, .timeout = 60)
+{
+	routes_through(WS_LIGHTTPD);
+}
+
+Test(health, routes_through_apache, .timeout = 60)
+{
+	routes_through(WS_APACHE_TCP);
+}
+
+Test(health, routes_through_nginx, .timeout = 60)
+{
+	routes_through(WS_NGINX);
 }
