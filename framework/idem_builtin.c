@@ -1,8 +1,9 @@
 /*
- * idem_builtin.c - the policy and metrics routes.
+ * idem_builtin.c - the policy, metrics, status, ping and ready routes.
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,8 +11,10 @@
 
 #include "idem_builtin.h"
 #include "idem_cidr.h"
+#include "idem_health.h"
 #include "idem_log.h"
 #include "idem_metrics.h"
+#include "idem_sockq.h"
 #include "idem_time.h"
 
 static const char *const policy_names[] = { "default", "off", "optional",
@@ -113,28 +116,53 @@ store_counts(idem_service *svc, idem_metrics_store_info *info)
 	pthread_mutex_unlock(&svc->counts_lock);
 }
 
+/*
+ * Whether the client of req may ask the built-in route what: its address
+ * is in [metrics] allow.  When not, res holds the 403 problem (logged) and
+ * *err its result.  Returns 1 or 0.
+ */
+static int
+allowed(const idem_service *svc, const idem_request *req, idem_response *res,
+    const char *what, idem_err *err)
+{
+	const char *addr = idem_request_env(req, "REMOTE_ADDR");
+	char detail[160];
+
+	if (idem_cidr_match(svc->cfg->metrics_allow, svc->cfg->nmetrics_allow,
+	    addr))
+		return 1;
+	snprintf(detail, sizeof(detail), "the client address %.64s is not in "
+	    "[metrics] allow", addr != NULL ? addr : "(none)");
+	idem_log(req, IDEM_LOG_WARN, "%s refused: %s", what, detail);
+	*err = idem_response_problem(res, 403, "METRICS_FORBIDDEN", detail);
+	return 0;
+}
+
+/* The listening socket's accept queue into info, when the kernel tells
+ * it. */
+static void
+listen_queue(const idem_service *svc, idem_metrics_store_info *info)
+{
+	info->has_listen_queue = idem_sockq_get(svc->listen_fd,
+	    &info->listen_queue, &info->listen_backlog) == IDEM_OK;
+}
+
 /* GET [metrics] path: the exposition text, for allowed addresses only. */
 static idem_err
 metrics_handler(const idem_request *req, idem_response *res, void *data)
 {
 	idem_service *svc = data;
-	const char *addr = idem_request_env(req, "REMOTE_ADDR");
 	idem_metrics_store_info info;
-	char *text, detail[160];
+	char *text;
 	size_t len;
 	idem_err err;
 
-	if (!idem_cidr_match(svc->cfg->metrics_allow,
-	    svc->cfg->nmetrics_allow, addr)) {
-		snprintf(detail, sizeof(detail), "the client address %.64s is "
-		    "not in [metrics] allow", addr != NULL ? addr : "(none)");
-		idem_log(req, IDEM_LOG_WARN, "metrics refused: %s", detail);
-		return idem_response_problem(res, 403, "METRICS_FORBIDDEN",
-		    detail);
-	}
+	if (!allowed(svc, req, res, "metrics", &err))
+		return err;
 	memset(&info, 0, sizeof(info));
 	if (svc->mw != NULL)
 		store_counts(svc, &info);
+	listen_queue(svc, &info);
 	if ((text = idem_metrics_render(svc->metrics, &info, &len)) == NULL)
 		return IDEM_ERR_NOMEM;
 	err = idem_response_header(res, "Content-Type",
@@ -145,6 +173,128 @@ metrics_handler(const idem_request *req, idem_response *res, void *data)
 		err = idem_response_write(res, text, len);
 	free(text);
 	return err;
+}
+
+/* Answers doc (taken) with status, not to be cached. */
+static idem_err
+answer(idem_response *res, int status, json_t *doc)
+{
+	idem_err err;
+
+	if (doc == NULL)
+		return IDEM_ERR_NOMEM;
+	err = idem_response_header(res, "Cache-Control", "no-store");
+	if (err != IDEM_OK) {
+		json_decref(doc);
+		return err;
+	}
+	return idem_response_json(res, status, doc);
+}
+
+/* GET [server] ping-path: 200 while the worker answers at all; the store
+ * is not asked. */
+static idem_err
+ping_handler(const idem_request *req, idem_response *res, void *data)
+{
+	idem_err err;
+
+	if (!allowed(data, req, res, "ping", &err))
+		return err;
+	return answer(res, 200, json_pack("{s:s}", "status", "alive"));
+}
+
+/* GET [server] ready-path: 200 while the store answers (the cached check
+ * of idem_health.h), else a 503 problem. */
+static idem_err
+ready_handler(const idem_request *req, idem_response *res, void *data)
+{
+	const idem_service *svc = data;
+	char why[200];
+	idem_err err;
+
+	if (!allowed(svc, req, res, "ready", &err))
+		return err;
+	if (svc->health != NULL &&
+	    idem_health_ready(svc->health, why, sizeof(why)) != IDEM_OK) {
+		idem_log(req, IDEM_LOG_INFO, "not ready: %s", why);
+		err = idem_response_header(res, "Cache-Control", "no-store");
+		if (err == IDEM_OK)
+			err = idem_response_header(res, "Retry-After", "1");
+		return err != IDEM_OK ? err : idem_response_problem(res, 503,
+		    "IDEMPOTENCY_STORE_UNAVAILABLE", why);
+	}
+	return answer(res, 200, json_pack("{s:s, s:s}", "status", "ready",
+	    "store", svc->mw != NULL ?
+	    idem_store_name(idem_middleware_store(svc->mw)) : "none"));
+}
+
+/* One worker of st as the status route shows it, or NULL when out of
+ * memory. */
+static json_t *
+worker_json(const idem_metrics_worker *w)
+{
+	char started[40];
+
+	idem_mono_to_utc(w->started_ms, started, sizeof(started));
+	return json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
+	    "slot", (json_int_t)w->slot, "pid", (json_int_t)w->pid,
+	    "start-time", started, "threads", (json_int_t)w->threads,
+	    "active-threads", (json_int_t)w->active,
+	    "idle-threads", (json_int_t)(w->threads > w->active ?
+	    w->threads - w->active : 0),
+	    "accepted-requests", (json_int_t)w->accepted,
+	    "max-active-threads", (json_int_t)w->max_active,
+	    "slow-requests", (json_int_t)w->slow);
+}
+
+/* GET [metrics] status-path: php-fpm's status fields that apply, as
+ * JSON, for allowed addresses only. */
+static idem_err
+status_handler(const idem_request *req, idem_response *res, void *data)
+{
+	idem_service *svc = data;
+	idem_metrics_store_info info;
+	idem_metrics_status *st;
+	json_t *doc, *workers;
+	uint64_t threads = 0;
+	char started[40];
+	idem_err err;
+	unsigned i;
+
+	if (!allowed(svc, req, res, "status", &err))
+		return err;
+	if ((st = malloc(sizeof(*st))) == NULL)
+		return IDEM_ERR_NOMEM;
+	idem_metrics_status_get(svc->metrics, st);
+	memset(&info, 0, sizeof(info));
+	listen_queue(svc, &info);
+	idem_mono_to_utc(st->start_ms, started, sizeof(started));
+	for (i = 0; i < st->nworkers; i++)
+		threads += st->workers[i].threads;
+	doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, "
+	    "s:o}",
+	    "start-time", started,
+	    "start-since", (json_int_t)((idem_now_ms() - st->start_ms) / 1000),
+	    "accepted-requests", (json_int_t)st->accepted,
+	    "active-threads", (json_int_t)st->active,
+	    "idle-threads", (json_int_t)(threads > st->active ?
+	    threads - st->active : 0),
+	    "total-threads", (json_int_t)threads,
+	    "max-active-threads", (json_int_t)st->max_active,
+	    "slow-requests", (json_int_t)st->slow,
+	    "listen-queue", info.has_listen_queue ?
+	    json_integer((json_int_t)info.listen_queue) : json_null(),
+	    "listen-queue-max", info.has_listen_queue ?
+	    json_integer((json_int_t)info.listen_backlog) : json_null(),
+	    "workers", workers = json_array());
+	for (i = 0; doc != NULL && i < st->nworkers; i++)
+		if (json_array_append_new(workers, worker_json(&st->workers[i]))
+		    != 0) {
+			json_decref(doc);
+			doc = NULL;
+		}
+	free(st);
+	return answer(res, 200, doc);
 }
 
 /* Adds one built-in route, naming the config key when a path is taken. */
@@ -179,8 +329,9 @@ idem_builtin_check(const idem_service *svc)
 				continue;
 			idem_log(NULL, IDEM_LOG_ERROR, "%s: the built-in route GET "
 			    "%s would hide %s %s of plugin %s for that path: "
-			    "move it with [server] policy-path or [metrics] "
-			    "path", svc->cfg->path, b->tmpl, p->method, p->tmpl,
+			    "move it with [server] policy-path, ping-path, "
+			    "ready-path, or [metrics] path, status-path",
+			    svc->cfg->path, b->tmpl, p->method, p->tmpl,
 			    p->owner);
 			err = IDEM_ERR_CONFIG;
 		}
@@ -199,5 +350,15 @@ idem_builtin_routes(idem_service *svc)
 	if (err == IDEM_OK && svc->cfg->metrics_enabled)
 		err = add(svc, svc->cfg->metrics_path, "[metrics] path",
 		    metrics_handler);
+	if (err == IDEM_OK && svc->cfg->metrics_enabled &&
+	    svc->cfg->status_path != NULL)
+		err = add(svc, svc->cfg->status_path, "[metrics] status-path",
+		    status_handler);
+	if (err == IDEM_OK && svc->cfg->ping_path != NULL)
+		err = add(svc, svc->cfg->ping_path, "[server] ping-path",
+		    ping_handler);
+	if (err == IDEM_OK && svc->cfg->ready_path != NULL)
+		err = add(svc, svc->cfg->ready_path, "[server] ready-path",
+		    ready_handler);
 	return err;
 }

@@ -9,8 +9,16 @@
  *   GET [metrics] path (default /metrics, only with [metrics] enabled):
  *       the Prometheus text of the whole instance, for the addresses in
  *       [metrics] allow; anyone else gets 403.
+ *   GET [metrics] status-path (none by default; only with [metrics]
+ *       enabled): php-fpm's status fields that apply, as JSON.
+ *   GET [server] ping-path (none by default): liveness, 200 without
+ *       asking the store.
+ *   GET [server] ready-path (none by default): readiness, 200 while the
+ *       store answers (idem_health.h), else 503
+ *       IDEMPOTENCY_STORE_UNAVAILABLE.
+ * The last three answer the addresses in [metrics] allow too.
  *
- * Both are registered before the plugins, so a plugin that claims the same
+ * All are registered before the plugins, so a plugin that claims the same
  * path fails at start-up with a message naming it.
  */
 #ifndef IDEM_BUILTIN_H

@@ -81,6 +81,11 @@ typedef struct idem_config {
 	int log_json;                  /* log-format = json */
 	char *policy_path;             /* GET route of the advertised
 	                                * policy; NULL: none */
+	char *ping_path;               /* GET route of liveness; NULL: none */
+	char *ready_path;              /* GET route of readiness (the store
+	                                * answers); NULL: none */
+	uint64_t slow_request;         /* ms a handler may run before it is
+	                                * logged and counted; 0: never */
 
 	/* [idempotency] */
 	int idem_enabled;
@@ -125,8 +130,11 @@ typedef struct idem_config {
 	/* [metrics] */
 	int metrics_enabled;
 	char *metrics_path;
-	idem_cidr *metrics_allow;      /* who may scrape */
+	idem_cidr *metrics_allow;      /* who may scrape, and ask the
+	                                * ping, ready and status routes */
 	size_t nmetrics_allow;
+	char *status_path;             /* GET route of the status JSON;
+	                                * NULL: none */
 
 	/* the sections of plugins */
 	idem_config_entry *entries;

@@ -663,6 +663,10 @@ static const key_def keys[] = {
 	    .def = "text" },
 	{ "server", "policy-path", &t_route_path, FIELD(policy_path),
 	    .off = 1, .def = "/idempotency" },
+	{ "server", "ping-path", &t_route_path, FIELD(ping_path), .off = 1 },
+	{ "server", "ready-path", &t_route_path, FIELD(ready_path), .off = 1 },
+	{ "server", "slow-request", &t_duration, FIELD(slow_request),
+	    .min = 0, .max = 86400000, .def = "0" },
 
 	{ "idempotency", "enabled", &t_bool, FIELD(idem_enabled),
 	    .def = "true" },
@@ -702,6 +706,8 @@ static const key_def keys[] = {
 	{ "metrics", "allow", &t_blocks, FIELD(metrics_allow),
 	    .aux = offsetof(idem_config, nmetrics_allow),
 	    .def = "127.0.0.1 ::1" },
+	{ "metrics", "status-path", &t_route_path, FIELD(status_path),
+	    .off = 1 },
 
 	{ "mysql", "host", &t_hosts, FIELD(mysql_host), .def = "127.0.0.1" },
 	{ "mysql", "port", &t_uint, FIELD(mysql_port), .min = 1, .max = 65535,
@@ -872,6 +878,10 @@ idem_config_keys_check(idem_config *cfg,
 	    strcmp(cfg->metrics_path, cfg->policy_path) == 0)
 		idem_config_error(cfg, seen_line(seen, "metrics", "path"),
 		    "metrics", "path", "the same path as [server] policy-path");
+	if (!cfg->metrics_enabled && cfg->status_path != NULL)
+		idem_config_error(cfg, seen_line(seen, "metrics",
+		    "status-path"), "metrics", "status-path", "the status route "
+		    "reads the counters of [metrics]: set enabled = true");
 	if (cfg->store == IDEM_STORE_MYSQL && cfg->idem_enabled) {
 		unsigned line = seen_line(seen, "idempotency", "store");
 		if (cfg->mysql_user == NULL)

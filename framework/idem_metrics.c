@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "idem_metrics.h"
+#include "idem_time.h"
 
 /* Histogram bounds in microseconds; the last bucket is +Inf. */
 static const uint64_t bounds_us[] = { 100, 250, 500, 1000, 2500, 5000,
@@ -35,8 +36,16 @@ typedef struct row {
 	char route[ROUTE_MAX];
 	_Atomic uint64_t status[500];          /* 100 .. 599 */
 	_Atomic uint64_t outcomes[IDEM_OUTCOME_COUNT];
+	_Atomic uint64_t slow;                 /* over slow-request */
 	histogram handler;
 } row;
+
+/* A worker slot's row of the status route (zero: no worker). */
+typedef struct slot_row {
+	_Atomic long pid;
+	_Atomic uint64_t started_ms;
+	_Atomic uint64_t threads, accepted, max_active, slow;
+} slot_row;
 
 struct idem_metrics {
 	pthread_mutex_t lock;                  /* registering rows */
@@ -49,6 +58,12 @@ struct idem_metrics {
 	_Atomic uint64_t restarts;
 	_Atomic uint64_t conn_refused;         /* allow-clients */
 	_Atomic uint64_t conn_evicted;         /* max-connections */
+	uint64_t start_ms;                     /* idem_now_ms at creation */
+	_Atomic uint64_t accepted;             /* requests begun */
+	_Atomic int64_t active;                /* the sum of in_flight */
+	_Atomic uint64_t max_active;           /* its most */
+	_Atomic uint64_t slow;                 /* over slow-request */
+	slot_row slots[IDEM_METRICS_SLOTS];
 	row rows[IDEM_METRICS_ROUTES];
 };
 
@@ -63,7 +78,7 @@ static const char *const outcome_names[IDEM_OUTCOME_COUNT] = {
 
 static const char *const op_names[IDEM_STORE_OP_COUNT] = {
 	"reserve", "commit", "release", "renew", "purge", "checkpoint",
-	"mark_unknown"
+	"mark_unknown", "ping"
 };
 
 #define ADD(p, n) atomic_fetch_add_explicit((p), (n), memory_order_relaxed)
@@ -85,6 +100,7 @@ idem_metrics_new(idem_metrics **out)
 	pthread_mutex_init(&m->lock, &ma);
 	pthread_mutexattr_destroy(&ma);
 	m->rows[0].used = 1;
+	m->start_ms = idem_now_ms();
 	*out = m;
 	return IDEM_OK;
 }
@@ -181,16 +197,93 @@ idem_metrics_store(idem_metrics *m, idem_store_op op, uint64_t ns, int failed)
 		ADD(&m->store_errors[op], 1);
 }
 
+/* Raises *most to at least v. */
+static void
+raise_to(_Atomic uint64_t *most, uint64_t v)
+{
+	uint64_t cur = GET(most);
+
+	while (v > cur && !atomic_compare_exchange_weak(most, &cur, v))
+		;
+}
+
 void
 idem_metrics_in_flight(idem_metrics *m, unsigned slot, int delta)
 {
-	ADD(&m->in_flight[slot % IDEM_METRICS_SLOTS], delta);
+	slot_row *sr = &m->slots[slot % IDEM_METRICS_SLOTS];
+	int64_t mine = ADD(&m->in_flight[slot % IDEM_METRICS_SLOTS], delta) +
+	    delta;
+	int64_t all = ADD(&m->active, delta) + delta;
+
+	if (delta <= 0)
+		return;
+	ADD(&m->accepted, 1);
+	ADD(&sr->accepted, 1);
+	raise_to(&sr->max_active, mine > 0 ? (uint64_t)mine : 0);
+	raise_to(&m->max_active, all > 0 ? (uint64_t)all : 0);
 }
 
 void
 idem_metrics_slot_reset(idem_metrics *m, unsigned slot)
 {
-	atomic_store(&m->in_flight[slot % IDEM_METRICS_SLOTS], 0);
+	slot_row *sr = &m->slots[slot % IDEM_METRICS_SLOTS];
+
+	ADD(&m->active, -atomic_exchange(&m->in_flight[slot %
+	    IDEM_METRICS_SLOTS], 0));
+	atomic_store(&sr->pid, 0);
+	atomic_store(&sr->threads, 0);
+	atomic_store(&sr->accepted, 0);
+	atomic_store(&sr->max_active, 0);
+	atomic_store(&sr->slow, 0);
+}
+
+void
+idem_metrics_worker_start(idem_metrics *m, unsigned slot, long pid,
+    unsigned threads)
+{
+	slot_row *sr = &m->slots[slot % IDEM_METRICS_SLOTS];
+
+	atomic_store(&sr->started_ms, idem_now_ms());
+	atomic_store(&sr->threads, threads);
+	atomic_store(&sr->pid, pid);
+}
+
+void
+idem_metrics_slow(idem_metrics *m, unsigned r, unsigned slot)
+{
+	ADD(&m->rows[r < IDEM_METRICS_ROUTES ? r : 0].slow, 1);
+	ADD(&m->slots[slot % IDEM_METRICS_SLOTS].slow, 1);
+	ADD(&m->slow, 1);
+}
+
+void
+idem_metrics_status_get(idem_metrics *m, idem_metrics_status *out)
+{
+	int64_t active = GET(&m->active);
+	unsigned i;
+
+	memset(out, 0, sizeof(*out));
+	out->start_ms = m->start_ms;
+	out->accepted = GET(&m->accepted);
+	out->active = active > 0 ? (uint64_t)active : 0;
+	out->max_active = GET(&m->max_active);
+	out->slow = GET(&m->slow);
+	for (i = 0; i < IDEM_METRICS_SLOTS; i++) {
+		const slot_row *sr = &m->slots[i];
+		idem_metrics_worker *w = &out->workers[out->nworkers];
+		int64_t mine = GET(&m->in_flight[i]);
+
+		if ((w->pid = GET(&sr->pid)) == 0)
+			continue;
+		w->slot = i;
+		w->started_ms = GET(&sr->started_ms);
+		w->threads = GET(&sr->threads);
+		w->active = mine > 0 ? (uint64_t)mine : 0;
+		w->accepted = GET(&sr->accepted);
+		w->max_active = GET(&sr->max_active);
+		w->slow = GET(&sr->slow);
+		out->nworkers++;
+	}
 }
 
 void
@@ -352,6 +445,64 @@ histogram_used(const histogram *h)
 	return 0;
 }
 
+/* The wall-clock time of the CLOCK_MONOTONIC instant mono_ms, in seconds
+ * since the epoch. */
+static double
+wall_seconds(uint64_t mono_ms)
+{
+	struct timespec rt;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	return (double)rt.tv_sec + (double)rt.tv_nsec / 1e9 -
+	    (double)(idem_now_ms() - mono_ms) / 1e3;
+}
+
+/* What the status route shows that the rest does not: the start, the
+ * threads, the most in flight, slow handlers, the listen queue. */
+static void
+status_series(FILE *fp, const idem_metrics *m,
+    const idem_metrics_store_info *info)
+{
+	uint64_t threads = 0;
+	unsigned i;
+
+	head(fp, "idemfcgi_requests_in_flight_max", "gauge",
+	    "The most requests answered at once since the start.");
+	fprintf(fp, "idemfcgi_requests_in_flight_max %llu\n",
+	    (unsigned long long)GET(&m->max_active));
+	for (i = 0; i < IDEM_METRICS_SLOTS; i++)
+		if (GET(&m->slots[i].pid) != 0)
+			threads += GET(&m->slots[i].threads);
+	head(fp, "idemfcgi_threads", "gauge", "Request threads of the "
+	    "running workers; those not in idemfcgi_requests_in_flight are "
+	    "idle.");
+	fprintf(fp, "idemfcgi_threads %llu\n", (unsigned long long)threads);
+	head(fp, "idemfcgi_slow_requests_total", "counter",
+	    "Handlers that ran longer than [server] slow-request, by route.");
+	for (i = 1; i < IDEM_METRICS_ROUTES && GET(&m->rows[i].used); i++) {
+		uint64_t n = GET(&m->rows[i].slow);
+		if (n == 0)
+			continue;
+		fputs("idemfcgi_slow_requests_total{", fp);
+		route_labels(fp, &m->rows[i], 0);
+		fprintf(fp, "} %llu\n", (unsigned long long)n);
+	}
+	if (info != NULL && info->has_listen_queue) {
+		head(fp, "idemfcgi_listen_queue", "gauge", "Connections waiting "
+		    "in the listening socket's accept queue.");
+		fprintf(fp, "idemfcgi_listen_queue %llu\n",
+		    (unsigned long long)info->listen_queue);
+		head(fp, "idemfcgi_listen_queue_max", "gauge", "The most "
+		    "connections the accept queue holds (the backlog).");
+		fprintf(fp, "idemfcgi_listen_queue_max %llu\n",
+		    (unsigned long long)info->listen_backlog);
+	}
+	head(fp, "idemfcgi_start_time_seconds", "gauge", "When the instance "
+	    "started, in seconds since the epoch.");
+	fprintf(fp, "idemfcgi_start_time_seconds %.3f\n",
+	    wall_seconds(m->start_ms));
+}
+
 char *
 idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
     size_t *len)
@@ -382,6 +533,7 @@ idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
 		in_flight += GET(&m->in_flight[i]);
 	fprintf(fp, "idemfcgi_requests_in_flight %lld\n",
 	    (long long)(in_flight > 0 ? in_flight : 0));
+	status_series(fp, m, store);
 	head(fp, "idemfcgi_handler_duration_seconds", "histogram",
 	    "Time spent in handlers, by route.");
 	for (i = 1; i < IDEM_METRICS_ROUTES && GET(&m->rows[i].used); i++) {

@@ -77,12 +77,14 @@ typedef enum idem_store_op {
 	IDEM_STORE_OP_PURGE,
 	IDEM_STORE_OP_CHECKPOINT,
 	IDEM_STORE_OP_MARK_UNKNOWN,
+	IDEM_STORE_OP_PING,          /* readiness (idem_health.h) */
 	IDEM_STORE_OP_COUNT
 } idem_store_op;
 
 typedef struct idem_metrics idem_metrics;
 
-/* What a scrape adds about the store of the answering worker. */
+/* What a scrape adds about the answering worker: its store, and the
+ * listening socket every worker shares. */
 typedef struct idem_metrics_store_info {
 	const char *name;            /* "memory", "mysql" */
 	int memory;                  /* the three numbers below are
@@ -92,7 +94,37 @@ typedef struct idem_metrics_store_info {
 	                              * store could count them) */
 	uint64_t unknown;            /* records of unknown outcome */
 	uint64_t unknown_age_ms;     /* since the oldest was marked so */
+	int has_listen_queue;        /* the two below are meaningful (the
+	                              * kernel told them: idem_sockq.h) */
+	uint64_t listen_queue;       /* connections waiting to be accepted */
+	uint64_t listen_backlog;     /* the most that may wait */
 } idem_metrics_store_info;
+
+/* One worker process as the status route shows it. */
+typedef struct idem_metrics_worker {
+	unsigned slot;
+	long pid;
+	uint64_t started_ms;         /* idem_now_ms when it registered */
+	uint64_t threads;            /* [server] threads */
+	uint64_t active;             /* threads answering a request now */
+	uint64_t accepted;           /* requests it began to answer */
+	uint64_t max_active;         /* the most active at once */
+	uint64_t slow;               /* handlers over slow-request */
+} idem_metrics_worker;
+
+/* The whole instance as the status route shows it (idem_metrics_status):
+ * since the metrics region was made (the master's start), and each
+ * running worker's own numbers. */
+typedef struct idem_metrics_status {
+	uint64_t start_ms;           /* idem_now_ms of the start */
+	uint64_t accepted;           /* requests begun, every worker's, the
+	                              * dead ones' too */
+	uint64_t active;             /* requests being answered now */
+	uint64_t max_active;         /* the most at once since the start */
+	uint64_t slow;               /* handlers over slow-request */
+	unsigned nworkers;
+	idem_metrics_worker workers[IDEM_METRICS_SLOTS];
+} idem_metrics_status;
 
 /*
  * A zeroed region shared with the processes forked after this call.
@@ -120,10 +152,20 @@ void idem_metrics_outcome(idem_metrics *m, unsigned row, idem_outcome o,
 /* A store operation took ns nanoseconds; failed says it failed. */
 void idem_metrics_store(idem_metrics *m, idem_store_op op, uint64_t ns,
     int failed);
-/* Requests being answered by the worker in slot: +1 or -1. */
+/* Requests being answered by the worker in slot: +1 (one more accepted)
+ * or -1. */
 void idem_metrics_in_flight(idem_metrics *m, unsigned slot, int delta);
-/* The worker in slot is gone: its in-flight requests are too. */
+/* The worker in slot is gone: its in-flight requests are too, and its
+ * row of the status route. */
 void idem_metrics_slot_reset(idem_metrics *m, unsigned slot);
+/* The worker process pid with threads threads now serves as slot. */
+void idem_metrics_worker_start(idem_metrics *m, unsigned slot, long pid,
+    unsigned threads);
+/* A handler of a route row, run by the worker in slot, went over
+ * [server] slow-request. */
+void idem_metrics_slow(idem_metrics *m, unsigned row, unsigned slot);
+/* Fills *out (caller's; large: allocate it) with the instance's status. */
+void idem_metrics_status_get(idem_metrics *m, idem_metrics_status *out);
 /* The master: how many workers run, and one more restart. */
 void idem_metrics_workers(idem_metrics *m, unsigned running);
 /* A FastCGI connection refused ([server] allow-clients), and an idle kept

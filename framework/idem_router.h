@@ -32,6 +32,9 @@ typedef struct idem_route {
 	struct idem_metrics *metrics;    /* borrowed: where it is counted,
 	                                  * NULL: nowhere */
 	unsigned metrics_row;            /* its row there */
+	struct idem_slow *slow;          /* borrowed: the watch of its
+	                                  * handlers ([server] slow-request),
+	                                  * NULL: none */
 } idem_route;
 
 typedef struct idem_router idem_router;

@@ -421,6 +421,7 @@ idem_server_run(idem_service *svc, int listen_fd)
 
 	memset(&srv, 0, sizeof(srv));
 	srv.svc = svc;
+	svc->listen_fd = listen_fd;
 	atomic_init(&srv.stopping, 0);
 	atomic_init(&srv.in_flight, 0);
 	pthread_mutex_init(&srv.lock, NULL);

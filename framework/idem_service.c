@@ -7,10 +7,14 @@
 #include <string.h>
 #include <time.h>
 
+#include <unistd.h>
+
 #include "idem_builtin.h"
+#include "idem_health.h"
 #include "idem_log.h"
 #include "idem_metrics.h"
 #include "idem_service.h"
+#include "idem_slow.h"
 
 /* The most of an unwanted body that is read and thrown away, so the web
  * server sees the request consumed; beyond it the connection is closed. */
@@ -63,6 +67,25 @@ open_middleware(idem_service *svc)
 	return idem_middleware_new(svc->cfg, store, &svc->mw);
 }
 
+/* A serving service's watches: readiness and slow handlers, each when
+ * configured. */
+static idem_err
+open_watches(idem_service *svc)
+{
+	idem_err err = IDEM_OK;
+	size_t i;
+
+	if (svc->cfg->ready_path != NULL)
+		err = idem_health_new(svc->mw != NULL ?
+		    idem_middleware_store(svc->mw) : NULL, &svc->health);
+	if (err == IDEM_OK && svc->cfg->slow_request > 0)
+		err = idem_slow_new(svc->cfg->slow_request, svc->metrics,
+		    svc->slot, &svc->slow);
+	for (i = 0; err == IDEM_OK && i < idem_router_count(svc->router); i++)
+		idem_router_at(svc->router, i)->slow = svc->slow;
+	return err;
+}
+
 /* Builds a service as idem_service_new, or as the master's check when
  * check (and then deploys when deploy). */
 static idem_err
@@ -77,6 +100,7 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 		return IDEM_ERR_NOMEM;
 	}
 	svc->cfg = cfg;
+	svc->listen_fd = -1;
 	pthread_mutex_init(&svc->counts_lock, NULL);
 	if ((svc->router = idem_router_new()) == NULL) {
 		idem_service_free(svc);
@@ -98,6 +122,8 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 	 * for it, checks again */
 	if (err == IDEM_OK && deploy && !cfg->store_aside)
 		err = idem_plugins_deploy(svc->plugins, svc->cfg, svc->router);
+	if (err == IDEM_OK && !check)
+		err = open_watches(svc);
 	if (err != IDEM_OK) {
 		idem_service_free(svc);
 		return err;
@@ -133,6 +159,9 @@ idem_service_set_metrics(idem_service *svc, idem_metrics *m, unsigned slot)
 	}
 	svc->metrics = m;
 	svc->slot = slot;
+	idem_metrics_worker_start(m, slot, (long)getpid(), svc->cfg->threads);
+	if (svc->slow != NULL)
+		idem_slow_set_metrics(svc->slow, m, slot);
 	for (i = 0; i < idem_router_count(svc->router); i++) {
 		idem_route *rt = idem_router_at(svc->router, i);
 		rt->metrics = m;
@@ -173,6 +202,10 @@ idem_service_release_config(idem_service *svc)
 	idem_config *cfg = svc->cfg;
 
 	/* the middleware and plugins borrow it: stop them first */
+	idem_health_free(svc->health);
+	svc->health = NULL;
+	idem_slow_free(svc->slow);
+	svc->slow = NULL;
 	idem_middleware_free(svc->mw);
 	svc->mw = NULL;
 	idem_plugins_free(svc->plugins);
@@ -186,6 +219,8 @@ idem_service_free(idem_service *svc)
 {
 	if (svc == NULL)
 		return;
+	idem_health_free(svc->health);
+	idem_slow_free(svc->slow);
 	idem_middleware_free(svc->mw);
 	idem_plugins_free(svc->plugins);
 	idem_router_free(svc->router);
@@ -203,8 +238,12 @@ run_handler(idem_request *req, idem_response *res)
 {
 	const idem_route *rt = req->route;
 	uint64_t t0 = rt->metrics != NULL ? idem_metrics_now_ns() : 0;
-	idem_err err = rt->handler(req, res, rt->data);
+	idem_slow_run run;
+	idem_err err;
 
+	idem_slow_begin(rt->slow, &run, req);
+	err = rt->handler(req, res, rt->data);
+	idem_slow_end(rt->slow, &run);
 	if (rt->metrics != NULL)
 		idem_metrics_handler(rt->metrics, rt->metrics_row,
 		    idem_metrics_now_ns() - t0);

@@ -35,6 +35,13 @@ typedef struct idem_service {
 	uint64_t counts_at;      /* idem_now_ms of that read; 0: none yet */
 	int counts_ok;           /* it succeeded */
 	idem_store_stats counts;
+	struct idem_health *health; /* owned; NULL without [server]
+	                          * ready-path, and in the master's check */
+	struct idem_slow *slow;  /* owned; NULL without [server]
+	                          * slow-request, and in the master's check */
+	int listen_fd;           /* the listening socket while it serves
+	                          * (idem_server_run, for the status
+	                          * route's listen queue); -1: none */
 } idem_service;
 
 /* How long the MySQL store's counts serve the metrics route before a

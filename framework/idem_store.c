@@ -248,6 +248,22 @@ idem_store_stats_get(idem_store *s, idem_store_stats *st)
 }
 
 idem_err
+idem_store_ping(idem_store *s)
+{
+	uint64_t t0;
+
+	if (s == NULL)
+		return IDEM_OK;
+	if (s->aside)
+		return IDEM_ERR_STORE; /* set aside: keyed routes answer 503 */
+	if (s->ops->ping == NULL)
+		return IDEM_OK;
+	t0 = start(s);
+	return timed(s, IDEM_STORE_OP_PING, t0, s->ops->ping(s));
+
+}
+
+idem_err
 idem_store_list_unknown(idem_store *s, size_t max, idem_store_key **keys,
     idem_store_record **recs, size_t *n, int *more)
 {

@@ -312,6 +312,11 @@ typedef struct idem_store_ops {
 	 */
 	idem_err (*resolve)(idem_store *s, idem_store_req *rq,
 	    const idem_stored_response *resp);
+	/* Whether the store answers now: one round trip, bounded by the
+	 * store's own timeouts.  Returns IDEM_OK or IDEM_ERR_STORE.  NULL
+	 * for a store that is always reachable (the memory store); a store
+	 * that can be away must have one (readiness asks it). */
+	idem_err (*ping)(idem_store *s);
 } idem_store_ops;
 
 struct idem_metrics;
@@ -436,6 +441,10 @@ idem_err idem_store_list_unknown(idem_store *s, size_t max,
  * unknown outcome, as the resolve op. */
 idem_err idem_store_resolve(idem_store *s, idem_store_req *rq,
     const idem_stored_response *resp);
+/* Whether s answers now (the ping op; IDEM_OK for a store without one,
+ * and for s NULL: no store, nothing to wait for).  Timed as
+ * IDEM_STORE_OP_PING. */
+idem_err idem_store_ping(idem_store *s);
 /* Purges in batches of batch until one comes back short; *total says how
  * many records went.  Returns IDEM_OK or the first error. */
 idem_err idem_store_purge_all(idem_store *s, unsigned batch,

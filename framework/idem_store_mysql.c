@@ -390,6 +390,15 @@ my_purge(idem_store *s, unsigned max, unsigned *purged)
 	return err;
 }
 
+/* The store's ping: a round trip on a connection of the pool (opened when
+ * none is: a database down is found at connect).  IDEM_OK or
+ * IDEM_ERR_STORE. */
+static idem_err
+my_ping(idem_store *s)
+{
+	return idem_mysql_ping(((mysql_store *)s)->pool);
+}
+
 static void
 my_close(idem_store *s)
 {
@@ -416,6 +425,7 @@ static const idem_store_ops mysql_ops = {
 	.census = idem_my_census,
 	.list_unknown = idem_my_list_unknown,
 	.resolve = my_resolve,
+	.ping = my_ping,
 };
 
 /* Sets the store's limits from the schema's columns and the server's

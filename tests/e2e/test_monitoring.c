@@ -771,7 +771,9 @@ memory_instance_served_everything(harness *h)
 	pthread_t t;
 	int i;
 
-	start(h, &(harness_opts){ .idem = "scope = header:X-Api-Key\n"
+	/* slow-request: the sleep below is a slow request */
+	start(h, &(harness_opts){ .server = "slow-request = 100ms",
+	    .idem = "scope = header:X-Api-Key\n"
 	    "max-entries = 4\nmax-response = 4k",
 	    .rest = "[metrics]\nenabled = true\n" });
 	c = post(h, "/testkit/crash-once", call_key("mon-crash"), NULL, 1);
@@ -1058,9 +1060,10 @@ Test(monitoring, mysql_store, .timeout = 90)
 	int pids[4], i;
 
 	start(&a, &(harness_opts){ .mysql = 1, .server = "workers = 1\n"
-	    "threads = 4", .idem = "inflight-ttl = 1s",
+	    "threads = 4\nslow-request = 100ms", .idem = "inflight-ttl = 1s",
 	    .rest = "[metrics]\nenabled = true\n" });
-	start(&b, &(harness_opts){ .mysql = 1, .idem = "inflight-ttl = 1s",
+	start(&b, &(harness_opts){ .mysql = 1, .server = "slow-request = "
+	    "100ms", .idem = "inflight-ttl = 1s",
 	    .rest = "[metrics]\nenabled = true\n" });
 	cr_expect_eq(post(&a, "/testkit/echo", call_key("mon-my-1"), NULL,
 	    0).status, 201);

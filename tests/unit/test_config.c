@@ -130,6 +130,11 @@ Test(config, design_example)
 	    "mount   = /api               # prefix to strip when PATH_INFO is absent\n"
 	    "plugins = /usr/lib/idemfcgi/ledger.so\n"
 	    "                             # (and further plugins on the same line)\n"
+	    "ping-path  = /ping           # liveness, the store not asked; default off\n"
+	    "ready-path = /ready          # readiness: 200 while the store answers, else\n"
+	    "                             # 503; default off\n"
+	    "slow-request = 5s            # handlers over it logged once and counted;\n"
+	    "                             # default 0 (off)\n"
 	    "\n"
 	    "[idempotency]\n"
 	    "enabled         = true\n"
@@ -155,7 +160,13 @@ Test(config, design_example)
 	    "password-file = /etc/idemfcgi/mysql.pw   # never logged\n"
 	    "database = idem\n"
 	    "pool-size = 8\n"
-	    "connect-timeout = 2s\n";
+	    "connect-timeout = 2s\n"
+	    "\n"
+	    "[metrics]\n"
+	    "enabled = true               # default false\n"
+	    "path    = /metrics\n"
+	    "allow   = 127.0.0.1 ::1      # also for ping-path, ready-path, status-path\n"
+	    "status-path = /status        # php-fpm's status fields as JSON; default off\n";
 	idem_config *cfg;
 	idem_err err;
 	char *log = load_capture(text, &cfg, &err);
@@ -182,6 +193,11 @@ Test(config, design_example)
 	cr_expect_eq(cfg->mysql_port, 3306);
 	cr_expect_str_eq(cfg->mysql_password_file, "/etc/idemfcgi/mysql.pw");
 	cr_expect_eq(cfg->mysql_connect_timeout, 2000);
+	cr_expect_str_eq(cfg->ping_path, "/ping");
+	cr_expect_str_eq(cfg->ready_path, "/ready");
+	cr_expect_eq(cfg->slow_request, 5000);
+	cr_expect_eq(cfg->metrics_enabled, 1);
+	cr_expect_str_eq(cfg->status_path, "/status");
 	idem_config_free(cfg);
 	free(log);
 }
@@ -618,6 +634,9 @@ expect_defaults(const idem_config *cfg)
 	cr_expect_eq(cfg->log_level, IDEM_LOG_INFO);
 	cr_expect_eq(cfg->log_json, 0);
 	cr_expect_str_eq(cfg->policy_path, "/idempotency");
+	cr_expect_null(cfg->ping_path);
+	cr_expect_null(cfg->ready_path);
+	cr_expect_eq(cfg->slow_request, 0);
 	/* [idempotency] */
 	cr_expect_eq(cfg->idem_enabled, 1);
 	cr_expect_eq(cfg->store, IDEM_STORE_MEMORY);
@@ -660,6 +679,7 @@ expect_defaults(const idem_config *cfg)
 	cr_expect_eq(cfg->metrics_allow[1].bits, 128);
 	cr_expect_eq(memcmp(cfg->metrics_allow[1].addr,
 	    "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\1", 16), 0);
+	cr_expect_null(cfg->status_path);
 	/* no plugin sections, no errors */
 	cr_expect_eq(cfg->nentries, 0);
 	cr_expect_eq(cfg->errors, 0);

@@ -109,7 +109,9 @@ Test(metrics, histograms)
  * 500. */
 Test(metrics, text_format)
 {
-	idem_metrics_store_info mem = { "memory", 1, 7, 2, 3, 1, 4, 1250005 },
+	idem_metrics_store_info mem = { .name = "memory", .memory = 1,
+	    .entries = 7, .in_flight = 2, .evictions = 3, .has_unknown = 1,
+	    .unknown = 4, .unknown_age_ms = 1250005 },
 	    mysql = { .name = "mysql" };
 	idem_metrics *m;
 	unsigned row;
@@ -261,4 +263,56 @@ Test(metrics, outcomes_by_route)
 	    "idemfcgi_idempotency_outcomes_total", ""), 15);
 	free(text);
 	idem_metrics_free(m);
+}
+
+/* The status route's numbers: accepted and active per worker slot and for
+ * the instance, the most active at once, slow handlers; a dead worker's
+ * row goes, its accepted requests stay in the instance's count. */
+Test(metrics, status_counts)
+{
+	idem_metrics_status *st = malloc(sizeof(*st));
+	idem_metrics *m;
+	unsigned row;
+	char *text;
+
+	cr_assert_not_null(st);
+	cr_assert_eq(idem_metrics_new(&m), IDEM_OK);
+	row = idem_metrics_route(m, "POST", "/s/{ms}", 0);
+	idem_metrics_worker_start(m, 0, 100, 4);
+	idem_metrics_worker_start(m, 3, 103, 2);
+	idem_metrics_in_flight(m, 0, 1);
+	idem_metrics_in_flight(m, 0, 1);
+	idem_metrics_in_flight(m, 3, 1);
+	idem_metrics_in_flight(m, 0, -1);
+	idem_metrics_slow(m, row, 3);
+	idem_metrics_status_get(m, st);
+	cr_expect_eq(st->accepted, 3);
+	cr_expect_eq(st->active, 2);
+	cr_expect_eq(st->max_active, 3);
+	cr_expect_eq(st->slow, 1);
+	cr_assert_eq(st->nworkers, 2);
+	cr_expect_eq(st->workers[0].pid, 100);
+	cr_expect_eq(st->workers[0].accepted, 2);
+	cr_expect_eq(st->workers[0].active, 1);
+	cr_expect_eq(st->workers[0].max_active, 2);
+	cr_expect_eq(st->workers[0].threads, 4);
+	cr_expect_eq(st->workers[1].slot, 3);
+	cr_expect_eq(st->workers[1].slow, 1);
+	text = render(m, NULL);
+	cr_expect(strstr(text, "idemfcgi_threads 6\n") != NULL, "%s", text);
+	cr_expect(strstr(text, "idemfcgi_requests_in_flight_max 3\n") != NULL);
+	cr_expect(strstr(text, "idemfcgi_slow_requests_total{method=\"POST\","
+	    "route=\"/s/{ms}\"} 1\n") != NULL, "%s", text);
+	cr_expect(strstr(text, "idemfcgi_listen_queue") == NULL,
+	    "no queue unless the kernel told it");
+	free(text);
+	/* worker 3 dies with its request in flight */
+	idem_metrics_slot_reset(m, 3);
+	idem_metrics_status_get(m, st);
+	cr_expect_eq(st->accepted, 3);
+	cr_expect_eq(st->active, 1);
+	cr_assert_eq(st->nworkers, 1);
+	cr_expect_eq(st->workers[0].pid, 100);
+	idem_metrics_free(m);
+	free(st);
 }
