@@ -233,7 +233,41 @@ Test(health, ready_follows_the_database, .init = take_turn,
 	mariadb_destroy(&db);
 }
 
-/* MariaDB frozen (SIGSTOP): its ping hangs, yet ready answers 503 saying
+/* A daemon started before its database (the store set aside until the
+ * master reaches it): ready says 503 while keyed routes do, and 200 once
+ * the workers with the store serve; ping answers throughout. */
+
+Test(health, ready_before_the_database, .init = take_turn,
+    .timeout = 120)
+{
+	mariadb db;
+	harness h;
+	char *body;
+	int i;
+
+	cr_assert_eq(mariadb_start(&db), 0);
+	mariadb_stop(&db);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server =
+	    HEALTH_SERVER "threads = 4", .mysql = 1, .db = &db }), 0);
+	cr_expect_eq(get(&h, "/ping", NULL), 200);
+	cr_expect_eq(get(&h, "/ready", &body), 503);
+	cr_expect(strstr(body, "IDEMPOTENCY_STORE_UNAVAILABLE") != NULL, "%s",
+	    body);
+	free(body);
+	for (i = 0; i < 3; i++)
+		cr_expect_eq(get(&h, "/ready", NULL), 503);
+	cr_assert_eq(mariadb_restart(&db), 0);
+	cr_expect(harness_await_log(&h, "the database answers"));
+
+	cr_expect_eq(poll_until(&h, "/ready", 200, 100), 200);
+	cr_expect_eq(call_one(h.addr, "/testkit/echo", "r-1", NULL).status,
+	    201);
+	cr_expect_eq(harness_stop(&h), 0);
+	mariadb_destroy(&db);
+}
+
+/* MariaDB frozen (SIGSTOP)
+: its ping hangs, yet ready answers 503 saying
  * the check has not ended (it does not wait for the ping), and ping 200;
  * after SIGCONT, ready again. */
 Test(health, ready_when_the_database_hangs, .init = take_turn,
