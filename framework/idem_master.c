@@ -422,7 +422,9 @@ reload(master *m, int probed)
 		    "as it is until a restart");
 	cfg = idem_service_release_config(svc);
 	idem_service_free(svc);
+	cfg->store_may_wait = 0; /* as in main: workers follow store_aside */
 	for (i = 0; i < MAX_WORKERS; i++)
+
 		if (m->w[i].pid != 0)
 			m->w[i].old = 1;
 	idem_config_free(m->cfg);
@@ -495,7 +497,7 @@ proc_state(pid_t pid)
 }
 
 /* Whether the watchdog may be told all is well: a worker runs, and none
- * is stopped (SIGSTOP, a debugger, a frozen cgroup).  Sets *stopped to
+ * is stopped (SIGSTOP; a tracer's stop is not one).  Sets *stopped to
  * the first stopped worker's pid (0: none). */
 static int
 healthy(const master *m, pid_t *stopped)
@@ -508,7 +510,10 @@ healthy(const master *m, pid_t *stopped)
 		if (m->w[i].pid == 0)
 			continue;
 		st = proc_state(m->w[i].pid);
-		if (st == 'T' || st == 't') {
+		/* 't' (a tracer's stop: strace, gdb) is an operator at work,
+		 * not a hang: it must not get every worker killed */
+		if (st == 'T') {
+
 			*stopped = m->w[i].pid;
 			return 0;
 		}

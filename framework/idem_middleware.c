@@ -573,9 +573,10 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 			idem_reserve_result_clear(&rr);
 			/* a reservation that reached the store unanswered must
 			 * not hold the key until inflight-ttl (a transaction's
-			 * dies with it) */
-			if (c == NULL)
-				idem_leases_add(mw->leases, IDEM_LEASE_FORGET, req,
+			 * dies with it); a store set aside sent nothing */
+			if (c == NULL && !idem_store_is_aside(mw->store))
+				idem_leases_add(
+mw->leases, IDEM_LEASE_FORGET, req,
 				    rq, NULL);
 			idem_mw_refuse_unavailable(res);
 			return 0;
