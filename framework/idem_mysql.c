@@ -666,25 +666,6 @@ idem_mysql_exec(idem_mysql_pool *p, const char *sql)
 	return err;
 }
 
-idem_err
-idem_mysql_ping(idem_mysql_pool *p)
-{
-	idem_mysql_conn *c = idem_mysql_get(p);
-	idem_err err = IDEM_OK;
-
-	if (c == NULL)
-		return IDEM_ERR_STORE;
-	if (mysql_ping(c->m) != 0) {
-		if (may_log(p))
-			idem_log(NULL, IDEM_LOG_WARN, "mysql: ping: %s (error %u)",
-			    mysql_error(c->m), mysql_errno(c->m));
-		c->broken = 1;
-		err = IDEM_ERR_STORE;
-	}
-	idem_mysql_put(p, c);
-	return err;
-}
-
 void
 idem_mysql_pool_free(idem_mysql_pool *p)
 {

@@ -80,12 +80,6 @@ idem_err idem_mysql_pool_extra(idem_mysql_pool *p, const char *const *extra,
  * IDEM_ERR_STORE (logged). */
 idem_err idem_mysql_exec(idem_mysql_pool *p, const char *sql);
 
-/* Takes a connection of p (connecting it when it is not), sends
- * mysql_ping on it and gives it back: whether the database answers now.
- * Bounded by the connect and read timeouts.  IDEM_OK or IDEM_ERR_STORE
- * (the connection is then closed, and the next taker connects again). */
-idem_err idem_mysql_ping(idem_mysql_pool *p);
-
 /* The server's max_allowed_packet as the latest connection read it (each
  * connection reads it when it connects); 0 before the first. */
 uint64_t idem_mysql_max_packet(idem_mysql_pool *p);

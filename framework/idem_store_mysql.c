@@ -390,14 +390,24 @@ my_purge(idem_store *s, unsigned max, unsigned *purged)
 	return err;
 }
 
-/* The store's ping: a round trip on a connection of the pool (opened when
- * none is: a database down is found at connect).  IDEM_OK or
- * IDEM_ERR_STORE. */
+/* The store's ping: the schema's version read as the store reads its rows
+ * (a connection of the pool, opened when none is), so that a missing
+ * table, a Galera node that refuses queries (1047) or a database down
+ * fails it as they fail a reservation (mysql_ping would pass the first
+ * two).  IDEM_OK or IDEM_ERR_STORE. */
 static idem_err
 my_ping(idem_store *s)
 {
-	return idem_mysql_ping(((mysql_store *)s)->pool);
+	long long version, unused;
+	idem_err err;
+
+	err = idem_my_select_ints((mysql_store *)s, S_VERSION, &version,
+	    &unused);
+	if (err == IDEM_OK && version != SCHEMA_VERSION)
+		err = IDEM_ERR_STORE;
+	return err != IDEM_OK ? IDEM_ERR_STORE : IDEM_OK;
 }
+
 
 static void
 my_close(idem_store *s)

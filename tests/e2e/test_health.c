@@ -229,9 +229,20 @@ Test(health, ready_follows_the_database, .init = take_turn,
 	cr_assert_eq(mariadb_restart(&db), 0);
 	cr_expect_eq(poll_until(&h, "/ready", 200, 100), 200);
 	cr_expect_eq(get(&h, "/ping", NULL), 200);
+
+	/* the database answers but the store cannot work (its schema gone,
+	 * as a reservation would find it): not ready, where mysql_ping
+	 * alone said ready */
+	free(mariadb_sql(&db, "RENAME TABLE idemfcgi_schema TO "
+	    "idemfcgi_schema_away"));
+	cr_expect_eq(poll_until(&h, "/ready", 503, 100), 503);
+	free(mariadb_sql(&db, "RENAME TABLE idemfcgi_schema_away TO "
+	    "idemfcgi_schema"));
+	cr_expect_eq(poll_until(&h, "/ready", 200, 100), 200);
 	cr_expect_eq(harness_stop(&h), 0);
 	mariadb_destroy(&db);
 }
+
 
 /* A daemon started before its database (the store set aside until the
  * master reaches it): ready says 503 while keyed routes do, and 200 once
