@@ -46,6 +46,90 @@ idem_config_error(idem_config *cfg, unsigned line, const char *section,
 		    msg);
 }
 
+/* ---------------------------------------------------------- suggestions */
+
+/* Edit distance of a and b with swaps of neighbours (optimal string
+ * alignment), for words of at most 63 characters; longer ones are
+ * IDEM_MAX_WORD apart from everything.  Returns it. */
+#define IDEM_MAX_WORD 64
+static size_t
+distance(const char *a, const char *b)
+{
+	size_t d[IDEM_MAX_WORD][IDEM_MAX_WORD], la = strlen(a), lb = strlen(b);
+	size_t i, j;
+
+	if (la >= IDEM_MAX_WORD || lb >= IDEM_MAX_WORD)
+		return IDEM_MAX_WORD;
+	for (i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (i = 1; i <= la; i++)
+		for (j = 1; j <= lb; j++) {
+			size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	return d[la][lb];
+}
+
+/* The closest candidate within a third of word.  Returns it or NULL. */
+const char *
+idem_config_closest(const char *word, const char *const *candidates,
+    size_t n)
+{
+	size_t i, most = strlen(word) / 3, best = IDEM_MAX_WORD;
+	const char *found = NULL;
+
+	if (most == 0)
+		most = 1;
+	for (i = 0; i < n; i++) {
+		size_t d;
+		if (candidates[i] == NULL || strcmp(candidates[i], word) == 0)
+			continue;
+		if ((d = distance(word, candidates[i])) <= most && d < best) {
+			best = d;
+			found = candidates[i];
+		}
+	}
+	return found;
+}
+
+/* Logs an unknown key, with the closest of the n candidates. */
+static void
+unknown_key(idem_config *cfg, unsigned line, const char *section,
+    const char *key, const char *const *candidates, size_t n)
+{
+	const char *near = idem_config_closest(key, candidates, n);
+
+	if (near != NULL)
+		idem_config_error(cfg, line, section, key, "unknown key; did "
+		    "you mean %s?", near);
+	else
+		idem_config_error(cfg, line, section, key, "unknown key");
+}
+
+/* Logs an unknown key of a core section, with the closest key of that
+ * section. */
+static void
+unknown_core_key(idem_config *cfg, unsigned line, const char *section,
+    const char *key)
+{
+	const char *names[IDEM_CONFIG_MAX_KEYS], *sec, *k;
+	size_t i, n = 0;
+
+	for (i = 0; (k = idem_config_key_at(i, &sec)) != NULL; i++)
+		if (strcmp(sec, section) == 0 && n < IDEM_CONFIG_MAX_KEYS)
+			names[n++] = k;
+	unknown_key(cfg, line, section, key, names, n);
+}
+
 /* --------------------------------------------------------- INI parsing */
 
 typedef struct parse_state {
@@ -216,7 +300,7 @@ handler(void *user, const char *section, const char *name, const char *value)
 	if (!idem_config_is_core_section(section))
 		return plugin_key(st, section, name, v);
 	if ((i = idem_config_key_index(section, name)) < 0) {
-		idem_config_error(cfg, st->line, section, name, "unknown key");
+		unknown_core_key(cfg, st->line, section, name);
 		return 1;
 	}
 	if (st->seen[i] != 0 && !(continued && idem_config_key_is_list(i))) {
@@ -320,6 +404,33 @@ idem_config_load_string(const char *text, const char *name,
 	return load(&st, name, out);
 }
 
+/* Remembers that a plugin looked for key of section (a best effort: out
+ * of memory, it is not suggested). */
+static void
+remember_asked(idem_config *cfg, const char *section, const char *key)
+{
+	idem_config_entry *a;
+	size_t i;
+
+	for (i = 0; i < cfg->nasked; i++)
+		if (strcmp(cfg->asked[i].section, section) == 0 &&
+		    strcmp(cfg->asked[i].key, key) == 0)
+			return;
+	if ((a = realloc(cfg->asked, (cfg->nasked + 1) * sizeof(*a))) == NULL)
+		return;
+	cfg->asked = a;
+	a = &cfg->asked[cfg->nasked];
+	memset(a, 0, sizeof(*a));
+	a->section = strdup(section);
+	a->key = strdup(key);
+	if (a->section == NULL || a->key == NULL) {
+		free(a->section);
+		free(a->key);
+		return;
+	}
+	cfg->nasked++;
+}
+
 /* The entry of a plugin key, marked used.  Returns it or NULL. */
 idem_config_entry *
 idem_config_find(idem_config *cfg, const char *section, const char *key)
@@ -332,7 +443,47 @@ idem_config_find(idem_config *cfg, const char *section, const char *key)
 			cfg->entries[i].used = 1;
 			return &cfg->entries[i];
 		}
+	remember_asked(cfg, section, key);
 	return NULL;
+}
+
+/* Logs an unread key of a plugin's section, with the closest key the
+ * plugin looked for there and did not find. */
+static void
+unknown_plugin_key(idem_config *cfg, const idem_config_entry *e)
+{
+	const char **names = calloc(cfg->nasked + 1, sizeof(*names));
+	size_t i, n = 0;
+
+	for (i = 0; names != NULL && i < cfg->nasked; i++)
+		if (strcmp(cfg->asked[i].section, e->section) == 0)
+			names[n++] = cfg->asked[i].key;
+	unknown_key(cfg, e->line, e->section, e->key, names, n);
+	free(names);
+}
+
+/* Logs a section no plugin owns, with the closest plugin or core
+ * section name. */
+static void
+unknown_section(idem_config *cfg, const idem_config_entry *e,
+    const char *const *plugin_names)
+{
+	const char *names[IDEM_CONFIG_MAX_KEYS], *near, *sec;
+	size_t i, n = 0;
+
+	for (i = 0; plugin_names != NULL && plugin_names[i] != NULL &&
+	    n < IDEM_CONFIG_MAX_KEYS; i++)
+		names[n++] = plugin_names[i];
+	for (i = 0; (sec = idem_config_core_section(i)) != NULL &&
+	    n < IDEM_CONFIG_MAX_KEYS; i++)
+		names[n++] = sec;
+	if ((near = idem_config_closest(e->section, names, n)) != NULL)
+		idem_config_error(cfg, e->line, e->section, NULL, "unknown "
+		    "section (no loaded plugin is named \"%s\"); did you mean "
+		    "[%s]?", e->section, near);
+	else
+		idem_config_error(cfg, e->line, e->section, NULL, "unknown "
+		    "section (no loaded plugin is named \"%s\")", e->section);
 }
 
 /* Logs unread plugin keys and sections of no plugin.  Returns IDEM_OK or
@@ -354,12 +505,9 @@ idem_config_check_unused(idem_config *cfg, const char *const *plugin_names)
 			if (strcmp(cfg->entries[j].section, e->section) == 0)
 				first = 0;
 		if (!owned && first)
-			idem_config_error(cfg, e->line, e->section, NULL,
-			    "unknown section (no loaded plugin is named \"%s\")",
-			    e->section);
+			unknown_section(cfg, e, plugin_names);
 		else if (owned && !e->used)
-			idem_config_error(cfg, e->line, e->section, e->key,
-			    "unknown key");
+			unknown_plugin_key(cfg, e);
 	}
 	return cfg->errors > before ? IDEM_ERR_CONFIG : IDEM_OK;
 }
@@ -380,5 +528,10 @@ idem_config_free(idem_config *cfg)
 		free(cfg->entries[i].value);
 	}
 	free(cfg->entries);
+	for (i = 0; i < cfg->nasked; i++) {
+		free(cfg->asked[i].section);
+		free(cfg->asked[i].key);
+	}
+	free(cfg->asked);
 	free(cfg);
 }

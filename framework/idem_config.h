@@ -132,6 +132,10 @@ typedef struct idem_config {
 	idem_config_entry *entries;
 	size_t nentries;
 	size_t capentries;
+	idem_config_entry *asked;      /* keys plugins looked for and did not
+	                               * find (value NULL): the suggestions
+	                               * for an unknown key (owned) */
+	size_t nasked;
 	unsigned errors;               /* problems logged so far */
 } idem_config;
 
@@ -168,9 +172,19 @@ idem_err idem_config_check_unused(idem_config *cfg,
  * its name.  Returns 1 or 0. */
 int idem_config_is_core_section(const char *name);
 
-/* Finds a plugin key (not a core one); NULL when absent.  Marks it used. */
+/* Finds a plugin key (not a core one); NULL when absent.  Marks it used,
+ * or remembers an absent one as a key of that section. */
 idem_config_entry *idem_config_find(idem_config *cfg, const char *section,
     const char *key);
+
+/*
+ * The closest of candidates to word by edit distance (insertions,
+ * deletions, substitutions and swaps of neighbours), when it differs in
+ * at most a third of word's characters (at least one); NULL when none is
+ * that close.  Used as "unknown key; did you mean X?".
+ */
+const char *idem_config_closest(const char *word,
+    const char *const *candidates, size_t n);
 
 /* Logs "FILE:LINE: [section] key: message" (without the parts that are
  * NULL) and counts the error. */
