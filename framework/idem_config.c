@@ -32,6 +32,9 @@ idem_config_error(idem_config *cfg, unsigned line, const char *section,
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	cfg->errors++;
+	if (section != NULL && (strcmp(section, "idempotency") == 0 ||
+	    strcmp(section, "mysql") == 0))
+		cfg->store_errors++;
 	if (key != NULL && section != NULL)
 		idem_log(NULL, IDEM_LOG_ERROR, "%s:%u: [%s] %s: %s", cfg->path,
 		    line, section, key, msg);
@@ -141,6 +144,7 @@ typedef struct parse_state {
 	                       * was set */
 	char last_section[64];
 	char last_key[64];
+	int keep;              /* a config with problems is still returned */
 } parse_state;
 
 /* inih's line reader: counts lines and refuses lines that do not fit. */
@@ -364,6 +368,10 @@ load(parse_state *st, const char *name, idem_config **out)
 		idem_config_error(cfg, (unsigned)rc, NULL, NULL,
 		    "syntax error (expected [section] or key = value)");
 	idem_config_keys_check(cfg, st->seen);
+	if (cfg->errors > 0 && st->keep) {
+		*out = cfg;
+		return IDEM_ERR_CONFIG;
+	}
 	if (cfg->errors > 0) {
 		idem_config_free(cfg);
 		return IDEM_ERR_CONFIG;
@@ -391,6 +399,26 @@ idem_config_load(const char *path, idem_config **out)
 	return err;
 }
 
+/* Reads and checks the file at path, keeping it even with problems.
+ * Returns as idem_config_load, with *out also on IDEM_ERR_CONFIG. */
+idem_err
+idem_config_load_all(const char *path, idem_config **out)
+{
+	parse_state st;
+	idem_err err;
+
+	memset(&st, 0, sizeof(st));
+	st.keep = 1;
+	if ((st.fp = fopen(path, "r")) == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: cannot read: %s", path,
+		    strerror(errno));
+		return IDEM_ERR_IO;
+	}
+	err = load(&st, path, out);
+	fclose(st.fp);
+	return err;
+}
+
 /* Reads and checks text, named name in messages.  Returns as
  * idem_config_load. */
 idem_err
@@ -404,8 +432,8 @@ idem_config_load_string(const char *text, const char *name,
 	return load(&st, name, out);
 }
 
-/* Remembers that a plugin looked for key of section (a best effort: out
- * of memory, it is not suggested). */
+/* Remembers that a plugin looked for key of section, found or not (a
+ * best effort: out of memory, it is not suggested). */
 static void
 remember_asked(idem_config *cfg, const char *section, const char *key)
 {
@@ -437,18 +465,18 @@ idem_config_find(idem_config *cfg, const char *section, const char *key)
 {
 	size_t i;
 
+	remember_asked(cfg, section, key);
 	for (i = 0; i < cfg->nentries; i++)
 		if (strcmp(cfg->entries[i].section, section) == 0 &&
 		    strcmp(cfg->entries[i].key, key) == 0) {
 			cfg->entries[i].used = 1;
 			return &cfg->entries[i];
 		}
-	remember_asked(cfg, section, key);
 	return NULL;
 }
 
 /* Logs an unread key of a plugin's section, with the closest key the
- * plugin looked for there and did not find. */
+ * plugin looked for there. */
 static void
 unknown_plugin_key(idem_config *cfg, const idem_config_entry *e)
 {

@@ -132,11 +132,13 @@ typedef struct idem_config {
 	idem_config_entry *entries;
 	size_t nentries;
 	size_t capentries;
-	idem_config_entry *asked;      /* keys plugins looked for and did not
-	                               * find (value NULL): the suggestions
-	                               * for an unknown key (owned) */
+	idem_config_entry *asked;      /* keys plugins looked for (value
+	                               * NULL): the suggestions for an
+	                               * unknown key (owned) */
 	size_t nasked;
 	unsigned errors;               /* problems logged so far */
+	unsigned store_errors;         /* of them, in [idempotency] or
+	                               * [mysql] */
 } idem_config;
 
 /*
@@ -145,6 +147,11 @@ typedef struct idem_config {
  * IDEM_ERR_CONFIG when it has problems (all of them logged).
  */
 idem_err idem_config_load(const char *path, idem_config **out);
+
+/* The same for --check: a file with problems (logged) still gives *out
+ * (cfg->errors counts them) with IDEM_ERR_CONFIG, so the later stages
+ * can be checked too; the bad keys keep their defaults. */
+idem_err idem_config_load_all(const char *path, idem_config **out);
 
 /* The same, from a string in memory; name is used in messages. */
 idem_err idem_config_load_string(const char *text, const char *name,
@@ -173,7 +180,7 @@ idem_err idem_config_check_unused(idem_config *cfg,
 int idem_config_is_core_section(const char *name);
 
 /* Finds a plugin key (not a core one); NULL when absent.  Marks it used,
- * or remembers an absent one as a key of that section. */
+ * and remembers key as one of that section's. */
 idem_config_entry *idem_config_find(idem_config *cfg, const char *section,
     const char *key);
 

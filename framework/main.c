@@ -45,6 +45,40 @@ usage(FILE *fp)
 	    DEFAULT_CONFIG, IDEM_PLUGINDIR);
 }
 
+/* --check: every stage of the file that can run (the core keys, the
+ * plugins and their keys, the built-in routes, the store), each problem
+ * reported.  Returns the exit status: 0 good, 1 with problems. */
+static int
+check_all(const char *path)
+{
+	idem_config *cfg = NULL;
+	idem_service *svc;
+	idem_err err = idem_config_load_all(path, &cfg);
+	size_t i, builtin = 0;
+
+	if (cfg == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: not checked", path);
+		return 1;
+	}
+	if (err == IDEM_OK) {
+		idem_log_set_level(cfg->log_level);
+		idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON :
+		    IDEM_LOG_TEXT);
+	}
+	if (idem_service_check_all(cfg, IDEM_PLUGINDIR, &svc) != IDEM_OK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: check failed: every problem "
+		    "found is above", path);
+		return 1;
+	}
+	for (i = 0; i < idem_router_count(svc->router); i++)
+		builtin += strcmp(idem_router_at(svc->router, i)->owner,
+		    IDEM_BUILTIN_OWNER) == 0;
+	printf("%s: configuration OK (%zu route(s) of plugins, %zu built in)\n",
+	    path, idem_router_count(svc->router) - builtin, builtin);
+	idem_service_free(svc);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -92,26 +126,17 @@ main(int argc, char **argv)
 	/* before any thread exists (plugins and stores start some): the
 	 * signals are taken by sigwait, never delivered to a worker */
 	idem_server_block_signals();
+	if (check)
+		return check_all(path);
 	if (idem_config_load(path, &cfg) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
 		return 1;
 	}
 	idem_log_set_level(cfg->log_level);
 	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
-	if (idem_service_check(cfg, IDEM_PLUGINDIR, !check, &svc) != IDEM_OK) {
+	if (idem_service_check(cfg, IDEM_PLUGINDIR, 1, &svc) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
 		return 1;
-	}
-	if (check) {
-		size_t i, builtin = 0;
-		for (i = 0; i < idem_router_count(svc->router); i++)
-			builtin += strcmp(idem_router_at(svc->router, i)->owner,
-			    IDEM_BUILTIN_OWNER) == 0;
-		printf("%s: configuration OK (%zu route(s) of plugins, %zu "
-		    "built in)\n", path, idem_router_count(svc->router) - builtin,
-		    builtin);
-		idem_service_free(svc);
-		return 0;
 	}
 	if ((fd = idem_server_listen(svc->cfg)) < 0) {
 		idem_service_free(svc);
