@@ -565,6 +565,35 @@ Test(cli, check_goes_on_past_a_missing_plugin)
 	free(out);
 }
 
+/* The store stage runs after problems elsewhere (here a [server] key: the
+ * connection to a closed port is tried and reported), not after problems
+ * of [idempotency] or [mysql], where it would check the wrong store. */
+Test(cli, check_store_stage)
+{
+	char *out;
+	int rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
+	    "worksers = 2\n[idempotency]\nstore = mysql\n[mysql]\n"
+	    "host = 127.0.0.1\nport = 1\nuser = idem\ndatabase = idem\n"
+	    "connect-timeout = 1s\n", &out);
+
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "worksers: unknown key; did you mean workers?")
+	    != NULL, "%s", out);
+	cr_expect(strstr(out, "cannot connect to 127.0.0.1:1") != NULL, "%s",
+	    out);
+	free(out);
+	rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
+	    "[idempotency]\nstore = mysql\nlifetim = 1h\n[mysql]\n"
+	    "host = 127.0.0.1\nport = 1\nuser = idem\ndatabase = idem\n", &out);
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "[idempotency] lifetim: unknown key; did you "
+	    "mean lifetime?") != NULL, "%s", out);
+	cr_expect(strstr(out, "the store is not checked: fix the problems of "
+	    "[idempotency] and [mysql] above first") != NULL, "%s", out);
+	cr_expect(strstr(out, "cannot connect") == NULL, "%s", out);
+	free(out);
+}
+
 /* A transactional route needs a database store: refused at setup with
  * the route named, on the memory store and with idempotency disabled. */
 Test(cli, transactional_route_needs_mysql)
