@@ -1001,6 +1001,7 @@ main(int argc, char **argv)
 	const char *cmd;
 	int rc, nargs;
 
+	idem_log_set_name("idemfcgi-admin");
 	if ((rc = parse_options(argc, argv, &o)) >= 0)
 		return rc;
 	if (optind >= argc) {

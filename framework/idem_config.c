@@ -32,6 +32,9 @@ idem_config_error(idem_config *cfg, unsigned line, const char *section,
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	cfg->errors++;
+	if (section != NULL && (strcmp(section, "idempotency") == 0 ||
+	    strcmp(section, "mysql") == 0))
+		cfg->store_errors++;
 	if (key != NULL && section != NULL)
 		idem_log(NULL, IDEM_LOG_ERROR, "%s:%u: [%s] %s: %s", cfg->path,
 		    line, section, key, msg);
@@ -46,6 +49,90 @@ idem_config_error(idem_config *cfg, unsigned line, const char *section,
 		    msg);
 }
 
+/* ---------------------------------------------------------- suggestions */
+
+/* Edit distance of a and b with swaps of neighbours (optimal string
+ * alignment), for words of at most 63 characters; longer ones are
+ * IDEM_MAX_WORD apart from everything.  Returns it. */
+#define IDEM_MAX_WORD 64
+static size_t
+distance(const char *a, const char *b)
+{
+	size_t d[IDEM_MAX_WORD][IDEM_MAX_WORD], la = strlen(a), lb = strlen(b);
+	size_t i, j;
+
+	if (la >= IDEM_MAX_WORD || lb >= IDEM_MAX_WORD)
+		return IDEM_MAX_WORD;
+	for (i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (i = 1; i <= la; i++)
+		for (j = 1; j <= lb; j++) {
+			size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	return d[la][lb];
+}
+
+/* The closest candidate within a third of word.  Returns it or NULL. */
+const char *
+idem_config_closest(const char *word, const char *const *candidates,
+    size_t n)
+{
+	size_t i, most = strlen(word) / 3, best = IDEM_MAX_WORD;
+	const char *found = NULL;
+
+	if (most == 0)
+		most = 1;
+	for (i = 0; i < n; i++) {
+		size_t d;
+		if (candidates[i] == NULL || strcmp(candidates[i], word) == 0)
+			continue;
+		if ((d = distance(word, candidates[i])) <= most && d < best) {
+			best = d;
+			found = candidates[i];
+		}
+	}
+	return found;
+}
+
+/* Logs an unknown key, with the closest of the n candidates. */
+static void
+unknown_key(idem_config *cfg, unsigned line, const char *section,
+    const char *key, const char *const *candidates, size_t n)
+{
+	const char *near = idem_config_closest(key, candidates, n);
+
+	if (near != NULL)
+		idem_config_error(cfg, line, section, key, "unknown key; did "
+		    "you mean %s?", near);
+	else
+		idem_config_error(cfg, line, section, key, "unknown key");
+}
+
+/* Logs an unknown key of a core section, with the closest key of that
+ * section. */
+static void
+unknown_core_key(idem_config *cfg, unsigned line, const char *section,
+    const char *key)
+{
+	const char *names[IDEM_CONFIG_MAX_KEYS], *sec, *k;
+	size_t i, n = 0;
+
+	for (i = 0; (k = idem_config_key_at(i, &sec)) != NULL; i++)
+		if (strcmp(sec, section) == 0 && n < IDEM_CONFIG_MAX_KEYS)
+			names[n++] = k;
+	unknown_key(cfg, line, section, key, names, n);
+}
+
 /* --------------------------------------------------------- INI parsing */
 
 typedef struct parse_state {
@@ -57,6 +144,7 @@ typedef struct parse_state {
 	                       * was set */
 	char last_section[64];
 	char last_key[64];
+	int keep;              /* a config with problems is still returned */
 } parse_state;
 
 /* inih's line reader: counts lines and refuses lines that do not fit. */
@@ -216,7 +304,7 @@ handler(void *user, const char *section, const char *name, const char *value)
 	if (!idem_config_is_core_section(section))
 		return plugin_key(st, section, name, v);
 	if ((i = idem_config_key_index(section, name)) < 0) {
-		idem_config_error(cfg, st->line, section, name, "unknown key");
+		unknown_core_key(cfg, st->line, section, name);
 		return 1;
 	}
 	if (st->seen[i] != 0 && !(continued && idem_config_key_is_list(i))) {
@@ -280,6 +368,10 @@ load(parse_state *st, const char *name, idem_config **out)
 		idem_config_error(cfg, (unsigned)rc, NULL, NULL,
 		    "syntax error (expected [section] or key = value)");
 	idem_config_keys_check(cfg, st->seen);
+	if (cfg->errors > 0 && st->keep) {
+		*out = cfg;
+		return IDEM_ERR_CONFIG;
+	}
 	if (cfg->errors > 0) {
 		idem_config_free(cfg);
 		return IDEM_ERR_CONFIG;
@@ -307,6 +399,26 @@ idem_config_load(const char *path, idem_config **out)
 	return err;
 }
 
+/* Reads and checks the file at path, keeping it even with problems.
+ * Returns as idem_config_load, with *out also on IDEM_ERR_CONFIG. */
+idem_err
+idem_config_load_all(const char *path, idem_config **out)
+{
+	parse_state st;
+	idem_err err;
+
+	memset(&st, 0, sizeof(st));
+	st.keep = 1;
+	if ((st.fp = fopen(path, "r")) == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: cannot read: %s", path,
+		    strerror(errno));
+		return IDEM_ERR_IO;
+	}
+	err = load(&st, path, out);
+	fclose(st.fp);
+	return err;
+}
+
 /* Reads and checks text, named name in messages.  Returns as
  * idem_config_load. */
 idem_err
@@ -320,12 +432,40 @@ idem_config_load_string(const char *text, const char *name,
 	return load(&st, name, out);
 }
 
+/* Remembers that a plugin looked for key of section, found or not (a
+ * best effort: out of memory, it is not suggested). */
+static void
+remember_asked(idem_config *cfg, const char *section, const char *key)
+{
+	idem_config_entry *a;
+	size_t i;
+
+	for (i = 0; i < cfg->nasked; i++)
+		if (strcmp(cfg->asked[i].section, section) == 0 &&
+		    strcmp(cfg->asked[i].key, key) == 0)
+			return;
+	if ((a = realloc(cfg->asked, (cfg->nasked + 1) * sizeof(*a))) == NULL)
+		return;
+	cfg->asked = a;
+	a = &cfg->asked[cfg->nasked];
+	memset(a, 0, sizeof(*a));
+	a->section = strdup(section);
+	a->key = strdup(key);
+	if (a->section == NULL || a->key == NULL) {
+		free(a->section);
+		free(a->key);
+		return;
+	}
+	cfg->nasked++;
+}
+
 /* The entry of a plugin key, marked used.  Returns it or NULL. */
 idem_config_entry *
 idem_config_find(idem_config *cfg, const char *section, const char *key)
 {
 	size_t i;
 
+	remember_asked(cfg, section, key);
 	for (i = 0; i < cfg->nentries; i++)
 		if (strcmp(cfg->entries[i].section, section) == 0 &&
 		    strcmp(cfg->entries[i].key, key) == 0) {
@@ -333,6 +473,45 @@ idem_config_find(idem_config *cfg, const char *section, const char *key)
 			return &cfg->entries[i];
 		}
 	return NULL;
+}
+
+/* Logs an unread key of a plugin's section, with the closest key the
+ * plugin looked for there. */
+static void
+unknown_plugin_key(idem_config *cfg, const idem_config_entry *e)
+{
+	const char **names = calloc(cfg->nasked + 1, sizeof(*names));
+	size_t i, n = 0;
+
+	for (i = 0; names != NULL && i < cfg->nasked; i++)
+		if (strcmp(cfg->asked[i].section, e->section) == 0)
+			names[n++] = cfg->asked[i].key;
+	unknown_key(cfg, e->line, e->section, e->key, names, n);
+	free(names);
+}
+
+/* Logs a section no plugin owns, with the closest plugin or core
+ * section name. */
+static void
+unknown_section(idem_config *cfg, const idem_config_entry *e,
+    const char *const *plugin_names)
+{
+	const char *names[IDEM_CONFIG_MAX_KEYS], *near, *sec;
+	size_t i, n = 0;
+
+	for (i = 0; plugin_names != NULL && plugin_names[i] != NULL &&
+	    n < IDEM_CONFIG_MAX_KEYS; i++)
+		names[n++] = plugin_names[i];
+	for (i = 0; (sec = idem_config_core_section(i)) != NULL &&
+	    n < IDEM_CONFIG_MAX_KEYS; i++)
+		names[n++] = sec;
+	if ((near = idem_config_closest(e->section, names, n)) != NULL)
+		idem_config_error(cfg, e->line, e->section, NULL, "unknown "
+		    "section (no loaded plugin is named \"%s\"); did you mean "
+		    "[%s]?", e->section, near);
+	else
+		idem_config_error(cfg, e->line, e->section, NULL, "unknown "
+		    "section (no loaded plugin is named \"%s\")", e->section);
 }
 
 /* Logs unread plugin keys and sections of no plugin.  Returns IDEM_OK or
@@ -354,12 +533,9 @@ idem_config_check_unused(idem_config *cfg, const char *const *plugin_names)
 			if (strcmp(cfg->entries[j].section, e->section) == 0)
 				first = 0;
 		if (!owned && first)
-			idem_config_error(cfg, e->line, e->section, NULL,
-			    "unknown section (no loaded plugin is named \"%s\")",
-			    e->section);
+			unknown_section(cfg, e, plugin_names);
 		else if (owned && !e->used)
-			idem_config_error(cfg, e->line, e->section, e->key,
-			    "unknown key");
+			unknown_plugin_key(cfg, e);
 	}
 	return cfg->errors > before ? IDEM_ERR_CONFIG : IDEM_OK;
 }
@@ -380,5 +556,10 @@ idem_config_free(idem_config *cfg)
 		free(cfg->entries[i].value);
 	}
 	free(cfg->entries);
+	for (i = 0; i < cfg->nasked; i++) {
+		free(cfg->asked[i].section);
+		free(cfg->asked[i].key);
+	}
+	free(cfg->asked);
 	free(cfg);
 }

@@ -140,7 +140,13 @@ typedef struct idem_config {
 	idem_config_entry *entries;
 	size_t nentries;
 	size_t capentries;
+	idem_config_entry *asked;      /* keys plugins looked for (value
+	                               * NULL): the suggestions for an
+	                               * unknown key (owned) */
+	size_t nasked;
 	unsigned errors;               /* problems logged so far */
+	unsigned store_errors;         /* of them, in [idempotency] or
+	                                * [mysql] */
 
 	/* set at run time, never from the file */
 	int store_may_wait;            /* a MySQL database that cannot be
@@ -159,6 +165,11 @@ typedef struct idem_config {
  * IDEM_ERR_CONFIG when it has problems (all of them logged).
  */
 idem_err idem_config_load(const char *path, idem_config **out);
+
+/* The same for --check: a file with problems (logged) still gives *out
+ * (cfg->errors counts them) with IDEM_ERR_CONFIG, so the later stages
+ * can be checked too; the bad keys keep their defaults. */
+idem_err idem_config_load_all(const char *path, idem_config **out);
 
 /* The same, from a string in memory; name is used in messages. */
 idem_err idem_config_load_string(const char *text, const char *name,
@@ -186,9 +197,19 @@ idem_err idem_config_check_unused(idem_config *cfg,
  * its name.  Returns 1 or 0. */
 int idem_config_is_core_section(const char *name);
 
-/* Finds a plugin key (not a core one); NULL when absent.  Marks it used. */
+/* Finds a plugin key (not a core one); NULL when absent.  Marks it used,
+ * and remembers key as one of that section's. */
 idem_config_entry *idem_config_find(idem_config *cfg, const char *section,
     const char *key);
+
+/*
+ * The closest of candidates to word by edit distance (insertions,
+ * deletions, substitutions and swaps of neighbours), when it differs in
+ * at most a third of word's characters (at least one); NULL when none is
+ * that close.  Used as "unknown key; did you mean X?".
+ */
+const char *idem_config_closest(const char *word,
+    const char *const *candidates, size_t n);
 
 /* Logs "FILE:LINE: [section] key: message" (without the parts that are
  * NULL) and counts the error. */

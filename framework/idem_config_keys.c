@@ -750,6 +750,16 @@ idem_config_key_index(const char *section, const char *key)
 	return -1;
 }
 
+/* The key and section of row i, or NULL past the table. */
+const char *
+idem_config_key_at(size_t i, const char **section)
+{
+	if (i >= NKEYS)
+		return NULL;
+	*section = keys[i].section;
+	return keys[i].key;
+}
+
 /* Whether row i is a list.  Returns 1 or 0 (also for no such row). */
 int
 idem_config_key_is_list(int i)

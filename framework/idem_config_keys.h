@@ -23,6 +23,10 @@
  * not in the table. */
 int idem_config_key_index(const char *section, const char *key);
 
+/* The key of row i and, in *section, its section.  Returns NULL past the
+ * last row (for the suggestions of unknown keys). */
+const char *idem_config_key_at(size_t i, const char **section);
+
 /* Whether the value of row i is a list that an indented continuation line
  * extends (plugins, allow, replay-omit-headers).  Returns 1 or 0. */
 int idem_config_key_is_list(int i);

@@ -49,28 +49,68 @@ is_ows(char c)
 /*
  * Decodes the RFC 8941 sf-string from p (its opening quote) to end into
  * out: printable ASCII, with \" and \\ escapes, and nothing after the
- * closing quote.  Returns the decoded length, or 0 when it is malformed,
- * empty or longer than IDEM_KEY_MAX.
+ * closing quote.  start is the header value, for the positions of why.
+ * Returns the decoded length, or 0 when it is malformed, empty or longer
+ * than IDEM_KEY_MAX, with what is wrong in why (size bytes).
  */
 static size_t
-sf_string(const char *p, const char *end, char out[IDEM_KEY_MAX + 1])
+sf_string(const char *start, const char *p, const char *end,
+    char out[IDEM_KEY_MAX + 1], char *why, size_t size)
 {
 	size_t n = 0;
 
 	for (p++; p < end && *p != '"'; p++) {
-		if (*p == '\\' && (++p == end || (*p != '"' && *p != '\\')))
+		if (*p == '\\') {
+			if (++p == end) {
+				snprintf(why, size, "the quoted key ends in a "
+				    "backslash, with no closing quote");
+				return 0;
+			}
+			if (*p != '"' && *p != '\\') {
+				snprintf(why, size, "the quoted key has a backslash "
+				    "at byte %zu before byte 0x%02x: only \\\" and "
+				    "\\\\ are escapes", (size_t)(p - start),
+				    (unsigned char)*p);
+				return 0;
+			}
+		}
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) {
+			snprintf(why, size, "the quoted key has byte 0x%02x, "
+			    "outside printable ASCII, at byte %zu",
+			    (unsigned char)*p, (size_t)(p - start) + 1);
 			return 0;
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e ||
-		    n == IDEM_KEY_MAX)
+		}
+		if (n == IDEM_KEY_MAX) {
+			snprintf(why, size, "the quoted key is longer than %d "
+			    "bytes", IDEM_KEY_MAX);
 			return 0;
+		}
 		out[n++] = *p;
 	}
-	return p + 1 == end ? n : 0;
+	if (p == end)
+		snprintf(why, size, "the quoted key has no closing quote");
+	else if (p + 1 != end)
+		snprintf(why, size, "the quoted key has characters after its "
+		    "closing quote, from byte %zu", (size_t)(p - start) + 2);
+	else if (n == 0)
+		snprintf(why, size, "the quoted key is empty");
+	else
+		return n;
+	return 0;
 }
 
 idem_err
 idem_key_parse(idem_key_format fmt, const char *header,
     char out[IDEM_KEY_MAX + 1], size_t *len)
+{
+	char why[160];
+
+	return idem_key_parse_why(fmt, header, out, len, why, sizeof(why));
+}
+
+idem_err
+idem_key_parse_why(idem_key_format fmt, const char *header,
+    char out[IDEM_KEY_MAX + 1], size_t *len, char *why, size_t size)
 {
 	const char *p = header, *end;
 	size_t n;
@@ -78,6 +118,7 @@ idem_key_parse(idem_key_format fmt, const char *header,
 
 	*len = 0;
 	out[0] = '\0';
+	why[0] = '\0';
 	if (header == NULL)
 		return IDEM_ERR_INVALID;
 	while (is_ows(*p))
@@ -88,7 +129,7 @@ idem_key_parse(idem_key_format fmt, const char *header,
 		if ((n = (size_t)(end - p)) > IDEM_KEY_MAX)
 			return IDEM_ERR_INVALID;
 		memcpy(out, p, n);
-	} else if ((n = sf_string(p, end, out)) == 0) {
+	} else if ((n = sf_string(header, p, end, out, why, size)) == 0) {
 		out[0] = '\0';
 		return IDEM_ERR_INVALID;
 	}

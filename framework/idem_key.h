@@ -33,6 +33,13 @@ int idem_key_valid(idem_key_format fmt, const char *key, size_t len);
 idem_err idem_key_parse(idem_key_format fmt, const char *header,
     char out[IDEM_KEY_MAX + 1], size_t *len);
 
+/* The same, with why (size bytes) saying what is wrong with a malformed
+ * sf-string (no closing quote, a bad escape or byte and its position in
+ * header from 1, characters after the closing quote, empty, too long);
+ * why is "" on success and when the key is only not of the format. */
+idem_err idem_key_parse_why(idem_key_format fmt, const char *header,
+    char out[IDEM_KEY_MAX + 1], size_t *len, char *why, size_t size);
+
 /* Makes OpenSSL ready for idem_sha256 and fingerprints (its one-time
  * initialisation), so that no request pays for it.  Idempotent. */
 void idem_sha256_init(void);

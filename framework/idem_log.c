@@ -23,6 +23,7 @@
 static _Atomic int log_level = IDEM_LOG_INFO;
 static _Atomic int log_format = IDEM_LOG_TEXT;
 static _Atomic int log_fd = 2;
+static const char *log_name = "idemfcgi";
 
 const char *const idem_log_level_names[IDEM_LOG__MAX] = {
 	[IDEM_LOG_DEBUG] = "debug",
@@ -46,6 +47,12 @@ void
 idem_log_set_format(idem_log_format format)
 {
 	log_format = (int)format;
+}
+
+void
+idem_log_set_name(const char *name)
+{
+	log_name = name;
 }
 
 int
@@ -224,11 +231,11 @@ logv_ctx(const idem_log_ctx *c, idem_log_level level, const char *fmt,
 	}
 	if (journal)
 		n = pre + (size_t)snprintf(line + pre, sizeof(line) - pre,
-		    "idemfcgi[%ld] %s ", (long)getpid(),
+		    "%s[%ld] %s ", log_name, (long)getpid(),
 		    idem_log_level_names[lvl]);
 	else
-		n = (size_t)snprintf(line, sizeof(line), "%s idemfcgi[%ld] %s ",
-		    stamp, (long)getpid(), idem_log_level_names[lvl]);
+		n = (size_t)snprintf(line, sizeof(line), "%s %s[%ld] %s ",
+		    stamp, log_name, (long)getpid(), idem_log_level_names[lvl]);
 	if (c->request_id != NULL)
 		n += (size_t)snprintf(line + n, sizeof(line) - n, "req=%s ",
 		    c->request_id);

@@ -49,6 +49,9 @@ typedef struct idem_log_ctx {
 void idem_log_set_level(idem_log_level level);
 /* Text (the default) or JSON lines. */
 void idem_log_set_format(idem_log_format format);
+/* The program a text line names ("idemfcgi", the default, or
+ * "idemfcgi-admin"); name is borrowed and must outlive the logging. */
+void idem_log_set_name(const char *name);
 /* Sends lines to fd instead of 2 (tests).  Returns the previous fd. */
 int idem_log_set_fd(int fd);
 

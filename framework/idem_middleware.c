@@ -505,7 +505,7 @@ request_key(idem_middleware *mw, idem_request *req, idem_response *res,
 	    "(RFC 9562) in its 36-character form" };
 	/* idem_request_header(req, "Idempotency-Key"), its CGI name known */
 	const char *key = idem_request_env(req, "HTTP_IDEMPOTENCY_KEY");
-	char detail[200];
+	char detail[200], why[160];
 
 	if (key == NULL) {
 		if (idem_middleware_policy(mw, req) == IDEM_POLICY_REQUIRED) {
@@ -517,11 +517,15 @@ request_key(idem_middleware *mw, idem_request *req, idem_response *res,
 		}
 		return -1;
 	}
-	if (idem_key_parse(mw->cfg->key_format, key, sk->key, &sk->key_len) !=
-	    IDEM_OK) {
+	if (idem_key_parse_why(mw->cfg->key_format, key, sk->key, &sk->key_len,
+	    why, sizeof(why)) != IDEM_OK) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_KEY_INVALID);
-		snprintf(detail, sizeof(detail), "an Idempotency-Key here is %s",
-		    formats[mw->cfg->key_format]);
+		if (why[0] != '\0')
+			snprintf(detail, sizeof(detail), "malformed quoted "
+			    "Idempotency-Key: %s", why);
+		else
+			snprintf(detail, sizeof(detail), "an Idempotency-Key "
+			    "here is %s", formats[mw->cfg->key_format]);
 		idem_response_refuse(res, 400, "IDEMPOTENCY_KEY_INVALID", detail,
 		    0);
 		return -1;

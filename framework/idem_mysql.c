@@ -44,6 +44,7 @@ struct idem_mysql_pool {
 	unsigned size, nidle;
 	atomic_llong last_log;      /* ms of the last error logged */
 	int quiet;                  /* logs no error (idem_mysql_pool_quiet) */
+	atomic_uint last_errno;     /* of the latest failure */
 	atomic_ullong max_packet;   /* the server's max_allowed_packet, as
 	                             * the latest connection read it; 0:
 	                             * not known yet */
@@ -84,9 +85,16 @@ idem_mysql_check(idem_mysql_conn *c, unsigned err)
 		c->rolled_back = 1;
 }
 
+unsigned
+idem_mysql_pool_last_errno(idem_mysql_pool *p)
+{
+	return atomic_load(&p->last_errno);
+}
+
 void
 idem_mysql_log_error(idem_mysql_pool *p, const char *what, MYSQL_STMT *st)
 {
+	atomic_store(&p->last_errno, mysql_stmt_errno(st));
 	if (may_log(p))
 		idem_log(NULL, IDEM_LOG_ERROR, "mysql %s: %s (error %u)", what,
 		    mysql_stmt_error(st), mysql_stmt_errno(st));
@@ -95,6 +103,7 @@ idem_mysql_log_error(idem_mysql_pool *p, const char *what, MYSQL_STMT *st)
 void
 idem_mysql_log_conn_error(idem_mysql_pool *p, const char *what, MYSQL *m)
 {
+	atomic_store(&p->last_errno, mysql_errno(m));
 	if (may_log(p))
 		idem_log(NULL, IDEM_LOG_ERROR, "mysql %s: %s (error %u)", what,
 		    mysql_error(m), mysql_errno(m));
@@ -350,6 +359,7 @@ prepare_all(idem_mysql_pool *p, idem_mysql_conn *c, const char *name,
 	size_t i;
 
 	if (p->init != NULL && mysql_query(c->m, p->init) != 0) {
+		atomic_store(&p->last_errno, mysql_errno(c->m));
 		snprintf(why, size, "%s: %.60s: %s", name, p->init,
 		    mysql_error(c->m));
 		return why;
@@ -358,6 +368,8 @@ prepare_all(idem_mysql_pool *p, idem_mysql_conn *c, const char *name,
 		c->stmts[i] = mysql_stmt_init(c->m);
 		if (c->stmts[i] == NULL || mysql_stmt_prepare(c->stmts[i],
 		    stmt_sql(p, i), strlen(stmt_sql(p, i))) != 0) {
+			atomic_store(&p->last_errno, c->stmts[i] != NULL ?
+			    mysql_stmt_errno(c->stmts[i]) : 0);
 			snprintf(why, size, "%s: cannot prepare statement %zu: %s",
 			    name, i, c->stmts[i] != NULL ?
 			    mysql_stmt_error(c->stmts[i]) : "out of memory");
@@ -390,6 +402,7 @@ open_one(idem_mysql_pool *p, idem_mysql_conn *c, const idem_endpoint *e,
 	if (mysql_real_connect(c->m, e->socket[0] != '\0' ? NULL : e->host,
 	    p->user, p->password, p->database, e->port, e->socket[0] != '\0' ?
 	    e->socket : NULL, CLIENT_FOUND_ROWS) == NULL) {
+		atomic_store(&p->last_errno, mysql_errno(c->m));
 		snprintf(why, size, "cannot connect to %s as %s: %s", name,
 		    p->user, mysql_error(c->m));
 		return why;

@@ -85,6 +85,10 @@ idem_err idem_mysql_exec(idem_mysql_pool *p, const char *sql);
 uint64_t idem_mysql_max_packet(idem_mysql_pool *p);
 
 /* Logs a statement error (with the statement's index), rate-limited. */
+/* The error number of the latest statement, prepare or connection of p
+ * that failed (a mysql_errno), 0 when none has. */
+unsigned idem_mysql_pool_last_errno(idem_mysql_pool *p);
+
 void idem_mysql_log_error(idem_mysql_pool *p, const char *what,
     MYSQL_STMT *st);
 

@@ -43,7 +43,7 @@ mul_u64(uint64_t a, uint64_t b, uint64_t *out)
 	return IDEM_OK;
 }
 
-/* A size in bytes with an optional k, m, g and b.  Returns IDEM_OK or
+/* A size in bytes with an optional k, m or g (no b).  Returns IDEM_OK or
  * IDEM_ERR_INVALID. */
 idem_err
 idem_parse_size(const char *s, uint64_t *out)
@@ -58,11 +58,9 @@ idem_parse_size(const char *s, uint64_t *out)
 	case 'k': mult = 1024ULL; p++; break;
 	case 'm': mult = 1024ULL * 1024; p++; break;
 	case 'g': mult = 1024ULL * 1024 * 1024; p++; break;
-	case 'b': break;
 	default: return IDEM_ERR_INVALID;
 	}
-	if (tolower((unsigned char)*p) == 'b')
-		p++;
+	/* no "1MB": whether a B means 10^6 or 2^20 is not for us to guess */
 	if (*p != '\0')
 		return IDEM_ERR_INVALID;
 	return mul_u64(v, mult, out);

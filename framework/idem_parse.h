@@ -14,7 +14,7 @@
 #include "idemfcgi.h"
 
 /* "64k" -> 65536: a decimal number with an optional k, m or g (powers of
- * 1024) and an optional b.  Returns IDEM_OK or IDEM_ERR_INVALID (also on
+ * 1024, in any case); "1MB", "1kb" and "512b" are refused.  Returns IDEM_OK or IDEM_ERR_INVALID (also on
  * overflow and for NULL). */
 idem_err idem_parse_size(const char *s, uint64_t *out);
 
@@ -36,7 +36,8 @@ idem_err idem_parse_bool(const char *s, int *out);
 /* What the parsers take, for the messages of the config and of the plugin
  * API alike ("bad value \"x\": <this>"). */
 #define IDEM_PARSE_BOOL_WANT "expected true or false"
-#define IDEM_PARSE_SIZE_WANT "expected a size such as 512, 64k or 1m"
+#define IDEM_PARSE_SIZE_WANT "expected a size such as 512, 64k or 1m: " \
+	"bytes, or k, m or g for KiB, MiB or GiB (without a B: 1m, not 1MB)"
 #define IDEM_PARSE_DURATION_WANT "expected a duration such as 500ms, 30s, " \
 	"5m, 24h or PT30M"
 

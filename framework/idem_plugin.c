@@ -224,11 +224,12 @@ app_init(idem_app *app, idem_config *cfg, idem_router *router,
 
 idem_err
 idem_plugins_load(idem_config *cfg, idem_router *router,
-    const char *plugin_dir, int check, idem_plugins **out)
+    const char *plugin_dir, int check, int all, idem_plugins **out)
 {
 	idem_plugins *ps;
-	idem_err err = IDEM_OK;
-	size_t i, j;
+	idem_err err = IDEM_OK, first = IDEM_OK;
+	size_t i, j, nnames = 0;
+	int unopened = 0;
 
 	if ((ps = calloc(1, sizeof(*ps))) == NULL ||
 	    (ps->items = calloc(cfg->nplugins + 1, sizeof(*ps->items))) == NULL ||
@@ -241,51 +242,73 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 		idem_app app;
 		char *path = resolve(cfg->plugins[i], cfg->path, plugin_dir);
 
+		if (first != IDEM_OK && !all)
+			break;
 		if (path == NULL) {
-			err = IDEM_ERR_NOMEM;
+			first = IDEM_ERR_NOMEM;
 			break;
 		}
 		err = idem_plugin_open(path, lp);
 		free(path);
 		ps->n = i + 1;
-		if (err != IDEM_OK)
-			break;
+		if (err != IDEM_OK) {
+			unopened = 1;
+			first = first != IDEM_OK ? first : err;
+			continue;
+		}
 		if (idem_config_is_core_section(lp->desc.name)) {
 			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: the name \"%s\" "
 			    "is reserved", lp->path, lp->desc.name);
-			err = IDEM_ERR_PLUGIN;
-			break;
+			first = first != IDEM_OK ? first : IDEM_ERR_PLUGIN;
+			continue;
 		}
 		for (j = 0; j < i; j++)
-			if (strcmp(ps->items[j].desc.name, lp->desc.name) == 0)
+			if (ps->items[j].desc.name != NULL &&
+			    strcmp(ps->items[j].desc.name, lp->desc.name) == 0)
 				break;
 		if (j < i) {
 			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: the name \"%s\" "
 			    "is taken by %s", lp->path, lp->desc.name,
 			    ps->items[j].path);
-			err = IDEM_ERR_PLUGIN;
-			break;
+			first = first != IDEM_OK ? first : IDEM_ERR_PLUGIN;
+			continue;
 		}
-		ps->names[i] = lp->desc.name;
+		ps->names[nnames++] = lp->desc.name;
 		app_init(&app, cfg, router, lp, check);
 		if ((err = lp->desc.setup(&app, &lp->data)) != IDEM_OK) {
 			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: setup failed: %s",
 			    lp->path, idem_strerror(err));
 			err = err == IDEM_ERR_CONFIG ? err : IDEM_ERR_PLUGIN;
-			break;
+			first = first != IDEM_OK ? first : err;
+			/* its keys are not judged: setup may have stopped
+			 * before reading them */
+			for (j = 0; j < cfg->nentries; j++)
+				if (strcmp(cfg->entries[j].section,
+				    lp->desc.name) == 0)
+					cfg->entries[j].used = 1;
+			continue;
 		}
 		lp->set_up = 1;
 		idem_log(NULL, IDEM_LOG_DEBUG, "plugin %s loaded as [%s]",
 		    lp->path, lp->desc.name);
 	}
-	if (err == IDEM_OK)
-		err = idem_config_check_unused(cfg, ps->names);
-	if (err != IDEM_OK) {
+	if ((first == IDEM_OK || all) && first != IDEM_ERR_NOMEM) {
+		if (!unopened)
+			err = idem_config_check_unused(cfg, ps->names);
+		else if (cfg->nentries > 0) {
+			idem_log(NULL, IDEM_LOG_WARN, "%s: the keys of plugin "
+			    "sections are not checked: a plugin did not load",
+			    cfg->path);
+			err = IDEM_OK;
+		}
+		first = first != IDEM_OK ? first : err;
+	}
+	if (first != IDEM_OK && !all) {
 		idem_plugins_free(ps);
-		return err;
+		return first;
 	}
 	*out = ps;
-	return IDEM_OK;
+	return first;
 }
 
 idem_err

@@ -48,10 +48,15 @@ struct idem_app {
  * relative path is taken from the directory of the config file, a bare
  * file name from plugin_dir.  cfg and router are borrowed and must outlive
  * *out.  Returns IDEM_OK with *out (caller frees with idem_plugins_free),
- * or IDEM_ERR_PLUGIN / IDEM_ERR_CONFIG after logging.
+ * or IDEM_ERR_PLUGIN / IDEM_ERR_CONFIG after logging.  With all (for
+ * --check) a plugin that fails is logged and the next one loaded all the
+ * same; the keys of a plugin whose setup failed are not judged (it may
+ * have stopped before reading them), and no section is called unknown
+ * when a plugin could not be opened (its name is unknown); *out is then
+ * set even on failure.
  */
 idem_err idem_plugins_load(idem_config *cfg, idem_router *router,
-    const char *plugin_dir, int check, idem_plugins **out);
+    const char *plugin_dir, int check, int all, idem_plugins **out);
 
 /*
  * Runs each plugin's deploy hook, in order, with the data of its setup.

@@ -86,11 +86,20 @@ open_watches(idem_service *svc)
 	return err;
 }
 
+/* Keeps the first error: *err unless it is IDEM_OK, else e. */
+static void
+keep(idem_err *err, idem_err e)
+{
+	if (*err == IDEM_OK)
+		*err = e;
+}
+
 /* Builds a service as idem_service_new, or as the master's check when
- * check (and then deploys when deploy). */
+ * check (and then deploys when deploy); all: --check, every stage run
+ * that can run, even after a failed one. */
 static idem_err
 build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
-    idem_service **out)
+    int all, idem_service **out)
 {
 	idem_service *svc = calloc(1, sizeof(*svc));
 	idem_err err;
@@ -111,12 +120,30 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 		err = idem_metrics_new(&svc->metrics);
 		svc->own_metrics = 1;
 	}
-	if (err == IDEM_OK)
-		err = idem_plugins_load(cfg, svc->router, plugin_dir, check,
+	if (all && err == IDEM_OK) {
+		/* --check: every stage that can run does, each problem
+		 * logged; the first error is the answer */
+		err = cfg->errors > 0 ? IDEM_ERR_CONFIG : IDEM_OK;
+		keep(&err, idem_plugins_load(cfg, svc->router, plugin_dir, 1, 1,
+		    &svc->plugins));
+		keep(&err, idem_builtin_check(svc));
+		if (cfg->idem_enabled && cfg->store_errors == 0)
+			keep(&err, open_middleware(svc));
+		else if (cfg->idem_enabled)
+			idem_log(NULL, IDEM_LOG_WARN, "%s: the store is not "
+			    "checked: fix the problems of [idempotency] and "
+			    "[mysql] above first", cfg->path);
+		if (err != IDEM_OK) {
+			idem_service_free(svc);
+			return err;
+		}
+	}
+	if (err == IDEM_OK && !all)
+		err = idem_plugins_load(cfg, svc->router, plugin_dir, check, 0,
 		    &svc->plugins);
-	if (err == IDEM_OK)
+	if (err == IDEM_OK && !all)
 		err = idem_builtin_check(svc);
-	if (err == IDEM_OK && cfg->idem_enabled)
+	if (err == IDEM_OK && !all && cfg->idem_enabled)
 		err = open_middleware(svc);
 	/* a deploy needs the database: it runs when the master, waiting
 	 * for it, checks again */
@@ -136,14 +163,21 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 idem_err
 idem_service_new(idem_config *cfg, const char *plugin_dir, idem_service **out)
 {
-	return build(cfg, plugin_dir, 0, 0, out);
+	return build(cfg, plugin_dir, 0, 0, 0, out);
 }
 
 idem_err
 idem_service_check(idem_config *cfg, const char *plugin_dir, int deploy,
     idem_service **out)
 {
-	return build(cfg, plugin_dir, 1, deploy, out);
+	return build(cfg, plugin_dir, 1, deploy, 0, out);
+}
+
+idem_err
+idem_service_check_all(idem_config *cfg, const char *plugin_dir,
+    idem_service **out)
+{
+	return build(cfg, plugin_dir, 1, 0, 1, out);
 }
 
 void

@@ -70,6 +70,17 @@ idem_err idem_service_check(idem_config *cfg, const char *plugin_dir,
     int deploy, idem_service **out);
 
 /*
+ * --check: as idem_service_check without deploy, but cfg may have
+ * problems already (cfg->errors, from idem_config_load_all), and every
+ * stage that can run does, reporting its problems: the plugins (each
+ * one, and the keys of their sections), the built-in routes, the store
+ * (unless [idempotency] or [mysql] had problems).  Returns IDEM_OK with
+ * *out, or the first error with every problem logged.
+ */
+idem_err idem_service_check_all(idem_config *cfg, const char *plugin_dir,
+    idem_service **out);
+
+/*
  * Deletes expired idempotency records in batches until a batch comes back
  * short.  Returns how many were deleted; logs a store error.
  */

@@ -408,7 +408,6 @@ my_ping(idem_store *s)
 	return err != IDEM_OK ? IDEM_ERR_STORE : IDEM_OK;
 }
 
-
 static void
 my_close(idem_store *s)
 {
@@ -527,17 +526,25 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 			    cfg->mysql_database);
 			return set_aside(ms, out);
 		}
-		idem_log(NULL, IDEM_LOG_ERROR, "mysql store: cannot use database "
-		    "%s (see the error above); if the tables are missing, apply "
-		    SCHEMA_FILE, cfg->mysql_database);
+		/* the hint only where it helps: a missing table
+		 * (ER_NO_SUCH_TABLE), not a refused login or a lost server */
+		if (idem_mysql_pool_last_errno(ms->pool) == 1146)
+			idem_log(NULL, IDEM_LOG_ERROR, "mysql store: database %s "
+			    "lacks the tables of idemfcgi: apply " IDEM_SCHEMADIR
+			    "/" SCHEMA_FILE " and the files after it, in order",
+			    cfg->mysql_database);
+		else
+			idem_log(NULL, IDEM_LOG_ERROR, "mysql store: cannot use "
+			    "database %s (see the error above)",
+			    cfg->mysql_database);
 		my_close(&ms->base);
 		return IDEM_ERR_STORE;
 	}
 	if (version != SCHEMA_VERSION) {
 		idem_log(NULL, IDEM_LOG_ERROR, "mysql store: database %s has "
 		    "schema version %lld, this idemfcgi needs %d: apply the "
-		    "files of schema/mysql/ after version %lld, in order, up to "
-		    SCHEMA_LAST, cfg->mysql_database, version, SCHEMA_VERSION,
+		    "files of " IDEM_SCHEMADIR "/ after version %lld, in order, "
+		    "up to " SCHEMA_LAST, cfg->mysql_database, version, SCHEMA_VERSION,
 		    version);
 		my_close(&ms->base);
 		return IDEM_ERR_STORE;

@@ -23,8 +23,11 @@
 #include "idem_store_tx.h"
 
 #define SCHEMA_VERSION 2
-#define SCHEMA_FILE "schema/mysql/001_idempotency_keys.sql"
-#define SCHEMA_LAST "schema/mysql/002_recovery_points.sql"
+/* the schema's files, installed in IDEM_SCHEMADIR (configure's
+ * $(pkgdatadir)/schema/mysql: /usr/share/idemfcgi/schema/mysql in the
+ * package) */
+#define SCHEMA_FILE "001_idempotency_keys.sql"
+#define SCHEMA_LAST "002_recovery_points.sql"
 #define NOW "UTC_TIMESTAMP(6)"
 #define PK "scope_hash = ? AND idem_key = ?"
 

@@ -48,6 +48,53 @@ usage(FILE *fp)
 	    DEFAULT_CONFIG, IDEM_PLUGINDIR);
 }
 
+/* --check: every stage of the file that can run (the core keys, the
+ * plugins and their keys, the built-in routes, the store), each problem
+ * reported.  Returns the exit status: 0 good, 1 with problems. */
+static int
+check_all(const char *path, int strict)
+{
+	idem_config *cfg = NULL;
+	idem_service *svc;
+	idem_err err = idem_config_load_all(path, &cfg);
+	size_t i, builtin = 0;
+	int aside;
+
+	if (cfg == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: not checked", path);
+		return 1;
+	}
+	if (err == IDEM_OK) {
+		idem_log_set_level(cfg->log_level);
+		idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON :
+		    IDEM_LOG_TEXT);
+	}
+	/* a database not up yet is a warning, as idemfcgi would start */
+	cfg->store_may_wait = 1;
+	if (idem_service_check_all(cfg, IDEM_PLUGINDIR, &svc) != IDEM_OK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: check failed: every problem "
+		    "found is above", path);
+		return 1;
+	}
+	for (i = 0; i < idem_router_count(svc->router); i++)
+		builtin += strcmp(idem_router_at(svc->router, i)->owner,
+		    IDEM_BUILTIN_OWNER) == 0;
+	aside = svc->cfg->store_aside;
+	if (aside && strict) {
+		fprintf(stderr, "%s: the MySQL database cannot be reached "
+		    "(--strict)\n", path);
+		idem_service_free(svc);
+		return 1;
+	}
+	printf("%s: configuration OK (%zu route(s) of plugins, %zu built in)%s\n",
+	    path, idem_router_count(svc->router) - builtin, builtin, aside ?
+	    "; warning: the MySQL database cannot be reached (keyed routes "
+	    "would answer 503 until it can be; --strict makes this an error)" :
+	    "");
+	idem_service_free(svc);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -104,6 +151,8 @@ main(int argc, char **argv)
 	/* before any thread exists (plugins and stores start some): the
 	 * signals are taken by sigwait, never delivered to a worker */
 	idem_server_block_signals();
+	if (check)
+		return check_all(path, strict);
 	if (idem_config_load(path, &cfg) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
 		return 1;
@@ -112,29 +161,9 @@ main(int argc, char **argv)
 	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
 	/* a database not up yet: serve anyway, the store set aside */
 	cfg->store_may_wait = 1;
-	if (idem_service_check(cfg, IDEM_PLUGINDIR, !check, &svc) != IDEM_OK) {
+	if (idem_service_check(cfg, IDEM_PLUGINDIR, 1, &svc) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
 		return 1;
-	}
-	if (check) {
-		size_t i, builtin = 0;
-		for (i = 0; i < idem_router_count(svc->router); i++)
-			builtin += strcmp(idem_router_at(svc->router, i)->owner,
-			    IDEM_BUILTIN_OWNER) == 0;
-		int aside = svc->cfg->store_aside;
-		if (aside && strict) {
-			fprintf(stderr, "%s: the MySQL database cannot be reached "
-			    "(--strict)\n", path);
-			idem_service_free(svc);
-			return 1;
-		}
-		printf("%s: configuration OK (%zu route(s) of plugins, %zu "
-		    "built in)%s\n", path, idem_router_count(svc->router) -
-		    builtin, builtin, aside ? "; warning: the MySQL database "
-		    "cannot be reached (keyed routes would answer 503 until it "
-		    "can be; --strict makes this an error)" : "");
-		idem_service_free(svc);
-		return 0;
 	}
 	/* socket activation: the socket systemd holds wins over listen */
 	if ((fd = idem_sd_listen_fd()) >= 0)
@@ -155,8 +184,7 @@ main(int argc, char **argv)
 	 * a worker started later follows store_aside, and one that cannot
 	 * reach the database then fails its start as before */
 	cfg->store_may_wait = 0;
-	rc = idem_master_run(
-path, cfg, fd, IDEM_PLUGINDIR);
+	rc = idem_master_run(path, cfg, fd, IDEM_PLUGINDIR);
 	close(fd);
 	if (sock[0] != '\0')
 		unlink(sock);

@@ -640,6 +640,12 @@ Test(admin, bad_arguments)
 	refused(conf, "show x --yes", 2, "go with release and resolve only");
 	refused(conf, "--bogus stats", 2, "unrecognized option");
 	refused(conf, "show not-a-uuid", 2, "not a valid key");
+	/* the config's and the store's log lines name this program */
+	refused(conf_file("[idempotency]\nstore = mysql\nlifetim = 1h\n"),
+	    "stats", 2, " idemfcgi-admin[");
+	refused(conf_file("[idempotency]\nstore = mysql\nlifetim = 1h\n"),
+	    "stats", 2, "lifetim: unknown key; did you mean lifetime?");
+	conf = conf_file(text);   /* (one file: it was overwritten) */
 	refused(conf, "show 0193a5c4-7f2e-7a31-9c1d-5e8f2b6a4d10 --scope x", 2,
 	    "scope = none");
 	refused(conf, "show 0193a5c4-7f2e-7a31-9c1d-5e8f2b6a4d10", 1,

@@ -516,6 +516,84 @@ Test(cli, check_bad)
 	free(out);
 }
 
+/* One run of --check reports problems of every stage: a core key, a
+ * plugin's key (after its setup), a plugin whose setup fails, and an
+ * unknown section, each with a suggestion where one is close. */
+Test(cli, check_reports_every_stage)
+{
+	char *out;
+	int rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
+	    "worksers = 2\nplugins = @BUILDDIR@/.libs/ledger.so\n"
+	    "  @BUILDDIR@/tests/plugins/.libs/bad_setup.so\n"
+	    "  @BUILDDIR@/tests/testkit/.libs/testkit.so\n"
+	    "[testkit]\nlog = /dev/null\nlgo = x\n"
+	    "[ledgr]\nmax-accounts = 10\n", &out);
+
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "test.conf:3: [server] worksers: unknown key; "
+	    "did you mean workers?") != NULL, "%s", out);
+	cr_expect(strstr(out, "bad_setup.so: setup failed") != NULL, "%s", out);
+	cr_expect(strstr(out, "test.conf:9: [testkit] lgo: unknown key; did "
+	    "you mean log?") != NULL, "%s", out);
+	cr_expect(strstr(out, "test.conf:11: [ledgr]: unknown section (no "
+	    "loaded plugin is named \"ledgr\"); did you mean [ledger]?") != NULL,
+	    "%s", out);
+	cr_expect(strstr(out, "check failed: every problem found is above")
+	    != NULL, "%s", out);
+	cr_expect(strstr(out, "configuration OK") == NULL, "%s", out);
+	free(out);
+}
+
+/* A plugin that cannot be opened: the others are still checked, and no
+ * section is called unknown (the missing plugin's name is not known). */
+Test(cli, check_goes_on_past_a_missing_plugin)
+{
+	char *out;
+	int rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
+	    "plugins = /nonexistent/gone.so\n"
+	    "  @BUILDDIR@/tests/testkit/.libs/testkit.so\n"
+	    "[testkit]\nlog = /dev/null\ntx-route = true\n[gone]\nx = 1\n",
+	    &out);
+
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "/nonexistent/gone.so") != NULL, "%s", out);
+	cr_expect(strstr(out, "route POST /testkit/tx/{code} is transactional, "
+	    "but the store is not MySQL") != NULL, "%s", out);
+	cr_expect(strstr(out, "unknown section") == NULL, "%s", out);
+	cr_expect(strstr(out, "the keys of plugin sections are not checked: "
+	    "a plugin did not load") != NULL, "%s", out);
+	free(out);
+}
+
+/* The store stage runs after problems elsewhere (here a [server] key: the
+ * connection to a closed port is tried and reported), not after problems
+ * of [idempotency] or [mysql], where it would check the wrong store. */
+Test(cli, check_store_stage)
+{
+	char *out;
+	int rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
+	    "worksers = 2\n[idempotency]\nstore = mysql\n[mysql]\n"
+	    "host = 127.0.0.1\nport = 1\nuser = idem\ndatabase = idem\n"
+	    "connect-timeout = 1s\n", &out);
+
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "worksers: unknown key; did you mean workers?")
+	    != NULL, "%s", out);
+	cr_expect(strstr(out, "cannot connect to 127.0.0.1:1") != NULL, "%s",
+	    out);
+	free(out);
+	rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
+	    "[idempotency]\nstore = mysql\nlifetim = 1h\n[mysql]\n"
+	    "host = 127.0.0.1\nport = 1\nuser = idem\ndatabase = idem\n", &out);
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "[idempotency] lifetim: unknown key; did you "
+	    "mean lifetime?") != NULL, "%s", out);
+	cr_expect(strstr(out, "the store is not checked: fix the problems of "
+	    "[idempotency] and [mysql] above first") != NULL, "%s", out);
+	cr_expect(strstr(out, "cannot connect") == NULL, "%s", out);
+	free(out);
+}
+
 /* A transactional route needs a database store: refused at setup with
  * the route named, on the memory store and with idempotency disabled. */
 Test(cli, transactional_route_needs_mysql)

@@ -243,7 +243,6 @@ Test(health, ready_follows_the_database, .init = take_turn,
 	mariadb_destroy(&db);
 }
 
-
 /* A daemon started before its database (the store set aside until the
  * master reaches it): ready says 503 while keyed routes do, and 200 once
  * the workers with the store serve; ping answers throughout. */

@@ -283,8 +283,20 @@ Test(protocol, key_validation_and_policy)
 	c = one("/testkit/echo", "not-a-uuid", NULL);
 	cr_expect_eq(c.status, 400);
 	cr_expect_str_eq(c.code, "IDEMPOTENCY_KEY_INVALID");
+	cr_expect(strstr(c.body_out, "an Idempotency-Key here is a UUIDv7")
+	    != NULL, "%s", c.body_out);
 	c = one("/testkit/echo", "0190f2a4-8c3e-4d5a-9b7c-123456789abc", NULL);
 	cr_expect_eq(c.status, 400);
+	/* a malformed sf-string: the detail says what is wrong, where */
+	c = one("/testkit/echo", "\"0190f2a4-8c3e-7d5a-9b7c-123456789abc", NULL);
+	cr_expect_eq(c.status, 400);
+	cr_expect_str_eq(c.code, "IDEMPOTENCY_KEY_INVALID");
+	cr_expect(strstr(c.body_out, "malformed quoted Idempotency-Key: the "
+	    "quoted key has no closing quote") != NULL, "%s", c.body_out);
+	c = one("/testkit/echo", "\"0190f2a4\\x\"", NULL);
+	cr_expect_eq(c.status, 400);
+	cr_expect(strstr(c.body_out, "a backslash at byte 10 before byte "
+	    "0x78") != NULL, "%s", c.body_out);
 	c = one("/testkit/echo", NULL, NULL);
 	cr_expect_eq(c.status, 400);
 	cr_expect_str_eq(c.code, "IDEMPOTENCY_KEY_MISSING");

@@ -364,7 +364,6 @@ const harness *h, const char *path, const char *key,
 	return 0;
 }
 
-
 int
 harness_workers(const harness *h, int *pids, int max)
 {

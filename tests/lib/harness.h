@@ -135,7 +135,6 @@ void harness_log_reset(const char *log);
 int harness_await_started(const harness *h, const char *path, const char *key,
     size_t n);
 
-
 /*
  * What a server logged, one family for every test:
  * - an idemfcgi of harness_start: harness_log is its stderr so far (caller

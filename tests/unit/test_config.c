@@ -54,8 +54,26 @@ Test(size, units)
 	cr_expect_eq(v, 1048576);
 	cr_assert_eq(idem_parse_size("2G", &v), IDEM_OK);
 	cr_expect_eq(v, 2147483648ULL);
-	cr_assert_eq(idem_parse_size("1mb", &v), IDEM_OK);
+	cr_assert_eq(idem_parse_size("1M", &v), IDEM_OK);
 	cr_expect_eq(v, 1048576);
+}
+
+/* "1MB" would be a guess between 10^6 and 2^20: refused, the message
+ * saying what to write instead. */
+Test(size, no_b_suffix)
+{
+	static const char *const bad[] = { "1MB", "1mb", "64kb", "2GB", "512b",
+	    "512B" };
+	uint64_t v;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(idem_parse_size(bad[i], &v), IDEM_ERR_INVALID,
+		    "accepted \"%s\"", bad[i]);
+	refused("[server]\nmax-body = 1MB\n", "test.conf:2: [server] "
+	    "max-body: bad value \"1MB\": expected a size such as 512, 64k or "
+	    "1m: bytes, or k, m or g for KiB, MiB or GiB (without a B: 1m, not "
+	    "1MB)");
 }
 
 Test(size, bad)
@@ -251,7 +269,12 @@ Test(config, defaults)
 Test(config, refused_with_file_line_key)
 {
 	refused("[server]\nthreads = 8\nthredas = 4\n",
-	    "test.conf:3: [server] thredas: unknown key");
+	    "test.conf:3: [server] thredas: unknown key; did you mean threads?");
+	refused("[server]\nworksers = 2\n",
+	    "test.conf:2: [server] worksers: unknown key; did you mean "
+	    "workers?");
+	refused("[idempotency]\nlifetiem = 1h\n", "[idempotency] lifetiem: "
+	    "unknown key; did you mean lifetime?");
 	refused("[server]\nthreads = lots\n",
 	    "test.conf:2: [server] threads: bad value \"lots\"");
 	refused("[server]\nthreads = 0\n", "from 1 to 1024");
@@ -354,6 +377,50 @@ Test(config, plugin_sections)
 	cr_expect(strstr(buf, "max-accounts") == NULL, "%s", buf);
 	free(buf);
 	idem_config_free(cfg);
+}
+
+/* An unknown key of a plugin's section is compared with the keys the
+ * plugin looked for there; an unknown section with the plugins' and the
+ * core sections' names; nothing close, no suggestion. */
+Test(config, did_you_mean)
+{
+	static const char *const names[] = { "ledger", NULL };
+	static const char *const keys[] = { "workers", "threads", "listen" };
+	idem_config *cfg;
+	idem_err err;
+	harness_capture cap;
+	char *buf, *log;
+
+	log = load_capture("[ledger]\nmax-acounts = 5\nzzz = 1\n[ledgr]\n"
+	    "x = 1\n[sever]\ny = 2\n[elsewhere]\nz = 3\n", &cfg, &err);
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	free(log);
+	cr_expect_null(idem_config_find(cfg, "ledger", "max-accounts"));
+	cr_expect_null(idem_config_find(cfg, "ledger", "transactional"));
+	harness_capture_begin(&cap);
+	err = idem_config_check_unused(cfg, names);
+	buf = harness_capture_end(&cap);
+	cr_assert(buf != NULL);
+	cr_expect_eq(err, IDEM_ERR_CONFIG);
+	cr_expect(strstr(buf, ":2: [ledger] max-acounts: unknown key; did you "
+	    "mean max-accounts?") != NULL, "%s", buf);
+	cr_expect(strstr(buf, ":3: [ledger] zzz: unknown key\n") != NULL, "%s",
+	    buf);
+	cr_expect(strstr(buf, ":5: [ledgr]: unknown section (no loaded plugin "
+	    "is named \"ledgr\"); did you mean [ledger]?") != NULL, "%s", buf);
+	cr_expect(strstr(buf, ":7: [sever]: unknown section (no loaded plugin "
+	    "is named \"sever\"); did you mean [server]?") != NULL, "%s", buf);
+	cr_expect(strstr(buf, ":9: [elsewhere]: unknown section (no loaded "
+	    "plugin is named \"elsewhere\")\n") != NULL, "%s", buf);
+	free(buf);
+	idem_config_free(cfg);
+
+	cr_expect_str_eq(idem_config_closest("worksers", keys, 3), "workers");
+	cr_expect_str_eq(idem_config_closest("thraeds", keys, 3), "threads");
+	cr_expect_str_eq(idem_config_closest("lisen", keys, 3), "listen");
+	cr_expect_null(idem_config_closest("port", keys, 3));
+	cr_expect_null(idem_config_closest("workers", keys, 0));
+	refused("[server]\nbananas = 1\n", "[server] bananas: unknown key\n");
 }
 
 /* The operator's keys: log format, the built-in routes, who may scrape. */

@@ -656,3 +656,47 @@ Test(fingerprint, shortcut_same_as_slow_path)
 		cr_expect_str_eq(fast, slow, "%s", bodies[i]);
 	}
 }
+
+/* What a malformed sf-string is refused for, in the 400's detail. */
+static const char *
+why(const char *header)
+{
+	static char out[IDEM_KEY_MAX + 1], buf[160];
+	size_t len = 99;
+
+	cr_expect_eq(idem_key_parse_why(IDEM_KEY_OPAQUE, header, out, &len, buf,
+	    sizeof(buf)), IDEM_ERR_INVALID, "accepted %s", header);
+	cr_expect_eq(len, 0);
+	return buf;
+}
+
+Test(key, sf_string_errors_named)
+{
+	char big[300], out[IDEM_KEY_MAX + 1], buf[160];
+	size_t len;
+
+	cr_expect_str_eq(why("\"abc"), "the quoted key has no closing quote");
+	cr_expect_str_eq(why("\"abc\\"), "the quoted key ends in a backslash, "
+	    "with no closing quote");
+	cr_expect_str_eq(why("\"ab\\nc\""), "the quoted key has a backslash "
+	    "at byte 4 before byte 0x6e: only \\\" and \\\\ are escapes");
+	cr_expect_str_eq(why("  \"a\x01\""), "the quoted key has byte 0x01, "
+	    "outside printable ASCII, at byte 5");
+	cr_expect_str_eq(why("\"a\xc3\xa9\""), "the quoted key has byte 0xc3, "
+	    "outside printable ASCII, at byte 3");
+	cr_expect_str_eq(why("\"abc\"def"), "the quoted key has characters "
+	    "after its closing quote, from byte 6");
+	cr_expect_str_eq(why("\"\""), "the quoted key is empty");
+	big[0] = '"';
+	memset(big + 1, 'k', 256);
+	big[257] = '"';
+	big[258] = '\0';
+	cr_expect_str_eq(why(big), "the quoted key is longer than 255 bytes");
+	/* a well-formed string of the wrong format: no sf-string reason */
+	cr_expect_str_eq(why("\"a b\""), "");
+	cr_expect_str_eq(why("a b"), "");
+	cr_expect_eq(idem_key_parse_why(IDEM_KEY_OPAQUE, "\"a\\\"b\"", out, &len,
+	    buf, sizeof(buf)), IDEM_OK);
+	cr_expect_str_eq(out, "a\"b");
+	cr_expect_str_eq(buf, "");
+}

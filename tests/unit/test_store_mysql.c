@@ -17,6 +17,11 @@
 #include "store_suite.h"
 #include "store_req.h"
 
+/* where make install puts the schema (-DIDEM_TEST_SCHEMADIR) */
+#ifndef IDEM_TEST_SCHEMADIR
+#error "IDEM_TEST_SCHEMADIR is set by Makefile.am"
+#endif
+
 /* The config of the shared server, with pool size. */
 static idem_config *
 config(unsigned pool)
@@ -48,17 +53,56 @@ Test(mysql, refuses_missing_schema)
 {
 	idem_config *cfg = config(1);
 	idem_store *s = NULL;
+	harness_capture cap;
+	char log[4096];
 	mariadb m;
 	char *out;
 
 	mariadb_from_env(&m);
-	out = mariadb_sql(&m, "CREATE DATABASE empty_db; GRANT SELECT ON "
+	/* every privilege: the tables are missing, nothing is denied */
+	out = mariadb_sql(&m, "CREATE DATABASE empty_db; GRANT ALL ON "
 	    "empty_db.* TO 'idem'@'localhost'");
 	free(out);
 	free(cfg->mysql_database);
 	cfg->mysql_database = strdup("empty_db");
+	harness_capture_level(&cap, IDEM_LOG_INFO);
 	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	harness_capture_into(&cap, log, sizeof(log));
 	cr_expect_null(s);
+	/* the missing table (1146): the hint, with the installed path */
+	cr_expect(strstr(log, "(error 1146)") != NULL || strstr(log,
+	    "doesn't exist") != NULL, "%s", log);
+	cr_expect(strstr(log, "database empty_db lacks the tables of "
+	    "idemfcgi: apply " IDEM_TEST_SCHEMADIR "/001_idempotency_keys.sql "
+	    "and the files after it, in order") != NULL, "%s", log);
+	idem_config_free(cfg);
+}
+
+/* Another error than a missing table (here the login is refused the
+ * database): no schema hint, which would send the operator astray. */
+Test(mysql, no_schema_hint_for_other_errors)
+{
+	idem_config *cfg = config(1);
+	idem_store *s = NULL;
+	harness_capture cap;
+	char log[4096];
+	mariadb m;
+	char *out;
+
+	mariadb_from_env(&m);
+	out = mariadb_sql(&m, "CREATE DATABASE IF NOT EXISTS closed_db");
+	free(out);
+	free(cfg->mysql_database);
+	cfg->mysql_database = strdup("closed_db");
+	harness_capture_level(&cap, IDEM_LOG_INFO);
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	harness_capture_into(&cap, log, sizeof(log));
+	cr_expect_null(s);
+	cr_expect(strstr(log, "Access denied") != NULL, "%s", log);
+	cr_expect(strstr(log, "cannot use database closed_db (see the error "
+	    "above)") != NULL, "%s", log);
+	cr_expect(strstr(log, "lacks the tables") == NULL, "%s", log);
+	cr_expect(strstr(log, "apply") == NULL, "%s", log);
 	idem_config_free(cfg);
 }
 
