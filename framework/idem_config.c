@@ -380,15 +380,17 @@ load(parse_state *st, const char *name, idem_config **out)
 	return IDEM_OK;
 }
 
-/* Reads and checks the file at path.  Returns IDEM_OK with *out,
- * IDEM_ERR_IO, IDEM_ERR_CONFIG or IDEM_ERR_NOMEM. */
-idem_err
-idem_config_load(const char *path, idem_config **out)
+/* Reads and checks the file at path; keep: *out also on IDEM_ERR_CONFIG.
+ * Returns IDEM_OK with *out, IDEM_ERR_IO, IDEM_ERR_CONFIG or
+ * IDEM_ERR_NOMEM. */
+static idem_err
+load_file(const char *path, int keep, idem_config **out)
 {
 	parse_state st;
 	idem_err err;
 
 	memset(&st, 0, sizeof(st));
+	st.keep = keep;
 	if ((st.fp = fopen(path, "r")) == NULL) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: cannot read: %s", path,
 		    strerror(errno));
@@ -399,24 +401,19 @@ idem_config_load(const char *path, idem_config **out)
 	return err;
 }
 
+/* Reads and checks the file at path.  Returns as load_file. */
+idem_err
+idem_config_load(const char *path, idem_config **out)
+{
+	return load_file(path, 0, out);
+}
+
 /* Reads and checks the file at path, keeping it even with problems.
  * Returns as idem_config_load, with *out also on IDEM_ERR_CONFIG. */
 idem_err
 idem_config_load_all(const char *path, idem_config **out)
 {
-	parse_state st;
-	idem_err err;
-
-	memset(&st, 0, sizeof(st));
-	st.keep = 1;
-	if ((st.fp = fopen(path, "r")) == NULL) {
-		idem_log(NULL, IDEM_LOG_ERROR, "%s: cannot read: %s", path,
-		    strerror(errno));
-		return IDEM_ERR_IO;
-	}
-	err = load(&st, path, out);
-	fclose(st.fp);
-	return err;
+	return load_file(path, 1, out);
 }
 
 /* Reads and checks text, named name in messages.  Returns as

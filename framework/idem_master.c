@@ -422,7 +422,6 @@ reload(master *m, int probed)
 		    "as it is until a restart");
 	cfg = idem_service_release_config(svc);
 	idem_service_free(svc);
-	cfg->store_may_wait = 0; /* as in main: workers follow store_aside */
 	for (i = 0; i < MAX_WORKERS; i++)
 
 		if (m->w[i].pid != 0)

@@ -245,6 +245,10 @@ idem_service_release_config(idem_service *svc)
 	idem_plugins_free(svc->plugins);
 	svc->plugins = NULL;
 	svc->cfg = NULL;
+	/* only the master's own check may set the store aside; a worker
+	 * follows store_aside, and one that cannot reach the database then
+	 * fails its start as before */
+	cfg->store_may_wait = 0;
 	return cfg;
 }
 

@@ -87,8 +87,8 @@ idem_err idem_service_check_all(idem_config *cfg, const char *plugin_dir,
 unsigned long idem_service_purge(idem_service *svc);
 
 /* Takes the config back out of svc (caller frees it; svc must then only be
- * freed).  The master checks a config by building a service, then keeps
- * the config for its workers. */
+ * freed), with store_may_wait cleared.  The master checks a config by
+ * building a service, then keeps the config for its workers. */
 idem_config *idem_service_release_config(idem_service *svc);
 
 /*

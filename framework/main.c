@@ -180,10 +180,6 @@ main(int argc, char **argv)
 	 * thread and no connection left to fork */
 	cfg = idem_service_release_config(svc);
 	idem_service_free(svc);
-	/* only the master's start and its probes may set the store aside;
-	 * a worker started later follows store_aside, and one that cannot
-	 * reach the database then fails its start as before */
-	cfg->store_may_wait = 0;
 	rc = idem_master_run(path, cfg, fd, IDEM_PLUGINDIR);
 	close(fd);
 	if (sock[0] != '\0')

@@ -7,14 +7,12 @@
  * private MariaDB that is stopped, frozen and started again; and the three
  * routes through real web servers and curl.
  */
-#include <fcntl.h>
 #include <signal.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,17 +101,11 @@ poll_until(const harness *h, const char *path, int want, int n)
 	return status;
 }
 
-/* One outage at a time across the test programs (test_mysql_outage's
- * lock); it goes with the test's process. */
+/* One outage at a time across the test programs. */
 static void
 take_turn(void)
 {
-	char path[300];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/outage.lock", harness_builddir());
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	cr_assert(fd >= 0 && flock(fd, LOCK_EX) == 0);
+	cr_assert_eq(harness_outage_turn(), 0);
 }
 
 static uint64_t

@@ -14,8 +14,6 @@
 #include <time.h>
 
 #include <criterion/criterion.h>
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "calls.h"
@@ -24,16 +22,11 @@
 #include "mariadb.h"
 #include "notify.h"
 
-/* One outage at a time: the lock goes with the test's process. */
+/* One outage at a time across the test programs. */
 static void
 take_turn(void)
 {
-	char path[300];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/outage.lock", harness_builddir());
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	cr_assert(fd >= 0 && flock(fd, LOCK_EX) == 0);
+	cr_assert_eq(harness_outage_turn(), 0);
 }
 
 Test(mysql_outage, stopped_then_started, .init = take_turn)

@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -331,6 +332,17 @@ static size_t
 count_lines(const harness *h, const char *path, const char *key)
 {
 	return count_in(h->testkit_log, path, key);
+}
+
+int
+harness_outage_turn(void)
+{
+	char path[300];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/outage.lock", harness_builddir());
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	return fd >= 0 && flock(fd, LOCK_EX) == 0 ? 0 : -1;
 }
 
 void

@@ -124,6 +124,11 @@ size_t harness_count(const harness *h, const char *path);
 /* Lines of the testkit log with this path and Idempotency-Key. */
 size_t harness_count_key(const harness *h, const char *path, const char *key);
 
+/* Waits for this process's turn at an outage of the MySQL server (one at a
+ * time across the test programs: a lock in the build directory that goes
+ * with the process).  Returns 0, or -1 when the lock cannot be taken. */
+int harness_outage_turn(void);
+
 /* Removes a testkit log shared by several instances and the files beside
  * it (.crashed, .lifecycle, .started), for a test that starts afresh. */
 void harness_log_reset(const char *log);
