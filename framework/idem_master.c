@@ -65,6 +65,7 @@ typedef struct master {
 	unsigned pending;            /* restarts waiting for their time */
 	uint64_t restart_at;         /* ms */
 	int stopping;
+	uint64_t deadline;           /* ms: when a stop kills (stopping) */
 	int status;                  /* exit status so far */
 	wait_state waiting;          /* the workers' store is set aside */
 	idem_mysql_pool *probe;      /* WAIT_PROBING: one quiet connection */
@@ -552,12 +553,109 @@ watchdog(master *m)
 	return m->ping_ms;
 }
 
+/* Starts the master m: its signals, its workers, the first READY.
+ * Returns the signals it waits for. */
+static sigset_t
+master_start(master *m)
+{
+	sigset_t set;
+	unsigned i;
+
+	m->ping_ms = idem_sd_watchdog_ms() / 2;
+	if (m->ping_ms == 0 && idem_sd_watchdog_ms() > 0)
+		m->ping_ms = 1;
+	set_waiting(m, m->cfg->store_aside ? WAIT_PROBING : WAIT_NONE);
+	open_metrics(m);
+	idem_server_block_signals();
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
+	for (i = 0; i < m->cfg->workers; i++)
+		if (spawn(m) != 0) {
+			m->pending++;
+			m->restart_at = idem_now_ms() + 1000;
+		}
+	idem_log(NULL, IDEM_LOG_INFO, "master %ld: %u worker(s) x %u "
+	    "thread(s)", (long)getpid(), m->cfg->workers, m->cfg->threads);
+	/* the socket accepts (the workers take its connections as they
+	 * come up), and the store is set up or set aside */
+	notify_ready(m);
+	return set;
+}
+
+/* Does what is due at now: restarts, the kill at a stop's deadline, the
+ * late sweeps, the watchdog, the store's probe.  Returns the ms until the
+ * next of them (at most a second). */
+static uint64_t
+master_tick(master *m, uint64_t now)
+{
+	uint64_t until = 1000, sweep_in, ping_in, probe_in;
+	unsigned i;
+
+	if (!m->stopping && m->pending > 0 && now >= m->restart_at) {
+		while (m->pending > 0 && spawn(m) == 0)
+			m->pending--;
+	}
+	if (m->stopping && now >= m->deadline) {
+		idem_log(NULL, IDEM_LOG_ERROR, "workers still running "
+		    "after shutdown-grace: killing them");
+		for (i = 0; i < MAX_WORKERS; i++)
+			if (m->w[i].pid != 0)
+				kill(m->w[i].pid, SIGKILL);
+		m->deadline = now + 60000;
+		m->status = 1;
+	}
+	if (!m->stopping && m->pending > 0)
+		until = m->restart_at > now ? m->restart_at - now : 0;
+	sweep_in = late_sweeps(m);
+	ping_in = watchdog(m);
+	probe_in = probe(m);
+	if (sweep_in < until)
+		until = sweep_in;
+	if (ping_in < until)
+		until = ping_in;
+	if (probe_in < until)
+		until = probe_in;
+	if (m->stopping && m->deadline > now && m->deadline - now < until)
+		until = m->deadline - now;
+	return until;
+}
+
+/* Acts on the signal sig (0: none came): a stop, a reload. */
+static void
+master_signal(master *m, int sig)
+{
+	unsigned i;
+
+	if (sig == SIGTERM || sig == SIGINT) {
+		if (!m->stopping) {
+			idem_log(NULL, IDEM_LOG_INFO, "%s: stopping %u "
+			    "worker(s)", sig == SIGTERM ? "SIGTERM" :
+			    "SIGINT", alive(m));
+			idem_sd_notify("STOPPING=1");
+		}
+		m->stopping = 1;
+		m->deadline = idem_now_ms() + m->cfg->shutdown_grace + 5000;
+		for (i = 0; i < MAX_WORKERS; i++)
+			if (m->w[i].pid != 0)
+				kill(m->w[i].pid, SIGTERM);
+	} else if (sig == SIGHUP && !m->stopping) {
+		idem_sd_reloading();
+		reload(m, 0);
+		notify_ready(m);
+	} else if (sig == SIGUSR1) {
+		idem_log(NULL, IDEM_LOG_INFO, "SIGUSR1 ignored");
+	}
+}
+
 int
 idem_master_run(const char *path, idem_config *cfg, int listen_fd,
     const char *plugin_dir)
 {
 	master *m = calloc(1, sizeof(*m));
-	uint64_t deadline = 0;
 	sigset_t set;
 	unsigned i;
 	int rc;
@@ -570,87 +668,20 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 	m->plugin_dir = plugin_dir;
 	m->cfg = cfg;
 	m->fd = listen_fd;
-	m->ping_ms = idem_sd_watchdog_ms() / 2;
-	if (m->ping_ms == 0 && idem_sd_watchdog_ms() > 0)
-		m->ping_ms = 1;
-	set_waiting(m, cfg->store_aside ? WAIT_PROBING : WAIT_NONE);
-	open_metrics(m);
-	idem_server_block_signals();
-	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGUSR1);
-	for (i = 0; i < cfg->workers; i++)
-		if (spawn(m) != 0) {
-			m->pending++;
-			m->restart_at = idem_now_ms() + 1000;
-		}
-	idem_log(NULL, IDEM_LOG_INFO, "master %ld: %u worker(s) x %u "
-	    "thread(s)", (long)getpid(), cfg->workers, cfg->threads);
-	/* the socket accepts (the workers take its connections as they
-	 * come up), and the store is set up or set aside */
-	notify_ready(m);
+	set = master_start(m);
 	for (;;) {
 		struct timespec wait = { 0, 0 };
-		uint64_t now = idem_now_ms(), until = 1000;
-		int sig;
+		uint64_t until;
 
 		reap(m);
 		if (m->metrics != NULL)
 			idem_metrics_workers(m->metrics, alive(m));
 		if (m->stopping && alive(m) == 0)
 			break;
-		if (!m->stopping && m->pending > 0 && now >= m->restart_at) {
-			while (m->pending > 0 && spawn(m) == 0)
-				m->pending--;
-		}
-		if (m->stopping && now >= deadline) {
-			idem_log(NULL, IDEM_LOG_ERROR, "workers still running "
-			    "after shutdown-grace: killing them");
-			for (i = 0; i < MAX_WORKERS; i++)
-				if (m->w[i].pid != 0)
-					kill(m->w[i].pid, SIGKILL);
-			deadline = now + 60000;
-			m->status = 1;
-		}
-		if (!m->stopping && m->pending > 0)
-			until = m->restart_at > now ? m->restart_at - now : 0;
-		{
-			uint64_t sweep_in = late_sweeps(m), ping_in = watchdog(m),
-			    probe_in = probe(m);
-			if (sweep_in < until)
-				until = sweep_in;
-			if (ping_in < until)
-				until = ping_in;
-			if (probe_in < until)
-				until = probe_in;
-		}
-		if (m->stopping && deadline > now && deadline - now < until)
-			until = deadline - now;
+		until = master_tick(m, idem_now_ms());
 		wait.tv_sec = (time_t)(until / 1000);
 		wait.tv_nsec = (long)(until % 1000) * 1000000L;
-		sig = sigtimedwait(&set, NULL, &wait);
-		if (sig == SIGTERM || sig == SIGINT) {
-			if (!m->stopping) {
-				idem_log(NULL, IDEM_LOG_INFO, "%s: stopping %u "
-				    "worker(s)", sig == SIGTERM ? "SIGTERM" :
-				    "SIGINT", alive(m));
-				idem_sd_notify("STOPPING=1");
-			}
-			m->stopping = 1;
-			deadline = idem_now_ms() + m->cfg->shutdown_grace + 5000;
-			for (i = 0; i < MAX_WORKERS; i++)
-				if (m->w[i].pid != 0)
-					kill(m->w[i].pid, SIGTERM);
-		} else if (sig == SIGHUP && !m->stopping) {
-			idem_sd_reloading();
-			reload(m, 0);
-			notify_ready(m);
-		} else if (sig == SIGUSR1) {
-			idem_log(NULL, IDEM_LOG_INFO, "SIGUSR1 ignored");
-		}
+		master_signal(m, sigtimedwait(&set, NULL, &wait));
 	}
 	/* the later sweeps of workers that died lately, without waiting */
 	for (i = 0; i < MAX_LATE; i++)

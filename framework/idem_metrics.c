@@ -503,18 +503,15 @@ status_series(FILE *fp, const idem_metrics *m,
 	    wall_seconds(m->start_ms));
 }
 
-char *
-idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
-    size_t *len)
+/* The series of requests: answered, in flight, by status class, time in
+ * handlers. */
+static void
+request_series(FILE *fp, idem_metrics *m,
+    const idem_metrics_store_info *store)
 {
-	char *buf = NULL;
-	size_t size = 0;
 	int64_t in_flight = 0;
 	unsigned i, s;
-	FILE *fp;
 
-	if ((fp = open_memstream(&buf, &size)) == NULL)
-		return NULL;
 	head(fp, "idemfcgi_requests_total", "counter",
 	    "Requests answered, by route and status.");
 	for (i = 0; i < IDEM_METRICS_ROUTES && GET(&m->rows[i].used); i++)
@@ -543,10 +540,15 @@ idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
 			    "idemfcgi_handler_duration_seconds",
 			    &m->rows[i].handler, put_route, &ra);
 	}
-	head(fp, "idemfcgi_idempotency_outcomes_total", "counter",
-	    "What the idempotency layer did, by route and outcome (method "
-	    "and route empty: outside any request).");
-	outcome_series(fp, m);
+}
+
+/* The series of the store: its operations' latency and errors, the memory
+ * store's records, the records of unknown outcome. */
+static void
+store_series(FILE *fp, idem_metrics *m, const idem_metrics_store_info *store)
+{
+	unsigned i;
+
 	head(fp, "idemfcgi_store_duration_seconds", "histogram",
 	    "Latency of idempotency store operations, by operation.");
 	for (i = 0; i < IDEM_STORE_OP_COUNT; i++)
@@ -587,6 +589,13 @@ idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
 		    "%llu.%03u\n", (unsigned long long)(store->unknown_age_ms /
 		    1000), (unsigned)(store->unknown_age_ms % 1000));
 	}
+}
+
+/* The series of the process: workers, connections, the build. */
+static void
+process_series(FILE *fp, idem_metrics *m,
+    const idem_metrics_store_info *store)
+{
 	head(fp, "idemfcgi_workers", "gauge", "Worker processes running.");
 	fprintf(fp, "idemfcgi_workers %llu\n",
 	    (unsigned long long)GET(&m->workers));
@@ -608,6 +617,25 @@ idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
 	fprintf(fp, "idemfcgi_build_info{version=\"%s\",store=\"%s\"} 1\n",
 	    PACKAGE_VERSION, store != NULL && store->name != NULL ?
 	    store->name : "none");
+}
+
+char *
+idem_metrics_render(idem_metrics *m, const idem_metrics_store_info *store,
+    size_t *len)
+{
+	char *buf = NULL;
+	size_t size = 0;
+	FILE *fp;
+
+	if ((fp = open_memstream(&buf, &size)) == NULL)
+		return NULL;
+	request_series(fp, m, store);
+	head(fp, "idemfcgi_idempotency_outcomes_total", "counter",
+	    "What the idempotency layer did, by route and outcome (method "
+	    "and route empty: outside any request).");
+	outcome_series(fp, m);
+	store_series(fp, m, store);
+	process_series(fp, m, store);
 	if (fclose(fp) != 0) {
 		free(buf);
 		return NULL;

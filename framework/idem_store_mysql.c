@@ -82,6 +82,39 @@ own_takeover(mysql_store *ms, const reserve_args *a, idem_reserve_result *out,
 	return IDEM_OK;
 }
 
+/* Resumes the paused record r (this request's, to run again) or takes the
+ * unknown one r to reconcile, with the statement that names its owner.
+ * Returns IDEM_OK with out->outcome RESUMED or RECONCILE, or with neither
+ * when the record changed meanwhile (the caller rounds again); or the
+ * store's error. */
+static idem_err
+reserve_held(mysql_store *ms, reserve_args *a, row *r, uint64_t read_at,
+    idem_reserve_result *out, int *retried)
+{
+	int resume = r->state == IDEM_RECORD_PAUSED;
+	idem_reserve_outcome o = resume ? IDEM_RESERVE_RESUMED :
+	    IDEM_RESERVE_RECONCILE;
+	unsigned long long n;
+	params p;
+	idem_err err;
+
+	idem_my_found_row(ms, a, r, read_at, out);
+	if (resume)
+		idem_my_p_resume(&p, a);
+	else
+		idem_my_p_reconcile(&p, a, r->owner);
+	if ((err = idem_my_exec_count(ms, resume ? S_RESUME : S_RECONCILE,
+	    &p, &n, retried)) != IDEM_OK)
+		return err;
+	if (n == 1) {
+		out->outcome = o;
+		return IDEM_OK;
+	}
+	if (*retried)
+		return own_takeover(ms, a, out, o);
+	return IDEM_OK;
+}
+
 static idem_err
 my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 {
@@ -126,30 +159,14 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 			out->outcome = IDEM_RESERVE_ACQUIRED;
 			return IDEM_OK;
 		case IDEM_STEP_RESUME:
-		case IDEM_STEP_RECONCILE: {
-			int resume = r.state == IDEM_RECORD_PAUSED;
-			idem_reserve_outcome o = resume ? IDEM_RESERVE_RESUMED :
-			    IDEM_RESERVE_RECONCILE;
-			idem_my_found_row(ms, &a, &r, read_at, out);
-			if (resume)
-				idem_my_p_resume(&p, &a);
-			else
-				idem_my_p_reconcile(&p, &a, r.owner);
-			if ((err = idem_my_exec_count(ms, resume ? S_RESUME :
-			    S_RECONCILE, &p, &n, &retried)) != IDEM_OK)
+		case IDEM_STEP_RECONCILE:
+			if ((err = reserve_held(ms, &a, &r, read_at, out,
+			    &retried)) != IDEM_OK || out->outcome ==
+			    IDEM_RESERVE_RESUMED || out->outcome ==
+			    IDEM_RESERVE_RECONCILE)
 				return err;
-			if (n == 1) {
-				out->outcome = o;
-				return IDEM_OK;
-			}
-			if (retried && (err = own_takeover(ms, &a, out, o)) !=
-			    IDEM_OK)
-				return err;
-			if (out->outcome == o)
-				return IDEM_OK;
 			/* changed meanwhile (resumed by another): round again */
 			continue;
-		}
 		case IDEM_STEP_UNKNOWN:
 			idem_my_found_row(ms, &a, &r, read_at, out);
 			out->outcome = IDEM_RESERVE_UNKNOWN;
