@@ -12,6 +12,23 @@
 
 #include "idem_store_mysql_int.h"
 
+/* Ends the listing of st on c, whose last fetch gave rc (1: it failed,
+ * logged here), reads what is left of its rows and puts c back.  Returns
+ * IDEM_OK or IDEM_ERR_STORE (the fetch failed). */
+static idem_err
+fetch_done(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, int rc)
+{
+	if (rc == 1) {
+		idem_mysql_check(c, mysql_stmt_errno(st));
+		idem_mysql_log_error(ms->pool, "fetch", st);
+	}
+	while (rc == 0 && mysql_stmt_fetch(st) == 0)
+		;
+	mysql_stmt_free_result(st);
+	idem_mysql_put(ms->pool, c);
+	return rc == 1 ? IDEM_ERR_STORE : IDEM_OK;
+}
+
 idem_err
 idem_my_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
     size_t *n)
@@ -65,15 +82,8 @@ idem_my_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 		k->key_len = len[1] < IDEM_KEY_MAX ? len[1] : IDEM_KEY_MAX;
 		memcpy(k->key, key, k->key_len);
 	}
-	if (rc == 1) {
-		idem_mysql_check(c, mysql_stmt_errno(st));
-		idem_mysql_log_error(ms->pool, "fetch", st);
+	if (fetch_done(ms, c, st, rc) != IDEM_OK)
 		err = IDEM_ERR_STORE;
-	}
-	while (rc == 0 && mysql_stmt_fetch(st) == 0)
-		;
-	mysql_stmt_free_result(st);
-	idem_mysql_put(ms->pool, c);
 	if (err != IDEM_OK)
 		return err;
 	/* as release does: a record with progress is paused, not deleted */
@@ -363,15 +373,8 @@ idem_my_list_unknown(idem_store *s, size_t max, idem_store_key **keys,
 		memset(&u->key, 0, sizeof(u->key));
 		memset(&u->rec, 0, sizeof(u->rec));
 	}
-	if (rc == 1) {
-		idem_mysql_check(c, mysql_stmt_errno(st));
-		idem_mysql_log_error(ms->pool, "fetch", st);
+	if (fetch_done(ms, c, st, rc) != IDEM_OK)
 		err = IDEM_ERR_STORE;
-	}
-	while (rc == 0 && mysql_stmt_fetch(st) == 0)
-		;
-	mysql_stmt_free_result(st);
-	idem_mysql_put(ms->pool, c);
 	free(u);
 	if (err != IDEM_OK) {
 		free(*keys);
