@@ -298,6 +298,21 @@ owned(mysql_store *ms, int i, params *p, idem_store_req *rq)
 	return IDEM_ERR_NOT_FOUND;
 }
 
+/* Runs owner-checked statement i with p, which writes an answer of size
+ * bytes.  Returns what owned returns, IDEM_ERR_TOO_LARGE also when the
+ * server dropped the connection on a packet over its limit (that looks
+ * like an outage; the reconnect read the new limit). */
+static idem_err
+owned_answer(mysql_store *ms, int i, params *p, idem_store_req *rq,
+    uint64_t size)
+{
+	idem_err err = owned(ms, i, p, rq);
+
+	if (err == IDEM_ERR_STORE && idem_my_over_packet(ms, size))
+		err = IDEM_ERR_TOO_LARGE;
+	return err;
+}
+
 static idem_err
 my_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 {
@@ -306,17 +321,11 @@ my_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 	long long life_us = (long long)rq->policy->lifetime_ms * 1000;
 	uint64_t size = (uint64_t)resp->headers_len + resp->body_len;
 	params p;
-	idem_err err;
 
 	if (idem_my_over_packet(ms, size))
 		return IDEM_ERR_TOO_LARGE;
 	idem_my_p_answer(&p, &status, resp, &life_us);
-	err = owned(ms, S_COMMIT, &p, rq);
-	/* a server that drops the connection on a packet over its limit
-	 * looks like an outage; the reconnect read the new limit */
-	if (err == IDEM_ERR_STORE && idem_my_over_packet(ms, size))
-		err = IDEM_ERR_TOO_LARGE;
-	return err;
+	return owned_answer(ms, S_COMMIT, &p, rq, size);
 }
 
 /* Deletes rq's record, or pauses it when it has progress: the one the
@@ -363,7 +372,6 @@ my_resolve(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 	long long status;
 	uint64_t size;
 	params p;
-	idem_err err;
 
 	idem_my_p_init(&p);
 	if (resp == NULL)
@@ -377,10 +385,7 @@ my_resolve(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 	    resp->headers_len);
 	idem_my_p_blob(&p, resp->body != NULL ? resp->body : "",
 	    resp->body_len);
-	err = owned(ms, S_RESOLVE, &p, rq);
-	if (err == IDEM_ERR_STORE && idem_my_over_packet(ms, size))
-		err = IDEM_ERR_TOO_LARGE;
-	return err;
+	return owned_answer(ms, S_RESOLVE, &p, rq, size);
 }
 
 static idem_err
