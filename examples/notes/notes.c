@@ -3,6 +3,7 @@
  * against the installed header and library only (see Makefile).
  *
  *   POST /notes        {"text": "..."}  -> 201 {"id": n, "text": "..."}
+ *                                          Location <mount>/notes/n
  *   GET  /notes/{id}                    -> 200 {"id": n, "text": "..."}
  *
  * Creating a note is a side effect a retry must not repeat, so POST keeps
@@ -214,6 +215,27 @@ unavailable(idem_response *res)
 	    idem_response_header(res, "Retry-After", "1");
 }
 
+/* Answers 201 with note id, whose URL under any mount (the web server's
+ * SCRIPT_NAME, or [server] mount) is the Location. */
+static idem_err
+created(const idem_request *req, idem_response *res, long long id,
+    const char *text)
+{
+	const char *mount = idem_request_script_name(req);
+	char *where = malloc(strlen(mount) + 32);
+	idem_err err;
+
+	if (where == NULL)
+		return IDEM_ERR_NOMEM;
+	sprintf(where, "%s/notes/%lld", mount, id);
+	err = idem_response_header(res, "Location", where);
+	free(where);
+	if (err != IDEM_OK)
+		return err;
+	return idem_response_json(res, 201, json_pack("{s:I, s:s}", "id",
+	    (json_int_t)id, "text", text));
+}
+
 /* POST /notes.  On MySQL a transactional route: idem_request_tx is the
  * connection inside the request's transaction (NULL in memory). */
 static idem_err
@@ -237,8 +259,7 @@ create(const idem_request *req, idem_response *res, void *data)
 	    mem_insert(n, text, &id);
 	if (status == 201) {
 		idem_log(req, IDEM_LOG_INFO, "notes: created note %lld", id);
-		err = idem_response_json(res, 201, json_pack("{s:I, s:s}", "id",
-		    (json_int_t)id, "text", text));
+		err = created(req, res, id, text);
 	} else if (status == 409) {
 		err = idem_response_problem(res, 409, "NOTES_FULL",
 		    "max-notes notes are kept already");

@@ -6,8 +6,9 @@
  *
  *   POST /payments       {"account": "a", "amount": 500}
  *                        -> 201 {"payment", "account", "amount", "charge"}
- *                           with Location payments/ID; a provider 400,
- *                           402 or 422 is 422 PAYMENT_DECLINED; any other
+ *                           with Location <mount>/payments/ID; a
+ *                           provider 400, 402 or 422 is 422
+ *                           PAYMENT_DECLINED; any other
  *                           answer (another 4xx, a 5xx, a timeout, a
  *                           refused connection) is an unknown outcome:
  *                           503 IDEMPOTENCY_OUTCOME_UNKNOWN, and a retry
@@ -380,16 +381,21 @@ fresh_key(char out[IDEM_DOWNSTREAM_KEY_SIZE])
 	uuid_unparse_lower(u, out);
 }
 
-/* Answers 201 with p. */
+/* Answers 201 with p, and its URL under the mount as Location. */
 static idem_err
-created(idem_response *res, const payment *p)
+created(const idem_request *req, idem_response *res, const payment *p)
 {
-	char location[64];
+	const char *mount = idem_request_script_name(req);
+	char *location = malloc(strlen(mount) + sizeof("/payments/") +
+	    sizeof(p->id));
 	idem_err err;
 
-	/* relative to /.../payments: right under any mount prefix */
-	snprintf(location, sizeof(location), "payments/%s", p->id);
-	if ((err = idem_response_header(res, "Location", location)) != IDEM_OK)
+	if (location == NULL)
+		return IDEM_ERR_NOMEM;
+	sprintf(location, "%s/payments/%s", mount, p->id);
+	err = idem_response_header(res, "Location", location);
+	free(location);
+	if (err != IDEM_OK)
 		return err;
 	return idem_response_json(res, 201, json_pack("{s:s, s:s, s:I, s:s}",
 	    "payment", p->id, "account", p->account, "amount",
@@ -482,7 +488,7 @@ pay(const idem_request *req, idem_response *res, void *data)
 		    "PAYMENTS_FULL", "the payments table holds max-payments") :
 		    err;
 	}
-	return created(res, &p);
+	return created(req, res, &p);
 }
 
 /* GET /payments/{id} */

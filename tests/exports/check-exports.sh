@@ -38,6 +38,7 @@ idem_request_path
 idem_request_query
 idem_request_remote_user
 idem_request_route
+idem_request_script_name
 idem_request_tx
 idem_response_get_status
 idem_response_header

@@ -105,11 +105,18 @@ start_server "$tmp/idemfcgi.conf"
 first=$(post note-1 '{"text":"hello"}')
 again=$(post note-1 '{"text":"hello"}')
 other=$(post note-2 '{"text":"world"}')
-{ echo "$first"; echo "$again"; echo "$other"; cat "$tmp/server.log"; } >"$tmp/calls.log"
+# under a mount, as lighttpd passes it: Location names the URL under it
+mounted=$(post note-3 '{"text":"mounted"}' SCRIPT_NAME=/api PATH_INFO=/notes)
+{ echo "$first"; echo "$again"; echo "$other"; echo "$mounted"
+  cat "$tmp/server.log"; } >"$tmp/calls.log"
+cr=$(printf '\r')
 echo "$first" | grep -q '{"id":1,"text":"hello"}' &&
+echo "$first" | grep -q "^Location: /notes/1$cr\$" &&
 echo "$again" | grep -q 'Idempotent-Replayed: true' &&
 echo "$again" | grep -q '{"id":1,"text":"hello"}' &&
-echo "$other" | grep -q '{"id":2,"text":"world"}' ||
+echo "$again" | grep -q "^Location: /notes/1$cr\$" &&
+echo "$other" | grep -q '{"id":2,"text":"world"}' &&
+echo "$mounted" | grep -q "^Location: /api/notes/3$cr\$" ||
 	fail 4 "the plugin answers, and a retry replays" "$tmp/calls.log"
 echo "ok 4 - the plugin answers, and a retry replays"
 stop_server

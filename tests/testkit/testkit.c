@@ -247,6 +247,28 @@ headers(const idem_request *req, idem_response *res, void *data)
 	return err;
 }
 
+/* POST /testkit/created: 201 {"exec", "script_name"} with Location
+ * <script name>/testkit/things/<exec>, the URL of what it made under any
+ * mount. */
+static idem_err
+created(const idem_request *req, idem_response *res, void *data)
+{
+	const char *sn = idem_request_script_name(req);
+	char exec[37], *where;
+	idem_err err;
+
+	new_exec(exec);
+	if ((where = malloc(strlen(sn) + 64)) == NULL)
+		return IDEM_ERR_NOMEM;
+	sprintf(where, "%s/testkit/things/%s", sn, exec);
+	err = idem_response_header(res, "Location", where);
+	free(where);
+	if (err != IDEM_OK || (err = record(data, req, exec)) != IDEM_OK)
+		return err;
+	return idem_response_json(res, 201, json_pack("{s:s, s:s}", "exec",
+	    exec, "script_name", sn));
+}
+
 /* POST /testkit/fat-headers/{n}: 201 with n headers X-Fill-1.. of 8000 bytes
  * each (an answer whose headers outgrow a store's column), Location and
  * Content-Location (which a stand-in keeps). */
@@ -458,6 +480,7 @@ setup(idem_app *app, void **data)
 		{ "POST", "/testkit/sleep/{ms}", sleep_ms },
 		{ "POST", "/testkit/headers/{n}", headers },
 		{ "POST", "/testkit/fat-headers/{n}", fat_headers },
+		{ "POST", "/testkit/created", created },
 		{ "POST", "/testkit/fail", fail },
 		{ "POST", "/testkit/crash", crash },
 		{ "POST", "/testkit/crash-once", crash_once },
