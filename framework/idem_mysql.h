@@ -76,6 +76,16 @@ idem_err idem_mysql_pool_extra(idem_mysql_pool *p, const char *const *extra,
  * free connection up to the connect plus read timeout and logs failures at
  * most once every few seconds. */
 
+/*
+ * What a failed statement's error (a mysql_errno) means, for the store and
+ * the statement helper alike: IDEM_ERR_BUSY for contention (a deadlock,
+ * 1213, or a lock wait, 1205: others work on the same rows); IDEM_ERR_TOO_LARGE
+ * for values that can never succeed (too long for a column, a packet over
+ * max_allowed_packet, out of range, truncated); IDEM_ERR_EXISTS for a
+ * duplicate key (1062); IDEM_ERR_STORE for anything else; IDEM_OK for 0.
+ */
+idem_err idem_mysql_error_code(unsigned err);
+
 /* Runs one plain statement on a connection of p.  IDEM_OK or
  * IDEM_ERR_STORE (logged). */
 idem_err idem_mysql_exec(idem_mysql_pool *p, const char *sql);

@@ -186,6 +186,54 @@ check_params(char *const *envp, const idem_request_limits *lim,
 	return 0;
 }
 
+/*
+ * Sets req->script_name to the len bytes of prefix (SCRIPT_NAME, or the
+ * mount stripped from REQUEST_URI) as a URI path: runs of '/' made one,
+ * no trailing '/', and bytes a path cannot hold (controls, space,
+ * non-ASCII, "<>\"^`{|}?#[]\\") percent-encoded; '%' is kept, since a
+ * prefix taken from REQUEST_URI is encoded already.  So it never starts
+ * with "//" (a Location naming another host).  Returns IDEM_OK, or an
+ * error with *pb set (414 over IDEM_MAX_PATH, 500 out of memory).
+ */
+static idem_err
+set_script_name(idem_request *req, const char *prefix, size_t len,
+    idem_problem *pb)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	static const char keep[] = "-._~!$&'()*+,;=:@%/";
+	size_t i, n = 0;
+	char *out;
+
+	if (len > IDEM_MAX_PATH) {
+		idem_problem_set(pb, 414, "URI_TOO_LONG",
+		    "SCRIPT_NAME is longer than %d bytes", IDEM_MAX_PATH);
+		return IDEM_ERR_PROTOCOL;
+	}
+	if ((out = malloc(3 * len + 1)) == NULL) {
+		idem_problem_set(pb, 500, "OUT_OF_MEMORY", "out of memory");
+		return IDEM_ERR_NOMEM;
+	}
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)prefix[i];
+		if (c == '/' && n > 0 && out[n - 1] == '/')
+			continue;
+		if (isalnum(c) && c < 0x80) {
+			out[n++] = (char)c;
+		} else if (c != '\0' && strchr(keep, c) != NULL) {
+			out[n++] = (char)c;
+		} else {
+			out[n++] = '%';
+			out[n++] = hex[c >> 4];
+			out[n++] = hex[c & 15];
+		}
+	}
+	while (n > 0 && out[n - 1] == '/')
+		n--;
+	out[n] = '\0';
+	req->script_name = out;
+	return IDEM_OK;
+}
+
 idem_err
 idem_request_parse(idem_request *req, char *const *envp,
     const idem_request_limits *lim, idem_problem *pb)
@@ -243,11 +291,17 @@ idem_request_parse(idem_request *req, char *const *envp,
 	/* Route on PATH_INFO when set, else on REQUEST_URI minus the mount. */
 	pi = idem_request_env(req, "PATH_INFO");
 	if (pi != NULL && *pi != '\0') {
-		if (*pi != '/') {
-			idem_problem_set(pb, 400, "BAD_PATH",
-			    "PATH_INFO does not start with '/'");
+		const char *sn = idem_request_env(req, "SCRIPT_NAME");
+		idem_err err;
+		if (*pi != '/' || (sn != NULL && *sn != '\0' && *sn != '/')) {
+			idem_problem_set(pb, 400, "BAD_PATH", "%s does not "
+			    "start with '/'", *pi != '/' ? "PATH_INFO" :
+			    "SCRIPT_NAME");
 			return IDEM_ERR_PROTOCOL;
 		}
+		if (sn != NULL && (err = set_script_name(req, sn, strlen(sn),
+		    pb)) != IDEM_OK)
+			return err;
 		return split_path(req, pi, strlen(pi), 0, pb);
 	}
 	uri = idem_request_env(req, "REQUEST_URI");
@@ -260,6 +314,9 @@ idem_request_parse(idem_request *req, char *const *envp,
 	len = strcspn(uri, "?#");
 	if (mlen > 0 && len >= mlen && strncmp(uri, mount, mlen) == 0 &&
 	    (len == mlen || uri[mlen] == '/')) {
+		idem_err err = set_script_name(req, mount, mlen, pb);
+		if (err != IDEM_OK)
+			return err;
 		uri += mlen;
 		len -= mlen;
 		if (len == 0) {
@@ -380,6 +437,7 @@ void
 idem_request_clear(idem_request *req)
 {
 	free(req->path);
+	free(req->script_name);
 	free(req->segbuf);
 	free(req->body);
 	memset(req, 0, sizeof(*req));
@@ -397,6 +455,12 @@ const char *
 idem_request_path(const idem_request *req)
 {
 	return req->path;
+}
+
+const char *
+idem_request_script_name(const idem_request *req)
+{
+	return req->script_name != NULL ? req->script_name : "";
 }
 
 const char *

@@ -38,6 +38,9 @@ struct idem_request {
 	const char *query;        /* borrowed from envp, or "" */
 	const char *remote_user;  /* borrowed from envp, or NULL */
 	char *path;               /* owned: the decoded routed path */
+	char *script_name;        /* owned: the prefix before the routed
+	                           * path, as a URI path (idem_request.c);
+	                           * NULL: "" */
 	char *segbuf;             /* owned: decoded segments, NUL-separated */
 	const char *segs[IDEM_MAX_SEGMENTS];
 	size_t nsegs;

@@ -228,15 +228,7 @@ idem_my_p_key(params *p, const idem_store_key *k)
 int
 idem_my_permanent_error(unsigned err)
 {
-	return err == 1406 /* ER_DATA_TOO_LONG */ ||
-	    err == 1153 /* ER_NET_PACKET_TOO_LARGE */ ||
-	    err == CR_NET_PACKET_TOO_LARGE ||
-	    err == 1301 /* ER_WARN_ALLOWED_PACKET_OVERFLOWED */ ||
-	    err == 1265 /* WARN_DATA_TRUNCATED */ ||
-	    err == 1292 /* ER_TRUNCATED_WRONG_VALUE */ ||
-	    err == 1366 /* ER_TRUNCATED_WRONG_VALUE_FOR_FIELD */ ||
-	    err == 1264 /* ER_WARN_DATA_OUT_OF_RANGE */ ||
-	    err == 1118 /* ER_TOO_BIG_ROWSIZE */;
+	return idem_mysql_error_code(err) == IDEM_ERR_TOO_LARGE;
 }
 
 /* Counts one contention: into *contended (a request's), or, with
@@ -258,7 +250,7 @@ idem_my_count_contended(mysql_store *ms, unsigned *contended)
 int
 idem_my_contention(mysql_store *ms, unsigned *contended, unsigned err)
 {
-	if (err != 1213 && err != 1205)
+	if (idem_mysql_error_code(err) != IDEM_ERR_BUSY)
 		return 0;
 	idem_my_count_contended(ms, contended);
 	return 1;

@@ -97,6 +97,19 @@ IDEM_API void idem_log(const idem_request *req, idem_log_level level,
 IDEM_API const char *idem_request_method(const idem_request *req);
 /* The routed path, percent-decoded, without the mount prefix.  Borrowed. */
 IDEM_API const char *idem_request_path(const idem_request *req);
+/*
+ * Where this instance is mounted: the URL path before the routed path
+ * (idem_request_path), so that a handler builds a Location under any
+ * mount as script_name followed by its own path:
+ * "/api" + "/notes/7".  It is SCRIPT_NAME when the web server split the
+ * URL into SCRIPT_NAME and PATH_INFO (lighttpd, Apache with the
+ * ProxyFCGISetEnvIf lines of conf/, mod_fcgid, nginx with
+ * fastcgi_split_path_info), else [server] mount when it was stripped
+ * from REQUEST_URI, else "".  As a URI path: it starts with '/' or is
+ * "", has no trailing '/' and no "//", and bytes a path cannot hold are
+ * percent-encoded ('%' is kept as sent).  Never NULL; borrowed.
+ */
+IDEM_API const char *idem_request_script_name(const idem_request *req);
 /* The raw query string without '?', "" when absent.  Borrowed. */
 IDEM_API const char *idem_request_query(const idem_request *req);
 /*

@@ -101,6 +101,88 @@ IDEM_API MYSQL_STMT *idem_mysql_stmt(idem_mysql_conn *c, size_t i);
  * rolled the transaction back, so the request reserves again. */
 IDEM_API void idem_mysql_check(idem_mysql_conn *c, unsigned err);
 
+/*
+ * The statement helper: statement i of c (idem_mysql_stmt) run with its
+ * parameters bound by a format string, its rows fetched into C variables
+ * by another.  A failure has been told to c (as idem_mysql_check does)
+ * and is returned as
+ *   IDEM_ERR_BUSY       contention: a deadlock (1213; on a transactional
+ *                       route the server rolled the transaction back,
+ *                       and the framework reserves again) or a lock wait
+ *                       (1205); answer 503, nothing was changed;
+ *   IDEM_ERR_EXISTS     a duplicate key (1062);
+ *   IDEM_ERR_TOO_LARGE  a value that can never succeed (too long for its
+ *                       column, out of range, over max_allowed_packet),
+ *                       or, fetching, a column too long for its buffer;
+ *   IDEM_ERR_INVALID    a format that does not fit the statement (an
+ *                       unknown conversion, not as many as its
+ *                       placeholders or columns, a NULL variable), no
+ *                       such statement, or a NULL column fetched without
+ *                       "?"; logged: a bug of the plugin;
+ *   IDEM_ERR_STORE      anything else (logged, rate-limited).
+ * The format and string arguments are borrowed for the call.
+ *
+ * Parameters (in), one character each, with its arguments:
+ *   s   const char *            a string (NULL: SQL NULL)
+ *   b   const void *, size_t    bytes and their count (NULL: SQL NULL)
+ *   i   long long               a signed integer
+ *   u   unsigned long long      an unsigned integer
+ *   n   (none)                  SQL NULL
+ *
+ * Columns (out), one character each, after an optional "?" that takes an
+ * int * first, set to whether the column is NULL (its variables are then
+ * 0 or ""); without "?" a NULL column is IDEM_ERR_INVALID:
+ *   i   long long *
+ *   u   unsigned long long *
+ *   s   char *buf, size_t size  NUL-terminated; a value of size bytes or
+ *                               more is IDEM_ERR_TOO_LARGE, never cut
+ *   S   char **out, size_t *len a new NUL-terminated buffer (caller
+ *                               frees; NULL after a failure); len may be
+ *                               NULL
+ *   b   void *buf, size_t size, size_t *len   bytes, at most size
+ *
+ *     if ((err = idem_mysql_one(c, Q_BALANCE, "s", "i", id, &balance))
+ *         == IDEM_ERR_NOT_FOUND) ...
+ */
+
+/*
+ * Runs statement i of c with the parameters of in (the arguments after
+ * in).  Rows it returns are read into the client at once (other
+ * statements may run on c meanwhile): fetch them with idem_mysql_fetch
+ * until IDEM_ERR_NOT_FOUND, or the next run of the statement drops them.
+ * Returns IDEM_OK or an error above.
+ */
+IDEM_API IDEM_WUR idem_err
+idem_mysql_run(idem_mysql_conn *c, size_t i, const char *in, ...);
+
+/*
+ * Fetches the next row of statement i of c (after idem_mysql_run) into
+ * the variables of out.  Returns IDEM_OK; IDEM_ERR_NOT_FOUND when there
+ * is no more row; or an error above, after which the rest of the rows
+ * is dropped.
+ */
+IDEM_API IDEM_WUR idem_err
+idem_mysql_fetch(idem_mysql_conn *c, size_t i, const char *out, ...);
+
+/*
+ * Runs statement i of c with the parameters of in and fetches its first
+ * row into the variables of out (the arguments: in's, then out's); any
+ * further rows are dropped.  Returns IDEM_OK; IDEM_ERR_NOT_FOUND when it
+ * returned no row; or an error above.
+ */
+IDEM_API IDEM_WUR idem_err
+idem_mysql_one(idem_mysql_conn *c, size_t i, const char *in,
+    const char *out, ...);
+
+/* The rows the latest run of statement i of c changed (for a SELECT: the
+ * rows it returned); 0 when there is no such statement. */
+IDEM_API unsigned long long idem_mysql_affected(idem_mysql_conn *c, size_t i);
+
+/* The AUTO_INCREMENT value (or LAST_INSERT_ID(expr)) of the latest run
+ * of statement i of c; 0 when none. */
+IDEM_API unsigned long long idem_mysql_insert_id(idem_mysql_conn *c,
+    size_t i);
+
 #ifdef __cplusplus
 }
 #endif

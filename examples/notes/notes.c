@@ -3,6 +3,7 @@
  * against the installed header and library only (see Makefile).
  *
  *   POST /notes        {"text": "..."}  -> 201 {"id": n, "text": "..."}
+ *                                          Location <mount>/notes/n
  *   GET  /notes/{id}                    -> 200 {"id": n, "text": "..."}
  *
  * Creating a note is a side effect a retry must not repeat, so POST keeps
@@ -64,7 +65,8 @@ static const char create_table[] = "CREATE TABLE IF NOT EXISTS notes ("
     "text MEDIUMTEXT CHARACTER SET utf8mb4 NOT NULL) ENGINE = InnoDB";
 
 /* Prepared once on each connection of the plugin's pool, when it
- * connects; idem_mysql_stmt(c, Q_...) hands them out. */
+ * connects; the statement helper (idem_mysql_run, idem_mysql_one) runs
+ * them by their index. */
 enum { Q_INSERT, Q_SELECT, NQ };
 static const char *const queries[NQ] = {
 	[Q_INSERT] = "INSERT INTO notes (text) VALUES (?)",
@@ -93,27 +95,18 @@ static const char *const queries[NQ] = {
  *    only when its writes so far may commit: it is stored, and commits;
  *  - is quick: the key's record and the rows it wrote stay locked until
  *    the transaction ends.
+ * Statements go through the helper of idemfcgi_mysql.h: parameters bound
+ * by a format string ("s": a string), columns fetched into variables,
+ * errors as idem_err (logged, and told to the connection: a deadlock
+ * makes the framework reserve the key again).
  * Returns 201 with *id set, or 503 (the transaction is rolled back).
  */
 static int
-db_insert(const idem_request *req, idem_mysql_conn *c, const char *text,
-    long long *id)
+db_insert(idem_mysql_conn *c, const char *text, long long *id)
 {
-	MYSQL_STMT *st = idem_mysql_stmt(c, Q_INSERT);
-	unsigned long len = strlen(text);
-	MYSQL_BIND b;
-
-	memset(&b, 0, sizeof(b));
-	b.buffer_type = MYSQL_TYPE_STRING;
-	b.buffer = (void *)text;
-	b.buffer_length = len;
-	b.length = &len;
-	if (mysql_stmt_bind_param(st, &b) != 0 || mysql_stmt_execute(st) != 0) {
-		idem_log(req, IDEM_LOG_ERROR, "notes: %s", mysql_stmt_error(st));
-		idem_mysql_check(c, mysql_stmt_errno(st));
+	if (idem_mysql_run(c, Q_INSERT, "s", text) != IDEM_OK)
 		return 503;
-	}
-	*id = (long long)mysql_stmt_insert_id(st);
+	*id = (long long)idem_mysql_insert_id(c, Q_INSERT);
 	return 201;
 }
 
@@ -123,46 +116,14 @@ static int
 db_select(notes *n, long long id, char **text)
 {
 	idem_mysql_conn *c = idem_mysql_get(n->pool);
-	MYSQL_STMT *st;
-	MYSQL_BIND in, out;
-	unsigned long len = 0;
-	int rc, status = 503;
+	idem_err err;
 
 	if (c == NULL)
 		return 503;
-	st = idem_mysql_stmt(c, Q_SELECT);
-	memset(&in, 0, sizeof(in));
-	in.buffer_type = MYSQL_TYPE_LONGLONG;
-	in.buffer = &id;
-	/* fetch the length first, then the text into a buffer that fits */
-	memset(&out, 0, sizeof(out));
-	out.buffer_type = MYSQL_TYPE_STRING;
-	out.length = &len;
-	if (mysql_stmt_bind_param(st, &in) == 0 &&
-	    mysql_stmt_execute(st) == 0 &&
-	    mysql_stmt_bind_result(st, &out) == 0) {
-		rc = mysql_stmt_fetch(st);
-		if (rc == MYSQL_NO_DATA) {
-			status = 404;
-		} else if ((rc == 0 || rc == MYSQL_DATA_TRUNCATED) &&
-		    (*text = malloc(len + 1)) != NULL) {
-			out.buffer = *text;
-			out.buffer_length = len + 1;
-			if (mysql_stmt_fetch_column(st, &out, 0, 0) == 0) {
-				(*text)[len] = '\0';
-				status = 200;
-			} else {
-				free(*text);
-			}
-		}
-	}
-	if (status == 503) {
-		idem_log(NULL, IDEM_LOG_ERROR, "notes: %s", mysql_stmt_error(st));
-		idem_mysql_check(c, mysql_stmt_errno(st));
-	}
-	mysql_stmt_free_result(st);
+	/* "S": the text into a buffer of its size, which we free */
+	err = idem_mysql_one(c, Q_SELECT, "i", "S", id, text, NULL);
 	idem_mysql_put(n->pool, c);
-	return status;
+	return err == IDEM_OK ? 200 : err == IDEM_ERR_NOT_FOUND ? 404 : 503;
 }
 
 /* ------------------------------------------------------------ memory */
@@ -214,6 +175,27 @@ unavailable(idem_response *res)
 	    idem_response_header(res, "Retry-After", "1");
 }
 
+/* Answers 201 with note id, whose URL under any mount (the web server's
+ * SCRIPT_NAME, or [server] mount) is the Location. */
+static idem_err
+created(const idem_request *req, idem_response *res, long long id,
+    const char *text)
+{
+	const char *mount = idem_request_script_name(req);
+	char *where = malloc(strlen(mount) + 32);
+	idem_err err;
+
+	if (where == NULL)
+		return IDEM_ERR_NOMEM;
+	sprintf(where, "%s/notes/%lld", mount, id);
+	err = idem_response_header(res, "Location", where);
+	free(where);
+	if (err != IDEM_OK)
+		return err;
+	return idem_response_json(res, 201, json_pack("{s:I, s:s}", "id",
+	    (json_int_t)id, "text", text));
+}
+
 /* POST /notes.  On MySQL a transactional route: idem_request_tx is the
  * connection inside the request's transaction (NULL in memory). */
 static idem_err
@@ -233,12 +215,11 @@ create(const idem_request *req, idem_response *res, void *data)
 		return idem_response_problem(res, 422, "INVALID_NOTE",
 		    "expected {\"text\": \"...\"} within max-length");
 	}
-	status = tx != NULL ? db_insert(req, tx, text, &id) :
+	status = tx != NULL ? db_insert(tx, text, &id) :
 	    mem_insert(n, text, &id);
 	if (status == 201) {
 		idem_log(req, IDEM_LOG_INFO, "notes: created note %lld", id);
-		err = idem_response_json(res, 201, json_pack("{s:I, s:s}", "id",
-		    (json_int_t)id, "text", text));
+		err = created(req, res, id, text);
 	} else if (status == 409) {
 		err = idem_response_problem(res, 409, "NOTES_FULL",
 		    "max-notes notes are kept already");

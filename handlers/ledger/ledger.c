@@ -120,51 +120,22 @@ static const char create_table[] = "CREATE TABLE IF NOT EXISTS "
     "ledger_accounts (id VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin "
     "NOT NULL PRIMARY KEY, balance BIGINT NOT NULL) ENGINE = InnoDB";
 
-static void
-bind_str(MYSQL_BIND *b, const char *s, unsigned long *len)
+/* The outcome of a statement that failed with err: contention or an
+ * outage (logged by the helper) leaves the ledger unavailable. */
+static outcome
+failed(idem_err err)
 {
-	memset(b, 0, sizeof(*b));
-	*len = strlen(s);
-	b->buffer_type = MYSQL_TYPE_STRING;
-	b->buffer = (void *)s;
-	b->buffer_length = *len;
-	b->length = len;
-}
-
-static void
-bind_ll(MYSQL_BIND *b, long long *v)
-{
-	memset(b, 0, sizeof(*b));
-	b->buffer_type = MYSQL_TYPE_LONGLONG;
-	b->buffer = v;
+	return err == IDEM_ERR_TOO_LARGE ? OVERFLOW : UNAVAILABLE;
 }
 
 /* Reads the balance of id on c.  DONE, NO_ACCOUNT or UNAVAILABLE. */
 static outcome
 db_balance_on(idem_mysql_conn *c, const char *id, long long *balance)
 {
-	MYSQL_STMT *st = idem_mysql_stmt(c, Q_BALANCE);
-	MYSQL_BIND in, out;
-	unsigned long len;
-	outcome o = UNAVAILABLE;
-	int rc;
+	idem_err err = idem_mysql_one(c, Q_BALANCE, "s", "i", id, balance);
 
-	bind_str(&in, id, &len);
-	bind_ll(&out, balance);
-	if (mysql_stmt_bind_param(st, &in) == 0 &&
-	    mysql_stmt_execute(st) == 0 &&
-	    mysql_stmt_bind_result(st, &out) == 0) {
-		rc = mysql_stmt_fetch(st);
-		o = rc == 0 ? DONE : rc == MYSQL_NO_DATA ? NO_ACCOUNT : UNAVAILABLE;
-		while (rc == 0 && mysql_stmt_fetch(st) == 0)
-			;
-	}
-	if (o == UNAVAILABLE) {
-		idem_log(NULL, IDEM_LOG_ERROR, "ledger: %s", mysql_stmt_error(st));
-		idem_mysql_check(c, mysql_stmt_errno(st));
-	}
-	mysql_stmt_free_result(st);
-	return o;
+	return err == IDEM_OK ? DONE : err == IDEM_ERR_NOT_FOUND ? NO_ACCOUNT :
+	    UNAVAILABLE;
 }
 
 /* Moves amount on id: inside the request's transaction on a transactional
@@ -174,41 +145,25 @@ db_move(ledger *lg, idem_mysql_conn *tx, const char *id, long long amount,
     long long *balance)
 {
 	idem_mysql_conn *c = tx != NULL ? tx : idem_mysql_get(lg->pool);
-	MYSQL_STMT *st;
-	MYSQL_BIND b[3];
-	unsigned long len;
 	long long abs = amount < 0 ? -amount : amount;
+	idem_err err;
 	outcome o = DONE;
+	int q = amount > 0 ? Q_DEPOSIT : Q_WITHDRAW;
 
 	if (c == NULL)
 		return UNAVAILABLE;
-	if (amount > 0) {
-		st = idem_mysql_stmt(c, Q_DEPOSIT);
-		bind_str(&b[0], id, &len);
-		bind_ll(&b[1], &abs);
-	} else {
-		st = idem_mysql_stmt(c, Q_WITHDRAW);
-		bind_ll(&b[0], &abs);
-		bind_str(&b[1], id, &len);
-		bind_ll(&b[2], &abs);
-	}
-	if (mysql_stmt_bind_param(st, b) != 0 || mysql_stmt_execute(st) != 0) {
-		unsigned err = mysql_stmt_errno(st);
-		if (err == 1690) { /* ER_DATA_OUT_OF_RANGE: BIGINT overflow */
-			o = OVERFLOW;
-		} else {
-			idem_log(NULL, IDEM_LOG_ERROR, "ledger: %s",
-			    mysql_stmt_error(st));
-			idem_mysql_check(c, err);
-			o = UNAVAILABLE;
-		}
-	} else if (mysql_stmt_affected_rows(st) == 0) {
+	/* a BIGINT overflow (1690) is IDEM_ERR_TOO_LARGE */
+	err = amount > 0 ? idem_mysql_run(c, q, "si", id, abs) :
+	    idem_mysql_run(c, q, "isi", abs, id, abs);
+	if (err != IDEM_OK) {
+		o = failed(err);
+	} else if (idem_mysql_affected(c, q) == 0) {
 		/* a withdrawal that matched no row: unknown, or too poor */
 		o = db_balance_on(c, id, balance);
 		if (o == DONE)
 			o = INSUFFICIENT;
 	} else {
-		*balance = (long long)mysql_stmt_insert_id(st);
+		*balance = (long long)idem_mysql_insert_id(c, q);
 	}
 	if (tx == NULL)
 		idem_mysql_put(lg->pool, c);

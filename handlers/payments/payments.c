@@ -6,8 +6,9 @@
  *
  *   POST /payments       {"account": "a", "amount": 500}
  *                        -> 201 {"payment", "account", "amount", "charge"}
- *                           with Location payments/ID; a provider 400,
- *                           402 or 422 is 422 PAYMENT_DECLINED; any other
+ *                           with Location <mount>/payments/ID; a
+ *                           provider 400, 402 or 422 is 422
+ *                           PAYMENT_DECLINED; any other
  *                           answer (another 4xx, a 5xx, a timeout, a
  *                           refused connection) is an unknown outcome:
  *                           503 IDEMPOTENCY_OUTCOME_UNKNOWN, and a retry
@@ -194,25 +195,6 @@ static const char create_table[] = "CREATE TABLE IF NOT EXISTS payments ("
     "COLLATE ascii_bin NOT NULL, created_at DATETIME(6) NOT NULL) "
     "ENGINE = InnoDB";
 
-static void
-bind_str(MYSQL_BIND *b, const char *s, unsigned long *len)
-{
-	memset(b, 0, sizeof(*b));
-	*len = strlen(s);
-	b->buffer_type = MYSQL_TYPE_STRING;
-	b->buffer = (void *)s;
-	b->buffer_length = *len;
-	b->length = len;
-}
-
-static void
-bind_ll(MYSQL_BIND *b, long long *v)
-{
-	memset(b, 0, sizeof(*b));
-	b->buffer_type = MYSQL_TYPE_LONGLONG;
-	b->buffer = v;
-}
-
 /* Stores p, once: in the request's transaction (tx) or autocommit on
  * MySQL, else in memory.  Returns IDEM_OK, IDEM_ERR_TOO_LARGE (the memory
  * table is full) or IDEM_ERR_STORE. */
@@ -220,10 +202,6 @@ static idem_err
 store(payments *pm, idem_mysql_conn *tx, const payment *p)
 {
 	idem_mysql_conn *c;
-	MYSQL_STMT *st;
-	MYSQL_BIND b[4];
-	unsigned long len[3];
-	long long amount = p->amount;
 	payment *old;
 	idem_err err = IDEM_OK;
 
@@ -246,17 +224,10 @@ store(payments *pm, idem_mysql_conn *tx, const payment *p)
 	}
 	if ((c = tx != NULL ? tx : idem_mysql_get(pm->pool)) == NULL)
 		return IDEM_ERR_STORE;
-	st = idem_mysql_stmt(c, Q_INSERT);
-	bind_str(&b[0], p->id, &len[0]);
-	bind_str(&b[1], p->account, &len[1]);
-	bind_ll(&b[2], &amount);
-	bind_str(&b[3], p->charge, &len[2]);
-	if (mysql_stmt_bind_param(st, b) != 0 || mysql_stmt_execute(st) != 0) {
-		idem_log(NULL, IDEM_LOG_ERROR, "payments: %s",
-		    mysql_stmt_error(st));
-		idem_mysql_check(c, mysql_stmt_errno(st));
+	/* any failure (logged by the helper) is the store's: a retry */
+	if (idem_mysql_run(c, Q_INSERT, "ssis", p->id, p->account, p->amount,
+	    p->charge) != IDEM_OK)
 		err = IDEM_ERR_STORE;
-	}
 	if (tx == NULL)
 		idem_mysql_put(pm->pool, c);
 	return err;
@@ -268,12 +239,8 @@ static idem_err
 load(payments *pm, const char *id, payment *p)
 {
 	idem_mysql_conn *c;
-	MYSQL_STMT *st;
-	MYSQL_BIND in, out[3];
-	unsigned long len, alen = 0, clen = 0;
 	payment *found;
-	idem_err err = IDEM_ERR_STORE;
-	int rc;
+	idem_err err;
 
 	memset(p, 0, sizeof(*p));
 	snprintf(p->id, sizeof(p->id), "%s", id);
@@ -287,37 +254,11 @@ load(payments *pm, const char *id, payment *p)
 	}
 	if ((c = idem_mysql_get(pm->pool)) == NULL)
 		return IDEM_ERR_STORE;
-	st = idem_mysql_stmt(c, Q_SELECT);
-	bind_str(&in, id, &len);
-	memset(out, 0, sizeof(out));
-	out[0].buffer_type = MYSQL_TYPE_STRING;
-	out[0].buffer = p->account;
-	out[0].buffer_length = ACCOUNT_MAX;
-	out[0].length = &alen;
-	bind_ll(&out[1], &p->amount);
-	out[2].buffer_type = MYSQL_TYPE_STRING;
-	out[2].buffer = p->charge;
-	out[2].buffer_length = CHARGE_MAX;
-	out[2].length = &clen;
-	if (mysql_stmt_bind_param(st, &in) == 0 &&
-	    mysql_stmt_execute(st) == 0 &&
-	    mysql_stmt_bind_result(st, out) == 0) {
-		rc = mysql_stmt_fetch(st);
-		err = rc == 0 || rc == MYSQL_DATA_TRUNCATED ? IDEM_OK :
-		    rc == MYSQL_NO_DATA ? IDEM_ERR_NOT_FOUND : IDEM_ERR_STORE;
-		while (rc == 0 && mysql_stmt_fetch(st) == 0)
-			;
-	}
-	if (err == IDEM_ERR_STORE) {
-		idem_log(NULL, IDEM_LOG_ERROR, "payments: %s",
-		    mysql_stmt_error(st));
-		idem_mysql_check(c, mysql_stmt_errno(st));
-	}
-	p->account[alen < ACCOUNT_MAX ? alen : ACCOUNT_MAX] = '\0';
-	p->charge[clen < CHARGE_MAX ? clen : CHARGE_MAX] = '\0';
-	mysql_stmt_free_result(st);
+	err = idem_mysql_one(c, Q_SELECT, "s", "sis", id, p->account,
+	    sizeof(p->account), &p->amount, p->charge, sizeof(p->charge));
 	idem_mysql_put(pm->pool, c);
-	return err;
+	return err == IDEM_OK || err == IDEM_ERR_NOT_FOUND ? err :
+	    IDEM_ERR_STORE;
 }
 
 /* ------------------------------------------------------------ handlers */
@@ -380,16 +321,21 @@ fresh_key(char out[IDEM_DOWNSTREAM_KEY_SIZE])
 	uuid_unparse_lower(u, out);
 }
 
-/* Answers 201 with p. */
+/* Answers 201 with p, and its URL under the mount as Location. */
 static idem_err
-created(idem_response *res, const payment *p)
+created(const idem_request *req, idem_response *res, const payment *p)
 {
-	char location[64];
+	const char *mount = idem_request_script_name(req);
+	char *location = malloc(strlen(mount) + sizeof("/payments/") +
+	    sizeof(p->id));
 	idem_err err;
 
-	/* relative to /.../payments: right under any mount prefix */
-	snprintf(location, sizeof(location), "payments/%s", p->id);
-	if ((err = idem_response_header(res, "Location", location)) != IDEM_OK)
+	if (location == NULL)
+		return IDEM_ERR_NOMEM;
+	sprintf(location, "%s/payments/%s", mount, p->id);
+	err = idem_response_header(res, "Location", location);
+	free(location);
+	if (err != IDEM_OK)
 		return err;
 	return idem_response_json(res, 201, json_pack("{s:s, s:s, s:I, s:s}",
 	    "payment", p->id, "account", p->account, "amount",
@@ -482,7 +428,7 @@ pay(const idem_request *req, idem_response *res, void *data)
 		    "PAYMENTS_FULL", "the payments table holds max-payments") :
 		    err;
 	}
-	return created(res, &p);
+	return created(req, res, &p);
 }
 
 /* GET /payments/{id} */

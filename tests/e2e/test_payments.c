@@ -189,7 +189,7 @@ every_fault(int mysql)
 	member(c.body_out, "charge", named, sizeof(named));
 	cr_expect_str_eq(named, charge, "the answer names the one charge");
 	member(c.body_out, "payment", payment, sizeof(payment));
-	snprintf(path, sizeof(path), "payments/%s", payment);
+	snprintf(path, sizeof(path), "/payments/%s", payment);
 	cr_expect_str_eq(c.location, path);
 	c = call_one(pay.addr, "/payments", account, body_of(account));
 	cr_expect_eq(c.status, 201);

@@ -539,3 +539,57 @@ Test(web, apache_snippet_loads_without_proxy_fcgi)
 	    "/usr/lib/apache2/modules/mod_proxy_fcgi.so\n", out, sizeof(out)), 0,
 	    "%s", out);
 }
+
+static struct criterion_test_params
+kinds(void)
+{
+	static setup s[7];
+	int i;
+
+	for (i = 0; i < 7; i++)
+		s[i].kind = (websrv_kind)i;
+	return cr_make_param_array(setup, s, 7);
+}
+
+ParameterizedTestParameters(web, location_under_mount)
+{
+	return kinds();
+}
+
+/* idem_request_script_name through each web server, at /api (lighttpd's
+ * SCRIPT_NAME, Apache's ProxyFCGISetEnvIf and mod_fcgid's ScriptAlias,
+ * nginx's REQUEST_URI less [server] mount) and at /svc/v1 (nginx's
+ * fastcgi_split_path_info, no mount): a handler's Location names the URL
+ * a client can follow, first answer and replay alike. */
+ParameterizedTest(setup *s, web, location_under_mount, .timeout = 60)
+{
+	const char *mount = s->kind == WS_NGINX_SPLIT ? "/svc/v1" : "/api";
+	const char *k = key("loc");
+	char want[128], url[256];
+	http_response r;
+	req a, b;
+
+	start(s, "");
+	a = one("/testkit/created", k, "{}");
+	cr_assert_eq(a.r.status, 201, "%s: %d %s", websrv_name(s->kind),
+	    a.r.status, a.r.body);
+	snprintf(want, sizeof(want), "%s/testkit/things/%s", mount, a.exec);
+	cr_expect_str_eq(http_header(&a.r, "Location"), want, "%s",
+	    websrv_name(s->kind));
+	b = one("/testkit/created", k, "{}");
+	cr_expect_eq(b.r.status, 201);
+	cr_expect_str_eq(http_header(&b.r, "Idempotent-Replayed"), "true");
+	cr_expect_str_eq(http_header(&b.r, "Location"), want);
+	cr_expect_eq(websrv_count(&w, "/testkit/created", k), 1);
+	/* the client follows it: the same instance answers under the mount
+	 * (a route it does not have: 404 from idemfcgi, not the server) */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", w.port, want);
+	cr_assert_eq(http_request("GET", url, NULL, NULL, 0, &r), 0);
+	cr_expect_eq(r.status, 404);
+	cr_expect(r.body != NULL && strstr(r.body, "ROUTE_NOT_FOUND") != NULL,
+	    "%s: %s", websrv_name(s->kind), r.body);
+	http_response_free(&r);
+	done(&a);
+	done(&b);
+	websrv_stop(&w);
+}

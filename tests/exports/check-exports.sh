@@ -21,8 +21,13 @@ idem_config_size
 idem_config_string
 idem_log
 idem_mysql_check
+idem_mysql_affected
+idem_mysql_fetch
 idem_mysql_get
+idem_mysql_insert_id
+idem_mysql_one
 idem_mysql_put
+idem_mysql_run
 idem_mysql_stmt
 idem_request_body
 idem_request_checkpoint
@@ -38,6 +43,7 @@ idem_request_path
 idem_request_query
 idem_request_remote_user
 idem_request_route
+idem_request_script_name
 idem_request_tx
 idem_response_get_status
 idem_response_header

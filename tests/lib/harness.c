@@ -349,7 +349,7 @@ void
 harness_log_reset(const char *log)
 {
 	static const char *const beside[] = { "", ".crashed", ".lifecycle",
-	    ".started" };
+	    ".started", ".flaky", ".release" };
 	char path[4096];
 	size_t i;
 

@@ -130,7 +130,8 @@ size_t harness_count_key(const harness *h, const char *path, const char *key);
 int harness_outage_turn(void);
 
 /* Removes a testkit log shared by several instances and the files beside
- * it (.crashed, .lifecycle, .started), for a test that starts afresh. */
+ * it (.crashed, .lifecycle, .started, .flaky, .release), for a test that
+ * starts afresh. */
 void harness_log_reset(const char *log);
 
 /* Waits up to 60 s

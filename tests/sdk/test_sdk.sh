@@ -4,7 +4,9 @@
 # the installed header, library and pkg-config file, loads it into the
 # installed idemfcgi and calls it: on the memory store, then on the MySQL
 # store of a private MariaDB (tests/lib/mariadb-ctl), where its POST is a
-# transactional route.  The staging root has the Grafana dashboard and the
+# transactional route.  Then does with examples/skeleton what
+# docs/plugins.md walks through: a copy built with its own Makefile, its
+# own test (make test) run on both stores.  The staging root has the Grafana dashboard and the
 # alerting rules too.
 set -u
 b=${IDEM_BUILDDIR:?} s=${IDEM_SRCDIR:?}
@@ -24,7 +26,7 @@ finish() {
 }
 trap finish EXIT
 fail() { echo "not ok $1 - $2"; sed 's/^/# /' "$3"; exit 1; }
-echo 1..9
+echo 1..12
 
 make -C "$b" install DESTDIR="$tmp/root" >"$tmp/install.log" 2>&1 ||
 	fail 1 "make install into a staging root" "$tmp/install.log"
@@ -105,11 +107,18 @@ start_server "$tmp/idemfcgi.conf"
 first=$(post note-1 '{"text":"hello"}')
 again=$(post note-1 '{"text":"hello"}')
 other=$(post note-2 '{"text":"world"}')
-{ echo "$first"; echo "$again"; echo "$other"; cat "$tmp/server.log"; } >"$tmp/calls.log"
+# under a mount, as lighttpd passes it: Location names the URL under it
+mounted=$(post note-3 '{"text":"mounted"}' SCRIPT_NAME=/api PATH_INFO=/notes)
+{ echo "$first"; echo "$again"; echo "$other"; echo "$mounted"
+  cat "$tmp/server.log"; } >"$tmp/calls.log"
+cr=$(printf '\r')
 echo "$first" | grep -q '{"id":1,"text":"hello"}' &&
+echo "$first" | grep -q "^Location: /notes/1$cr\$" &&
 echo "$again" | grep -q 'Idempotent-Replayed: true' &&
 echo "$again" | grep -q '{"id":1,"text":"hello"}' &&
-echo "$other" | grep -q '{"id":2,"text":"world"}' ||
+echo "$again" | grep -q "^Location: /notes/1$cr\$" &&
+echo "$other" | grep -q '{"id":2,"text":"world"}' &&
+echo "$mounted" | grep -q "^Location: /api/notes/3$cr\$" ||
 	fail 4 "the plugin answers, and a retry replays" "$tmp/calls.log"
 echo "ok 4 - the plugin answers, and a retry replays"
 stop_server
@@ -197,3 +206,29 @@ echo "$again" | grep -q 'Idempotent-Replayed: true' &&
 	fail 9 "a worker killed before the COMMIT leaves no row; the retry \
 inserts once" "$tmp/calls.log"
 echo "ok 9 - a worker killed before the COMMIT leaves no row; the retry inserts once"
+
+# ------------------------------------------------------- the skeleton
+# docs/plugins.md, "From the skeleton to a served, replayed 201"
+stop_server
+cp -r "$s/examples/skeleton" "$tmp/things"
+chmod -R u+w "$tmp/things"
+rm -f "$tmp/things/skeleton.so"
+make -C "$tmp/things" CFLAGS="-O2 -Wall -Wextra -Werror" \
+	>"$tmp/skeleton-build.log" 2>&1 ||
+	fail 10 "examples/skeleton builds with its Makefile" \
+	    "$tmp/skeleton-build.log"
+echo "ok 10 - examples/skeleton builds with its Makefile"
+IDEMFCGI=$bin make -C "$tmp/things" test >"$tmp/skeleton-test.log" 2>&1 ||
+	fail 11 "the skeleton's own test passes on the memory store" \
+	    "$tmp/skeleton-test.log"
+echo "ok 11 - the skeleton's own test passes on the memory store"
+sed -n '/^\[idempotency\]/,$p' "$tmp/idemfcgi-mysql.conf" >"$tmp/skeleton-mysql.conf"
+IDEMFCGI=$bin sh "$tmp/things/test.sh" "$tmp/things/skeleton.so" \
+	"$tmp/skeleton-mysql.conf" >"$tmp/skeleton-test.log" 2>&1
+rc=$?
+rows=$(sql 'SELECT name, COUNT(*) FROM skeleton_things GROUP BY name')
+echo "rows: $rows" >>"$tmp/skeleton-test.log"
+[ $rc = 0 ] && [ "$rows" = "$(printf 'first\t1')" ] ||
+	fail 12 "on MySQL the skeleton's test passes and makes one row" \
+	    "$tmp/skeleton-test.log"
+echo "ok 12 - on MySQL the skeleton's test passes and makes one row"

@@ -34,6 +34,8 @@ typedef struct testkit {
 	char *crashed_path;   /* <log>.crashed */
 	char *lifecycle_path; /* <log>.lifecycle */
 	int started_fd;       /* <log>.started */
+	char *flaky_path;     /* <log>.flaky */
+	char *release_path;   /* <log>.release */
 } testkit;
 
 /* Appends "<hook> <pid>[ check]" to tk's lifecycle file (best effort: a
@@ -247,6 +249,28 @@ headers(const idem_request *req, idem_response *res, void *data)
 	return err;
 }
 
+/* POST /testkit/created: 201 {"exec", "script_name"} with Location
+ * <script name>/testkit/things/<exec>, the URL of what it made under any
+ * mount. */
+static idem_err
+created(const idem_request *req, idem_response *res, void *data)
+{
+	const char *sn = idem_request_script_name(req);
+	char exec[37], *where;
+	idem_err err;
+
+	new_exec(exec);
+	if ((where = malloc(strlen(sn) + 64)) == NULL)
+		return IDEM_ERR_NOMEM;
+	sprintf(where, "%s/testkit/things/%s", sn, exec);
+	err = idem_response_header(res, "Location", where);
+	free(where);
+	if (err != IDEM_OK || (err = record(data, req, exec)) != IDEM_OK)
+		return err;
+	return idem_response_json(res, 201, json_pack("{s:s, s:s}", "exec",
+	    exec, "script_name", sn));
+}
+
 /* POST /testkit/fat-headers/{n}: 201 with n headers X-Fill-1.. of 8000 bytes
  * each (an answer whose headers outgrow a store's column), Location and
  * Content-Location (which a stand-in keeps). */
@@ -288,6 +312,79 @@ fail(const idem_request *req, idem_response *res, void *data)
 	if ((err = record(data, req, exec)) != IDEM_OK)
 		return err;
 	return IDEM_ERR_HANDLER;
+}
+
+/* Lines of the file at path that are key. */
+static long
+lines_of(const char *path, const char *key)
+{
+	char line[1024];
+	FILE *fp = fopen(path, "r");
+	long n = 0;
+
+	if (fp == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		n += strcmp(line, key) == 0;
+	}
+	fclose(fp);
+	return n;
+}
+
+/* POST /testkit/flaky/{n}: the first n executions of a key fail, each
+ * noted as a line <key> in <log>.flaky: 503 then 429, in turn, both with
+ * Retry-After: 1 (not stored: released, so the retry runs again); then
+ * it acts as echo. */
+static idem_err
+flaky(const idem_request *req, idem_response *res, void *data)
+{
+	testkit *tk = data;
+	long n = num_param(req, "n", 0, 100), seen;
+	const char *key = idem_request_header(req, "Idempotency-Key");
+	char line[1024];
+	idem_err err;
+	int fd, len;
+
+	if (n < 0)
+		return idem_response_problem(res, 400, "BAD_COUNT",
+		    "flaky/{n} takes 0 to 100 failures");
+	if (key == NULL)
+		key = "-";
+	if ((seen = lines_of(tk->flaky_path, key)) >= n)
+		return echo(req, res, data);
+	len = snprintf(line, sizeof(line), "%s\n", key);
+	fd = open(tk->flaky_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+	    0644);
+	if (fd < 0 || len >= (int)sizeof(line) ||
+	    write(fd, line, (size_t)len) != len) {
+		if (fd >= 0)
+			close(fd);
+		return IDEM_ERR_IO;
+	}
+	close(fd);
+	err = seen % 2 == 0 ? idem_response_problem(res, 503,
+	    "TESTKIT_FLAKY", "failing on purpose; retry") :
+	    idem_response_problem(res, 429, "TESTKIT_FLAKY",
+	    "too many on purpose; retry");
+	return err != IDEM_OK ? err :
+	    idem_response_header(res, "Retry-After", "1");
+}
+
+/* POST /testkit/hold: notes itself in <log>.started, waits (at most 60 s)
+ * until <log>.release exists, then 201 with exec. */
+static idem_err
+hold(const idem_request *req, idem_response *res, void *data)
+{
+	testkit *tk = data;
+	int i;
+
+	(void)put_line(tk->started_fd, req, NULL);
+	for (i = 0; i < 6000 && access(tk->release_path, F_OK) != 0; i++) {
+		struct timespec ts = { 0, 10000000L };
+		nanosleep(&ts, NULL);
+	}
+	return finish(data, req, res, 201, NULL);
 }
 
 /* The side effects of /testkit/tx, one row per execution that commits. */
@@ -424,6 +521,8 @@ teardown(void *data)
 		close(tk->started_fd);
 	free(tk->crashed_path);
 	free(tk->lifecycle_path);
+	free(tk->flaky_path);
+	free(tk->release_path);
 	free(tk);
 }
 
@@ -458,9 +557,12 @@ setup(idem_app *app, void **data)
 		{ "POST", "/testkit/sleep/{ms}", sleep_ms },
 		{ "POST", "/testkit/headers/{n}", headers },
 		{ "POST", "/testkit/fat-headers/{n}", fat_headers },
+		{ "POST", "/testkit/created", created },
 		{ "POST", "/testkit/fail", fail },
 		{ "POST", "/testkit/crash", crash },
 		{ "POST", "/testkit/crash-once", crash_once },
+		{ "POST", "/testkit/flaky/{n}", flaky },
+		{ "POST", "/testkit/hold", hold },
 		{ "GET", "/testkit/read", read_route },
 	};
 	testkit *tk = calloc(1, sizeof(*tk));
@@ -498,6 +600,13 @@ setup(idem_app *app, void **data)
 		goto fail;
 	}
 	sprintf(tk->lifecycle_path, "%s.lifecycle", log);
+	if ((tk->flaky_path = malloc(strlen(log) + 7)) == NULL ||
+	    (tk->release_path = malloc(strlen(log) + 9)) == NULL) {
+		err = IDEM_ERR_NOMEM;
+		goto fail;
+	}
+	sprintf(tk->flaky_path, "%s.flaky", log);
+	sprintf(tk->release_path, "%s.release", log);
 	if ((err = open_started(tk, log)) != IDEM_OK)
 		goto fail;
 

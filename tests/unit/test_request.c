@@ -1,6 +1,7 @@
 /*
  * test_request.c - FastCGI params and bodies into requests; responses.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +90,84 @@ Test(request, path_info_wins)
  * fastcgi_split_path_info sends PATH_INFO empty and SCRIPT_NAME the whole
  * path: an empty PATH_INFO is absent, the route is REQUEST_URI less the
  * mount. */
+/* What each web server passes (PLATFORM.md, conf/), and the prefix a
+ * handler puts before its own path to build a Location. */
+Test(request, script_name)
+{
+	static const struct {
+		const char *sn, *pi, *uri, *mount, *want, *path;
+	} cases[] = {
+		/* lighttpd, Apache with ProxyFCGISetEnvIf, mod_fcgid */
+		{ "/api", "/notes", "/api/notes", NULL, "/api", "/notes" },
+		{ "/fcgid", "/a b", "/fcgid/a%20b", "/api", "/fcgid", "/a b" },
+		/* nginx with fastcgi_split_path_info, no mount */
+		{ "/svc/v1", "/notes", "/svc/v1/notes", NULL, "/svc/v1",
+		    "/notes" },
+		/* nginx without a split: SCRIPT_NAME is the whole path */
+		{ "/api/notes", "", "/api/notes", "/api", "/api", "/notes" },
+		/* Apache mod_proxy_fcgi alone: no PATH_INFO */
+		{ "/api/notes", NULL, "/api/notes?x", "/api", "/api",
+		    "/notes" },
+		{ "/api", NULL, "/api", "/api", "/api", "/" },
+		/* the mount not matched, or none: at the root */
+		{ "/other/x", NULL, "/other/x", "/api", "", "/other/x" },
+		{ NULL, NULL, "/notes", NULL, "", "/notes" },
+		{ NULL, "/notes", "/notes", NULL, "", "/notes" },
+		{ "", "/notes", "/notes", NULL, "", "/notes" },
+		/* made a URI path: one '/', none at the end, bytes encoded
+		 * ('%' as sent) */
+		{ "/", "/notes", "/notes", NULL, "", "/notes" },
+		{ "//evil.example//x/", "/n", "//evil.example//x//n", NULL,
+		    "/evil.example/x", "/n" },
+		{ "/my app/\xc3\xa9\"<x>", "/n", "/x", NULL,
+		    "/my%20app/%C3%A9%22%3Cx%3E", "/n" },
+		{ "/a%20b/c;v=1/@:~", "/n", "/x", NULL, "/a%20b/c;v=1/@:~",
+		    "/n" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char sn[128], pi[128], uri[128];
+		char *env[5] = { "REQUEST_METHOD=GET", uri, NULL, NULL, NULL };
+		int n = 2;
+		idem_request req;
+		idem_problem pb;
+
+		snprintf(uri, sizeof(uri), "REQUEST_URI=%s", cases[i].uri);
+		if (cases[i].sn != NULL) {
+			snprintf(sn, sizeof(sn), "SCRIPT_NAME=%s", cases[i].sn);
+			env[n++] = sn;
+		}
+		if (cases[i].pi != NULL) {
+			snprintf(pi, sizeof(pi), "PATH_INFO=%s", cases[i].pi);
+			env[n++] = pi;
+		}
+		cr_assert_eq(parse(&req, env, cases[i].mount, &pb), IDEM_OK,
+		    "case %zu: %s", i, pb.detail);
+		cr_expect_str_eq(idem_request_script_name(&req), cases[i].want,
+		    "case %zu: %s", i, idem_request_script_name(&req));
+		cr_expect_str_eq(idem_request_path(&req), cases[i].path,
+		    "case %zu", i);
+		idem_request_clear(&req);
+	}
+}
+
+/* A SCRIPT_NAME that is not a path (RFC 3875: "" or "/..."), beside
+ * PATH_INFO, cannot be a prefix of the URL: 400, not a Location made up. */
+Test(request, script_name_not_a_path)
+{
+	char *env[] = { "REQUEST_METHOD=POST", "REQUEST_URI=/api/notes",
+	    "SCRIPT_NAME=api", "PATH_INFO=/notes", NULL };
+	idem_request req;
+	idem_problem pb;
+
+	cr_assert_eq(parse(&req, env, NULL, &pb), IDEM_ERR_PROTOCOL);
+	cr_expect_eq(pb.status, 400);
+	cr_expect_str_eq(pb.code, "BAD_PATH");
+	cr_expect(strstr(pb.detail, "SCRIPT_NAME") != NULL, "%s", pb.detail);
+	idem_request_clear(&req);
+}
+
 Test(request, empty_path_info_is_absent)
 {
 	char *env[] = { "REQUEST_METHOD=POST",

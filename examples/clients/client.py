@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""client.py - POST to an idemfcgi API safely: one Idempotency-Key for the
+operation, reused on every retry, so the server runs it once whatever the
+network does (docs/protocol.md).  Python 3 standard library only.
+
+    client.py [-k KEY] [-n ATTEMPTS] [-t SECONDS] URL [JSON-BODY]
+
+or, from Python:
+
+    from client import post
+    status, headers, body = post("http://host/api/payments",
+                                 b'{"amount": 5}')
+
+Retries, after Retry-After when the answer has one (else 1 s, 2 s, 4 s, ...
+up to 30 s): a connection that failed or timed out, 5xx, 429, and 409
+IDEMPOTENCY_IN_FLIGHT (the first request with this key still runs).  Stops
+at anything else: 2xx and 3xx (done), 409 IDEMPOTENCY_CONFLICT (this key
+was used for another request: a bug of the caller, never retried) and every
+other 4xx.  Exit status: 0 for 2xx or 3xx; 1 for another final answer; 2
+when the attempts or the time ran out (the operation may or may not have
+happened: retry it later with the same key); 64 for bad usage.
+"""
+import argparse
+import http.client
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+
+class GaveUp(Exception):
+    """The attempts or the time ran out without a final answer."""
+
+    def __init__(self, key, last):
+        super().__init__("no final answer; retry later with key %s" % key)
+        self.key = key
+        self.last = last  # (status, headers, body) of the last answer, or None
+
+
+def _retry_after(headers):
+    """Retry-After in seconds, or None (absent, or an HTTP date)."""
+    value = (headers.get("Retry-After") or "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def _code(body):
+    """The code of a problem answer ("IDEMPOTENCY_IN_FLIGHT"), or None."""
+    try:
+        code = json.loads(body).get("code")
+    except (ValueError, AttributeError):
+        return None
+    return code if isinstance(code, str) else None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A 3xx is the answer: urllib would turn the POST into a GET."""
+
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirect)
+
+
+def _send(url, body, key, timeout):
+    """One POST.  Returns (status, headers, body); raises OSError or
+    http.client.HTTPException when no answer came."""
+    req = urllib.request.Request(url, data=body, method="POST", headers={
+        "Idempotency-Key": key, "Content-Type": "application/json"})
+    try:
+        with _opener.open(req, timeout=timeout) as res:
+            return res.status, res.headers, res.read()
+    except urllib.error.HTTPError as e:   # an answer, of status >= 400
+        with e:
+            return e.code, e.headers, e.read()
+
+
+def post(url, body, key=None, attempts=5, seconds=60, log=None):
+    """POSTs body (bytes) to url with key (default: a fresh UUID), retrying
+    as the module says.  Returns the final (status, headers, body); raises
+    GaveUp.  log, when given, is called with a line per attempt."""
+    key = key or str(uuid.uuid4())
+    if not 1 <= len(key) <= 255 or not all("!" <= c <= "~" for c in key):
+        raise ValueError("a key is 1 to 255 visible ASCII characters")
+    log = log or (lambda line: None)
+    log("idempotency key: %s" % key)
+    deadline = time.monotonic() + seconds
+    backoff, last = 1, None
+    for n in range(1, attempts + 1):
+        wait = None
+        try:
+            left = max(1.0, deadline - time.monotonic())
+            status, headers, data = last = _send(url, body, key, left)
+            code = _code(data)
+            log("attempt %d: %d%s" % (n, status, " " + code if code else ""))
+            if status < 400:
+                return last
+            if status == 409:
+                if code != "IDEMPOTENCY_IN_FLIGHT":
+                    return last   # IDEMPOTENCY_CONFLICT, or the handler's
+            elif status != 429 and status < 500:
+                return last
+            wait = _retry_after(headers)
+        except (OSError, http.client.HTTPException) as e:
+            log("attempt %d: no answer: %s" % (n, e))
+        if wait is None:
+            wait, backoff = backoff, min(backoff * 2, 30)
+        if n == attempts or time.monotonic() + wait >= deadline:
+            break
+        log("retrying in %ds" % wait)
+        time.sleep(wait)
+    raise GaveUp(key, last)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-k", dest="key", help="the operation's key "
+                    "(default: a fresh UUID)")
+    ap.add_argument("-n", dest="attempts", type=int, default=5)
+    ap.add_argument("-t", dest="seconds", type=int, default=60)
+    ap.add_argument("url")
+    ap.add_argument("body", nargs="?", default="{}")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit:
+        return 64
+    if args.attempts < 1 or args.seconds < 1:
+        ap.print_usage(sys.stderr)
+        return 64
+
+    def log(line):
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        status, _, data = post(args.url, args.body.encode(), args.key,
+                               args.attempts, args.seconds, log)
+    except ValueError as e:
+        log("%s: %s" % (ap.prog, e))
+        return 64
+    except GaveUp as e:
+        log("giving up; retry later with key %s" % e.key)
+        if e.last is not None:
+            sys.stdout.buffer.write(e.last[2] + b"\n")
+        return 2
+    sys.stdout.buffer.write(data + b"\n")
+    return 0 if status < 400 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
