@@ -17,8 +17,79 @@
 #include "idem_sockq.h"
 #include "idem_time.h"
 
-static const char *const policy_names[] = { "default", "off", "optional",
-    "required" };
+/* commit-statuses as text into out (size bytes): "2xx 400 404", a whole
+ * hundred as Nxx.  Returns out. */
+char *
+idem_statuses_text(const unsigned char *table, char *out, size_t size)
+{
+	size_t len = 0;
+	int c, i;
+
+	out[0] = '\0';
+	for (c = 1; c <= 5; c++) {
+		for (i = 0; i < 100 && table[c * 100 + i]; i++)
+			;
+		if (i == 100) {
+			len += (size_t)snprintf(out + len, size > len ? size - len :
+			    0, "%s%dxx", len > 0 ? " " : "", c);
+			continue;
+		}
+		for (i = 0; i < 100; i++)
+			if (table[c * 100 + i])
+				len += (size_t)snprintf(out + len, size > len ?
+				    size - len : 0, "%s%d", len > 0 ? " " : "",
+				    c * 100 + i);
+	}
+	return out;
+}
+
+/* A list of strings as a JSON array, or NULL when out of memory. */
+static json_t *
+strings_json(char *const *list, size_t n)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a != NULL && i < n; i++)
+		if (json_array_append_new(a, json_string(list[i])) != 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+/* One route of the policy route: its method, template and effective
+ * policy, and for a route that is not off its key policy (each value the
+ * route's own or [idempotency]'s) and fingerprint selection.  Returns a
+ * new object, or NULL when out of memory. */
+static json_t *
+route_json(const idem_config *cfg, const idem_route *rt)
+{
+	idem_policy pol = idem_route_policy(cfg, rt);
+	const idem_route_conf *ign = idem_route_conf_for(rt, IDEM_RK_FP_IGNORE);
+	const idem_route_conf *hdr = idem_route_conf_for(rt, IDEM_RK_FP_HEADERS);
+	char life[40], ttl[40], wait[40], statuses[2048];
+	idem_key_policy kp;
+
+	if (pol == IDEM_POLICY_OFF || !cfg->idem_enabled)
+		return json_pack("{s:s, s:s, s:s}", "method", rt->method, "path",
+		    rt->tmpl, "policy", idem_policy_names[IDEM_POLICY_OFF]);
+	idem_route_key_policy(cfg, rt, &kp);
+	idem_format_iso_duration(kp.lifetime_ms, life, sizeof(life));
+	idem_format_iso_duration(kp.lease_ms, ttl, sizeof(ttl));
+	idem_format_iso_duration(kp.wait_ms, wait, sizeof(wait));
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:o, "
+	    "s:o}", "method", rt->method, "path", rt->tmpl, "policy",
+	    idem_policy_names[pol], "key-format",
+	    idem_key_format_names[idem_route_key_format(cfg, rt)],
+	    "lifetime", life, "inflight-ttl", ttl, "inflight-wait", wait,
+	    "commit-statuses", idem_statuses_text(kp.commit_status, statuses,
+	    sizeof(statuses)), "transactional", rt->tx_pool != NULL,
+	    "fingerprint-ignore", ign != NULL ? strings_json(ign->fp_ignore,
+	    ign->nfp_ignore) : json_array(),
+	    "fingerprint-headers", hdr != NULL ? strings_json(hdr->fp_headers,
+	    hdr->nfp_headers) : json_array());
+}
 
 /* GET policy-path: what a client needs to know to send keys right. */
 static idem_err
@@ -65,9 +136,7 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 		const idem_route *rt = idem_router_at(svc->router, i);
 		if (strcmp(rt->owner, IDEM_BUILTIN_OWNER) == 0)
 			continue;
-		if (json_array_append_new(routes, json_pack("{s:s, s:s, s:s}",
-		    "method", rt->method, "path", rt->tmpl, "policy",
-		    policy_names[idem_route_policy(cfg, rt)])) != 0) {
+		if (json_array_append_new(routes, route_json(cfg, rt)) != 0) {
 			json_decref(doc);
 			return IDEM_ERR_NOMEM;
 		}
