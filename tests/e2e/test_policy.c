@@ -163,6 +163,47 @@ Test(sections, overrides_on_the_policy_route)
 	cr_expect_eq(harness_stop(&h), 0);
 }
 
+/* A policy set in code (testkit's echo-lifetime: idem_route_set) is in
+ * force and shown; a [route] section wins over it; a bad value set in
+ * code fails the plugin's setup, naming the route. */
+Test(sections, code_policy_and_section_over_it)
+{
+	harness h;
+	fc_response r;
+	json_t *doc;
+	char *out;
+	int rc;
+
+	start(&h, 0, "[testkit]\necho-lifetime = 90m\n");
+	cr_assert_eq(fc_http(h.addr, "GET", "/idempotency", NULL, NULL, &r), 0);
+	cr_assert_not_null(doc = json_loads(r.body, 0, NULL), "%s", r.body);
+	cr_expect_str_eq(field(route_of(doc, "POST", "/testkit/echo"),
+	    "lifetime"), "PT1H30M");
+	cr_expect_str_eq(field(route_of(doc, "POST", "/testkit/fail"),
+	    "lifetime"), "PT24H");
+	json_decref(doc);
+	fc_response_free(&r);
+	cr_expect_eq(harness_stop(&h), 0);
+
+	start(&h, 0, "[testkit]\necho-lifetime = 90m\n"
+	    "[route POST /testkit/echo]\nlifetime = 3h\n");
+	cr_assert_eq(fc_http(h.addr, "GET", "/idempotency", NULL, NULL, &r), 0);
+	cr_assert_not_null(doc = json_loads(r.body, 0, NULL), "%s", r.body);
+	cr_expect_str_eq(field(route_of(doc, "POST", "/testkit/echo"),
+	    "lifetime"), "PT3H");
+	json_decref(doc);
+	fc_response_free(&r);
+	cr_expect_eq(harness_stop(&h), 0);
+
+	rc = harness_run("--check", "[server]\nlisten = 127.0.0.1:1\n"
+	    "plugins = @BUILDDIR@/tests/testkit/.libs/testkit.so\n"
+	    "[testkit]\nlog = /dev/null\necho-lifetime = 10ms\n", &out);
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "route POST /testkit/echo: lifetime = 10ms: must "
+	    "be from 1000ms") != NULL, "%s", out);
+	free(out);
+}
+
 /* ------------------------------------------------------ fingerprints */
 
 /* fingerprint-ignore on store: bodies that differ only in the ignored
