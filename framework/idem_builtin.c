@@ -91,6 +91,27 @@ route_json(const idem_config *cfg, const idem_route *rt)
 	    hdr->nfp_headers) : json_array());
 }
 
+/* The shortest lifetime of any keyed route of svc (the [idempotency] one
+ * when none is shorter) as an ISO-8601 duration into buf: the time for
+ * which no key of the service is forgotten.  Returns buf. */
+static char *
+least_lifetime(const idem_service *svc, char *buf, size_t size)
+{
+	uint64_t least = svc->cfg->lifetime;
+	idem_key_policy kp;
+	size_t i;
+
+	for (i = 0; i < idem_router_count(svc->router); i++) {
+		const idem_route *rt = idem_router_at(svc->router, i);
+		if (idem_route_policy(svc->cfg, rt) == IDEM_POLICY_OFF)
+			continue;
+		idem_route_key_policy(svc->cfg, rt, &kp);
+		if (kp.lifetime_ms < least)
+			least = kp.lifetime_ms;
+	}
+	return idem_format_iso_duration(least, buf, size);
+}
+
 /* GET policy-path: what a client needs to know to send keys right. */
 static idem_err
 policy_handler(const idem_request *req, idem_response *res, void *data)
@@ -98,7 +119,7 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	const idem_service *svc = data;
 	const idem_config *cfg = svc->cfg;
 	json_t *doc, *defaults, *idem, *routes;
-	char lifetime[40];
+	char lifetime[40], least[40];
 	size_t i;
 
 	(void)req;
@@ -124,7 +145,7 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	if (idem == NULL ||
 	    json_object_set_new(doc, "idempotency", idem) != 0 ||
 	    json_object_set_new(defaults, "idempotency-key-lifetime",
-	    json_string(lifetime)) != 0 ||
+	    json_string(least_lifetime(svc, least, sizeof(least)))) != 0 ||
 	    json_object_set_new(idem, "routes", routes = json_array()) != 0 ||
 	    (cfg->scope == IDEM_SCOPE_HEADER &&
 	    json_object_set_new(idem, "scope-header",
