@@ -5,6 +5,7 @@
  * a route's lifetime, on both stores, and through lighttpd.  A private
  * MariaDB for the program.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,4 +367,86 @@ Test(websrv, fingerprint_ignore_through_lighttpd)
 	for (i = 0; i < 3; i++)
 		http_response_free(&r[i]);
 	websrv_stop(&w);
+}
+
+/* ------------------------------------------------------------- leases */
+
+/* A route whose inflight-ttl is shorter than [idempotency]'s (30 s): its
+ * leases are renewed within it (every third of the shortest route's), so
+ * a handler that runs three times as long is never taken over: every
+ * duplicate sent while it runs is in flight, one execution. */
+Test(lease, short_route_ttl_renewed_in_time)
+{
+	const char *key = call_key("lease-short");
+	harness h;
+	call first, dup;
+	pthread_t t;
+	int n = 0, in_flight = 0;
+
+	start(&h, 0, "[route POST /testkit/sleep/{ms}]\ninflight-ttl = 1s\n");
+	first = call_make(h.addr, "/testkit/sleep/3000", key, NULL);
+	cr_assert_eq(pthread_create(&t, NULL, call_thread, &first), 0);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/3000", key, 1));
+	for (;;) {
+		dup = call_one(h.addr, "/testkit/sleep/3000", key, NULL);
+		n++;
+		if (dup.status != 409)
+			break;
+		cr_assert_str_eq(dup.code, "IDEMPOTENCY_IN_FLIGHT");
+		in_flight++;
+		call_sleep(100);
+	}
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 201);
+	cr_expect_eq(dup.status, 201);
+	cr_expect_str_eq(dup.replayed, "true", "a duplicate ran: taken over");
+	cr_expect_str_eq(dup.exec, first.exec);
+	cr_expect_gt(in_flight, 0);
+	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/3000", key), 1);
+	cr_expect_eq(harness_logged(&h, "took over"), 0);
+	cr_expect_eq(harness_stop(&h), 0);
+}
+
+/* ------------------------------------------------- transactional routes */
+
+/* On a transactional route a section may set its lifetime (its records
+ * expire by it) but not inflight-ttl or inflight-wait, which its pool
+ * holds: refused with the file and line. */
+Test(tx, route_section_on_a_transactional_route)
+{
+	const char *key = call_key("tx-life");
+	char my[600], text[2000], sql[256], *out, *res;
+	harness h;
+	mariadb m;
+	call c;
+	int rc;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	mariadb_conf(&m, my, sizeof(my));
+	snprintf(text, sizeof(text), "[server]\nlisten = 127.0.0.1:1\n"
+	    "plugins = @BUILDDIR@/tests/testkit/.libs/testkit.so\n"
+	    "[idempotency]\nstore = mysql\n%s[testkit]\nlog = /dev/null\n"
+	    "[route POST /testkit/tx/{code}]\nlifetime = 1h\n"
+	    "inflight-ttl = 5s\ninflight-wait = 2s\n", my);
+	rc = harness_run("--check", text, &out);
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "[route POST /testkit/tx/{code}] inflight-ttl: a "
+	    "transactional route takes it from [idempotency]") != NULL, "%s",
+	    out);
+	cr_expect(strstr(out, "[route POST /testkit/tx/{code}] inflight-wait:")
+	    != NULL, "%s", out);
+	free(out);
+
+	start(&h, 1, "[route POST /testkit/tx/{code}]\nlifetime = 1h\n");
+	c = call_one(h.addr, "/testkit/tx/201", key, NULL);
+	cr_assert_eq(c.status, 201, "%s", c.body_out);
+	snprintf(sql, sizeof(sql), "SELECT ROUND(TIMESTAMPDIFF(MICROSECOND, "
+	    "lease_at, expires_at) / 1000000) FROM idempotency_keys WHERE "
+	    "idem_key = '%s'", key);
+	res = mariadb_sql(&m, sql);
+	cr_expect(res != NULL && strcmp(res, "3600\n") == 0, "%s", res);
+	free(res);
+	cr_expect_str_eq(call_one(h.addr, "/testkit/tx/201", key, NULL).replayed,
+	    "true");
+	cr_expect_eq(harness_stop(&h), 0);
 }
