@@ -14,6 +14,7 @@
 #include "idem_health.h"
 #include "idem_log.h"
 #include "idem_metrics.h"
+#include "idem_openapi.h"
 #include "idem_sockq.h"
 #include "idem_time.h"
 
@@ -387,6 +388,21 @@ status_handler(const idem_request *req, idem_response *res, void *data)
 	return answer(res, 200, doc);
 }
 
+/* GET [server] openapi-path: the OpenAPI document of the routes, as
+ * idemfcgi --openapi writes it. */
+static idem_err
+openapi_handler(const idem_request *req, idem_response *res, void *data)
+{
+	const idem_service *svc = data;
+	json_t *doc = idem_openapi_document(svc->cfg, svc->router,
+	    svc->mw != NULL);
+
+	(void)req;
+	if (doc == NULL)
+		return IDEM_ERR_NOMEM;
+	return idem_response_json(res, 200, doc);
+}
+
 /* Adds one built-in route, naming the config key when a path is taken. */
 static idem_err
 add(idem_service *svc, const char *path, const char *key,
@@ -420,7 +436,8 @@ idem_builtin_check(const idem_service *svc)
 			idem_log(NULL, IDEM_LOG_ERROR, "%s: the built-in route GET "
 			    "%s would hide %s %s of plugin %s for that path: "
 			    "move it with [server] policy-path, ping-path, "
-			    "ready-path, or [metrics] path, status-path",
+			    "ready-path, openapi-path, or [metrics] path, "
+			    "status-path",
 			    svc->cfg->path, b->tmpl, p->method, p->tmpl,
 			    p->owner);
 			err = IDEM_ERR_CONFIG;
@@ -447,6 +464,9 @@ idem_builtin_routes(idem_service *svc)
 	if (err == IDEM_OK && svc->cfg->ping_path != NULL)
 		err = add(svc, svc->cfg->ping_path, "[server] ping-path",
 		    ping_handler);
+	if (err == IDEM_OK && svc->cfg->openapi_path != NULL)
+		err = add(svc, svc->cfg->openapi_path, "[server] openapi-path",
+		    openapi_handler);
 	if (err == IDEM_OK && svc->cfg->ready_path != NULL)
 		err = add(svc, svc->cfg->ready_path, "[server] ready-path",
 		    ready_handler);

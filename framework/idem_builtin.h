@@ -13,6 +13,8 @@
  *       [metrics] allow; anyone else gets 403.
  *   GET [metrics] status-path (none by default; only with [metrics]
  *       enabled): php-fpm's status fields that apply, as JSON.
+ *   GET [server] openapi-path (none by default): the OpenAPI 3.1
+ *       document of the plugins' routes (idem_openapi.h), for anyone.
  *   GET [server] ping-path (none by default): liveness, 200 without
  *       asking the store.
  *   GET [server] ready-path (none by default): readiness, 200 while the

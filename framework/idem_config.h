@@ -135,6 +135,8 @@ typedef struct idem_config {
 	char *policy_path;             /* GET route of the advertised
 	                                * policy; NULL: none */
 	char *ping_path;               /* GET route of liveness; NULL: none */
+	char *openapi_path;            /* GET route of the OpenAPI document;
+	                                * NULL: none */
 	char *ready_path;              /* GET route of readiness (the store
 	                                * answers); NULL: none */
 	uint64_t slow_request;         /* ms a handler may run before it is

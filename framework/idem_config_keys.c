@@ -88,6 +88,8 @@ static const idem_key_def keys[] = {
 	{ "server", "policy-path", T(route_path), FIELD(policy_path),
 	    .off = 1, .def = "/idempotency" },
 	{ "server", "ping-path", T(route_path), FIELD(ping_path), .off = 1 },
+	{ "server", "openapi-path", T(route_path), FIELD(openapi_path),
+	    .off = 1 },
 	{ "server", "ready-path", T(route_path), FIELD(ready_path), .off = 1 },
 	{ "server", "slow-request", T(duration), FIELD(slow_request),
 	    .min = 0, .max = 86400000, .def = "0" },

@@ -133,6 +133,21 @@ openapi(const char *path)
 	return rc;
 }
 
+/* Whether the options given go together (--strict with --check only,
+ * --openapi without --check); when not, says why.  Returns 1 or 0. */
+static int
+options_agree(int check, int strict, int doc)
+{
+	const char *why = strict && !check ? "--strict goes with --check" :
+	    doc && check ? "--openapi and --check go apart" : NULL;
+
+	if (why == NULL)
+		return 1;
+	fprintf(stderr, "idemfcgi: %s\n", why);
+	usage(stderr);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -179,16 +194,8 @@ main(int argc, char **argv)
 	}
 	if (path == NULL || *path == '\0')
 		path = DEFAULT_CONFIG;
-	if (strict && !check) {
-		fprintf(stderr, "idemfcgi: --strict goes with --check\n");
-		usage(stderr);
+	if (!options_agree(check, strict, doc))
 		return 2;
-	}
-	if (doc && check) {
-		fprintf(stderr, "idemfcgi: --openapi and --check go apart\n");
-		usage(stderr);
-		return 2;
-	}
 	if (optind < argc) {
 		fprintf(stderr, "idemfcgi: unexpected argument \"%s\"\n",
 		    argv[optind]);

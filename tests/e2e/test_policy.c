@@ -450,3 +450,41 @@ Test(tx, route_section_on_a_transactional_route)
 	    "true");
 	cr_expect_eq(harness_stop(&h), 0);
 }
+
+/* ------------------------------------------------------ openapi-path */
+
+/* [server] openapi-path serves the document of --openapi: the routes,
+ * each keyed one with its Idempotency-Key parameter under its policy. */
+Test(openapi, served_by_openapi_path)
+{
+	harness h;
+	fc_response r;
+	json_t *doc, *ps, *p;
+	size_t i;
+	int found = 0;
+
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server =
+	    "openapi-path = /openapi.json\n", .rest =
+	    "[route POST /testkit/echo]\nlifetime = 7d\n" }), 0);
+	cr_assert_eq(fc_http(h.addr, "GET", "/openapi.json", NULL, NULL, &r), 0);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_not_null(doc = json_loads(r.body, 0, NULL), "%s", r.body);
+	cr_expect_str_eq(json_string_value(json_object_get(doc, "openapi")),
+	    "3.1.0");
+	ps = json_object_get(json_object_get(json_object_get(json_object_get(doc,
+	    "paths"), "/testkit/echo"), "post"), "parameters");
+	json_array_foreach(ps, i, p)
+		if (strcmp(json_string_value(json_object_get(p, "name")),
+		    "Idempotency-Key") == 0) {
+			found = 1;
+			cr_expect(json_is_true(json_object_get(p, "required")));
+			cr_expect_str_eq(json_string_value(json_object_get(p,
+			    "x-idempotency-key-lifetime")), "PT168H");
+		}
+	cr_expect(found, "%s", r.body);
+	cr_expect_null(json_object_get(json_object_get(doc, "paths"),
+	    "/openapi.json"), "built-in routes are not in it");
+	json_decref(doc);
+	fc_response_free(&r);
+	cr_expect_eq(harness_stop(&h), 0);
+}
