@@ -217,20 +217,22 @@ static long
 route_section(parse_state *st, const char *name, size_t len)
 {
 	idem_config *cfg = st->cfg;
-	const char *m = name + 5, *path;
+	const char *m, *path;
 	idem_route_section *rs;
 	size_t mlen, plen, i;
 	char shown[300];
 
+	/* the header's name alone, NUL-terminated (a line is shorter) */
 	snprintf(shown, sizeof(shown), "%.*s", (int)(len < 290 ? len : 290),
 	    name);
+	m = shown + 5;
 	while (*m == ' ' || *m == '\t')
 		m++;
 	mlen = strcspn(m, " \t");
 	path = m + mlen;
 	while (*path == ' ' || *path == '\t')
 		path++;
-	plen = (size_t)(name + len - path);
+	plen = strlen(path);
 	if (!method_ok(m, mlen) || plen == 0 || path[0] != '/' ||
 	    strcspn(path, " \t") < plen) {
 		idem_config_error(cfg, st->line, shown, NULL, "expected [route "
@@ -274,7 +276,9 @@ route_section(parse_state *st, const char *name, size_t len)
 /*
  * Looks at each line the reader returns before inih does: a section header
  * [route METHOD PATH] is taken here, whole (inih keeps only 50 bytes of a
- * section's name), and the keys up to the next header are its.
+ * section's name), and the keys up to the next header are its.  Only a
+ * header at the start of its line: inih takes an indented one after a key
+ * as a continuation of that key's value.
  */
 static void
 section_header(parse_state *st, const char *line)
@@ -282,8 +286,8 @@ section_header(parse_state *st, const char *line)
 	const char *p = line, *end;
 	size_t len;
 
-	while (*p == ' ' || *p == '\t')
-		p++;
+	if (st->line == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0)
+		p += 3; /* a UTF-8 BOM, which inih skips too */
 	if (*p != '[' || (end = strchr(p, ']')) == NULL)
 		return;
 	st->last_key[0] = '\0';

@@ -947,4 +947,26 @@ Test(route_sections, refused)
 	    "header name");
 	refused("[route POST /x]\npolicy = sometimes\n", "expected default, "
 	    "off, optional or required");
+	refused("[route POST]\nlifetime = 1h\n", "test.conf:1: [route POST]: "
+	    "expected [route METHOD PATH]");
+	refused("[route POST]x /y\n", "test.conf:1: [route POST]: expected");
+	/* an indented header after a key continues its value, for inih */
+	refused("[server]\nplugins = a.so\n  [route POST /x]\nlifetime = 1h\n",
+	    "test.conf:4: [server] lifetime: unknown key");
+}
+
+/* A file that starts with a UTF-8 byte order mark: its first header is a
+ * route section all the same. */
+Test(route_sections, after_a_bom)
+{
+	idem_config *cfg = NULL;
+	idem_err err;
+	char *log = load_capture("\xEF\xBB\xBF[route POST /x]\nlifetime = 1h\n",
+	    &cfg, &err);
+
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	cr_assert_eq(cfg->nroutes, 1);
+	cr_expect_eq(cfg->routes[0].conf.lifetime, 3600000);
+	idem_config_free(cfg);
+	free(log);
 }
