@@ -7,13 +7,14 @@
 # another redocly).  jq checks what the document says of idempotency.
 set -u
 b=${IDEM_BUILDDIR:?}
+s=${IDEM_SRCDIR:?}
 redocly=${IDEM_REDOCLY:-/opt/idemfcgi-redocly/node_modules/.bin/redocly}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # no telemetry, no update check: the lint needs no network
 REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true
 export REDOCLY_TELEMETRY REDOCLY_SUPPRESS_UPDATE_NOTICE
-echo 1..8
+echo 1..9
 
 if [ -x "$redocly" ] && "$redocly" --version >"$tmp/version" 2>&1; then
 	echo "ok 1 - @redocly/cli is installed ($(tail -n 1 "$tmp/version"))"
@@ -123,4 +124,21 @@ if "$b/idemfcgi" --openapi --check -c "$tmp/demo.conf" >/dev/null 2>&1; then
 	echo "not ok 8 - --openapi with --check is refused"
 else
 	echo "ok 8 - --openapi with --check is refused"
+fi
+
+# every code the document gives is one the framework answers with
+: >"$tmp/unknown"
+jq -r '.. | objects | .enum? // empty | .[]' "$tmp/testkit.json" |
+    sort -u | grep -E '^[A-Z_]+$' >"$tmp/codes"
+while read -r code; do
+	grep -q "\"$code\"" "$s"/framework/idem_middleware*.c \
+	    "$s"/framework/idem_service.c "$s"/framework/idem_request.c \
+	    "$s"/framework/idem_response.c 2>/dev/null ||
+		echo "$code" >>"$tmp/unknown"
+done <"$tmp/codes"
+if [ -s "$tmp/codes" ] && [ ! -s "$tmp/unknown" ]; then
+	echo "ok 9 - every problem code of the document is one idemfcgi answers ($(wc -l <"$tmp/codes") codes)"
+else
+	echo "not ok 9 - every problem code of the document is one idemfcgi answers"
+	sed 's/^/# not answered anywhere: /' "$tmp/unknown"
 fi
