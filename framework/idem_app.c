@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "idemfcgi_mysql.h"
+#include "idem_config_keys.h"
+#include "idem_config_value.h"
 #include "idem_log.h"
 #include "idem_mysql.h"
 #include "idem_plugin.h"
@@ -94,22 +96,100 @@ idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
 	return IDEM_OK;
 }
 
+/* The route method tmpl of app's plugin, or NULL. */
+static idem_route *
+own_route(idem_app *app, const char *method, const char *tmpl)
+{
+	size_t i;
+
+	for (i = 0; i < idem_router_count(app->router); i++) {
+		idem_route *r = idem_router_at(app->router, i);
+		if (strcmp(r->method, method) == 0 && strcmp(r->tmpl, tmpl) == 0 &&
+		    strcmp(r->owner, app->name) == 0)
+			return r;
+	}
+	return NULL;
+}
+
+idem_err
+idem_route_set(idem_app *app, const char *method, const char *tmpl,
+    const char *key, const char *value)
+{
+	idem_route_conf tmp;
+	idem_route *rt;
+	const char *bad = NULL;
+	char why[256];
+	int k;
+
+	if (setup_only(app, "idem_route_set") != 0 || method == NULL ||
+	    tmpl == NULL || key == NULL || value == NULL)
+		return IDEM_ERR_INVALID;
+	if ((rt = own_route(app, method, tmpl)) == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_route_set %s %s: "
+		    "no such route of this plugin (idem_route_add it first)",
+		    app->path, method, tmpl);
+		return IDEM_ERR_NOT_FOUND;
+	}
+	k = idem_route_key_index(key);
+	if (k < 0)
+		bad = "not a key of a route's policy";
+	else if (rt->tx_pool != NULL && (k == IDEM_RK_INFLIGHT_TTL ||
+	    k == IDEM_RK_INFLIGHT_WAIT))
+		bad = "a transactional route takes it from [idempotency]";
+	else if (k == IDEM_RK_POLICY) {
+		memset(&tmp, 0, sizeof(tmp));
+		if ((bad = idem_route_key_set(&tmp, k, value, 0, why,
+		    sizeof(why))) == NULL)
+			rt->policy = (idem_policy)tmp.policy;
+	} else {
+		bad = idem_route_key_set(&rt->conf, k, value, 0, why,
+		    sizeof(why));
+	}
+	if (bad == NULL)
+		return IDEM_OK;
+	idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: route %s %s: %s = %s: %s",
+	    app->path, method, tmpl, key, value, bad);
+	return bad == idem_key_oom ? IDEM_ERR_NOMEM : IDEM_ERR_INVALID;
+}
+
+idem_err
+idem_route_describe(idem_app *app, const char *method, const char *tmpl,
+    const char *summary, json_t *request_schema, json_t *response_schema)
+{
+	idem_route *rt;
+	char *copy = NULL;
+
+	if (setup_only(app, "idem_route_describe") != 0 || method == NULL ||
+	    tmpl == NULL || (request_schema != NULL &&
+	    !json_is_object(request_schema)) || (response_schema != NULL &&
+	    !json_is_object(response_schema)))
+		return IDEM_ERR_INVALID;
+	if ((rt = own_route(app, method, tmpl)) == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_route_describe %s "
+		    "%s: no such route of this plugin", app->path, method, tmpl);
+		return IDEM_ERR_NOT_FOUND;
+	}
+	if (summary != NULL && (copy = strdup(summary)) == NULL)
+		return IDEM_ERR_NOMEM;
+	free(rt->summary);
+	rt->summary = copy;
+	json_decref(rt->request_schema);
+	rt->request_schema = json_incref(request_schema);
+	json_decref(rt->response_schema);
+	rt->response_schema = json_incref(response_schema);
+	return IDEM_OK;
+}
+
 idem_err
 idem_route_reconcile(idem_app *app, const char *method, const char *tmpl,
     idem_handler_fn reconcile)
 {
 	idem_route *rt = NULL;
-	size_t i;
 
 	if (setup_only(app, "idem_route_reconcile") != 0 || reconcile == NULL ||
 	    method == NULL || tmpl == NULL)
 		return IDEM_ERR_INVALID;
-	for (i = 0; i < idem_router_count(app->router) && rt == NULL; i++) {
-		idem_route *r = idem_router_at(app->router, i);
-		if (strcmp(r->method, method) == 0 && strcmp(r->tmpl, tmpl) == 0 &&
-		    strcmp(r->owner, app->name) == 0)
-			rt = r;
-	}
+	rt = own_route(app, method, tmpl);
 	if (rt == NULL || rt->reconcile != NULL) {
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: reconcile hook of %s "
 		    "%s: %s", app->path, method, tmpl, rt == NULL ? "no such "

@@ -14,11 +14,104 @@
 #include "idem_health.h"
 #include "idem_log.h"
 #include "idem_metrics.h"
+#include "idem_openapi.h"
 #include "idem_sockq.h"
 #include "idem_time.h"
 
-static const char *const policy_names[] = { "default", "off", "optional",
-    "required" };
+/* commit-statuses as text into out (size bytes): "2xx 400 404", a whole
+ * hundred as Nxx.  Returns out. */
+char *
+idem_statuses_text(const unsigned char *table, char *out, size_t size)
+{
+	size_t len = 0;
+	int c, i;
+
+	out[0] = '\0';
+	for (c = 1; c <= 5; c++) {
+		for (i = 0; i < 100 && table[c * 100 + i]; i++)
+			;
+		if (i == 100) {
+			len += (size_t)snprintf(out + len, size > len ? size - len :
+			    0, "%s%dxx", len > 0 ? " " : "", c);
+			continue;
+		}
+		for (i = 0; i < 100; i++)
+			if (table[c * 100 + i])
+				len += (size_t)snprintf(out + len, size > len ?
+				    size - len : 0, "%s%d", len > 0 ? " " : "",
+				    c * 100 + i);
+	}
+	return out;
+}
+
+/* A list of strings as a JSON array, or NULL when out of memory. */
+static json_t *
+strings_json(char *const *list, size_t n)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a != NULL && i < n; i++)
+		if (json_array_append_new(a, json_string(list[i])) != 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+/* One route of the policy route: its method, template and effective
+ * policy, and for a route that is not off its key policy (each value the
+ * route's own or [idempotency]'s) and fingerprint selection.  Returns a
+ * new object, or NULL when out of memory. */
+static json_t *
+route_json(const idem_config *cfg, const idem_route *rt)
+{
+	idem_policy pol = idem_route_policy(cfg, rt);
+	const idem_route_conf *ign = idem_route_conf_for(rt, IDEM_RK_FP_IGNORE);
+	const idem_route_conf *hdr = idem_route_conf_for(rt, IDEM_RK_FP_HEADERS);
+	char life[40], ttl[40], wait[40], statuses[2048];
+	idem_key_policy kp;
+
+	if (pol == IDEM_POLICY_OFF || !cfg->idem_enabled)
+		return json_pack("{s:s, s:s, s:s}", "method", rt->method, "path",
+		    rt->tmpl, "policy", idem_policy_names[IDEM_POLICY_OFF]);
+	idem_route_key_policy(cfg, rt, &kp);
+	idem_format_iso_duration(kp.lifetime_ms, life, sizeof(life));
+	idem_format_iso_duration(kp.lease_ms, ttl, sizeof(ttl));
+	idem_format_iso_duration(kp.wait_ms, wait, sizeof(wait));
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:o, "
+	    "s:o}", "method", rt->method, "path", rt->tmpl, "policy",
+	    idem_policy_names[pol], "key-format",
+	    idem_key_format_names[idem_route_key_format(cfg, rt)],
+	    "lifetime", life, "inflight-ttl", ttl, "inflight-wait", wait,
+	    "commit-statuses", idem_statuses_text(kp.commit_status, statuses,
+	    sizeof(statuses)), "transactional", rt->tx_pool != NULL,
+	    "fingerprint-ignore", ign != NULL ? strings_json(ign->fp_ignore,
+	    ign->nfp_ignore) : json_array(),
+	    "fingerprint-headers", hdr != NULL ? strings_json(hdr->fp_headers,
+	    hdr->nfp_headers) : json_array());
+}
+
+/* The shortest lifetime of any keyed route of svc (the [idempotency] one
+ * when none is shorter) as an ISO-8601 duration into buf: the time for
+ * which no key of the service is forgotten.  Returns buf. */
+static char *
+least_lifetime(const idem_service *svc, char *buf, size_t size)
+{
+	uint64_t least = svc->cfg->lifetime;
+	idem_key_policy kp;
+	size_t i;
+
+	for (i = 0; i < idem_router_count(svc->router); i++) {
+		const idem_route *rt = idem_router_at(svc->router, i);
+		if (idem_route_policy(svc->cfg, rt) == IDEM_POLICY_OFF)
+			continue;
+		idem_route_key_policy(svc->cfg, rt, &kp);
+		if (kp.lifetime_ms < least)
+			least = kp.lifetime_ms;
+	}
+	return idem_format_iso_duration(least, buf, size);
+}
 
 /* GET policy-path: what a client needs to know to send keys right. */
 static idem_err
@@ -27,7 +120,7 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	const idem_service *svc = data;
 	const idem_config *cfg = svc->cfg;
 	json_t *doc, *defaults, *idem, *routes;
-	char lifetime[40];
+	char lifetime[40], least[40];
 	size_t i;
 
 	(void)req;
@@ -53,7 +146,7 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	if (idem == NULL ||
 	    json_object_set_new(doc, "idempotency", idem) != 0 ||
 	    json_object_set_new(defaults, "idempotency-key-lifetime",
-	    json_string(lifetime)) != 0 ||
+	    json_string(least_lifetime(svc, least, sizeof(least)))) != 0 ||
 	    json_object_set_new(idem, "routes", routes = json_array()) != 0 ||
 	    (cfg->scope == IDEM_SCOPE_HEADER &&
 	    json_object_set_new(idem, "scope-header",
@@ -65,9 +158,7 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 		const idem_route *rt = idem_router_at(svc->router, i);
 		if (strcmp(rt->owner, IDEM_BUILTIN_OWNER) == 0)
 			continue;
-		if (json_array_append_new(routes, json_pack("{s:s, s:s, s:s}",
-		    "method", rt->method, "path", rt->tmpl, "policy",
-		    policy_names[idem_route_policy(cfg, rt)])) != 0) {
+		if (json_array_append_new(routes, route_json(cfg, rt)) != 0) {
 			json_decref(doc);
 			return IDEM_ERR_NOMEM;
 		}
@@ -297,6 +388,21 @@ status_handler(const idem_request *req, idem_response *res, void *data)
 	return answer(res, 200, doc);
 }
 
+/* GET [server] openapi-path: the OpenAPI document of the routes, as
+ * idemfcgi --openapi writes it. */
+static idem_err
+openapi_handler(const idem_request *req, idem_response *res, void *data)
+{
+	const idem_service *svc = data;
+	json_t *doc = idem_openapi_document(svc->cfg, svc->router,
+	    svc->mw != NULL);
+
+	(void)req;
+	if (doc == NULL)
+		return IDEM_ERR_NOMEM;
+	return idem_response_json(res, 200, doc);
+}
+
 /* Adds one built-in route, naming the config key when a path is taken. */
 static idem_err
 add(idem_service *svc, const char *path, const char *key,
@@ -330,7 +436,8 @@ idem_builtin_check(const idem_service *svc)
 			idem_log(NULL, IDEM_LOG_ERROR, "%s: the built-in route GET "
 			    "%s would hide %s %s of plugin %s for that path: "
 			    "move it with [server] policy-path, ping-path, "
-			    "ready-path, or [metrics] path, status-path",
+			    "ready-path, openapi-path, or [metrics] path, "
+			    "status-path",
 			    svc->cfg->path, b->tmpl, p->method, p->tmpl,
 			    p->owner);
 			err = IDEM_ERR_CONFIG;
@@ -357,6 +464,9 @@ idem_builtin_routes(idem_service *svc)
 	if (err == IDEM_OK && svc->cfg->ping_path != NULL)
 		err = add(svc, svc->cfg->ping_path, "[server] ping-path",
 		    ping_handler);
+	if (err == IDEM_OK && svc->cfg->openapi_path != NULL)
+		err = add(svc, svc->cfg->openapi_path, "[server] openapi-path",
+		    openapi_handler);
 	if (err == IDEM_OK && svc->cfg->ready_path != NULL)
 		err = add(svc, svc->cfg->ready_path, "[server] ready-path",
 		    ready_handler);

@@ -4,13 +4,17 @@
  *
  *   GET [server] policy-path (default /idempotency): the advertised
  *       idempotency policy, for API clients.  Iceberg REST clients find
- *       "idempotency-key-lifetime" under "defaults", as in GET /v1/config;
+ *       "idempotency-key-lifetime" under "defaults", as in GET /v1/config
+ *       (the shortest lifetime of the keyed routes); each route with its
+ *       effective policy;
  *       it is absent when idempotency is disabled.
  *   GET [metrics] path (default /metrics, only with [metrics] enabled):
  *       the Prometheus text of the whole instance, for the addresses in
  *       [metrics] allow; anyone else gets 403.
  *   GET [metrics] status-path (none by default; only with [metrics]
  *       enabled): php-fpm's status fields that apply, as JSON.
+ *   GET [server] openapi-path (none by default): the OpenAPI 3.1
+ *       document of the plugins' routes (idem_openapi.h), for anyone.
  *   GET [server] ping-path (none by default): liveness, 200 without
  *       asking the store.
  *   GET [server] ready-path (none by default): readiness, 200 while the
@@ -40,5 +44,10 @@ idem_err idem_builtin_routes(idem_service *svc);
  * (logged).
  */
 idem_err idem_builtin_check(const idem_service *svc);
+
+/* commit-statuses as text into out (size bytes): "2xx 400 404", a whole
+ * hundred as Nxx (the policy route, the OpenAPI document).  Returns
+ * out. */
+char *idem_statuses_text(const unsigned char *table, char *out, size_t size);
 
 #endif

@@ -145,7 +145,11 @@ typedef struct parse_state {
 	char last_section[64];
 	char last_key[64];
 	int keep;              /* a config with problems is still returned */
+	int in_route;          /* the last section header was [route ...] */
+	long route;            /* its index in cfg->routes; -1: malformed */
 } parse_state;
+
+static void section_header(parse_state *st, const char *line);
 
 /* inih's line reader: counts lines and refuses lines that do not fit. */
 static char *
@@ -186,7 +190,150 @@ reader(char *str, int num, void *stream)
 		    "indented next line)", num - 2);
 		str[0] = '\0';
 	}
+	section_header(st, str);
 	return str;
+}
+
+/* ------------------------------------------------------- route sections */
+
+/* Whether method is 1 to 32 upper-case letters, as a route's. */
+static int
+method_ok(const char *m, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > 32)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (m[i] < 'A' || m[i] > 'Z')
+			return 0;
+	return 1;
+}
+
+/* Adds the route section name (METHOD PATH after "route") of line st->line
+ * to cfg, refusing a malformed one or one given twice.  Returns its index,
+ * or -1. */
+static long
+route_section(parse_state *st, const char *name, size_t len)
+{
+	idem_config *cfg = st->cfg;
+	const char *m, *path;
+	idem_route_section *rs;
+	size_t mlen, plen, i;
+	char shown[300];
+
+	/* the header's name alone, NUL-terminated (a line is shorter) */
+	snprintf(shown, sizeof(shown), "%.*s", (int)(len < 290 ? len : 290),
+	    name);
+	m = shown + 5;
+	while (*m == ' ' || *m == '\t')
+		m++;
+	mlen = strcspn(m, " \t");
+	path = m + mlen;
+	while (*path == ' ' || *path == '\t')
+		path++;
+	plen = strlen(path);
+	if (!method_ok(m, mlen) || plen == 0 || path[0] != '/' ||
+	    strcspn(path, " \t") < plen) {
+		idem_config_error(cfg, st->line, shown, NULL, "expected [route "
+		    "METHOD PATH], such as [route POST /orders/{id}/cancel]: "
+		    "METHOD in capitals, PATH a route template under mount");
+		return -1;
+	}
+	for (i = 0; i < cfg->nroutes; i++)
+		if (strlen(cfg->routes[i].method) == mlen &&
+		    strncmp(cfg->routes[i].method, m, mlen) == 0 &&
+		    strlen(cfg->routes[i].tmpl) == plen &&
+		    strncmp(cfg->routes[i].tmpl, path, plen) == 0) {
+			idem_config_error(cfg, st->line, shown, NULL, "given twice "
+			    "(first on line %u)", cfg->routes[i].line);
+			return -1;
+		}
+	rs = realloc(cfg->routes, (cfg->nroutes + 1) * sizeof(*rs));
+	if (rs == NULL) {
+		idem_config_error(cfg, st->line, shown, NULL, "out of memory");
+		return -1;
+	}
+	cfg->routes = rs;
+	rs = &cfg->routes[cfg->nroutes];
+	memset(rs, 0, sizeof(*rs));
+	rs->line = st->line;
+	rs->method = strndup(m, mlen);
+	rs->tmpl = strndup(path, plen);
+	rs->name = malloc(mlen + plen + 8);
+	if (rs->method == NULL || rs->tmpl == NULL || rs->name == NULL) {
+		free(rs->method);
+		free(rs->tmpl);
+		free(rs->name);
+		idem_config_error(cfg, st->line, shown, NULL, "out of memory");
+		return -1;
+	}
+	snprintf(rs->name, mlen + plen + 8, "route %.*s %.*s", (int)mlen, m,
+	    (int)plen, path);
+	return (long)cfg->nroutes++;
+}
+
+/*
+ * Looks at each line the reader returns before inih does: a section header
+ * [route METHOD PATH] is taken here, whole (inih keeps only 50 bytes of a
+ * section's name), and the keys up to the next header are its.  Only a
+ * header at the start of its line: inih takes an indented one after a key
+ * as a continuation of that key's value.
+ */
+static void
+section_header(parse_state *st, const char *line)
+{
+	const char *p = line, *end;
+	size_t len;
+
+	if (st->line == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0)
+		p += 3; /* a UTF-8 BOM, which inih skips too */
+	if (*p != '[' || (end = strchr(p, ']')) == NULL)
+		return;
+	st->last_key[0] = '\0';
+	p++;
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	len = (size_t)(end - p);
+	while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+		len--;
+	st->in_route = len > 5 && strncmp(p, "route", 5) == 0 &&
+	    (p[5] == ' ' || p[5] == '\t');
+	if (st->in_route)
+		st->route = route_section(st, p, len);
+}
+
+/* A key of a [route METHOD PATH] section.  Returns 1. */
+static int
+route_key(parse_state *st, const char *name, const char *v, int continued)
+{
+	idem_config *cfg = st->cfg;
+	idem_route_section *rs;
+	const char *names[IDEM_RK__MAX], *bad;
+	char why[256];
+	int k;
+
+	if (st->route < 0)
+		return 1; /* its header was refused */
+	rs = &cfg->routes[st->route];
+	if ((k = idem_route_key_index(name)) < 0) {
+		for (k = 0; k < IDEM_RK__MAX; k++)
+			names[k] = idem_route_key_name(k);
+		unknown_key(cfg, st->line, rs->name, name, names, IDEM_RK__MAX);
+		return 1;
+	}
+	if (rs->lines[k] != 0 && !(continued && idem_route_key_is_list(k))) {
+		idem_config_error(cfg, st->line, rs->name, name,
+		    "given twice (first on line %u)", rs->lines[k]);
+		return 1;
+	}
+	if (rs->lines[k] == 0)
+		rs->lines[k] = st->line;
+	bad = idem_route_key_set(&rs->conf, k, v, continued, why, sizeof(why));
+	if (bad != NULL)
+		idem_config_error(cfg, st->line, rs->name, name,
+		    "bad value \"%s\": %s", v, bad);
+	return 1;
 }
 
 /* Cuts an inline "# comment" (inih cuts only ';') and trailing blanks. */
@@ -301,6 +448,8 @@ handler(void *user, const char *section, const char *name, const char *value)
 		outside_section(st, name);
 		return 1;
 	}
+	if (st->in_route)
+		return route_key(st, name, v, continued);
 	if (!idem_config_is_core_section(section))
 		return plugin_key(st, section, name, v);
 	if ((i = idem_config_key_index(section, name)) < 0) {

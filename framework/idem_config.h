@@ -48,6 +48,59 @@ typedef enum idem_store_kind {
 #define IDEM_STORE__MAX (IDEM_STORE_MYSQL + 1)
 extern const char *const idem_store_names[IDEM_STORE__MAX];
 
+/* The names of idem_policy (idemfcgi.h), indexed by it: "default", "off",
+ * "optional", "required". */
+extern const char *const idem_policy_names[IDEM_POLICY_REQUIRED + 1];
+
+/*
+ * The keys of a route's own policy: a [route METHOD PATH] section sets
+ * them, and so does a plugin in code (idem_route_set).  Their names are
+ * the rows of the route key table (idem_config_keys.c,
+ * idem_route_key_name); the keys that [idempotency] has too take their
+ * type and range from its row.
+ */
+typedef enum idem_route_key {
+	IDEM_RK_POLICY = 0,          /* policy: default|off|optional|required */
+	IDEM_RK_KEY_FORMAT,
+	IDEM_RK_LIFETIME,
+	IDEM_RK_INFLIGHT_TTL,
+	IDEM_RK_INFLIGHT_WAIT,
+	IDEM_RK_COMMIT_STATUSES,
+	IDEM_RK_FP_IGNORE,           /* fingerprint-ignore */
+	IDEM_RK_FP_HEADERS           /* fingerprint-headers */
+} idem_route_key;
+#define IDEM_RK__MAX (IDEM_RK_FP_HEADERS + 1)
+
+/* The values of a route's own policy: those whose bit is in set were
+ * given; the others come from [idempotency]. */
+typedef struct idem_route_conf {
+	unsigned set;                  /* 1u << IDEM_RK_x for each key given */
+	int policy;                    /* idem_policy */
+	int key_format;                /* idem_key_format */
+	uint64_t lifetime;             /* ms */
+	uint64_t inflight_ttl;         /* ms */
+	uint64_t inflight_wait;        /* ms */
+	unsigned char commit_status[600];
+	char **fp_ignore;              /* JSON Pointers (RFC 6901) of body
+	                                * members left out of the
+	                                * fingerprint: NULL-terminated, owned */
+	size_t nfp_ignore;
+	char **fp_headers;             /* request headers added to it, as
+	                                * configured: NULL-terminated, owned */
+	size_t nfp_headers;
+} idem_route_conf;
+
+/* A [route METHOD PATH] section of the file. */
+typedef struct idem_route_section {
+	char *method;                  /* owned */
+	char *tmpl;                    /* owned: PATH, a route template */
+	char *name;                    /* owned: "route METHOD PATH", for
+	                                * messages */
+	unsigned line;                 /* of the section's header */
+	unsigned lines[IDEM_RK__MAX];  /* where each key was set; 0: not */
+	idem_route_conf conf;
+} idem_route_section;
+
 /* One key = value of a plugin's section. */
 typedef struct idem_config_entry {
 	char *section;
@@ -82,6 +135,8 @@ typedef struct idem_config {
 	char *policy_path;             /* GET route of the advertised
 	                                * policy; NULL: none */
 	char *ping_path;               /* GET route of liveness; NULL: none */
+	char *openapi_path;            /* GET route of the OpenAPI document;
+	                                * NULL: none */
 	char *ready_path;              /* GET route of readiness (the store
 	                                * answers); NULL: none */
 	uint64_t slow_request;         /* ms a handler may run before it is
@@ -135,6 +190,10 @@ typedef struct idem_config {
 	size_t nmetrics_allow;
 	char *status_path;             /* GET route of the status JSON;
 	                                * NULL: none */
+
+	/* the [route METHOD PATH] sections, in the order of the file */
+	idem_route_section *routes;    /* owned */
+	size_t nroutes;
 
 	/* the sections of plugins */
 	idem_config_entry *entries;

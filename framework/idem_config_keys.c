@@ -26,6 +26,13 @@ const char *const idem_scope_names[IDEM_SCOPE__MAX] = {
 	[IDEM_SCOPE_HEADER] = "header",
 };
 
+const char *const idem_policy_names[IDEM_POLICY_REQUIRED + 1] = {
+	[IDEM_POLICY_DEFAULT] = "default",
+	[IDEM_POLICY_OFF] = "off",
+	[IDEM_POLICY_OPTIONAL] = "optional",
+	[IDEM_POLICY_REQUIRED] = "required",
+};
+
 const char *const idem_store_names[IDEM_STORE__MAX] = {
 	[IDEM_STORE_MEMORY] = "memory",
 	[IDEM_STORE_MYSQL] = "mysql",
@@ -81,6 +88,8 @@ static const idem_key_def keys[] = {
 	{ "server", "policy-path", T(route_path), FIELD(policy_path),
 	    .off = 1, .def = "/idempotency" },
 	{ "server", "ping-path", T(route_path), FIELD(ping_path), .off = 1 },
+	{ "server", "openapi-path", T(route_path), FIELD(openapi_path),
+	    .off = 1 },
 	{ "server", "ready-path", T(route_path), FIELD(ready_path), .off = 1 },
 	{ "server", "slow-request", T(duration), FIELD(slow_request),
 	    .min = 0, .max = 86400000, .def = "0" },
@@ -150,6 +159,32 @@ static const idem_key_def keys[] = {
 	    .min = 0, .max = 1ULL << 40, .def = "8m" },
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+/* The field f of idem_route_conf. */
+#define RFIELD(f) .offset = offsetof(idem_route_conf, f), \
+	.size = sizeof(((idem_route_conf *)0)->f)
+
+/* The keys of a route's own policy, by idem_route_key.  A row of section
+ * "idempotency" and no type takes the type, range and names of that
+ * section's key of the same name, so a value is checked as there. */
+static const idem_key_def route_keys[IDEM_RK__MAX] = {
+	[IDEM_RK_POLICY] = { "route", "policy", T(enum), RFIELD(policy),
+	    .names = idem_policy_names, .max = IDEM_POLICY_REQUIRED },
+	[IDEM_RK_KEY_FORMAT] = { "idempotency", "key-format", NULL,
+	    RFIELD(key_format) },
+	[IDEM_RK_LIFETIME] = { "idempotency", "lifetime", NULL,
+	    RFIELD(lifetime) },
+	[IDEM_RK_INFLIGHT_TTL] = { "idempotency", "inflight-ttl", NULL,
+	    RFIELD(inflight_ttl) },
+	[IDEM_RK_INFLIGHT_WAIT] = { "idempotency", "inflight-wait", NULL,
+	    RFIELD(inflight_wait) },
+	[IDEM_RK_COMMIT_STATUSES] = { "idempotency", "commit-statuses", NULL,
+	    RFIELD(commit_status) },
+	[IDEM_RK_FP_IGNORE] = { "route", "fingerprint-ignore", T(pointers),
+	    RFIELD(fp_ignore), .aux = offsetof(idem_route_conf, nfp_ignore) },
+	[IDEM_RK_FP_HEADERS] = { "route", "fingerprint-headers", T(headers),
+	    RFIELD(fp_headers), .aux = offsetof(idem_route_conf, nfp_headers) },
+};
 _Static_assert(NKEYS <= IDEM_CONFIG_MAX_KEYS, "raise IDEM_CONFIG_MAX_KEYS");
 
 /* ------------------------------------------------------ using the table */
@@ -320,6 +355,97 @@ idem_config_keys_check(idem_config *cfg,
 	}
 }
 
+/* ------------------------------------------------ the keys of a route */
+
+int
+idem_route_key_index(const char *key)
+{
+	int k;
+
+	for (k = 0; k < IDEM_RK__MAX; k++)
+		if (strcmp(route_keys[k].key, key) == 0)
+			return k;
+	return -1;
+}
+
+const char *
+idem_route_key_name(int k)
+{
+	return k >= 0 && k < IDEM_RK__MAX ? route_keys[k].key : NULL;
+}
+
+/* The row that says how route key k is parsed: its own, or the
+ * [idempotency] row it names. */
+static const idem_key_def *
+route_key_def(int k)
+{
+	int i;
+
+	if (route_keys[k].type != NULL)
+		return &route_keys[k];
+	i = idem_config_key_index(route_keys[k].section, route_keys[k].key);
+	return i >= 0 ? &keys[i] : NULL;
+}
+
+int
+idem_route_key_is_list(int k)
+{
+	const idem_key_def *d = k >= 0 && k < IDEM_RK__MAX ? route_key_def(k) :
+	    NULL;
+
+	return d != NULL && d->type->list;
+}
+
+/* Fills *a for route key k of rc. */
+static const idem_key_def *
+route_arg_of(idem_key_arg *a, idem_route_conf *rc, int k, int continued,
+    char *why, size_t size)
+{
+	const idem_key_def *d = route_key_def(k);
+
+	memset(a, 0, sizeof(*a));
+	a->def = d;
+	a->field = (char *)rc + route_keys[k].offset;
+	a->aux = route_keys[k].aux != 0 ? (char *)rc + route_keys[k].aux : NULL;
+	a->continued = continued;
+	a->why = why;
+	a->whysize = size;
+	return d;
+}
+
+const char *
+idem_route_key_set(idem_route_conf *rc, int k, const char *v, int continued,
+    char *why, size_t size)
+{
+	const idem_key_def *d;
+	idem_key_arg a;
+	const char *bad;
+
+	if (k < 0 || k >= IDEM_RK__MAX)
+		return "not a key of a route";
+	d = route_arg_of(&a, rc, k, continued, why, size);
+	if (d == NULL || d->type->size != route_keys[k].size ||
+	    (d->type->aux && route_keys[k].aux == 0))
+		return "the route key table gives a field of the wrong kind";
+	if ((bad = d->type->parse(&a, v)) == NULL)
+		rc->set |= 1u << k;
+	return bad;
+}
+
+void
+idem_route_conf_clear(idem_route_conf *rc)
+{
+	idem_key_arg a;
+	int k;
+
+	for (k = 0; k < IDEM_RK__MAX; k++) {
+		const idem_key_def *d = route_arg_of(&a, rc, k, 0, NULL, 0);
+		if (d != NULL && d->type->release != NULL)
+			d->type->release(&a);
+	}
+	memset(rc, 0, sizeof(*rc));
+}
+
 /* Frees what each row's field owns. */
 void
 idem_config_keys_free(idem_config *cfg)
@@ -332,4 +458,14 @@ idem_config_keys_free(idem_config *cfg)
 			arg_of(&a, cfg, (int)i, 0, NULL, 0);
 			keys[i].type->release(&a);
 		}
+	for (i = 0; i < cfg->nroutes; i++) {
+		idem_route_section *rs = &cfg->routes[i];
+		free(rs->method);
+		free(rs->tmpl);
+		free(rs->name);
+		idem_route_conf_clear(&rs->conf);
+	}
+	free(cfg->routes);
+	cfg->routes = NULL;
+	cfg->nroutes = 0;
 }

@@ -55,6 +55,28 @@ idem_err idem_config_keys_defaults(idem_config *cfg);
 void idem_config_keys_check(idem_config *cfg,
     const unsigned seen[IDEM_CONFIG_MAX_KEYS]);
 
+/* The route key named key (a [route METHOD PATH] section's,
+ * idem_route_set's).  Returns its idem_route_key, or -1. */
+int idem_route_key_index(const char *key);
+
+/* The name of route key k ("lifetime"), or NULL for no such key. */
+const char *idem_route_key_name(int k);
+
+/* Whether route key k is a list that a continuation line extends. */
+int idem_route_key_is_list(int k);
+
+/*
+ * Sets route key k of rc from the text v, checked as the [idempotency] key
+ * of the same name is (its type and range), and marks it set; continued
+ * as for idem_config_key_set.  Returns NULL, or why v is bad (a constant
+ * string or one written into why[size]; idem_key_oom when out of memory).
+ */
+const char *idem_route_key_set(idem_route_conf *rc, int k, const char *v,
+    int continued, char *why, size_t size);
+
+/* Frees what rc owns and zeroes it. */
+void idem_route_conf_clear(idem_route_conf *rc);
+
 /* Frees what the keys of cfg own (not cfg itself). */
 void idem_config_keys_free(idem_config *cfg);
 

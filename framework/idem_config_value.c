@@ -264,6 +264,51 @@ parse_headers(const idem_key_arg *a, const char *v)
 	return NULL;
 }
 
+/* Whether p is a JSON Pointer (RFC 6901) to a member: "/" then reference
+ * tokens separated by "/", where "~" is only "~0" or "~1".  Returns 1 or
+ * 0. */
+static int
+is_pointer(const char *p)
+{
+	if (*p != '/')
+		return 0;
+	for (; *p != '\0'; p++)
+		if (*p == '~' && p[1] != '0' && p[1] != '1')
+			return 0;
+	return 1;
+}
+
+/* The most JSON Pointers of one route. */
+#define MAX_POINTERS 64
+
+/* JSON Pointers (RFC 6901) such as /client_ts /meta/nonce, each at most
+ * 255 bytes, separated by blanks or commas, a continuation line adding
+ * more.  Returns NULL or why not. */
+static const char *
+parse_pointers(const idem_key_arg *a, const char *v)
+{
+	char ***list = a->field;
+	size_t *n = a->aux, i;
+
+	if (!a->continued)
+		free_words(list, n);
+	i = *n;
+	if (append_words(list, n, v) != IDEM_OK)
+		return idem_key_oom;
+	if (*n == 0)
+		return "at least one JSON Pointer is needed (/name)";
+	if (*n > MAX_POINTERS)
+		return "more than 64 JSON Pointers";
+	for (; i < *n; i++)
+		if (!is_pointer((*list)[i]) || strlen((*list)[i]) > 255) {
+			snprintf(a->why, a->whysize, "\"%.64s\" is not a JSON "
+			    "Pointer to a member (RFC 6901: /name, /a/b, with ~0 "
+			    "for ~ and ~1 for /)", (*list)[i]);
+			return a->why;
+		}
+	return NULL;
+}
+
 /* Frees a list of address blocks (the field) and empties its count
  * (aux). */
 static void
@@ -543,6 +588,8 @@ const idem_key_type
     idem_kt_enum = { parse_enum, NULL, sizeof(int), 0, 0 },
     idem_kt_words = { parse_words, release_words, sizeof(char **), 1, 1 },
     idem_kt_headers = { parse_headers, release_words, sizeof(char **), 1, 1 },
+    idem_kt_pointers = { parse_pointers, release_words, sizeof(char **), 1,
+	1 },
     idem_kt_blocks = { parse_blocks, release_blocks,
 	sizeof(idem_cidr *), 1, 1 },
     idem_kt_listen = { parse_listen, release_string, sizeof(char *), 0, 0 },

@@ -65,6 +65,7 @@ extern const idem_key_type
     idem_kt_enum,
     idem_kt_words,
     idem_kt_headers,
+    idem_kt_pointers,
     idem_kt_blocks,
     idem_kt_listen,
     idem_kt_hosts,

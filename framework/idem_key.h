@@ -53,7 +53,10 @@ idem_err idem_sha256(const void *data, size_t len, unsigned char out[32]);
  * media type (idem_media_type) and the body, each length-prefixed.  With a
  * JSON media type, a body that idem_json_canonical accepts counts in its
  * canonical form, so key order and white space do not change it; any other
- * body counts byte for byte (marked apart from a canonical one).  Returns
+ * body counts byte for byte (marked apart from a canonical one).  The
+ * route's fingerprint-ignore leaves members out of a canonical body
+ * (idem_json_canonical_without), and its fingerprint-headers are added
+ * after the body (DESIGN.md 2.3); without them nothing changes.  Returns
  * IDEM_OK or IDEM_ERR_NOMEM.
  */
 idem_err idem_fingerprint(const idem_request *req, unsigned char out[32]);
@@ -67,6 +70,17 @@ idem_err idem_fingerprint(const idem_request *req, unsigned char out[32]);
  * any digit never share a canonical form.
  */
 char *idem_json_canonical(const char *text, size_t len);
+
+/*
+ * The same with the object members named by the n JSON Pointers (RFC
+ * 6901, borrowed) removed from the parsed text before it is written:
+ * a pointer that names nothing, or an array element, changes nothing.
+ * Every number of the text, in a removed member or not, must come out as
+ * written, else NULL (the body then counts byte for byte).  Returns a
+ * string the caller frees, or NULL.  (idem_json.c, as the two around.)
+ */
+char *idem_json_canonical_without(const char *text, size_t len,
+    char *const *pointers, size_t n);
 
 /*
  * Whether a JSON text (len bytes) is its own canonical form: whether

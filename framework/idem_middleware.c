@@ -76,22 +76,18 @@ static idem_err commit_deferred(void *arg, idem_store_req *rq, unsigned row,
 
 idem_err
 idem_middleware_new(const idem_config *cfg, idem_store *store,
-    idem_middleware **out)
+    uint64_t least_lease_ms, idem_middleware **out)
 {
 	idem_middleware *mw = calloc(1, sizeof(*mw));
 	const char *faults;
 
-	if (mw == NULL || idem_leases_new(store, cfg->inflight_ttl,
+	if (mw == NULL || idem_leases_new(store, least_lease_ms,
 	    commit_deferred, mw, &mw->leases) != IDEM_OK) {
 		free(mw);
 		idem_store_close(store);
 		return IDEM_ERR_NOMEM;
 	}
 	mw->cfg = cfg;
-	mw->policy.lifetime_ms = cfg->lifetime;
-	mw->policy.lease_ms = cfg->inflight_ttl;
-	mw->policy.wait_ms = cfg->inflight_wait;
-	mw->policy.commit_status = cfg->commit_status;
 	mw->store = store;
 	faults = getenv("IDEMFCGI_TEST_FAULTS");
 	mw->faults = faults != NULL && strcmp(faults, "1") == 0;
@@ -517,15 +513,17 @@ request_key(idem_middleware *mw, idem_request *req, idem_response *res,
 		}
 		return -1;
 	}
-	if (idem_key_parse_why(mw->cfg->key_format, key, sk->key, &sk->key_len,
-	    why, sizeof(why)) != IDEM_OK) {
+	idem_key_format fmt = idem_route_key_format(mw->cfg, req->route);
+
+	if (idem_key_parse_why(fmt, key, sk->key, &sk->key_len, why,
+	    sizeof(why)) != IDEM_OK) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_KEY_INVALID);
 		if (why[0] != '\0')
 			snprintf(detail, sizeof(detail), "malformed quoted "
 			    "Idempotency-Key: %s", why);
 		else
 			snprintf(detail, sizeof(detail), "an Idempotency-Key "
-			    "here is %s", formats[mw->cfg->key_format]);
+			    "here is %s", formats[fmt]);
 		idem_response_refuse(res, 400, "IDEMPOTENCY_KEY_INVALID", detail,
 		    0);
 		return -1;
@@ -783,14 +781,16 @@ void
 idem_middleware_handle(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next)
 {
-	idem_key_policy pol = mw->policy;
+	idem_key_policy pol;
 	idem_store_req rq;
 	idem_exec ex;
 	idem_mw_wait w;
 
 	memset(&rq, 0, sizeof(rq));
 	memset(&ex, 0, sizeof(ex));
-	pol.reconcile = req->route->reconcile != NULL;
+	/* the route's own policy (DESIGN.md 2), [idempotency]'s where it
+	 * sets nothing */
+	idem_route_key_policy(mw->cfg, req->route, &pol);
 	rq.policy = &pol;
 	/* 1. the key */
 	if (request_key(mw, req, res, next, &rq.key) < 0)

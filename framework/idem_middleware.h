@@ -30,11 +30,14 @@ typedef idem_err (*idem_next_fn)(idem_request *req, idem_response *res);
 
 /*
  * A middleware over store (taken over, even on failure) with cfg's
- * [idempotency] settings (borrowed; must outlive it).  Returns IDEM_OK with
- * *out (free with idem_middleware_free) or IDEM_ERR_NOMEM.
+ * [idempotency] settings (borrowed; must outlive it), each request under
+ * its route's policy (idem_route_key_policy); leases are renewed every
+ * third of least_lease_ms, the shortest inflight-ttl of any route
+ * (idem_router_min_lease).  Returns IDEM_OK with *out (free with
+ * idem_middleware_free) or IDEM_ERR_NOMEM.
  */
 idem_err idem_middleware_new(const idem_config *cfg, idem_store *store,
-    idem_middleware **out);
+    uint64_t least_lease_ms, idem_middleware **out);
 
 /* Sets the instance id (up to 16 of [0-9a-f]) owner tokens begin with, so
  * the master can release a dead worker's reservations by prefix. */

@@ -21,7 +21,6 @@
 
 struct idem_middleware {
 	const idem_config *cfg;   /* borrowed */
-	idem_key_policy policy;   /* every route's, from cfg's [idempotency] */
 	idem_store *store;        /* owned */
 	struct idem_metrics *metrics; /* borrowed; NULL: not counted */
 	char instance[17];        /* owner tokens start with it and '.' */

@@ -185,12 +185,14 @@ idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 {
 	idem_mysql_pool *pool = req->route->tx_pool;
 	idem_mysql_conn *c = idem_mysql_take(pool);
+	idem_key_policy pol;
 	/* no key: the descriptor of a transaction with no record */
-	idem_store_req rq = { .policy = &mw->policy };
+	idem_store_req rq = { .policy = &pol };
 	idem_exec ex = { .mw = mw, .rq = &rq, .c = c };
 	idem_reserve_result rr;
 	idem_err err;
 
+	idem_route_key_policy(mw->cfg, req->route, &pol);
 	if (c == NULL || idem_store_tx_begin(mw->store, c, &rq, &rr) !=
 	    IDEM_OK) {
 		if (c != NULL)

@@ -67,7 +67,9 @@ static void (*const plugin_api[])(void) __attribute__((used)) = {
 	(void (*)(void))idem_response_write,
 	(void (*)(void))idem_route_add,
 	(void (*)(void))idem_route_add_tx,
+	(void (*)(void))idem_route_describe,
 	(void (*)(void))idem_route_reconcile,
+	(void (*)(void))idem_route_set,
 	(void (*)(void))idem_strerror,
 };
 
@@ -253,6 +255,7 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 		ps->n = i + 1;
 		if (err != IDEM_OK) {
 			unopened = 1;
+			ps->incomplete = 1;
 			first = first != IDEM_OK ? first : err;
 			continue;
 		}
@@ -260,6 +263,7 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: the name \"%s\" "
 			    "is reserved", lp->path, lp->desc.name);
 			first = first != IDEM_OK ? first : IDEM_ERR_PLUGIN;
+			ps->incomplete = 1;
 			continue;
 		}
 		for (j = 0; j < i; j++)
@@ -271,6 +275,7 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 			    "is taken by %s", lp->path, lp->desc.name,
 			    ps->items[j].path);
 			first = first != IDEM_OK ? first : IDEM_ERR_PLUGIN;
+			ps->incomplete = 1;
 			continue;
 		}
 		ps->names[nnames++] = lp->desc.name;
@@ -280,6 +285,7 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 			    lp->path, idem_strerror(err));
 			err = err == IDEM_ERR_CONFIG ? err : IDEM_ERR_PLUGIN;
 			first = first != IDEM_OK ? first : err;
+			ps->incomplete = 1;
 			/* its keys are not judged: setup may have stopped
 			 * before reading them */
 			for (j = 0; j < cfg->nentries; j++)

@@ -28,6 +28,9 @@ typedef struct idem_plugins {
 	idem_loaded_plugin *items;   /* owned */
 	size_t n;
 	const char **names;          /* owned array, NULL-terminated */
+	int incomplete;              /* a plugin could not be opened or set
+	                              * up (--check goes on): its routes are
+	                              * missing */
 } idem_plugins;
 
 /* The context a plugin's setup gets (see idemfcgi.h). */

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idem_config_keys.h"
+#include "idem_log.h"
 #include "idem_router.h"
 
 struct idem_router {
@@ -44,6 +46,10 @@ idem_router_free(idem_router *r)
 		free(r->routes[i].method);
 		free(r->routes[i].tmpl);
 		free(r->routes[i].segbuf);
+		free(r->routes[i].summary);
+		json_decref(r->routes[i].request_schema);
+		json_decref(r->routes[i].response_schema);
+		idem_route_conf_clear(&r->routes[i].conf);
 	}
 	free(r->routes);
 	free(r);
@@ -301,4 +307,157 @@ idem_route_policy(const idem_config *cfg, const idem_route *rt)
 		if (strcmp(rt->method, safe_methods[i]) == 0)
 			return IDEM_POLICY_OFF;
 	return cfg->required ? IDEM_POLICY_REQUIRED : IDEM_POLICY_OPTIONAL;
+}
+
+const idem_route_conf *
+idem_route_conf_for(const idem_route *rt, idem_route_key k)
+{
+	if (rt->section != NULL && (rt->section->set & (1u << k)))
+		return rt->section;
+	if (rt->conf.set & (1u << k))
+		return &rt->conf;
+	return NULL;
+}
+
+void
+idem_route_key_policy(const idem_config *cfg, const idem_route *rt,
+    idem_key_policy *out)
+{
+	const idem_route_conf *c;
+
+	c = idem_route_conf_for(rt, IDEM_RK_LIFETIME);
+	out->lifetime_ms = c != NULL ? c->lifetime : cfg->lifetime;
+	c = idem_route_conf_for(rt, IDEM_RK_INFLIGHT_TTL);
+	out->lease_ms = c != NULL ? c->inflight_ttl : cfg->inflight_ttl;
+	c = idem_route_conf_for(rt, IDEM_RK_INFLIGHT_WAIT);
+	out->wait_ms = c != NULL ? c->inflight_wait : cfg->inflight_wait;
+	c = idem_route_conf_for(rt, IDEM_RK_COMMIT_STATUSES);
+	out->commit_status = c != NULL ? c->commit_status : cfg->commit_status;
+	out->reconcile = rt->reconcile != NULL;
+}
+
+idem_key_format
+idem_route_key_format(const idem_config *cfg, const idem_route *rt)
+{
+	const idem_route_conf *c = idem_route_conf_for(rt, IDEM_RK_KEY_FORMAT);
+
+	return c != NULL ? (idem_key_format)c->key_format : cfg->key_format;
+}
+
+/* The route of r with method and tmpl, not of owner skip; NULL: none. */
+static idem_route *
+find_route(const idem_router *r, const char *method, const char *tmpl,
+    const char *skip, int *builtin)
+{
+	size_t i;
+
+	*builtin = 0;
+	for (i = 0; i < r->nroutes; i++) {
+		idem_route *rt = &r->routes[i];
+		if (strcmp(rt->method, method) != 0 || strcmp(rt->tmpl, tmpl) != 0)
+			continue;
+		if (skip != NULL && strcmp(rt->owner, skip) == 0)
+			*builtin = 1;
+		else
+			return rt;
+	}
+	return NULL;
+}
+
+/* Logs a section that names no route of a plugin, with the closest
+ * "METHOD TEMPLATE" of one. */
+static void
+no_such_route(const idem_router *r, idem_config *cfg,
+    const idem_route_section *rs, const char *skip)
+{
+	const char **names = calloc(r->nroutes + 1, sizeof(*names));
+	char **texts = calloc(r->nroutes + 1, sizeof(*texts));
+	char want[300];
+	const char *near = NULL;
+	size_t i, n = 0;
+
+	snprintf(want, sizeof(want), "%s %s", rs->method, rs->tmpl);
+	for (i = 0; names != NULL && texts != NULL && i < r->nroutes; i++) {
+		const idem_route *rt = &r->routes[i];
+		size_t len = strlen(rt->method) + strlen(rt->tmpl) + 2;
+		if ((skip != NULL && strcmp(rt->owner, skip) == 0) ||
+		    (texts[n] = malloc(len)) == NULL)
+			continue;
+		snprintf(texts[n], len, "%s %s", rt->method, rt->tmpl);
+		names[n] = texts[n];
+		n++;
+	}
+	if (names != NULL)
+		near = idem_config_closest(want, names, n);
+	if (near != NULL)
+		idem_config_error(cfg, rs->line, rs->name, NULL, "no plugin "
+		    "registered the route %s (PATH is the template as the "
+		    "plugin registers it, under mount); did you mean [route "
+		    "%s]?", want, near);
+	else
+		idem_config_error(cfg, rs->line, rs->name, NULL, "no plugin "
+		    "registered the route %s (PATH is the template as the "
+		    "plugin registers it, under mount)", want);
+	for (i = 0; texts != NULL && i < n; i++)
+		free(texts[i]);
+	free(texts);
+	free(names);
+}
+
+idem_err
+idem_router_apply_sections(idem_router *r, idem_config *cfg,
+    const char *builtin, int judge)
+{
+	static const idem_route_key pool_keys[] = { IDEM_RK_INFLIGHT_TTL,
+	    IDEM_RK_INFLIGHT_WAIT };
+	unsigned before = cfg->errors;
+	size_t i, j;
+	int is_builtin;
+
+	for (i = 0; i < cfg->nroutes; i++) {
+		idem_route_section *rs = &cfg->routes[i];
+		idem_route *rt = find_route(r, rs->method, rs->tmpl, builtin,
+		    &is_builtin);
+
+		if (rt == NULL && is_builtin) {
+			idem_config_error(cfg, rs->line, rs->name, NULL, "a "
+			    "built-in route: its policy is off, and not set by "
+			    "a section");
+			continue;
+		}
+		if (rt == NULL) {
+			if (judge)
+				no_such_route(r, cfg, rs, builtin);
+			continue;
+		}
+		for (j = 0; j < sizeof(pool_keys) / sizeof(pool_keys[0]); j++)
+			if (rt->tx_pool != NULL &&
+			    (rs->conf.set & (1u << pool_keys[j])))
+				idem_config_error(cfg, rs->lines[pool_keys[j]],
+				    rs->name, idem_route_key_name(pool_keys[j]),
+				    "a transactional route takes it from "
+				    "[idempotency] (its plugin's pool holds it "
+				    "for every transaction)");
+		rt->section = &rs->conf;
+		if (rs->conf.set & (1u << IDEM_RK_POLICY))
+			rt->policy = (idem_policy)rs->conf.policy;
+	}
+	return cfg->errors > before ? IDEM_ERR_CONFIG : IDEM_OK;
+}
+
+uint64_t
+idem_router_min_lease(const idem_router *r, const idem_config *cfg)
+{
+	uint64_t least = cfg->inflight_ttl;
+	idem_key_policy pol;
+	size_t i;
+
+	for (i = 0; i < r->nroutes; i++) {
+		if (idem_route_policy(cfg, &r->routes[i]) == IDEM_POLICY_OFF)
+			continue;
+		idem_route_key_policy(cfg, &r->routes[i], &pol);
+		if (pol.lease_ms < least)
+			least = pol.lease_ms;
+	}
+	return least;
 }

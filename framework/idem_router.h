@@ -13,6 +13,7 @@
 #include "idemfcgi.h"
 #include "idem_config.h"
 #include "idem_request.h"
+#include "idem_store.h"   /* idem_key_policy */
 
 typedef struct idem_route {
 	char *method;                    /* owned */
@@ -35,6 +36,15 @@ typedef struct idem_route {
 	struct idem_slow *slow;          /* borrowed: the watch of its
 	                                  * handlers ([server] slow-request),
 	                                  * NULL: none */
+	idem_route_conf conf;            /* owned: the policy its plugin set
+	                                  * in code (idem_route_set) */
+	const idem_route_conf *section;  /* borrowed from the config: its
+	                                  * [route METHOD PATH] section's,
+	                                  * which wins; NULL: none */
+	char *summary;                   /* owned: idem_route_describe's, or
+	                                  * NULL */
+	json_t *request_schema;          /* owned references, or NULL */
+	json_t *response_schema;
 } idem_route;
 
 typedef struct idem_router idem_router;
@@ -83,5 +93,39 @@ idem_err idem_router_match(const idem_router *r, idem_request *req,
  */
 idem_policy idem_route_policy(const idem_config *cfg,
     const struct idem_route *rt);
+
+/* The policy of rt that sets key k: its [route] section's, else the one
+ * its plugin set in code; NULL when neither does (the [idempotency]
+ * value holds).  Borrowed. */
+const idem_route_conf *idem_route_conf_for(const idem_route *rt,
+    idem_route_key k);
+
+/* The key policy of rt under cfg into *out: each value its own (section,
+ * then code), else [idempotency]'s; commit_status is borrowed from rt or
+ * cfg, reconcile says whether rt has a hook. */
+void idem_route_key_policy(const idem_config *cfg, const idem_route *rt,
+    idem_key_policy *out);
+
+/* The key format of rt under cfg. */
+idem_key_format idem_route_key_format(const idem_config *cfg,
+    const idem_route *rt);
+
+/*
+ * After every plugin registered its routes: gives each [route METHOD
+ * PATH] section of cfg (borrowed: it must outlive r) to the route of that
+ * method and template, which takes its policy from it.  Refuses, with the
+ * file and line: a section naming no route (with the closest one) when
+ * judge is set (not when a plugin could not be loaded: its routes are
+ * unknown), a built-in route (owner builtin), and inflight-ttl or
+ * inflight-wait on a transactional route (its pool's, from
+ * [idempotency]).  Returns IDEM_OK or IDEM_ERR_CONFIG.
+ */
+idem_err idem_router_apply_sections(idem_router *r, idem_config *cfg,
+    const char *builtin, int judge);
+
+/* The shortest inflight-ttl of r's routes that are not off under cfg, or
+ * cfg's own when shorter or there is none: how often leases are
+ * renewed. */
+uint64_t idem_router_min_lease(const idem_router *r, const idem_config *cfg);
 
 #endif

@@ -64,7 +64,8 @@ open_middleware(idem_service *svc)
 	/* the workers open it set aside too, without trying */
 	if (idem_store_is_aside(store))
 		svc->cfg->store_aside = 1;
-	return idem_middleware_new(svc->cfg, store, &svc->mw);
+	return idem_middleware_new(svc->cfg, store,
+	    idem_router_min_lease(svc->router, svc->cfg), &svc->mw);
 }
 
 /* A serving service's watches: readiness and slow handlers, each when
@@ -84,6 +85,21 @@ open_watches(idem_service *svc)
 	for (i = 0; err == IDEM_OK && i < idem_router_count(svc->router); i++)
 		idem_router_at(svc->router, i)->slow = svc->slow;
 	return err;
+}
+
+/* Gives the [route METHOD PATH] sections to the routes the plugins
+ * registered (their names are judged only when every plugin loaded).
+ * Returns IDEM_OK or IDEM_ERR_CONFIG (logged). */
+static idem_err
+apply_sections(idem_service *svc)
+{
+	int judge = svc->plugins != NULL && !svc->plugins->incomplete;
+
+	if (!judge && svc->cfg->nroutes > 0)
+		idem_log(NULL, IDEM_LOG_WARN, "%s: [route ...] sections are not "
+		    "matched to routes: a plugin did not load", svc->cfg->path);
+	return idem_router_apply_sections(svc->router, svc->cfg,
+	    IDEM_BUILTIN_OWNER, judge);
 }
 
 /* Keeps the first error: *err unless it is IDEM_OK, else e. */
@@ -126,6 +142,7 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 		err = cfg->errors > 0 ? IDEM_ERR_CONFIG : IDEM_OK;
 		keep(&err, idem_plugins_load(cfg, svc->router, plugin_dir, 1, 1,
 		    &svc->plugins));
+		keep(&err, apply_sections(svc));
 		keep(&err, idem_builtin_check(svc));
 		if (cfg->idem_enabled && cfg->store_errors == 0)
 			keep(&err, open_middleware(svc));
@@ -141,6 +158,8 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 	if (err == IDEM_OK && !all)
 		err = idem_plugins_load(cfg, svc->router, plugin_dir, check, 0,
 		    &svc->plugins);
+	if (err == IDEM_OK && !all)
+		err = apply_sections(svc);
 	if (err == IDEM_OK && !all)
 		err = idem_builtin_check(svc);
 	if (err == IDEM_OK && !all && cfg->idem_enabled)

@@ -274,6 +274,39 @@ idem_route_reconcile(idem_app *app, const char *method, const char *tmpl,
     idem_handler_fn reconcile);
 
 /*
+ * Sets one key of the policy of the route method tmpl, registered by this
+ * plugin, as a [route METHOD PATH] section of the config file would
+ * (idemfcgi.conf(5)): key is "policy" (default, off, optional,
+ * required), "key-format", "lifetime", "inflight-ttl", "inflight-wait",
+ * "commit-statuses", "fingerprint-ignore" (JSON Pointers of body members
+ * left out of the fingerprint) or "fingerprint-headers" (request headers
+ * added to it), and value its text ("7d", "2xx 404 409", "/client_ts
+ * /nonce"), checked as the config file's.  The route's keys left unset
+ * keep the [idempotency] values; a [route] section of the file wins over
+ * what code sets.  Key and value are copied.  Only in setup.  Returns
+ * IDEM_OK; IDEM_ERR_NOT_FOUND (no such route of this plugin);
+ * IDEM_ERR_INVALID (an unknown key, a bad value, inflight-ttl or
+ * inflight-wait on a transactional route, a call from deploy);
+ * IDEM_ERR_NOMEM.  Each is logged with the plugin's file.
+ */
+IDEM_API IDEM_WUR idem_err
+idem_route_set(idem_app *app, const char *method, const char *tmpl,
+    const char *key, const char *value);
+
+/*
+ * Describes the route method tmpl, registered by this plugin, in the
+ * OpenAPI document (idemfcgi --openapi): summary (copied; NULL: none),
+ * the JSON Schema of its request body and of its answers' bodies (2XX),
+ * each borrowed (a reference is taken; NULL: none).  Only in setup.
+ * Returns IDEM_OK; IDEM_ERR_NOT_FOUND (no such route of this plugin);
+ * IDEM_ERR_INVALID (a schema that is not an object, a call from deploy);
+ * IDEM_ERR_NOMEM.  Logged.
+ */
+IDEM_API IDEM_WUR idem_err
+idem_route_describe(idem_app *app, const char *method, const char *tmpl,
+    const char *summary, json_t *request_schema, json_t *response_schema);
+
+/*
  * Read keys of the plugin's own config section.  Each returns IDEM_OK with
  * *out set (to def when the key is absent) or IDEM_ERR_CONFIG after logging
  * the file, line and key of a bad value.  A key the plugin never reads is

@@ -12,6 +12,7 @@
 #include "idem_builtin.h"
 #include "idem_log.h"
 #include "idem_master.h"
+#include "idem_openapi.h"
 #include "idem_server.h"
 #include "idem_service.h"
 #include "idem_systemd.h"
@@ -29,7 +30,7 @@ static void
 usage(FILE *fp)
 {
 	fprintf(fp,
-	    "usage: idemfcgi [-c FILE] [--check [--strict]]\n"
+	    "usage: idemfcgi [-c FILE] [--check [--strict] | --openapi]\n"
 	    "\n"
 	    "A FastCGI application server that makes mutation handlers safe\n"
 	    "to retry with Idempotency-Key.\n"
@@ -40,6 +41,8 @@ usage(FILE *fp)
 	    "                     0 when good, 1 with every problem on stderr\n"
 	    "      --strict       with --check: a MySQL database that cannot be\n"
 	    "                     reached is an error (1), not a warning\n"
+	    "      --openapi      write the OpenAPI 3.1 document of the routes the\n"
+	    "                     plugins register (JSON, on stdout), then exit\n"
 	    "  -h, --help         this text\n"
 	    "  -V, --version      the version\n"
 	    "\n"
@@ -95,6 +98,56 @@ check_all(const char *path, int strict)
 	return 0;
 }
 
+/* --openapi: sets the plugins up as the check of a start does, then
+ * writes the OpenAPI document of their routes to stdout.  Returns the
+ * exit status: 0, or 1 when the config or a plugin is refused. */
+static int
+openapi(const char *path)
+{
+	idem_config *cfg;
+	idem_service *svc;
+	json_t *doc;
+	int rc = 0;
+
+	if (idem_config_load(path, &cfg) != IDEM_OK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: no document", path);
+		return 1;
+	}
+	idem_log_set_level(cfg->log_level);
+	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
+	/* the document does not need the database */
+	cfg->store_may_wait = 1;
+	if (idem_service_check(cfg, IDEM_PLUGINDIR, 0, &svc) != IDEM_OK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: no document", path);
+		return 1;
+	}
+	doc = idem_openapi_document(svc->cfg, svc->router, svc->mw != NULL);
+	if (doc == NULL || json_dumpf(doc, stdout, JSON_INDENT(2)) != 0 ||
+	    fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: the document could not be "
+		    "written", path);
+		rc = 1;
+	}
+	json_decref(doc);
+	idem_service_free(svc);
+	return rc;
+}
+
+/* Whether the options given go together (--strict with --check only,
+ * --openapi without --check); when not, says why.  Returns 1 or 0. */
+static int
+options_agree(int check, int strict, int doc)
+{
+	const char *why = strict && !check ? "--strict goes with --check" :
+	    doc && check ? "--openapi and --check go apart" : NULL;
+
+	if (why == NULL)
+		return 1;
+	fprintf(stderr, "idemfcgi: %s\n", why);
+	usage(stderr);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -102,6 +155,7 @@ main(int argc, char **argv)
 		{ "config", required_argument, NULL, 'c' },
 		{ "check", no_argument, NULL, 't' },
 		{ "strict", no_argument, NULL, 's' },
+		{ "openapi", no_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -110,7 +164,7 @@ main(int argc, char **argv)
 	idem_config *cfg;
 	idem_service *svc;
 	char sock[128] = "";
-	int c, check = 0, strict = 0, fd, rc;
+	int c, check = 0, strict = 0, doc = 0, fd, rc;
 
 	while ((c = getopt_long(argc, argv, "c:thV", opts, NULL)) != -1) {
 		switch (c) {
@@ -122,6 +176,9 @@ main(int argc, char **argv)
 			break;
 		case 's':
 			strict = 1;
+			break;
+		case 'o':
+			doc = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -137,11 +194,8 @@ main(int argc, char **argv)
 	}
 	if (path == NULL || *path == '\0')
 		path = DEFAULT_CONFIG;
-	if (strict && !check) {
-		fprintf(stderr, "idemfcgi: --strict goes with --check\n");
-		usage(stderr);
+	if (!options_agree(check, strict, doc))
 		return 2;
-	}
 	if (optind < argc) {
 		fprintf(stderr, "idemfcgi: unexpected argument \"%s\"\n",
 		    argv[optind]);
@@ -153,6 +207,8 @@ main(int argc, char **argv)
 	idem_server_block_signals();
 	if (check)
 		return check_all(path, strict);
+	if (doc)
+		return openapi(path);
 	if (idem_config_load(path, &cfg) != IDEM_OK) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
 		return 1;

@@ -53,7 +53,9 @@ idem_response_status
 idem_response_write
 idem_route_add
 idem_route_add_tx
+idem_route_describe
 idem_route_reconcile
+idem_route_set
 idem_strerror
 LIST
 

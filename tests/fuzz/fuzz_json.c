@@ -2,7 +2,9 @@
  * fuzz_json.c - libFuzzer harness for the JSON canonicaliser: it never
  * crashes, canonicalising a canonical text changes nothing, and a
  * canonical form has exactly the number tokens of its text, digit for
- * digit (so texts whose numbers differ never share one).
+ * digit (so texts whose numbers differ never share one); with members
+ * left out (fingerprint-ignore) it is canonical exactly when the whole
+ * text is, and a canonical form itself.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -63,10 +65,24 @@ free_list(char **l, size_t n)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static char *const ptrs[] = { "/a", "/b/0/c", "/~1", "/", "/x~0y/1" };
 	char *once = idem_json_canonical((const char *)data, size), *twice;
+	char *pruned = idem_json_canonical_without((const char *)data, size,
+	    ptrs, sizeof(ptrs) / sizeof(ptrs[0]));
 	char **a, **b;
 	size_t na, nb, i;
 
+	/* members left out: canonical exactly when the whole is, and a
+	 * canonical form itself */
+	if ((pruned == NULL) != (once == NULL))
+		abort();
+	if (pruned != NULL) {
+		twice = idem_json_canonical(pruned, strlen(pruned));
+		if (twice == NULL || strcmp(pruned, twice) != 0)
+			abort();
+		free(twice);
+		free(pruned);
+	}
 	if (once == NULL)
 		return 0;
 	twice = idem_json_canonical(once, strlen(once));

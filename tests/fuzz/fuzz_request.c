@@ -1,12 +1,14 @@
 /*
  * fuzz_request.c - libFuzzer harness for the request parser, the router and
- * the fingerprint.  Input: NUL-separated "NAME=value" params, an empty
+ * the fingerprint (on one route with fingerprint-ignore and
+ * fingerprint-headers too).  Input: NUL-separated "NAME=value" params, an empty
  * param ("\0\0"), then the body.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "idem_config_keys.h"
 #include "idem_key.h"
 #include "idem_log.h"
 #include "idem_request.h"
@@ -58,6 +60,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    nop, NULL, "fuzz");
 		idem_router_add(router, "POST", "/a/{x}/b/{y}", IDEM_POLICY_OFF,
 		    nop, NULL, "fuzz");
+		/* a route whose fingerprint leaves members out and adds
+		 * headers (fingerprint-ignore, fingerprint-headers) */
+		if (idem_router_add(router, "POST", "/orders/{id}/cancel",
+		    IDEM_POLICY_DEFAULT, nop, NULL, "fuzz") == IDEM_OK) {
+			idem_route *rt = idem_router_at(router, 3);
+			idem_route_key_set(&rt->conf, IDEM_RK_FP_IGNORE, "/nonce "
+			    "/meta/ts /a~1b/0/c /~0", 0, allow, sizeof(allow));
+			idem_route_key_set(&rt->conf, IDEM_RK_FP_HEADERS,
+			    "X-Tenant Content-Type", 0, allow, sizeof(allow));
+		}
 	}
 	memcpy(copy, data, size);
 	copy[size] = copy[size + 1] = '\0';

@@ -544,6 +544,24 @@ open_started(testkit *tk, const char *log)
 	return IDEM_OK;
 }
 
+/* Describes echo in the OpenAPI document: a summary and its bodies'
+ * schemas. */
+static idem_err
+describe_echo(idem_app *app)
+{
+	json_t *req = json_pack("{s:s}", "type", "object");
+	json_t *res = json_pack("{s:s, s:{s:{}, s:{s:s, s:s}}, s:[s]}", "type",
+	    "object", "properties", "echo", "exec", "type", "string", "format",
+	    "uuid", "required", "exec");
+	idem_err err = req == NULL || res == NULL ? IDEM_ERR_NOMEM :
+	    idem_route_describe(app, "POST", "/testkit/echo", "Answers the "
+	    "request body back, with a fresh execution id", req, res);
+
+	json_decref(req);
+	json_decref(res);
+	return err;
+}
+
 static idem_err
 setup(idem_app *app, void **data)
 {
@@ -615,6 +633,13 @@ setup(idem_app *app, void **data)
 		    routes[i].tmpl, IDEM_POLICY_DEFAULT, routes[i].fn, tk))
 		    != IDEM_OK)
 			goto fail;
+	if ((err = describe_echo(app)) != IDEM_OK)
+		goto fail;
+	/* echo-lifetime = DURATION: echo's lifetime, set in code */
+	if ((err = idem_config_string(app, "echo-lifetime", NULL, &log)) !=
+	    IDEM_OK || (log != NULL && (err = idem_route_set(app, "POST",
+	    "/testkit/echo", "lifetime", log)) != IDEM_OK))
+		goto fail;
 	/* tx-route = true registers it on any store, to see it refused */
 	if ((err = idem_config_bool(app, "tx-route", 0, &tx_route)) != IDEM_OK)
 		goto fail;

@@ -844,3 +844,129 @@ Test(config, mysql_host_lists)
 	idem_config_free(cfg);
 	refused("[mysql]\nfailback = 10ms\n", "[mysql] failback: bad value");
 }
+
+/* ------------------------------------------------------ route sections */
+
+/* [route METHOD PATH] sections: each key is kept on its section, whole
+ * (a template longer than inih's 50 bytes of a section name too), with
+ * continuation lines for the lists. */
+Test(route_sections, parsed)
+{
+	idem_config *cfg = NULL;
+	idem_err err;
+	char *log = load_capture("[route POST /orders/{id}/cancel]\n"
+	    "lifetime = 7d\ncommit-statuses = 2xx 400 404 409 410 422\n"
+	    "fingerprint-ignore = /client_ts\n  /nonce\n"
+	    "[idempotency]\nlifetime = 1h\n"
+	    "[route PUT /a/very/long/template/{with}/more/than/fifty/bytes/"
+	    "in/it]\npolicy = optional\nkey-format = uuid\n"
+	    "fingerprint-headers = X-Tenant X-Api-Version\n", &cfg, &err);
+	const idem_route_section *rs;
+
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	cr_assert_eq(cfg->nroutes, 2);
+	rs = &cfg->routes[0];
+	cr_expect_str_eq(rs->method, "POST");
+	cr_expect_str_eq(rs->tmpl, "/orders/{id}/cancel");
+	cr_expect_eq(rs->line, 1);
+	cr_expect_eq(rs->conf.lifetime, 7 * 86400000ULL);
+	cr_expect(rs->conf.commit_status[201] && rs->conf.commit_status[410] &&
+	    !rs->conf.commit_status[401]);
+	cr_assert_eq(rs->conf.nfp_ignore, 2);
+	cr_expect_str_eq(rs->conf.fp_ignore[1], "/nonce");
+	cr_expect_eq(rs->conf.set, (1u << IDEM_RK_LIFETIME) |
+	    (1u << IDEM_RK_COMMIT_STATUSES) | (1u << IDEM_RK_FP_IGNORE));
+	cr_expect_eq(cfg->lifetime, 3600000);
+	rs = &cfg->routes[1];
+	cr_expect_str_eq(rs->tmpl, "/a/very/long/template/{with}/more/than/"
+	    "fifty/bytes/in/it");
+	cr_expect_eq(rs->conf.policy, IDEM_POLICY_OPTIONAL);
+	cr_expect_eq(rs->conf.key_format, IDEM_KEY_UUID);
+	cr_assert_eq(rs->conf.nfp_headers, 2);
+	cr_expect_str_eq(rs->conf.fp_headers[0], "X-Tenant");
+	idem_config_free(cfg);
+	free(log);
+}
+
+/* The message of a bad value: from the second "bad value" on, as the
+ * [idempotency] key of the same name gives it. */
+static void
+same_refusal(const char *key, const char *value)
+{
+	char route[256], idem[256];
+	char *a, *b;
+	idem_config *cfg = NULL;
+	idem_err err;
+
+	snprintf(route, sizeof(route), "[route POST /x]\n%s = %s\n", key, value);
+	snprintf(idem, sizeof(idem), "[idempotency]\n%s = %s\n", key, value);
+	a = load_capture(route, &cfg, &err);
+	cr_expect_eq(err, IDEM_ERR_CONFIG, "accepted: %s", route);
+	b = load_capture(idem, &cfg, &err);
+	cr_expect_eq(err, IDEM_ERR_CONFIG, "accepted: %s", idem);
+	cr_assert_not_null(strstr(a, "test.conf:2: [route POST /x] "), "%s", a);
+	cr_assert_not_null(strstr(a, "bad value"), "%s", a);
+	cr_assert_not_null(strstr(b, "bad value"), "%s", b);
+	cr_expect_str_eq(strstr(a, "bad value"), strstr(b, "bad value"));
+	free(a);
+	free(b);
+}
+
+Test(route_sections, values_checked_as_idempotency)
+{
+	same_refusal("lifetime", "1 day");
+	same_refusal("lifetime", "500ms");
+	same_refusal("inflight-ttl", "2d");
+	same_refusal("inflight-wait", "forever");
+	same_refusal("commit-statuses", "2xx 500");
+	same_refusal("commit-statuses", "4xx");
+	same_refusal("key-format", "ulid");
+}
+
+Test(route_sections, refused)
+{
+	refused("[route POST /x]\nlifetim = 1h\n", "test.conf:2: [route POST "
+	    "/x] lifetim: unknown key; did you mean lifetime?");
+	refused("[route POST /x]\nlifetime = 1h\nlifetime = 2h\n", "test.conf:3: "
+	    "[route POST /x] lifetime: given twice (first on line 2)");
+	refused("[route /x]\nlifetime = 1h\n", "test.conf:1: [route /x]: "
+	    "expected [route METHOD PATH]");
+	refused("[route post /x]\nlifetime = 1h\n", "test.conf:1: [route post "
+	    "/x]: expected [route METHOD PATH]");
+	refused("[route POST x]\n", "test.conf:1: [route POST x]: expected");
+	refused("[route POST /x y]\n", "test.conf:1: [route POST /x y]: "
+	    "expected");
+	refused("[route POST /x]\n[route POST /x]\n", "test.conf:2: [route "
+	    "POST /x]: given twice (first on line 1)");
+	refused("[route POST /x]\nfingerprint-ignore = nonce\n", "test.conf:2: "
+	    "[route POST /x] fingerprint-ignore: bad value \"nonce\": \"nonce\" "
+	    "is not a JSON Pointer");
+	refused("[route POST /x]\nfingerprint-ignore = /a~2b\n", "is not a JSON "
+	    "Pointer");
+	refused("[route POST /x]\nfingerprint-headers = X:Y\n", "is not a "
+	    "header name");
+	refused("[route POST /x]\npolicy = sometimes\n", "expected default, "
+	    "off, optional or required");
+	refused("[route POST]\nlifetime = 1h\n", "test.conf:1: [route POST]: "
+	    "expected [route METHOD PATH]");
+	refused("[route POST]x /y\n", "test.conf:1: [route POST]: expected");
+	/* an indented header after a key continues its value, for inih */
+	refused("[server]\nplugins = a.so\n  [route POST /x]\nlifetime = 1h\n",
+	    "test.conf:4: [server] lifetime: unknown key");
+}
+
+/* A file that starts with a UTF-8 byte order mark: its first header is a
+ * route section all the same. */
+Test(route_sections, after_a_bom)
+{
+	idem_config *cfg = NULL;
+	idem_err err;
+	char *log = load_capture("\xEF\xBB\xBF[route POST /x]\nlifetime = 1h\n",
+	    &cfg, &err);
+
+	cr_assert_eq(err, IDEM_OK, "%s", log);
+	cr_assert_eq(cfg->nroutes, 1);
+	cr_expect_eq(cfg->routes[0].conf.lifetime, 3600000);
+	idem_config_free(cfg);
+	free(log);
+}

@@ -1,12 +1,14 @@
 /*
  * test_key.c - Idempotency-Key parsing and the parts of the fingerprint.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
 
+#include "idem_config_keys.h"
 #include "idem_key.h"
 #include "idem_request.h"
 #include "idem_router.h"
@@ -449,6 +451,165 @@ Test(fingerprint, golden)
 		cr_expect_str_eq(hex, g->fp, "%s %s [%s] %s", g->method, g->uri,
 		    g->ctype, g->body);
 	}
+}
+
+/* --------------------------------------- fingerprints, selected parts */
+
+/*
+ * The fingerprint (hex, into hex[65]) of POST /o with Content-Type ctype
+ * and body, and the "Name: value" headers hdrs (NULL-terminated, may be
+ * NULL), on a route whose fingerprint-ignore is ignore and
+ * fingerprint-headers headers (each NULL: not set).
+ */
+static void
+fp_route(const char *ignore, const char *headers, const char *ctype,
+    const char *body, const char *const *hdrs, char hex[65])
+{
+	static const idem_request_limits lim = { "", 100, 8192, 65536 };
+	char env_buf[8][300], allow[64], why[256];
+	char *env[12];
+	idem_router *rt = idem_router_new();
+	idem_route *r;
+	unsigned char fp[32];
+	idem_request req;
+	idem_problem pb;
+	size_t blen = strlen(body), n = 0, i;
+
+	snprintf(env_buf[n], 300, "REQUEST_METHOD=POST");
+	env[n] = env_buf[n], n++;
+	snprintf(env_buf[n], 300, "REQUEST_URI=/o");
+	env[n] = env_buf[n], n++;
+	snprintf(env_buf[n], 300, "CONTENT_LENGTH=%zu", blen);
+	env[n] = env_buf[n], n++;
+	snprintf(env_buf[n], 300, "CONTENT_TYPE=%s", ctype);
+	env[n] = env_buf[n], n++;
+	for (i = 0; hdrs != NULL && hdrs[i] != NULL; i++) {
+		const char *colon = strchr(hdrs[i], ':');
+		size_t j, k = 5;
+		cr_assert_not_null(colon);
+		memcpy(env_buf[n], "HTTP_", 5);
+		for (j = 0; hdrs[i] + j < colon; j++)
+			env_buf[n][k++] = hdrs[i][j] == '-' ? '_' :
+			    (char)toupper((unsigned char)hdrs[i][j]);
+		snprintf(env_buf[n] + k, 300 - k, "=%s", colon[1] == ' ' ?
+		    colon + 2 : colon + 1);
+		env[n] = env_buf[n], n++;
+	}
+	env[n] = NULL;
+	cr_assert_not_null(rt);
+	cr_assert_eq(idem_router_add(rt, "POST", "/o", IDEM_POLICY_DEFAULT,
+	    no_handler, NULL, "t"), IDEM_OK);
+	r = idem_router_at(rt, 0);
+	if (ignore != NULL)
+		cr_assert_null(idem_route_key_set(&r->conf, IDEM_RK_FP_IGNORE,
+		    ignore, 0, why, sizeof(why)), "%s", ignore);
+	if (headers != NULL)
+		cr_assert_null(idem_route_key_set(&r->conf, IDEM_RK_FP_HEADERS,
+		    headers, 0, why, sizeof(why)), "%s", headers);
+	cr_assert_eq(idem_request_parse(&req, env, &lim, &pb), IDEM_OK);
+	cr_assert_eq(idem_router_match(rt, &req, allow, sizeof(allow)), IDEM_OK);
+	cr_assert_not_null(req.body = malloc(blen + 1));
+	memcpy(req.body, body, blen + 1);
+	req.body_len = blen;
+	cr_assert_eq(idem_fingerprint(&req, fp), IDEM_OK);
+	for (i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", fp[i]);
+	idem_request_clear(&req);
+	idem_router_free(rt);
+}
+
+/* fingerprint-ignore: bodies that differ only in the members it names
+ * share a fingerprint, whatever their order; any other difference, nested
+ * or not, does not; RFC 6901 escapes name "a/b" and "m~n". */
+Test(fingerprint_select, ignore_members)
+{
+	const char *ign = "/client_ts /nonce /meta/seen /a~1b /m~0n";
+	char a[65], b[65], c[65];
+
+	fp_route(ign, NULL, "application/json", "{\"amount\":5,\"client_ts\":"
+	    "1700000000,\"nonce\":\"x1\"}", NULL, a);
+	fp_route(ign, NULL, "application/json", "{\"nonce\":\"y2\", "
+	    "\"amount\":5, \"client_ts\":1700000099}", NULL, b);
+	cr_expect_str_eq(a, b);
+	fp_route(ign, NULL, "application/json", "{\"amount\":5}", NULL, b);
+	cr_expect_str_eq(a, b, "absent members are left out alike");
+	fp_route(ign, NULL, "application/json", "{\"amount\":6,\"client_ts\":"
+	    "1700000000,\"nonce\":\"x1\"}", NULL, c);
+	cr_expect_str_neq(a, c);
+	/* nested, and escaped names */
+	fp_route(ign, NULL, "application/json", "{\"amount\":5,\"meta\":"
+	    "{\"seen\":1,\"by\":\"u\"},\"a/b\":1,\"m~n\":2}", NULL, a);
+	fp_route(ign, NULL, "application/json", "{\"amount\":5,\"meta\":"
+	    "{\"seen\":2,\"by\":\"u\"},\"a/b\":3,\"m~n\":4}", NULL, b);
+	cr_expect_str_eq(a, b);
+	fp_route(ign, NULL, "application/json", "{\"amount\":5,\"meta\":"
+	    "{\"seen\":2,\"by\":\"v\"},\"a/b\":3,\"m~n\":4}", NULL, c);
+	cr_expect_str_neq(a, c, "a member beside an ignored one counts");
+	/* the same members under another name count */
+	fp_route(ign, NULL, "application/json", "{\"amount\":5,\"ab\":1}",
+	    NULL, a);
+	fp_route(ign, NULL, "application/json", "{\"amount\":5,\"ab\":2}",
+	    NULL, b);
+	cr_expect_str_neq(a, b);
+}
+
+/* fingerprint-ignore applies to JSON bodies only, and to those whose
+ * numbers all come out as written; any other body counts byte for
+ * byte. */
+Test(fingerprint_select, ignore_json_only)
+{
+	char a[65], b[65];
+
+	fp_route("/nonce", NULL, "text/plain", "{\"a\":1,\"nonce\":1}", NULL,
+	    a);
+	fp_route("/nonce", NULL, "text/plain", "{\"a\":1,\"nonce\":2}", NULL,
+	    b);
+	cr_expect_str_neq(a, b);
+	fp_route("/nonce", NULL, "application/json", "{\"a\":1.50,"
+	    "\"nonce\":1}", NULL, a);
+	fp_route("/nonce", NULL, "application/json", "{\"a\":1.50,"
+	    "\"nonce\":2}", NULL, b);
+	cr_expect_str_neq(a, b, "1.50 is not written back as sent: bytes");
+	fp_route("/nonce", NULL, "application/merge-patch+json", "{\"a\":1,"
+	    "\"nonce\":1}", NULL, a);
+	fp_route("/nonce", NULL, "application/merge-patch+json", "{\"a\":1,"
+	    "\"nonce\":2}", NULL, b);
+	cr_expect_str_eq(a, b);
+}
+
+/* fingerprint-headers: the value as sent counts, the name in any case
+ * names one header, an absent header is not an empty one, and a route
+ * without the setting (or with an empty one) has today's fingerprint. */
+Test(fingerprint_select, headers)
+{
+	static const char *const t1[] = { "X-Tenant: acme", NULL };
+	static const char *const t1v[] = { "X-Tenant: acme", "X-Api-Version: 2",
+	    NULL };
+	static const char *const t2[] = { "X-Tenant: other", NULL };
+	static const char *const empty[] = { "X-Tenant: ", NULL };
+	char a[65], b[65], none[65];
+
+	fp_route(NULL, "X-Tenant", "application/json", "{}", t1, a);
+	fp_route(NULL, "x-TENANT", "application/json", "{}", t1v, b);
+	cr_expect_str_eq(a, b, "a header not listed does not count");
+	fp_route(NULL, "X-Tenant", "application/json", "{}", t2, b);
+	cr_expect_str_neq(a, b);
+	fp_route(NULL, "X-Tenant", "application/json", "{}", NULL, a);
+	fp_route(NULL, "X-Tenant", "application/json", "{}", empty, b);
+	cr_expect_str_neq(a, b, "absent and empty differ");
+	fp_route(NULL, NULL, "application/json", "{}", t1, none);
+	fp_route(NULL, NULL, "application/json", "{}", t2, b);
+	cr_expect_str_eq(none, b, "without the setting no header counts");
+	fp_route(NULL, "", "application/json", "{}", t1, b);
+	cr_expect_str_eq(none, b, "an empty list is no list");
+	fp_route("/nonce", NULL, "application/json", "{}", NULL, b);
+	cr_expect_str_eq(none, b, "a pointer that names nothing changes "
+	    "nothing");
+	fp_route(NULL, "X-Tenant X-Api-Version", "application/json", "{}", t1v,
+	    a);
+	fp_route(NULL, "X-Tenant X-Api-Version", "application/json", "{}", t1,
+	    b);
+	cr_expect_str_neq(a, b);
 }
 
 /* ---------------------------------- the canonical JSON body's shortcut */
