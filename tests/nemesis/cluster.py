@@ -48,6 +48,9 @@ class Cluster:
         self.dbs = ["d1", "d2", "d3"] if topology == "galera" else ["db"]
         self.insts = ["i1", "i2", "i3"]
         self.dbport = {}
+        # --sabotage: payments without recovery points, so that the
+        # checker is shown to catch the second charges that follow
+        self.recovery = True
         self.ctl_env = dict(os.environ, IDEM_SRCDIR=srcdir)
         if topology == "galera":
             self.ctl_env["IDEM_GALERA_ADDRS"] = " ".join(
@@ -210,10 +213,11 @@ class Cluster:
                 "[testkit]\nlog = %s\n"
                 "[ledger]\ntransactional = true\n"
                 "[payments]\nprovider-url = %s\nprovider-timeout = 700ms\n"
-                "recovery = true\ntransactional = true\n"
+                "recovery = %s\ntransactional = true\n"
                 % (self.ip[role], self.ip["web"], b, b, b, secret, hosts,
                    os.path.join(self.db_dir(), "password"), extra,
-                   self.ip["web"], testkit_log, provider_url))
+                   self.ip["web"], testkit_log, provider_url,
+                   "true" if self.recovery else "false"))
         return conf
 
     def inst_start(self, role):

@@ -1,5 +1,7 @@
 """The faults, each one applied and healed on a Cluster: partitions (nft in
-a host's namespace), delay and loss (tc netem), pauses (SIGSTOP/SIGCONT),
+a host's namespace), loss (nft's numgen: a share of the packets dropped at
+random), a slow link (tc tbf: a rate limit whose queue delays every packet
+behind it; this kernel has no sch_netem), pauses (SIGSTOP/SIGCONT),
 clock skew (the instance's libfaketime offset file), kills (SIGKILL, then a
 restart at the heal).  A schedule from a seed picks them, alone or two at
 once.
@@ -15,7 +17,8 @@ from cluster import sh
 # lease lapses while it cannot reach the store or is frozen
 CRASH_WINDOWS = {"kill-inst", "kill-worker", "pause-inst", "pause-worker",
                  "partition-inst-db", "kill-db", "pause-db",
-                 "isolate-db-node", "netem-db", "netem-inst", "skew-inst"}
+                 "isolate-db-node", "loss-db", "loss-inst", "slow-db",
+                 "slow-inst", "skew-inst"}
 
 
 class Nemesis:
@@ -30,13 +33,22 @@ class Nemesis:
         return "%s %s%s" % (self.kind, self.target,
                             "" if self.arg is None else " " + str(self.arg))
 
-    def _drop(self, role, peers):
-        ips = ", ".join(self.cl.ip[p] for p in peers)
+    def _drop(self, role, peers, share=None):
+        """Drops what role exchanges with peers (every packet, or share
+        percent of them at random, with peers None: of every host)."""
+        if peers is None:
+            sel_in = sel_out = ""
+        else:
+            ips = ", ".join(self.cl.ip[p] for p in peers)
+            sel_in, sel_out = "ip saddr { %s } " % ips, \
+                "ip daddr { %s } " % ips
+        rnd = "" if share is None else "numgen random mod 100 < %d " % share
         rules = ("table inet %s {\n"
-                 " chain in { type filter hook input priority 0; "
-                 "ip saddr { %s } drop; }\n"
-                 " chain out { type filter hook output priority 0; "
-                 "ip daddr { %s } drop; }\n}\n" % (self.table, ips, ips))
+                 " chain in {\n  type filter hook input priority 0\n"
+                 "  %s%sdrop\n }\n"
+                 " chain out {\n  type filter hook output priority 0\n"
+                 "  %s%sdrop\n }\n}\n" % (self.table, sel_in, rnd, sel_out,
+                                           rnd))
         path = os.path.join(self.cl.dir, self.table + ".nft")
         with open(path, "w") as f:
             f.write(rules)
@@ -62,10 +74,12 @@ class Nemesis:
             self._drop(t, ["web"])
         elif k == "isolate-db-node":
             self._drop(t, [d for d in cl.dbs if d != t])
-        elif k in ("netem-inst", "netem-db"):
+        elif k in ("loss-inst", "loss-db"):
+            self._drop(t, None, self.arg)
+        elif k in ("slow-inst", "slow-db"):
             sh("ip", "netns", "exec", cl.ns[t], "tc", "qdisc", "add", "dev",
-               "eth0", "root", "netem", "delay", "%dms" % self.arg, "%dms" %
-               (self.arg // 2), "loss", "3%")
+               "eth0", "root", "tbf", "rate", self.arg, "burst", "4kb",
+               "latency", "500ms")
         elif k == "pause-inst":
             self._stop(cl.pids_in(t))
         elif k == "pause-worker":
@@ -94,9 +108,9 @@ class Nemesis:
     def heal(self):
         cl, t, k = self.cl, self.target, self.kind
         if k in ("partition-inst-db", "partition-inst-web",
-                 "isolate-db-node"):
+                 "isolate-db-node", "loss-inst", "loss-db"):
             self._undrop(t)
-        elif k in ("netem-inst", "netem-db"):
+        elif k in ("slow-inst", "slow-db"):
             sh("ip", "netns", "exec", cl.ns[t], "tc", "qdisc", "del", "dev",
                "eth0", "root", check=False)
         elif k.startswith("pause-"):
@@ -119,10 +133,11 @@ def kinds(topology):
     insts, dbs = ["i1", "i2", "i3"], (["d1", "d2", "d3"]
                                        if topology == "galera" else ["db"])
     k = [("partition-inst-db", insts), ("partition-inst-web", insts),
-         ("netem-inst", insts), ("pause-inst", insts),
+         ("loss-inst", insts), ("slow-inst", insts), ("pause-inst", insts),
          ("pause-worker", insts), ("skew-inst", insts),
          ("kill-inst", insts), ("kill-worker", insts),
-         ("netem-db", dbs), ("pause-db", dbs), ("kill-db", dbs)]
+         ("loss-db", dbs), ("slow-db", dbs), ("pause-db", dbs),
+         ("kill-db", dbs)]
     if topology == "galera":
         k.append(("isolate-db-node", dbs))
     return k
@@ -145,8 +160,10 @@ def pick(rng, cl, only=None):
         if t in hosts or (on_db and db):
             continue
         arg = None
-        if k.startswith("netem"):
-            arg = rng.choice([50, 200, 800])
+        if k.startswith("loss"):
+            arg = rng.choice([5, 20, 50])
+        elif k.startswith("slow"):
+            arg = rng.choice(["256kbit", "2mbit"])
         elif k == "skew-inst":
             arg = rng.choice([-600, -90, -5, 5, 90, 600])
         chosen.append(Nemesis(cl, k, t, arg))
