@@ -15,7 +15,8 @@ charges) are set against the answers its clients were told:
                         recovery-point route (or a provider charge twice)
   unexplained_second    a second execution on the two-phase route that no
                         crash window (kill, pause, partition from the
-                        store, delay, skew of the key's host) overlaps
+                        store, loss, a slow link) overlaps; a skewed
+                        clock is no such window
   unresolved            a key with no final answer after the heal
 A second execution on the two-phase route inside such a window is counted
 (windowed_second), not an anomaly: reliability.md, at least once 1-3.

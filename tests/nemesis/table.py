@@ -32,7 +32,8 @@ def main(argv):
         topo_runs[topo] += 1
         ops, events, state = check.load(d)
         wins = check.windows_of(events)
-        bad = {(a["workload"], a["key"]) for a in res["anomalies"]}
+        found = check.check(ops, events, state)[0]
+        bad = {(a["workload"], a["key"]) for a in found}
         keys_in = collections.defaultdict(set)
         for r in ops:
             workloads.add(r["op"])
