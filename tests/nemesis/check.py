@@ -31,6 +31,7 @@ import sys
 sys.dont_write_bytecode = True  # nothing left in the source tree
 
 from nemeses import CRASH_WINDOWS
+from workload import TWO_PHASE
 
 
 def load(d):
@@ -72,8 +73,8 @@ def executions(w, key, amount0, state):
     if w == "tx":
         ex = state["tx"].get(key, [])
         return len(ex), set(ex), 0, False
-    if w == "echo":
-        ex = state["echo"].get(key, [])
+    if w in TWO_PHASE:
+        ex = state[w].get(key, [])
         return len(ex), set(ex), 0, False
     ch = state["charges"].get("p-" + key, [])
     return len(ch), set(ch), 0, False
@@ -143,7 +144,7 @@ def check(ops, events, state):
             bad("executed_twice", w, key, "both bodies deposited")
         counts["executions"] += n
         if n > 1:
-            if w != "echo":
+            if w not in TWO_PHASE:
                 bad("executed_twice", w, key, "%d executions" % n)
             else:
                 t0 = min(r["t0"] for r in rs)

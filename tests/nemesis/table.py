@@ -12,6 +12,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check  # noqa: E402
+from workload import TWO_PHASE  # noqa: E402
 
 
 def main(argv):
@@ -47,9 +48,9 @@ def main(argv):
                 runs[(topo, k, w)].add(name)
         for (k, w), keys in keys_in.items():
             anom[(topo, k, w)] += len({(w, x) for x in keys} & bad)
-            if w == "echo":
+            if w in TWO_PHASE:
                 second[(topo, k, w)] += sum(
-                    max(0, len(state["echo"].get(x, [])) - 1) for x in keys)
+                    max(0, len(state[w].get(x, [])) - 1) for x in keys)
     print("| topology | nemesis | workload | runs | operations while on "
           "| anomalies | second executions (two-phase, allowed) |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -57,7 +58,7 @@ def main(argv):
         print("| %s | %s | %s | %d | %d | %d | %s |" % (
             topo, k, w, len(runs[(topo, k, w)]), ops_in[(topo, k, w)],
             anom[(topo, k, w)],
-            second[(topo, k, w)] if w == "echo" else "-"))
+            second[(topo, k, w)] if w in TWO_PHASE else "-"))
     for topo in sorted(topo_runs):
         print("%s: %d runs, %s operations" % (
             topo, topo_runs[topo],

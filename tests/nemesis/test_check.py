@@ -31,7 +31,7 @@ def op(w, key, variant=0, status=201, answer=None, t0=10.0, code=None,
 
 
 def state(**kw):
-    s = {"ledger": {}, "tx": {}, "echo": {}, "charges": {}, "payments": {},
+    s = {"ledger": {}, "tx": {}, "echo": {}, "sleep": {}, "charges": {}, "payments": {},
          "records": {}, "unresolved": []}
     s.update(kw)
     return s

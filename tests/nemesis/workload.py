@@ -10,6 +10,8 @@ Workloads (each key belongs to one):
            one row of testkit_effects per execution
   echo     POST /api/testkit/echo {"n": N}: two-phase; its effect is one
            line of the testkit log per execution
+  sleep    POST /api/testkit/sleep/20 {"n": N}: the same with a handler
+           of 20 ms, a window a crash can fall in
   payments POST /api/payments {"account": "p-KEY", "amount": N}: recovery
            points against the test provider; its effect is the provider's
            charges
@@ -23,7 +25,8 @@ import socket
 import threading
 import time
 
-WORKLOADS = ("ledger", "tx", "echo", "payments")
+WORKLOADS = ("ledger", "tx", "echo", "sleep", "payments")
+TWO_PHASE = ("echo", "sleep")
 
 
 class History:
@@ -70,11 +73,13 @@ def request_for(workload, key, variant):
         return "/api/testkit/tx/201", {"n": variant}
     if workload == "echo":
         return "/api/testkit/echo", {"n": variant}
+    if workload == "sleep":
+        return "/api/testkit/sleep/20", {"n": variant}
     return "/api/payments", {"account": "p-" + key,
                              "amount": 100 + variant}
 
 
-def send(sock, hist, phase, workload, key, variant, timeout=10):
+def send(sock, hist, phase, workload, key, variant, timeout=4):
     """Sends one request and records it.  Returns the record."""
     path, body = request_for(workload, key, variant)
     data = json.dumps(body, sort_keys=True)
@@ -176,7 +181,8 @@ class Clients:
                         return
                     k, w = todo.pop()
                 while True:
-                    rec = send(self.sock, self.hist, "final", w, k, 0)
+                    rec = send(self.sock, self.hist, "final", w, k, 0,
+                               timeout=10)
                     st = rec.get("status", 0)
                     if 200 <= st < 300 or rec.get("code") == \
                             "IDEMPOTENCY_CONFLICT" or st == 422:
