@@ -223,7 +223,11 @@ class Cluster:
     def inst_start(self, role):
         """Starts idemfcgi in role's namespace, its clock under libfaketime
         (an offset file the skew nemesis rewrites; the monotonic clock is
-        left alone, as a real clock step leaves it)."""
+        left alone, as a real clock step leaves it).  libfaketime 0.9.10
+        with FAKETIME_DONT_FAKE_MONOTONIC makes a timed wait on a
+        CLOCK_MONOTONIC condition variable return at once unless
+        FAKETIME_FORCE_MONOTONIC_FIX=0: without it every worker's stop,
+        lease round and health check ran without waiting."""
         skew = os.path.join(self.dir, role + ".faketime")
         if role not in self.skew_files:
             with open(skew, "w") as f:
@@ -232,7 +236,8 @@ class Cluster:
         env = dict(os.environ, IDEMFCGI_TEST_FAULTS="1")
         if os.path.exists(LIBFAKETIME):
             env.update(LD_PRELOAD=LIBFAKETIME, FAKETIME_TIMESTAMP_FILE=skew,
-                       FAKETIME_NO_CACHE="1", FAKETIME_DONT_FAKE_MONOTONIC="1")
+                       FAKETIME_NO_CACHE="1", FAKETIME_DONT_FAKE_MONOTONIC="1",
+                       FAKETIME_FORCE_MONOTONIC_FIX="0")
         log = open(os.path.join(self.dir, role + ".log"), "a")
         self.procs[role] = subprocess.Popen(
             ["ip", "netns", "exec", self.ns[role],
