@@ -180,6 +180,26 @@ def unavailability(ops, heals):
     return out
 
 
+def recovery(ops, events):
+    """Seconds from each heal to the first 2xx answer of each key a fault
+    touched (sent while it was on, with no 2xx before the heal): how long
+    the clients it caught waited for a correct answer."""
+    by_key = collections.defaultdict(list)
+    for r in ops:
+        by_key[(r["op"], r["key"])].append(r)
+    out = []
+    for s, e, k in windows_of(events):
+        for rs in by_key.values():
+            if not any(r["t0"] <= e and r["t1"] >= s for r in rs):
+                continue
+            if any(ok(r) and r["t1"] < e for r in rs):
+                continue
+            after = [r["t1"] for r in rs if ok(r) and r["t1"] >= e]
+            if after:
+                out.append(min(after) - e)
+    return out
+
+
 def main(argv):
     d = argv[1]
     ops, events, state = load(d)
