@@ -23,6 +23,14 @@ CRASH_WINDOWS = {"kill-inst", "kill-worker", "pause-inst", "pause-worker",
                  "slow-inst"}
 
 
+def set_offset(path, offset):
+    """Writes libfaketime's offset file whole (a rename: it reads the file
+    at every clock call, and must never see it half written)."""
+    with open(path + ".new", "w") as f:
+        f.write(offset + "\n")
+    os.replace(path + ".new", path)
+
+
 class Nemesis:
     """One fault on one target.  kind names it; apply() and heal() act."""
 
@@ -91,8 +99,7 @@ class Nemesis:
             pid = cl.db_pid(t)
             self._stop([pid] if pid else [])
         elif k == "skew-inst":
-            with open(cl.skew_files[t], "w") as f:
-                f.write("%+d\n" % self.arg)
+            set_offset(cl.skew_files[t], "%+d" % self.arg)
         elif k == "kill-inst":
             cl.inst_kill(t)
         elif k == "kill-worker":
@@ -122,8 +129,7 @@ class Nemesis:
                 except OSError:
                     pass
         elif k == "skew-inst":
-            with open(cl.skew_files[t], "w") as f:
-                f.write("+0\n")
+            set_offset(cl.skew_files[t], "+0")
         elif k == "kill-inst":
             cl.inst_start(t)
         elif k == "kill-db":
