@@ -143,12 +143,14 @@ class Clients:
             return k, self.keys[k]
 
     def _until_final(self, w, k, stop_at):
-        """Sends key k's first request, and again after 0.2 s while the
-        answer is not final (as a client that must know does), at most 8
-        times and until stop_at."""
-        for _ in range(8):
+        """Sends key k's first request, and again 0.2 s after each answer
+        that is not final (as a client that must know does), for at most
+        10 s (over inflight-ttl, 3 s: a dead instance's key is freed by
+        then) and until stop_at."""
+        give_up = time.time() + 10
+        while True:
             rec = send(self.sock, self.hist, "load", w, k, 0)
-            if final(rec) or time.time() >= stop_at:
+            if final(rec) or time.time() >= min(stop_at, give_up):
                 return
             time.sleep(0.2)
 
