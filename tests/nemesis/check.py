@@ -133,6 +133,13 @@ def check(ops, events, state):
             if w == "ledger" and a.get("account") != "a-" + key:
                 bad("answer_of_another", w, key, "account %s" %
                     a.get("account"))
+            # each key deposits into an account of its own, once: the
+            # answer's balance is the amount of the request that won
+            if w == "ledger" and a.get("balance") != \
+                    json.loads(r["body"]).get("amount"):
+                bad("answer_of_another", w, key, "balance %s after a "
+                    "deposit of %s into a fresh account" %
+                    (a.get("balance"), json.loads(r["body"]).get("amount")))
         winner = won.pop() if len(won) == 1 else (
             next(iter(bodies)) if len(bodies) == 1 else None)
         for r in rs:

@@ -78,6 +78,14 @@ class Checker(unittest.TestCase):
         self.assertEqual(kinds(ops, state(echo={"e": ["x"]})),
                          ["answer_of_another"])
 
+    def test_ledger_balance_of_a_second_deposit(self):
+        from workload import request_for
+        amt = request_for("ledger", "k", 0)[1]["amount"]
+        a = json.dumps({"account": "a-k", "balance": 2 * amt})
+        self.assertEqual(kinds([op("ledger", "k", answer=a)],
+                               state(ledger={"a-k": amt})),
+                         ["answer_of_another"])
+
     def test_executed_twice_transactional(self):
         ops = [op("tx", "t", error="timeout")]
         self.assertEqual(kinds(ops, state(tx={"t": ["e1", "e2"]})),
