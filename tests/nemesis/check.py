@@ -19,7 +19,10 @@ charges) are set against the answers its clients were told:
                         clock is no such window
   unresolved            a key with no final answer after the heal
 A second execution on the two-phase route inside such a window is counted
-(windowed_second), not an anomaly: reliability.md, at least once 1-3.
+(windowed_second), not an anomaly: reliability.md, at least once 1-3.  On
+Galera, a provider charge of a request that was told a conflict (or an
+unknown outcome) and lost its key to another body reserved through another
+node at the same time is counted (known_g7): reliability.md, row G7.
 Answers never received (timeouts, resets, the web server's own 5xx) are
 unknown: possibly executed, never held against the service.
 """
@@ -150,6 +153,21 @@ def check(ops, events, state):
         if w == "ledger" and other and n - 1 > 0:
             bad("executed_twice", w, key, "both bodies deposited")
         counts["executions"] += n
+        if n > 1 and w == "payments" and state.get("topology") == "galera":
+            # G7 (reliability.md): a request with another body, reserved
+            # through another node at the same time, ran its handler (the
+            # charge, outside the database) before its transaction lost
+            # certification; then it was told a conflict.  Known, counted.
+            amounts = state.get("charge_amounts", {}).get("p-" + key, [])
+            mine = [json.loads(winner)["amount"]] if winner else []
+            lost = {json.loads(r["body"])["amount"] for r in rs
+                    if r.get("code") in ("IDEMPOTENCY_CONFLICT",
+                                         "IDEMPOTENCY_OUTCOME_UNKNOWN")}
+            extra = [a for a in amounts if a not in mine]
+            if extra and all(a in lost for a in extra) and \
+                    len(amounts) - len(extra) <= 1:
+                counts["known_g7"] += len(extra)
+                n = len(amounts) - len(extra)
         if n > 1:
             if w not in TWO_PHASE:
                 bad("executed_twice", w, key, "%d executions" % n)
