@@ -51,6 +51,8 @@ class Cluster:
         # --sabotage: payments without recovery points, so that the
         # checker is shown to catch the second charges that follow
         self.recovery = True
+        # --payments-two-phase: [payments] transactional = false
+        self.pay_tx = True
         self.ctl_env = dict(os.environ, IDEM_SRCDIR=srcdir)
         if topology == "galera":
             self.ctl_env["IDEM_GALERA_ADDRS"] = " ".join(
@@ -213,11 +215,12 @@ class Cluster:
                 "[testkit]\nlog = %s\n"
                 "[ledger]\ntransactional = true\n"
                 "[payments]\nprovider-url = %s\nprovider-timeout = 700ms\n"
-                "recovery = %s\ntransactional = true\n"
+                "recovery = %s\ntransactional = %s\n"
                 % (self.ip[role], self.ip["web"], b, b, b, secret, hosts,
                    os.path.join(self.db_dir(), "password"), extra,
                    self.ip["web"], testkit_log, provider_url,
-                   "true" if self.recovery else "false"))
+                   "true" if self.recovery else "false",
+                   "true" if self.pay_tx else "false"))
         return conf
 
     def inst_start(self, role):
