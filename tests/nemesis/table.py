@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """table.py DIR: the table of docs/reliability.md from the runs kept under
-DIR (run --keep DIR): for each nemesis and workload, the runs it was
-applied in, the operations sent while it was on, the anomalies of keys
-sent while it was on, and the second executions on the two-phase route
-inside its windows (at least once 1-3, allowed)."""
+DIR (run --keep DIR), checked again with check.py: for each topology and
+nemesis, the runs it was applied in and how often, the operations of each
+workload sent while it was on, the anomalies among keys sent while it was
+on, the second executions on the two-phase routes inside its windows (at
+least once 1-3, allowed) and the charges of window G7.  The row "none"
+counts what was sent while no fault was on."""
 import collections
 import json
 import os
@@ -12,58 +14,81 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check  # noqa: E402
-from workload import TWO_PHASE  # noqa: E402
+from workload import TWO_PHASE, WORKLOADS  # noqa: E402
+
+
+def g7_keys(rs_by_key, state):
+    """The payments keys whose charges count as window G7."""
+    out = set()
+    for (w, key), rs in rs_by_key.items():
+        if w != "payments":
+            continue
+        _, counts = check.check(rs, [], state)
+        if counts.get("known_g7"):
+            out.add(key)
+    return out
 
 
 def main(argv):
     root = argv[1]
     runs = collections.defaultdict(set)
+    applied = collections.Counter()
     ops_in = collections.Counter()
     anom = collections.Counter()
     second = collections.Counter()
-    total = collections.Counter()
-    topo_runs = collections.Counter()
-    workloads = set()
+    g7 = collections.Counter()
+    totals = collections.Counter()
+    nruns = collections.Counter()
     for name in sorted(os.listdir(root)):
         d = os.path.join(root, name)
         if not os.path.exists(os.path.join(d, "state.json")):
             continue
-        res = json.load(open(os.path.join(d, "result.json")))
-        topo = res["topology"]
-        topo_runs[topo] += 1
         ops, events, state = check.load(d)
+        topo = state.get("topology") or json.load(
+            open(os.path.join(d, "result.json")))["topology"]
+        nruns[topo] += 1
         wins = check.windows_of(events)
-        found = check.check(ops, events, state)[0]
-        bad = {(a["workload"], a["key"]) for a in found}
-        keys_in = collections.defaultdict(set)
+        bad = {(a["workload"], a["key"])
+               for a in check.check(ops, events, state)[0]}
+        by_key = collections.defaultdict(list)
         for r in ops:
-            workloads.add(r["op"])
-            total[(topo, r["op"])] += 1
-            for s, e, k in wins:
-                if r["t0"] <= e and r["t1"] >= s:
-                    ops_in[(topo, k, r["op"])] += 1
-                    keys_in[(k, r["op"])].add(r["key"])
+            by_key[(r["op"], r["key"])].append(r)
+        g7k = g7_keys(by_key, state)
         for s, e, k in wins:
-            for w in workloads:
-                runs[(topo, k, w)].add(name)
-        for (k, w), keys in keys_in.items():
-            anom[(topo, k, w)] += len({(w, x) for x in keys} & bad)
-            if w in TWO_PHASE:
-                second[(topo, k, w)] += sum(
-                    max(0, len(state[w].get(x, [])) - 1) for x in keys)
-    print("| topology | nemesis | workload | runs | operations while on "
-          "| anomalies | second executions (two-phase, allowed) |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for (topo, k, w) in sorted(runs):
-        print("| %s | %s | %s | %d | %d | %d | %s |" % (
-            topo, k, w, len(runs[(topo, k, w)]), ops_in[(topo, k, w)],
-            anom[(topo, k, w)],
-            second[(topo, k, w)] if w in TWO_PHASE else "-"))
-    for topo in sorted(topo_runs):
-        print("%s: %d runs, %s operations" % (
-            topo, topo_runs[topo],
-            ", ".join("%s %d" % (w, total[(topo, w)])
-                      for w in sorted(workloads))))
+            runs[(topo, k)].add(name)
+            applied[(topo, k)] += 1
+        for (w, key), rs in by_key.items():
+            kinds = set()
+            for r in rs:
+                totals[(topo, w)] += 1
+                on = {k for s, e, k in wins if r["t0"] <= e and r["t1"] >= s}
+                for k in on or {"none"}:
+                    ops_in[(topo, k, w)] += 1
+                kinds |= on or {"none"}
+            for k in kinds:
+                runs[(topo, k)].add(name)
+                if (w, key) in bad:
+                    anom[(topo, k)] += 1
+                if w in TWO_PHASE:
+                    second[(topo, k)] += max(
+                        0, len(state[w].get(key, [])) - 1)
+                if key in g7k:
+                    g7[(topo, k)] += 1
+    print("| topology | nemesis | runs | applied | %s | anomalies | second "
+          "two-phase executions (allowed) | G7 charges |" %
+          " | ".join(WORKLOADS))
+    print("| --- | --- | --- | --- | %s | --- | --- | --- |" %
+          " | ".join("---" for _ in WORKLOADS))
+    for topo, k in sorted(runs, key=lambda x: (x[0], x[1] == "none", x[1])):
+        print("| %s | %s | %d | %s | %s | %d | %d | %d |" % (
+            topo, k, len(runs[(topo, k)]),
+            applied[(topo, k)] if k != "none" else "-",
+            " | ".join(str(ops_in[(topo, k, w)]) for w in WORKLOADS),
+            anom[(topo, k)], second[(topo, k)], g7[(topo, k)]))
+    for topo in sorted(nruns):
+        print("\n%s: %d runs, operations: %s" % (
+            topo, nruns[topo], ", ".join("%s %d" % (w, totals[(topo, w)])
+                                         for w in WORKLOADS)))
     return 0
 
 
