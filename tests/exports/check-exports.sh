@@ -1,8 +1,10 @@
 #!/bin/sh
 # The dynamic symbols of libidemfcgi are exactly its API (jansson's
 # check-exports): the list below, which must also be what idemfcgi.h and
-# idemfcgi_mysql.h mark IDEM_API, and what idemfcgi exports to plugins.  Adding a function to the API is a
-# deliberate edit of this list (and of libidemfcgi's -version-info).
+# idemfcgi_mysql.h mark IDEM_API, what idemfcgi exports to plugins and what
+# debian/libidemfcgi1.symbols lists.  Adding a function to the API is a
+# deliberate edit of this list, of the symbols file and of libidemfcgi's
+# -version-info.
 set -eu
 : "${IDEM_BUILDDIR:?}" "${IDEM_SRCDIR:?}"
 tmp=$(mktemp -d)
@@ -59,7 +61,7 @@ idem_route_set
 idem_strerror
 LIST
 
-echo "1..3"
+echo "1..4"
 lib="$IDEM_BUILDDIR/.libs/libidemfcgi.so"
 nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBRVWiu]$/ { print $3 }' |
 	sort > "$tmp/exported"
@@ -92,5 +94,16 @@ if diff -u "$tmp/expected" "$tmp/server" > "$tmp/diff"; then
 	echo "ok 3 - idemfcgi exports the whole API to its plugins"
 else
 	echo "not ok 3 - idemfcgi's exported API differs from the API"
+	sed 's/^/# /' "$tmp/diff"
+fi
+
+# the Debian symbols file names the same functions (dpkg-gensymbols fails
+# the package build on any difference; this finds it in make check)
+sed -n 's/^ \(idem_[A-Za-z0-9_]*\)@Base .*/\1/p' \
+	"$IDEM_SRCDIR/debian/libidemfcgi1.symbols" | sort > "$tmp/symbols"
+if diff -u "$tmp/expected" "$tmp/symbols" > "$tmp/diff"; then
+	echo "ok 4 - debian/libidemfcgi1.symbols lists exactly the API"
+else
+	echo "not ok 4 - debian/libidemfcgi1.symbols differs from the API"
 	sed 's/^/# /' "$tmp/diff"
 fi
