@@ -46,6 +46,10 @@ typedef enum idem_store_kind {
 	IDEM_STORE_MYSQL
 } idem_store_kind;
 #define IDEM_STORE__MAX (IDEM_STORE_MYSQL + 1)
+
+/* The most requests one batched statement of the MySQL store carries
+ * ([mysql] batch-rows). */
+#define IDEM_BATCH_ROWS_MAX 64
 extern const char *const idem_store_names[IDEM_STORE__MAX];
 
 /* The names of idem_policy (idemfcgi.h), indexed by it: "default", "off",
@@ -181,6 +185,9 @@ typedef struct idem_config {
 	                                 * the host list */
 	uint64_t mysql_replay_cache;    /* bytes of committed answers kept
 	                                 * per process; 0: none */
+	int mysql_batch;                /* group concurrent reservations and
+	                                 * commits into one statement */
+	unsigned mysql_batch_rows;      /* most requests in one statement */
 
 	/* [metrics] */
 	int metrics_enabled;

@@ -157,6 +157,9 @@ static const idem_key_def keys[] = {
 	    .min = 1000, .max = 86400000, .def = "30s" },
 	{ "mysql", "replay-cache", T(size), FIELD(mysql_replay_cache),
 	    .min = 0, .max = 1ULL << 40, .def = "8m" },
+	{ "mysql", "batch", T(bool), FIELD(mysql_batch), .def = "true" },
+	{ "mysql", "batch-rows", T(uint), FIELD(mysql_batch_rows), .min = 2,
+	    .max = IDEM_BATCH_ROWS_MAX, .def = "16" },
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 

@@ -259,6 +259,11 @@ disconnect(idem_mysql_pool *p, idem_mysql_conn *c)
 			mysql_stmt_close(c->stmts[i]);
 			c->stmts[i] = NULL;
 		}
+	for (i = 0; i < IDEM_MYSQL_LAZY_MAX; i++)
+		if (c->lazy[i] != NULL) {
+			mysql_stmt_close(c->lazy[i]);
+			c->lazy[i] = NULL;
+		}
 	if (c->m != NULL)
 		mysql_close(c->m);
 	c->m = NULL;
@@ -655,6 +660,26 @@ MYSQL_STMT *
 idem_mysql_stmt(idem_mysql_conn *c, size_t i)
 {
 	return i < c->pool->nsql ? c->stmts[i] : NULL;
+}
+
+MYSQL_STMT *
+idem_mysql_lazy_stmt(idem_mysql_conn *c, size_t slot, const char *sql)
+{
+	MYSQL_STMT *st;
+
+	if (slot >= IDEM_MYSQL_LAZY_MAX || c->m == NULL)
+		return NULL;
+	if (c->lazy[slot] != NULL)
+		return c->lazy[slot];
+	if ((st = mysql_stmt_init(c->m)) == NULL)
+		return NULL;
+	if (mysql_stmt_prepare(st, sql, strlen(sql)) != 0) {
+		idem_mysql_check(c, mysql_stmt_errno(st));
+		idem_mysql_log_error(c->pool, "prepare", st);
+		mysql_stmt_close(st);
+		return NULL;
+	}
+	return c->lazy[slot] = st;
 }
 
 idem_err

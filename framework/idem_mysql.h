@@ -21,11 +21,15 @@
 
 /* Most extra statements a pool takes (idem_mysql_pool_extra). */
 #define IDEM_MYSQL_EXTRA_MAX 16
+/* Slots of statements a connection prepares when first asked
+ * (idem_mysql_lazy_stmt). */
+#define IDEM_MYSQL_LAZY_MAX 192
 
 struct idem_mysql_conn {
 	MYSQL *m;                /* NULL until connected */
 	MYSQL_STMT **stmts;      /* prepared, in the order given to the pool */
 	MYSQL_STMT **extra;      /* the pool's extra statements, after them */
+	MYSQL_STMT *lazy[IDEM_MYSQL_LAZY_MAX]; /* idem_mysql_lazy_stmt's */
 	int broken;              /* close when given back */
 	int tx_mode;             /* autocommit is off (idem_mysql_tx_mode) */
 	int rolled_back;         /* a statement met a deadlock (1213): the
@@ -123,6 +127,17 @@ idem_mysql_conn *idem_mysql_take(idem_mysql_pool *p);
  * 0, or -1 (c marked broken when the connection is lost).
  */
 int idem_mysql_tx_mode(idem_mysql_conn *c);
+
+/*
+ * Statement slot (below IDEM_MYSQL_LAZY_MAX) of c, prepared from sql
+ * (borrowed; the same text for a slot every time) the first time it is
+ * asked for on this connection and closed with it: for statements a pool
+ * needs in many shapes and uses few of (the store's batches, one per
+ * number of rows).  Returns it, or NULL after logging the prepare's error
+ * (c marked broken when that lost the connection).
+ */
+MYSQL_STMT *idem_mysql_lazy_stmt(idem_mysql_conn *c, size_t slot,
+    const char *sql);
 
 /* Closes c and connects it again (statements prepared, autocommit on).
  * Returns 0, or -1 (logged, c left unconnected). */

@@ -139,8 +139,13 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 			idem_my_backoff(attempt - 1);
 		/* what an earlier round found is not this one's record */
 		idem_progress_clear(&out->progress);
-		idem_my_p_insert(&p, &a);
-		if ((err = idem_my_exec_count(ms, S_INSERT, &p, &n, &retried)) != IDEM_OK)
+		if (attempt == 0)
+			err = idem_my_batch_insert(ms, &a, &n, &retried);
+		else {
+			idem_my_p_insert(&p, &a);
+			err = idem_my_exec_count(ms, S_INSERT, &p, &n, &retried);
+		}
+		if (err != IDEM_OK)
 			return err;
 		if (n == 1) {
 			out->outcome = IDEM_RESERVE_ACQUIRED;
@@ -302,8 +307,8 @@ owned(mysql_store *ms, int i, params *p, idem_store_req *rq)
  * bytes.  Returns what owned returns, IDEM_ERR_TOO_LARGE also when the
  * server dropped the connection on a packet over its limit (that looks
  * like an outage; the reconnect read the new limit). */
-static idem_err
-owned_answer(mysql_store *ms, int i, params *p, idem_store_req *rq,
+idem_err
+idem_my_owned_answer(mysql_store *ms, int i, params *p, idem_store_req *rq,
     uint64_t size)
 {
 	idem_err err = owned(ms, i, p, rq);
@@ -317,15 +322,12 @@ static idem_err
 my_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 {
 	mysql_store *ms = (mysql_store *)s;
-	long long status = resp->status;
 	long long life_us = (long long)rq->policy->lifetime_ms * 1000;
 	uint64_t size = (uint64_t)resp->headers_len + resp->body_len;
-	params p;
 
 	if (idem_my_over_packet(ms, size))
 		return IDEM_ERR_TOO_LARGE;
-	idem_my_p_answer(&p, &status, resp, &life_us);
-	return owned_answer(ms, S_COMMIT, &p, rq, size);
+	return idem_my_batch_commit(ms, rq, resp, &life_us, size);
 }
 
 /* Deletes rq's record, or pauses it when it has progress: the one the
@@ -385,7 +387,7 @@ my_resolve(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 	    resp->headers_len);
 	idem_my_p_blob(&p, resp->body != NULL ? resp->body : "",
 	    resp->body_len);
-	return owned_answer(ms, S_RESOLVE, &p, rq, size);
+	return idem_my_owned_answer(ms, S_RESOLVE, &p, rq, size);
 }
 
 static idem_err
@@ -437,6 +439,7 @@ my_close(idem_store *s)
 
 	idem_mysql_pool_free(ms->pool);
 	idem_replay_cache_free(ms->cache);
+	idem_my_batch_free(ms->batch);
 	free(ms);
 }
 
@@ -573,7 +576,8 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	}
 	if ((err = set_limits(ms)) != IDEM_OK ||
 	    (err = idem_replay_cache_new(cfg->mysql_replay_cache, &ms->cache))
-	    != IDEM_OK) {
+	    != IDEM_OK || (cfg->mysql_batch &&
+	    (err = idem_my_batch_new(cfg, ms->pool, &ms->batch)) != IDEM_OK)) {
 		my_close(&ms->base);
 		return err;
 	}

@@ -6,6 +6,8 @@
  *   idem_store_mysql.c        the request-path operations (reserve,
  *                             commit, release, renew, purge), the
  *                             owner-checked resolve, and opening
+ *   idem_store_mysql_batch.c  group commit: concurrent reservations'
+ *                             INSERTs and commits in one statement
  *   idem_store_mysql_tx.c     the operations of transactional routes
  *   idem_store_mysql_admin.c  the operations of idemfcgi-admin and the
  *                             gauges (lookup, census, stats, the records
@@ -126,9 +128,12 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     "idempotency_keys WHERE state = 'unknown' ORDER BY lease_at, " \
     "scope_hash, idem_key LIMIT ?"
 
+typedef struct idem_my_batch idem_my_batch;
+
 typedef struct mysql_store {
 	idem_store base;
 	idem_mysql_pool *pool;
+	idem_my_batch *batch;        /* NULL: [mysql] batch = false */
 	idem_replay_cache *cache;    /* committed answers; NULL: none */
 	/* sql with S_INSERT bounded by inflight-wait (see lock_wait_insert):
 	 * the statements of the pool */
@@ -257,6 +262,39 @@ idem_err
 idem_my_fetch_one(mysql_store *ms, int i, params *p, MYSQL_BIND *res, int *found);
 idem_err
 idem_my_select_ints(mysql_store *ms, int i, long long *a, long long *b2);
+
+/* idem_store_mysql.c: the owner-checked commit of an answer of size
+ * bytes (statement i, S_COMMIT or S_RESOLVE, with p's first parameters) */
+idem_err
+idem_my_owned_answer(mysql_store *ms, int i, params *p, idem_store_req *rq,
+    uint64_t size);
+
+/* idem_store_mysql_batch.c */
+/* The batcher of a store made from cfg ([mysql] batch-rows, causal-reads)
+ * over pool, whose server it asks (and logs) whether it can batch
+ * reservations.  Returns IDEM_OK with *out (free with idem_my_batch_free)
+ * or IDEM_ERR_NOMEM. */
+idem_err
+idem_my_batch_new(const idem_config *cfg, idem_mysql_pool *pool,
+    idem_my_batch **out);
+void
+idem_my_batch_free(idem_my_batch *b);
+/* The first INSERT of a's reserve, in a batch when others reserve at the
+ * same time: as idem_my_exec_count(S_INSERT) it returns IDEM_OK with
+ * *inserted 1 (the row is ours) or 0 (the key is there: read it), or the
+ * error of the request's own statement. */
+idem_err
+idem_my_batch_insert(mysql_store *ms, const reserve_args *a,
+    unsigned long long *inserted, int *retried);
+/* The commit of rq's answer resp (size bytes of headers and body, its
+ * lifetime *life_us), in a batch when others commit at the same time.
+ * Returns what a commit on its own returns: IDEM_OK,
+ * IDEM_ERR_NOT_FOUND (fenced), IDEM_ERR_TOO_LARGE, IDEM_ERR_BUSY or
+ * IDEM_ERR_STORE. */
+idem_err
+idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
+    const idem_stored_response *resp, const long long *life_us,
+    uint64_t size);
 
 /* idem_store_mysql_admin.c */
 idem_err

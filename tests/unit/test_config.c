@@ -735,6 +735,8 @@ expect_defaults(const idem_config *cfg)
 	cr_expect_eq(cfg->mysql_connect_timeout, 2000);
 	cr_expect_eq(cfg->mysql_read_timeout, 5000);
 	cr_expect_eq(cfg->mysql_write_timeout, 5000);
+	cr_expect_eq(cfg->mysql_batch, 1);
+	cr_expect_eq(cfg->mysql_batch_rows, 16);
 	/* [metrics] */
 	cr_expect_eq(cfg->metrics_enabled, 0);
 	cr_expect_str_eq(cfg->metrics_path, "/metrics");
@@ -791,6 +793,11 @@ Test(config, range_messages)
 	    "100000000");
 	refused("[mysql]\nport = 65536\n", "expected a whole number from 1 to "
 	    "65535");
+	refused("[mysql]\nbatch-rows = 1\n", "expected a whole number from 2 to "
+	    "64");
+	refused("[mysql]\nbatch-rows = 65\n", "expected a whole number from 2 "
+	    "to 64");
+	refused("[mysql]\nbatch = sometimes\n", "[mysql] batch");
 	refused("[mysql]\nhost =\n", "[mysql] host: bad value \"\": an empty "
 	    "value");
 	refused("[idempotency]\nrequired = 2\n", "expected true or false");
