@@ -84,6 +84,7 @@ typedef struct member {
 typedef struct lane {
 	member *head, **tail;    /* the queue */
 	int busy;                /* a statement is in flight */
+	pthread_cond_t changed;  /* busy cleared, results set */
 	unsigned gather;         /* tests: the next statement waits for this
 	                          * many requests */
 	/* the leader's, while busy */
@@ -94,7 +95,6 @@ typedef struct lane {
 
 struct idem_my_batch {
 	pthread_mutex_t lock;
-	pthread_cond_t changed;
 	unsigned max_rows;
 	int causal;              /* [mysql] causal-reads */
 	atomic_int can_insert;   /* the server has INSERT ... RETURNING: 1
@@ -180,9 +180,10 @@ idem_my_batch_new(const idem_config *cfg, idem_mysql_pool *pool,
 	b->causal = cfg->mysql_causal_reads;
 	atomic_init(&b->can_insert, -1);
 	pthread_mutex_init(&b->lock, NULL);
-	pthread_cond_init(&b->changed, NULL);
 	for (w = 0; w < NLANES; w++) {
 		lane *l = &b->lanes[w];
+
+		pthread_cond_init(&l->changed, NULL);
 
 		l->tail = &l->head;
 		l->binds = calloc((size_t)b->max_rows * COMMIT_PARAMS,
@@ -220,12 +221,12 @@ idem_my_batch_free(idem_my_batch *b)
 	for (w = 0; w < NLANES; w++) {
 		free(b->lanes[w].binds);
 		free(b->lanes[w].rows);
+		pthread_cond_destroy(&b->lanes[w].changed);
 	}
 	for (w = 0; w < NKINDS; w++)
 		for (n = 0; n <= IDEM_BATCH_ROWS_MAX; n++)
 			free(b->sql[w][n]);
 	pthread_mutex_destroy(&b->lock);
-	pthread_cond_destroy(&b->changed);
 	free(b);
 }
 
@@ -625,8 +626,10 @@ submit(mysql_store *ms, int which, member *m)
 	*l->tail = m;
 	l->tail = &m->next;
 	while (m->result == M_QUEUED) {
-		for (queued = 0, q = l->head; q != NULL; q = q->next)
-			queued++;
+		queued = 0;
+		if (l->gather > 0)
+			for (q = l->head; q != NULL; q = q->next)
+				queued++;
 		if (!l->busy && l->gather > 0 && queued < l->gather) {
 			/* tests: wait for the requests asked for */
 			if (gather_until == 0)
@@ -645,7 +648,7 @@ submit(mysql_store *ms, int which, member *m)
 			for (i = 0; i < n; i++)
 				l->rows[i]->result = res[i];
 			l->busy = 0;
-			pthread_cond_broadcast(&b->changed);
+			pthread_cond_broadcast(&l->changed);
 			continue;
 		}
 		if (gather_until != 0) {
@@ -657,9 +660,9 @@ submit(mysql_store *ms, int which, member *m)
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000L;
 			}
-			pthread_cond_timedwait(&b->changed, &b->lock, &ts);
+			pthread_cond_timedwait(&l->changed, &b->lock, &ts);
 		} else
-			pthread_cond_wait(&b->changed, &b->lock);
+			pthread_cond_wait(&l->changed, &b->lock);
 	}
 	pthread_mutex_unlock(&b->lock);
 	return m->result;
