@@ -53,8 +53,7 @@
 #define BATCH_ANSWER_MAX (16 * 1024)
 /* The most a test's gather waits for the requests it asked for (ms). */
 #define GATHER_MAX_MS 10000
-/* Parameters of one row: of the INSERT, of the UPDATE. */
-#define INSERT_PARAMS 6
+/* Parameters of one row of the UPDATE, the most of the lanes'. */
 #define COMMIT_PARAMS 11
 
 /* The lanes, and the kinds of statement they send (by number of rows):
@@ -105,12 +104,24 @@ struct idem_my_batch {
 
 static int can_insert(idem_my_batch *b, idem_mysql_conn *c);
 
+/* Appends to s (len of size bytes used) the n terms each naming a row by
+ * key and owner, joined by OR, in parentheses.  Returns the new len. */
+static size_t
+owned_terms(char *s, size_t len, size_t size, unsigned n)
+{
+	unsigned i;
+
+	len += (size_t)snprintf(s + len, size - len, "(");
+	for (i = 0; i < n; i++)
+		len += (size_t)snprintf(s + len, size - len, "%s" OWNED_TERM,
+		    i > 0 ? " OR " : "");
+	return len + (size_t)snprintf(s + len, size - len, ")");
+}
+
 /* The text of the lane's statement of n rows, or NULL (no memory). */
 static char *
 batch_sql(int which, unsigned n, int causal)
 {
-	static const char *const insert_row = "(?, ?, ?, 'in_flight', ?, ?, "
-	    NOW ", " NOW ", " NOW " + INTERVAL ? MICROSECOND)";
 	static const char *const cases[] = { "status", "headers", "body" };
 	size_t size = 512 + (size_t)n * 200;
 	char *s = malloc(size);
@@ -121,22 +132,18 @@ batch_sql(int which, unsigned n, int causal)
 		return NULL;
 	if (which == K_HELD) {
 		len = (size_t)snprintf(s, size, "SELECT scope_hash, idem_key, "
-		    "owner FROM idempotency_keys WHERE (");
-		for (i = 0; i < n; i++)
-			len += (size_t)snprintf(s + len, size - len, "%s(" PK
-			    " AND owner = ?)", i > 0 ? " OR " : "");
-		snprintf(s + len, size - len, ") AND " HELD);
+		    "owner FROM idempotency_keys WHERE ");
+		len = owned_terms(s, len, size, n);
+		snprintf(s + len, size - len, " AND " HELD);
 		return s;
 	}
 	if (which == LANE_INSERT) {
 		len = (size_t)snprintf(s, size, "SET STATEMENT "
-		    "innodb_lock_wait_timeout = 0%s FOR INSERT IGNORE INTO "
-		    "idempotency_keys (scope_hash, idem_key, fingerprint, state, "
-		    "owner, request_id, reserved_at, lease_at, expires_at) VALUES ",
+		    "innodb_lock_wait_timeout = 0%s FOR " INSERT_HEAD,
 		    causal ? ", wsrep_sync_wait = 4" : "");
 		for (i = 0; i < n; i++)
-			len += (size_t)snprintf(s + len, size - len, "%s%s",
-			    i > 0 ? ", " : "", insert_row);
+			len += (size_t)snprintf(s + len, size - len, "%s"
+			    INSERT_ROW, i > 0 ? ", " : "");
 		if (n > 1)
 			snprintf(s + len, size - len, " RETURNING scope_hash, "
 			    "idem_key, owner");
@@ -154,11 +161,9 @@ batch_sql(int which, unsigned n, int causal)
 		len += (size_t)snprintf(s + len, size - len, c < 3 ? " END" :
 		    " END) MICROSECOND");
 	}
-	len += (size_t)snprintf(s + len, size - len, " WHERE (");
-	for (i = 0; i < n; i++)
-		len += (size_t)snprintf(s + len, size - len, "%s(" PK " AND "
-		    "owner = ?)", i > 0 ? " OR " : "");
-	snprintf(s + len, size - len, ") AND " HELD);
+	len += (size_t)snprintf(s + len, size - len, " WHERE ");
+	len = owned_terms(s, len, size, n);
+	snprintf(s + len, size - len, " AND " HELD);
 	return s;
 }
 
@@ -271,6 +276,22 @@ bind_owner(MYSQL_BIND *b, const idem_store_req *rq)
 	bind_blob(b, rq->owner, strlen(rq->owner), MYSQL_TYPE_STRING);
 }
 
+/* Binds at b the parameters of owned_terms for the n rows of l: each
+ * row's key and owner. */
+static void
+bind_owned_terms(MYSQL_BIND *b, const lane *l, unsigned n)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		const idem_store_req *rq = l->rows[i]->rq;
+
+		bind_blob(b++, rq->key.scope, 32, MYSQL_TYPE_BLOB);
+		bind_blob(b++, rq->key.key, rq->key.key_len, MYSQL_TYPE_BLOB);
+		bind_owner(b++, rq);
+	}
+}
+
 /* Binds the n rows of l for the lane's statement. */
 static void
 bind_rows(int which, lane *l, unsigned n)
@@ -316,13 +337,7 @@ bind_rows(int which, lane *l, unsigned n)
 		bind_owner(b, l->rows[i]->rq);
 		bind_ll(b + 1, l->rows[i]->life_us);
 	}
-	for (i = 0; i < n; i++) {
-		const idem_store_req *rq = l->rows[i]->rq;
-
-		bind_blob(b++, rq->key.scope, 32, MYSQL_TYPE_BLOB);
-		bind_blob(b++, rq->key.key, rq->key.key_len, MYSQL_TYPE_BLOB);
-		bind_owner(b++, rq);
-	}
+	bind_owned_terms(b, l, n);
 }
 
 /* Sets res[i] of the rows of l from the rows (scope_hash, idem_key,
@@ -465,17 +480,9 @@ static int
 read_held(mysql_store *ms, idem_mysql_conn *c, lane *l, unsigned n,
     int *held)
 {
-	MYSQL_BIND *b = l->binds;
 	MYSQL_STMT *st;
-	unsigned i;
 
-	for (i = 0; i < n; i++) {
-		const idem_store_req *rq = l->rows[i]->rq;
-
-		bind_blob(b++, rq->key.scope, 32, MYSQL_TYPE_BLOB);
-		bind_blob(b++, rq->key.key, rq->key.key_len, MYSQL_TYPE_BLOB);
-		bind_owner(b++, rq);
-	}
+	bind_owned_terms(l->binds, l, n);
 	if ((st = run_kind(ms, c, K_HELD, l, n)) == NULL)
 		return -1;
 	if (read_returned(c, st, l, n, held) != 0) {

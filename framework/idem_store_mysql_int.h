@@ -56,6 +56,17 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_RESOLVE_RELEASE_CAUSAL,
     NSTMT };
 
+/* A reservation's INSERT: its head, and the values of one row (a batch
+ * repeats them, idem_store_mysql_batch.c). */
+#define INSERT_HEAD "INSERT IGNORE INTO idempotency_keys (scope_hash, " \
+    "idem_key, fingerprint, state, owner, request_id, reserved_at, " \
+    "lease_at, expires_at) VALUES "
+#define INSERT_ROW "(?, ?, ?, 'in_flight', ?, ?, " NOW ", " NOW ", " NOW \
+    " + INTERVAL ? MICROSECOND)"
+/* The rows of an owner-checked batch, each "(" PK " AND owner = ?)",
+ * joined by OR (idem_store_mysql_batch.c). */
+#define OWNED_TERM "(" PK " AND owner = ?)"
+
 /* Galera's causal read: the statement waits until the node has applied
  * what the cluster committed before it (nothing without Galera). */
 #define CAUSAL "SET STATEMENT wsrep_sync_wait = 1 FOR "

@@ -20,10 +20,7 @@
 #include "idem_time.h"
 
 const char *const idem_my_sql[NSTMT] = {
-	[S_INSERT] = "INSERT IGNORE INTO idempotency_keys (scope_hash, "
-	    "idem_key, fingerprint, state, owner, request_id, reserved_at, "
-	    "lease_at, expires_at) VALUES (?, ?, ?, 'in_flight', ?, ?, " NOW
-	    ", " NOW ", " NOW " + INTERVAL ? MICROSECOND)",
+	[S_INSERT] = INSERT_HEAD INSERT_ROW,
 	[S_SELECT] = SELECT_ROW,
 	/* S_TAKEOVER and S_REUSE: the reservation rule's TAKE_OVER and REUSE
 	 * (idem_reserve_decide), made conditional on what was read */
