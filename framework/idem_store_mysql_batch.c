@@ -72,6 +72,7 @@ enum {
 
 typedef struct member {
 	struct member *next;
+	pthread_cond_t wake;                 /* result set, or may send */
 	idem_store_req *rq;                  /* borrowed */
 	const long long *life_us;            /* borrowed */
 	const idem_stored_response *resp;    /* commit: borrowed */
@@ -82,8 +83,8 @@ typedef struct member {
 
 typedef struct lane {
 	member *head, **tail;    /* the queue */
+	unsigned queued;         /* members in it */
 	int busy;                /* a statement is in flight */
-	pthread_cond_t changed;  /* busy cleared, results set */
 	unsigned gather;         /* tests: the next statement waits for this
 	                          * many requests */
 	/* the leader's, while busy */
@@ -188,8 +189,6 @@ idem_my_batch_new(const idem_config *cfg, idem_mysql_pool *pool,
 	for (w = 0; w < NLANES; w++) {
 		lane *l = &b->lanes[w];
 
-		pthread_cond_init(&l->changed, NULL);
-
 		l->tail = &l->head;
 		l->binds = calloc((size_t)b->max_rows * COMMIT_PARAMS,
 		    sizeof(*l->binds));
@@ -226,7 +225,6 @@ idem_my_batch_free(idem_my_batch *b)
 	for (w = 0; w < NLANES; w++) {
 		free(b->lanes[w].binds);
 		free(b->lanes[w].rows);
-		pthread_cond_destroy(&b->lanes[w].changed);
 	}
 	for (w = 0; w < NKINDS; w++)
 		for (n = 0; n <= IDEM_BATCH_ROWS_MAX; n++)
@@ -608,6 +606,7 @@ take_rows(mysql_store *ms, int which, lane *l)
 		l->rows[t++] = m;
 		total += m->size;
 	}
+	l->queued -= t;
 	/* the tail: the last member still queued */
 	l->tail = &l->head;
 	while (*l->tail != NULL)
@@ -615,63 +614,86 @@ take_rows(mysql_store *ms, int which, lane *l)
 	return t;
 }
 
+/* Whether a thread of lane l is to send its statement now: nothing is in
+ * flight and rows are queued (a test's gather: the rows it asked for, or
+ * *until passed).  Under the lock. */
+static int
+may_send(lane *l, uint64_t *until)
+{
+	if (l->busy || l->head == NULL)
+		return 0;
+	if (l->gather > 0) {
+		if (*until == 0)
+			*until = idem_now_ms() + GATHER_MAX_MS;
+		if (l->queued < l->gather && idem_now_ms() < *until)
+			return 0;
+		l->gather = 0;
+	}
+	return 1;
+}
+
+/* Sends lane which's statement with the rows at the head of its queue and
+ * hands each of them its result.  Called and returns under the lock, which
+ * it drops while the statement is in flight. */
+static void
+lead(mysql_store *ms, int which, lane *l)
+{
+	int res[IDEM_BATCH_ROWS_MAX];
+	unsigned n, i;
+
+	l->busy = 1;
+	n = take_rows(ms, which, l);
+	pthread_mutex_unlock(&ms->batch->lock);
+	send_rows(ms, which, l, n, res);
+	pthread_mutex_lock(&ms->batch->lock);
+	/* results are read under the lock; each waiter is woken alone */
+	for (i = 0; i < n; i++) {
+		l->rows[i]->result = res[i];
+		pthread_cond_signal(&l->rows[i]->wake);
+	}
+	l->busy = 0;
+	/* the lane is free: the first still queued sends next */
+	if (l->head != NULL)
+		pthread_cond_signal(&l->head->wake);
+}
+
 /* Queues m on lane which and returns its result once a statement that
  * carried it came back: sent by m's own thread when the lane is free
- * (with whatever queued meanwhile), else by whichever thread finds it
- * free first. */
+ * (with whatever queued meanwhile), else by the thread that finds it
+ * free or is woken first in the queue when it frees. */
 static int
 submit(mysql_store *ms, int which, member *m)
 {
 	idem_my_batch *b = ms->batch;
 	lane *l = &b->lanes[which];
 	uint64_t gather_until = 0;
-	int res[IDEM_BATCH_ROWS_MAX];
-	unsigned n, i, queued;
-	member *q;
+	struct timespec ts;
 
+	pthread_cond_init(&m->wake, NULL);
 	pthread_mutex_lock(&b->lock);
 	*l->tail = m;
 	l->tail = &m->next;
+	l->queued++;
 	while (m->result == M_QUEUED) {
-		queued = 0;
-		if (l->gather > 0)
-			for (q = l->head; q != NULL; q = q->next)
-				queued++;
-		if (!l->busy && l->gather > 0 && queued < l->gather) {
-			/* tests: wait for the requests asked for */
-			if (gather_until == 0)
-				gather_until = idem_now_ms() + GATHER_MAX_MS;
-			if (idem_now_ms() >= gather_until)
-				l->gather = 0;
-		}
-		if (!l->busy && (l->gather == 0 || queued >= l->gather)) {
-			l->busy = 1;
-			l->gather = 0;
-			n = take_rows(ms, which, l);
-			pthread_mutex_unlock(&b->lock);
-			send_rows(ms, which, l, n, res);
-			pthread_mutex_lock(&b->lock);
-			/* results are read under the lock */
-			for (i = 0; i < n; i++)
-				l->rows[i]->result = res[i];
-			l->busy = 0;
-			pthread_cond_broadcast(&l->changed);
+		if (may_send(l, &gather_until)) {
+			lead(ms, which, l);
 			continue;
 		}
-		if (gather_until != 0) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 50 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&l->changed, &b->lock, &ts);
-		} else
-			pthread_cond_wait(&l->changed, &b->lock);
+		if (gather_until == 0) {
+			pthread_cond_wait(&m->wake, &b->lock);
+			continue;
+		}
+		/* tests: a gather waits for its requests, not forever */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&m->wake, &b->lock, &ts);
 	}
 	pthread_mutex_unlock(&b->lock);
+	pthread_cond_destroy(&m->wake);
 	return m->result;
 }
 
