@@ -227,7 +227,10 @@ typedef struct idem_store_ops {
 	 * Stores the answer and marks the record committed with expiry now +
 	 * lifetime, only if it is in_flight and owned by rq's owner.  Returns
 	 * IDEM_OK, IDEM_ERR_NOT_FOUND when the owner no longer matches (the
-	 * record was taken over or released: nothing is changed),
+	 * record was taken over or released: nothing is changed; also a
+	 * second commit by the owner, except that the MySQL store may answer
+	 * IDEM_OK to one of the very answer already stored, which is then
+	 * true),
 	 * IDEM_ERR_TOO_LARGE when the store can never hold this answer (over
 	 * its limits, a column or a packet: nothing is changed, a smaller
 	 * answer may still be committed), IDEM_ERR_BUSY (contention: try

@@ -21,9 +21,10 @@
  *                 ... AND state IN ('in_flight', 'unknown'): the owner check
  *                 of every row, as a commit alone has it.  A statement
  *                 that updated as many rows as it named committed them all;
- *                 when it updated fewer, each request reads its own row and
- *                 commits on its own when its answer is not there, so a
- *                 fenced request stays fenced and no other is.
+ *                 when it updated fewer, each request reads its own row:
+ *                 held by its owner with its answer, it is done; else it
+ *                 commits on its own, so a fenced request stays fenced and
+ *                 no other is.
  *
  * A lane's statement never waits for a row lock (innodb_lock_wait_timeout
  * 0): one held row would stall every request behind it.  When the
@@ -56,9 +57,8 @@
 /* Parameters of one row of the UPDATE, the most of the lanes'. */
 #define COMMIT_PARAMS 11
 
-/* The lanes, and the kinds of statement they send (by number of rows):
- * a lane's own, and the commit lane's read of the rows held (K_HELD). */
-enum { LANE_INSERT, LANE_COMMIT, NLANES, K_HELD = NLANES, NKINDS };
+/* The lanes, each with its statement (by number of rows). */
+enum { LANE_INSERT, LANE_COMMIT, NLANES };
 
 /* What a lane's statement did for one request. */
 enum {
@@ -100,7 +100,7 @@ struct idem_my_batch {
 	atomic_int can_insert;   /* the server has INSERT ... RETURNING: 1
 	                          * yes, 0 no, -1 not known yet */
 	lane lanes[NLANES];
-	char *sql[NKINDS][IDEM_BATCH_ROWS_MAX + 1];  /* by number of rows */
+	char *sql[NLANES][IDEM_BATCH_ROWS_MAX + 1];  /* by number of rows */
 };
 
 static int can_insert(idem_my_batch *b, idem_mysql_conn *c);
@@ -131,13 +131,6 @@ batch_sql(int which, unsigned n, int causal)
 
 	if (s == NULL)
 		return NULL;
-	if (which == K_HELD) {
-		len = (size_t)snprintf(s, size, "SELECT scope_hash, idem_key, "
-		    "owner FROM idempotency_keys WHERE ");
-		len = owned_terms(s, len, size, n);
-		snprintf(s + len, size - len, " AND " HELD);
-		return s;
-	}
 	if (which == LANE_INSERT) {
 		len = (size_t)snprintf(s, size, "SET STATEMENT "
 		    "innodb_lock_wait_timeout = 0%s FOR " INSERT_HEAD,
@@ -151,7 +144,8 @@ batch_sql(int which, unsigned n, int causal)
 		return s;
 	}
 	len = (size_t)snprintf(s, size, "SET STATEMENT innodb_lock_wait_timeout "
-	    "= 0 FOR UPDATE idempotency_keys SET state = 'committed'");
+	    "= 0 FOR UPDATE idempotency_keys FORCE INDEX (PRIMARY) SET state = "
+	    "'committed'");
 	for (c = 0; c < 4; c++) {
 		len += (size_t)snprintf(s + len, size - len, c < 3 ?
 		    ", %s = CASE owner" : ", expires_at = " NOW " + INTERVAL "
@@ -196,7 +190,7 @@ idem_my_batch_new(const idem_config *cfg, idem_mysql_pool *pool,
 		if (l->binds == NULL || l->rows == NULL)
 			goto fail;
 	}
-	for (w = 0; w < NKINDS; w++)
+	for (w = 0; w < NLANES; w++)
 		for (n = 1; n <= b->max_rows; n++)
 			if ((b->sql[w][n] = batch_sql(w, n, b->causal)) == NULL)
 				goto fail;
@@ -226,7 +220,7 @@ idem_my_batch_free(idem_my_batch *b)
 		free(b->lanes[w].binds);
 		free(b->lanes[w].rows);
 	}
-	for (w = 0; w < NKINDS; w++)
+	for (w = 0; w < NLANES; w++)
 		for (n = 0; n <= IDEM_BATCH_ROWS_MAX; n++)
 			free(b->sql[w][n]);
 	pthread_mutex_destroy(&b->lock);
@@ -413,7 +407,7 @@ can_insert(idem_my_batch *b, idem_mysql_conn *c)
 	return can;
 }
 
-/* Executes the statement of kind (LANE_*, K_HELD) for n rows with l's
+/* Executes lane kind's statement for n rows with l's
  * binds on c.  Returns it, executed, or NULL (failed: c marked broken when
  * the connection was lost, other errors logged but a lock met). */
 static MYSQL_STMT *
@@ -471,72 +465,33 @@ send_inserts(mysql_store *ms, idem_mysql_conn *c, lane *l, unsigned n,
 	mysql_stmt_free_result(st);
 }
 
-/* Sets held[i] for the rows of l (n of them) that c's server holds in
- * flight (or unknown) for their owner now: what the UPDATE then names.
- * Returns 0, or -1 (the read failed). */
-static int
-read_held(mysql_store *ms, idem_mysql_conn *c, lane *l, unsigned n,
-    int *held)
-{
-	MYSQL_STMT *st;
-
-	bind_owned_terms(l->binds, l, n);
-	if ((st = run_kind(ms, c, K_HELD, l, n)) == NULL)
-		return -1;
-	if (read_returned(c, st, l, n, held) != 0) {
-		mysql_stmt_free_result(st);
-		return -1;
-	}
-	mysql_stmt_free_result(st);
-	return 0;
-}
-
-/* Sends the commit of the lane's n rows (l->rows, sorted and reordered
- * here) on c and sets res[i], what it did for l->rows[i].  One row: its
- * owner-checked UPDATE.  More: first the read of which rows are held by
- * their owners, then one UPDATE of those, so that a statement that updates
- * as many rows as it names tells each request its answer is stored, and a
- * row it did not name is the request's own business (fenced, or a
- * reservation this node has not applied yet). */
+/* Sends the commit of the lane's n rows (l->rows) on c and sets res[i],
+ * what it did for l->rows[i]: one owner-checked UPDATE of them all.  When
+ * it updated every row it named, each request's answer is stored; when
+ * fewer, which it updated is not known (a fenced row, a repeated commit,
+ * a reservation this node has not applied yet): each request finds out
+ * from its row. */
 static void
 send_commits(mysql_store *ms, idem_mysql_conn *c, lane *l, unsigned n,
     int *res)
 {
-	int held[IDEM_BATCH_ROWS_MAX];
-	unsigned i, m = 0;
 	MYSQL_STMT *st;
+	unsigned i;
 
-	if (n > 1) {
-		if (read_held(ms, c, l, n, held) != 0)
-			return;
-		/* the held rows first */
-		for (i = 0; i < n; i++)
-			if (held[i] == M_APPLIED) {
-				member *t = l->rows[m];
-
-				l->rows[m] = l->rows[i];
-				l->rows[i] = t;
-				held[i] = held[m];
-				held[m++] = M_APPLIED;
-			}
-		if (m == 0)
-			return;
-	} else
-		m = 1;
-	bind_rows(LANE_COMMIT, l, m);
-	if ((st = run_kind(ms, c, LANE_COMMIT, l, m)) != NULL) {
+	bind_rows(LANE_COMMIT, l, n);
+	if ((st = run_kind(ms, c, LANE_COMMIT, l, n)) != NULL) {
 		atomic_fetch_add(&l->statements, 1);
-		atomic_fetch_add(&l->carried, m);
+		atomic_fetch_add(&l->carried, n);
 	}
 	if (st == NULL || lost_answer(ms, c, S_COMMIT)) {
 		/* lost: it may have been applied */
-		for (i = 0; i < m; i++)
+		for (i = 0; i < n; i++)
 			res[i] = c->broken ? M_UNSURE : M_ALONE;
 		return;
 	}
-	for (i = 0; i < m; i++)
-		res[i] = mysql_stmt_affected_rows(st) == m ? M_APPLIED :
-		    m == 1 ? M_ALONE : M_UNSURE;
+	for (i = 0; i < n; i++)
+		res[i] = mysql_stmt_affected_rows(st) == n ? M_APPLIED :
+		    n == 1 ? M_ALONE : M_UNSURE;
 }
 
 /* Sends the lane's statement for its n rows (l->rows) and sets res[i],
@@ -723,6 +678,17 @@ idem_my_batch_insert(mysql_store *ms, const reserve_args *a,
 	return idem_my_exec_count(ms, S_INSERT, &p, inserted, retried);
 }
 
+/* Whether a and b are the same answer: status, headers and body. */
+static int
+same_answer(const idem_stored_response *a, const idem_stored_response *b)
+{
+	return a->status == b->status && a->headers_len == b->headers_len &&
+	    a->body_len == b->body_len &&
+	    (a->headers_len == 0 ||
+	    memcmp(a->headers, b->headers, a->headers_len) == 0) &&
+	    (a->body_len == 0 || memcmp(a->body, b->body, a->body_len) == 0);
+}
+
 idem_err
 idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
     const idem_stored_response *resp, const long long *life_us, uint64_t size)
@@ -748,12 +714,13 @@ idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
 	case M_APPLIED:
 		return IDEM_OK;
 	case M_UNSURE:
-		/* is the answer ours already?  Else the commit on its own
-		 * decides: done, or fenced */
+		/* is this answer stored already, under our owner?  Else the
+		 * commit on its own decides: done, or fenced */
 		if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, &rq->key,
 		    &rq->contended, &r)) != IDEM_OK)
 			return err;
-		ours = r.found && r.committed && strcmp(r.owner, rq->owner) == 0;
+		ours = r.found && r.committed &&
+		    strcmp(r.owner, rq->owner) == 0 && same_answer(&r.resp, resp);
 		idem_my_row_clear(&r);
 		if (ours)
 			return IDEM_OK;

@@ -227,8 +227,8 @@ Test(batch, one_statement_for_every_kind_of_key, .timeout = 60)
 	cr_expect_eq(c2.commit_statements - c1.commit_statements, 1,
 	    "the commits went in %llu statements",
 	    c2.commit_statements - c1.commit_statements);
-	cr_expect_eq(c2.commit_rows - c1.commit_rows, 4,
-	    "the commit statement named %llu rows (the 4 held)",
+	cr_expect_eq(c2.commit_rows - c1.commit_rows, 7,
+	    "the commit statement named %llu rows",
 	    c2.commit_rows - c1.commit_rows);
 	for (i = 0; i < 4; i++)
 		cr_expect_eq(cm[i].err, IDEM_OK, "commit %u: %d", i,
@@ -255,6 +255,63 @@ Test(batch, one_statement_for_every_kind_of_key, .timeout = 60)
 	cr_expect(rr.response.body_len == 5 &&
 	    memcmp(rr.response.body, "first", 5) == 0);
 	idem_reserve_result_clear(&rr);
+	idem_store_close(s);
+}
+
+/*
+ * A commit batch that updates fewer rows than it names leaves each
+ * request to its row: an answer now stored under its owner is done (the
+ * one this batch stored, and a repeat of the very answer stored before),
+ * a repeat with another answer is fenced and changes nothing.
+ */
+Test(batch, a_short_update_told_row_by_row, .timeout = 60)
+{
+	idem_store *s = open_batching(16, "");
+	static const char *const bodies[] = { "mine", "done", "new" };
+	idem_store_batch_counts c0, c1;
+	idem_reserve_result rr;
+	unsigned char fp7[32] = { 7 };
+	job r[3], cm[3];
+	unsigned i;
+
+	r[0] = reserve_job("short-new", 7, "a", 30000);
+	r[1] = reserve_job("short-same", 7, "b", 30000);
+	r[2] = reserve_job("short-other", 7, "c", 30000);
+	for (i = 0; i < 3; i++)
+		cr_assert_eq(reserve1(s, r[i].key, fp7, r[i].owner, 30000, &rr),
+		    IDEM_RESERVE_ACQUIRED);
+	/* b's and c's answers are stored before the batch */
+	for (i = 1; i < 3; i++) {
+		idem_store_key k = key_of(r[i].key);
+		idem_stored_response a = { .status = 201,
+		    .body = i == 1 ? "done" : "old", .body_len = i == 1 ? 4 : 3 };
+
+		cr_assert_eq(idem_store_commit(s, TEST_OWNED(&k, r[i].owner,
+		    60000), &a), IDEM_OK);
+	}
+	for (i = 0; i < 3; i++)
+		cm[i] = commit_job(&r[i], r[i].owner, bodies[i]);
+	cr_assert_eq(idem_store_mysql_batch_counts(s, &c0), 0);
+	run_batch(s, cm, 3);
+	cr_assert_eq(idem_store_mysql_batch_counts(s, &c1), 0);
+	cr_expect_eq(c1.commit_statements - c0.commit_statements, 1);
+	cr_expect_eq(c1.commit_rows - c0.commit_rows, 3);
+	cr_expect_eq(cm[0].err, IDEM_OK, "the new answer: %d", (int)cm[0].err);
+	cr_expect_eq(cm[1].err, IDEM_OK, "the same answer again: %d",
+	    (int)cm[1].err);
+	cr_expect_eq(cm[2].err, IDEM_ERR_NOT_FOUND, "another answer: %d",
+	    (int)cm[2].err);
+	for (i = 0; i < 3; i++) {
+		const char *want = i == 2 ? "old" : bodies[i];
+
+		cr_assert_eq(reserve1(s, r[i].key, fp7, "reader", 30000, &rr),
+		    IDEM_RESERVE_COMMITTED);
+		cr_expect(rr.response.body_len == strlen(want) &&
+		    memcmp(rr.response.body, want, strlen(want)) == 0,
+		    "key %s holds %.*s, not %s", r[i].key,
+		    (int)rr.response.body_len, rr.response.body, want);
+		idem_reserve_result_clear(&rr);
+	}
 	idem_store_close(s);
 }
 
