@@ -689,6 +689,26 @@ same_answer(const idem_stored_response *a, const idem_stored_response *b)
 	    (a->body_len == 0 || memcmp(a->body, b->body, a->body_len) == 0);
 }
 
+/* Whether rq's record holds resp, committed under rq's owner (a causal
+ * read).  Returns IDEM_OK (it does), IDEM_ERR_NOT_FOUND (it does not), or
+ * the read's error. */
+static idem_err
+answer_stored(mysql_store *ms, idem_store_req *rq,
+    const idem_stored_response *resp)
+{
+	idem_err err;
+	int ours;
+	row r;
+
+	if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, &rq->key,
+	    &rq->contended, &r)) != IDEM_OK)
+		return err;
+	ours = r.found && r.committed && strcmp(r.owner, rq->owner) == 0 &&
+	    same_answer(&r.resp, resp);
+	idem_my_row_clear(&r);
+	return ours ? IDEM_OK : IDEM_ERR_NOT_FOUND;
+}
+
 idem_err
 idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
     const idem_stored_response *resp, const long long *life_us, uint64_t size)
@@ -696,9 +716,8 @@ idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
 	long long status = resp->status;
 	member m;
 	params p;
-	row r;
 	idem_err err;
-	int ours;
+	int result;
 
 	if (ms->batch == NULL || size > BATCH_ANSWER_MAX) {
 		idem_my_p_answer(&p, &status, resp, life_us);
@@ -710,24 +729,24 @@ idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
 	m.resp = resp;
 	m.status = status;
 	m.size = size;
-	switch (submit(ms, LANE_COMMIT, &m)) {
+	switch (result = submit(ms, LANE_COMMIT, &m)) {
 	case M_APPLIED:
 		return IDEM_OK;
 	case M_UNSURE:
 		/* is this answer stored already, under our owner?  Else the
 		 * commit on its own decides: done, or fenced */
-		if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, &rq->key,
-		    &rq->contended, &r)) != IDEM_OK)
+		if ((err = answer_stored(ms, rq, resp)) != IDEM_ERR_NOT_FOUND)
 			return err;
-		ours = r.found && r.committed &&
-		    strcmp(r.owner, rq->owner) == 0 && same_answer(&r.resp, resp);
-		idem_my_row_clear(&r);
-		if (ours)
-			return IDEM_OK;
 		break;
 	}
 	idem_my_p_answer(&p, &status, resp, life_us);
-	return idem_my_owned_answer(ms, S_COMMIT, &p, rq, size);
+	err = idem_my_owned_answer(ms, S_COMMIT, &p, rq, size);
+	/* a batch whose connection was lost may still have been running on
+	 * the server when the row was read: then the commit alone waited for
+	 * it and found the row committed, by that batch, with this answer */
+	if (err == IDEM_ERR_NOT_FOUND && result == M_UNSURE)
+		err = answer_stored(ms, rq, resp);
+	return err;
 }
 
 int

@@ -316,6 +316,52 @@ Test(batch, a_short_update_told_row_by_row, .timeout = 60)
 }
 
 /*
+ * A commit batch still running on the server when its connection times
+ * out: each request reads its row before the batch is applied (still in
+ * flight), then commits alone; that commit waits for the batch's row lock
+ * and finds the row committed by the batch, with this very answer.  The
+ * request is told its answer is stored, not that it was fenced.
+ */
+Test(batch, a_batch_applied_after_its_connection_timed_out, .timeout = 60)
+{
+	idem_store *s = open_batching(8, "");
+	static const char *const bodies[] = { "mine-a", "mine-b" };
+	idem_reserve_result rr;
+	unsigned char fp7[32] = { 7 };
+	job r[2], cm[2];
+	mariadb m;
+	unsigned i;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	r[0] = reserve_job("late-a", 7, "late.a", 30000);
+	r[1] = reserve_job("late-b", 7, "late.b", 30000);
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(reserve1(s, r[i].key, fp7, r[i].owner, 30000, &rr),
+		    IDEM_RESERVE_ACQUIRED);
+	/* the batch's UPDATE of late-a outlasts the read timeout (2 s) */
+	free(mariadb_sql(&m, "DROP TRIGGER IF EXISTS batch_slow_commit"));
+	free(mariadb_sql(&m, "CREATE TRIGGER batch_slow_commit BEFORE UPDATE "
+	    "ON idempotency_keys FOR EACH ROW SET @d = IF(OLD.owner = "
+	    "'late.a' AND NEW.state = 'committed', SLEEP(2.5), 0)"));
+	for (i = 0; i < 2; i++)
+		cm[i] = commit_job(&r[i], r[i].owner, bodies[i]);
+	run_batch(s, cm, 2);
+	free(mariadb_sql(&m, "DROP TRIGGER batch_slow_commit"));
+	for (i = 0; i < 2; i++) {
+		cr_expect_eq(cm[i].err, IDEM_OK, "%s: its answer is stored, the "
+		    "store said %d", r[i].key, (int)cm[i].err);
+		cr_assert_eq(reserve1(s, r[i].key, fp7, "reader", 30000, &rr),
+		    IDEM_RESERVE_COMMITTED);
+		cr_expect(rr.response.body_len == strlen(bodies[i]) &&
+		    memcmp(rr.response.body, bodies[i], strlen(bodies[i])) == 0,
+		    "key %s holds %.*s", r[i].key, (int)rr.response.body_len,
+		    rr.response.body);
+		idem_reserve_result_clear(&rr);
+	}
+	idem_store_close(s);
+}
+
+/*
  * A batch applied whose answer is lost with its connection: every
  * request it carried sends its own statement on a new connection and
  * recognises its row (reservations ACQUIRED, each under its own owner;
