@@ -333,8 +333,8 @@ bind_rows(int which, lane *l, unsigned n)
 }
 
 /* Sets res[i] of the rows of l from the rows (scope_hash, idem_key,
- * owner) that st returned: applied for those it returned, missed for the
- * others (an INSERT ... RETURNING: those it inserted).  Returns 0, or -1 (a fetch
+ * owner) that st, an INSERT ... RETURNING, returned (those it inserted):
+ * applied for those, missed for the others.  Returns 0, or -1 (a fetch
  * failed). */
 static int
 read_returned(idem_mysql_conn *c, MYSQL_STMT *st, lane *l, unsigned n,
@@ -407,9 +407,9 @@ can_insert(idem_my_batch *b, idem_mysql_conn *c)
 	return can;
 }
 
-/* Executes lane kind's statement for n rows with l's
- * binds on c.  Returns it, executed, or NULL (failed: c marked broken when
- * the connection was lost, other errors logged but a lock met). */
+/* Executes lane kind's statement for n rows with l's binds on c.  Returns
+ * it, executed, or NULL (failed: c marked broken when the connection was
+ * lost, other errors logged but a lock met). */
 static MYSQL_STMT *
 run_kind(mysql_store *ms, idem_mysql_conn *c, int kind, lane *l, unsigned n)
 {
