@@ -25,6 +25,10 @@ void mariadb_destroy(mariadb *m);
 /* Runs sql as root on database idem; returns the rows (tab-separated,
  * caller frees) or NULL. */
 char *mariadb_sql(const mariadb *m, const char *sql);
+/* Creates database db afresh (dropped first when it exists) with every
+ * schema file applied and all of it granted to user idem, for a test that
+ * must not touch the database the others share.  Returns 0 or -1. */
+int mariadb_new_database(const mariadb *m, const char *db);
 /* A global status counter ("Questions"), or -1. */
 long long mariadb_status(const mariadb *m, const char *name);
 /* Writes the [mysql] section for this server into buf: over its unix

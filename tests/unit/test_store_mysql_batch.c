@@ -21,22 +21,35 @@
 #include "mariadb.h"
 #include "store_req.h"
 
+/* A MySQL store on database db of the tests' server, pool connections,
+ * extra appended to its [mysql] section. */
 static idem_store *
-open_batching(unsigned pool, const char *extra)
+open_batching_in(const char *db, unsigned pool, const char *extra)
 {
-	char text[1024], section[600];
+	char text[1024], section[600], *at;
 	idem_config *cfg;
 	idem_store *s = NULL;
 	mariadb m;
 
 	cr_assert_eq(mariadb_from_env(&m), 0);
 	mariadb_conf(&m, section, sizeof(section));
+	/* the section names database idem: cut there, name db instead */
+	cr_assert_not_null(at = strstr(section, "database = idem\n"));
+	*at = '\0';
 	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n%s"
-	    "pool-size = %u\n%s", section, pool, extra);
+	    "database = %s\n%spool-size = %u\n%s", section, db,
+	    at + strlen("database = idem\n"), pool, extra);
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
 	cr_assert_eq(idem_store_mysql_new(cfg, pool, &s), IDEM_OK);
 	idem_config_free(cfg);
 	return s;
+}
+
+/* The same on the database the tests share. */
+static idem_store *
+open_batching(unsigned pool, const char *extra)
+{
+	return open_batching_in("idem", pool, extra);
 }
 
 /* One request of a batch: its key, fingerprint, owner and lease; what
@@ -324,29 +337,33 @@ Test(batch, a_short_update_told_row_by_row, .timeout = 60)
  */
 Test(batch, a_batch_applied_after_its_connection_timed_out, .timeout = 60)
 {
-	idem_store *s = open_batching(8, "");
 	static const char *const bodies[] = { "mine-a", "mine-b" };
 	idem_reserve_result rr;
 	unsigned char fp7[32] = { 7 };
 	job r[2], cm[2];
+	idem_store *s;
 	mariadb m;
 	unsigned i;
 
+	/* a database of its own: a trigger's DDL waits for every open
+	 * transaction on its table, and every other test's statements on that
+	 * table would wait behind it */
 	cr_assert_eq(mariadb_from_env(&m), 0);
+	cr_assert_eq(mariadb_new_database(&m, "batch_late"), 0);
+	s = open_batching_in("batch_late", 8, "");
 	r[0] = reserve_job("late-a", 7, "late.a", 30000);
 	r[1] = reserve_job("late-b", 7, "late.b", 30000);
 	for (i = 0; i < 2; i++)
 		cr_assert_eq(reserve1(s, r[i].key, fp7, r[i].owner, 30000, &rr),
 		    IDEM_RESERVE_ACQUIRED);
 	/* the batch's UPDATE of late-a outlasts the read timeout (2 s) */
-	free(mariadb_sql(&m, "DROP TRIGGER IF EXISTS batch_slow_commit"));
-	free(mariadb_sql(&m, "CREATE TRIGGER batch_slow_commit BEFORE UPDATE "
-	    "ON idempotency_keys FOR EACH ROW SET @d = IF(OLD.owner = "
-	    "'late.a' AND NEW.state = 'committed', SLEEP(2.5), 0)"));
+	free(mariadb_sql(&m, "CREATE TRIGGER batch_late.slow_commit BEFORE "
+	    "UPDATE ON batch_late.idempotency_keys FOR EACH ROW SET @d = IF("
+	    "OLD.owner = 'late.a' AND NEW.state = 'committed', SLEEP(2.5), 0)"));
 	for (i = 0; i < 2; i++)
 		cm[i] = commit_job(&r[i], r[i].owner, bodies[i]);
 	run_batch(s, cm, 2);
-	free(mariadb_sql(&m, "DROP TRIGGER batch_slow_commit"));
+	free(mariadb_sql(&m, "DROP TRIGGER batch_late.slow_commit"));
 	for (i = 0; i < 2; i++) {
 		cr_expect_eq(cm[i].err, IDEM_OK, "%s: its answer is stored, the "
 		    "store said %d", r[i].key, (int)cm[i].err);
