@@ -127,26 +127,12 @@ mariadb_sql(const mariadb *m, const char *sql)
 int
 mariadb_new_database(const mariadb *m, const char *db)
 {
-	static const char *const files[] = { "001_idempotency_keys.sql",
-	    "002_recovery_points.sql" };
 	const char *src = getenv("IDEM_SRCDIR");
-	char sql[2048];
-	size_t len;
-	unsigned i;
-	char *out;
+	char cmd[1024];
 
-	len = (size_t)snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s; "
-	    "CREATE DATABASE %s; GRANT ALL ON %s.* TO 'idem'@'localhost'; "
-	    "USE %s;", db, db, db, db);
-	for (i = 0; i < sizeof(files) / sizeof(files[0]) && len < sizeof(sql);
-	    i++)
-		len += (size_t)snprintf(sql + len, sizeof(sql) - len,
-		    "\nsource %s/schema/mysql/%s", src != NULL ? src : ".",
-		    files[i]);
-	if (len >= sizeof(sql) || (out = mariadb_sql(m, sql)) == NULL)
-		return -1;
-	free(out);
-	return 0;
+	snprintf(cmd, sizeof(cmd), "'%s/tests/lib/mariadb-ctl' database '%s' "
+	    "'%s'", src != NULL ? src : ".", m->dir, db);
+	return system(cmd) == 0 ? 0 : -1;
 }
 
 long long
