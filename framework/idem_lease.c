@@ -157,7 +157,8 @@ job_commit(idem_leases *ls, idem_lease *l)
 		count(ls, l, IDEM_OUTCOME_FENCED);
 		idem_log_at(lease_ctx(l, &ctx, "fenced"), IDEM_LOG_WARN,
 		    "answer never stored: the reservation was taken over "
-		    "while the store was away; a retry ran again");
+		    "or released while the store was away; a retry runs the "
+		    "handler again");
 	} else if (!idem_store_err_transient(err)) {
 		idem_log_at(lease_ctx(l, &ctx, "commit_failed"),
 		    IDEM_LOG_ERROR, "answer never stored: %s; the key frees "

@@ -717,34 +717,35 @@ idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
 	member m;
 	params p;
 	idem_err err;
-	int result;
 
-	if (ms->batch == NULL || size > BATCH_ANSWER_MAX) {
-		idem_my_p_answer(&p, &status, resp, life_us);
-		return idem_my_owned_answer(ms, S_COMMIT, &p, rq, size);
-	}
-	memset(&m, 0, sizeof(m));
-	m.rq = rq;
-	m.life_us = life_us;
-	m.resp = resp;
-	m.status = status;
-	m.size = size;
-	switch (result = submit(ms, LANE_COMMIT, &m)) {
-	case M_APPLIED:
-		return IDEM_OK;
-	case M_UNSURE:
-		/* is this answer stored already, under our owner?  Else the
-		 * commit on its own decides: done, or fenced */
-		if ((err = answer_stored(ms, rq, resp)) != IDEM_ERR_NOT_FOUND)
-			return err;
-		break;
+	if (ms->batch != NULL && size <= BATCH_ANSWER_MAX) {
+		memset(&m, 0, sizeof(m));
+		m.rq = rq;
+		m.life_us = life_us;
+		m.resp = resp;
+		m.status = status;
+		m.size = size;
+		switch (submit(ms, LANE_COMMIT, &m)) {
+		case M_APPLIED:
+			return IDEM_OK;
+		case M_UNSURE:
+			/* is this answer stored already, under our owner?
+			 * Else the commit on its own decides: done, or
+			 * fenced */
+			if ((err = answer_stored(ms, rq, resp)) !=
+			    IDEM_ERR_NOT_FOUND)
+				return err;
+			break;
+		}
 	}
 	idem_my_p_answer(&p, &status, resp, life_us);
 	err = idem_my_owned_answer(ms, S_COMMIT, &p, rq, size);
-	/* a batch whose connection was lost may still have been running on
-	 * the server when the row was read: then the commit alone waited for
-	 * it and found the row committed, by that batch, with this answer */
-	if (err == IDEM_ERR_NOT_FOUND && result == M_UNSURE)
+	/* matched no row: fenced, or stored already by an attempt of ours
+	 * whose answer never came (a batch or a statement still running on
+	 * the server when its connection timed out, which a commit alone
+	 * then waited for, or which outlasted that commit's lock wait and
+	 * made it BUSY before this retry): only the row can tell */
+	if (err == IDEM_ERR_NOT_FOUND)
 		err = answer_stored(ms, rq, resp);
 	return err;
 }

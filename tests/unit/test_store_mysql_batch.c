@@ -379,6 +379,72 @@ Test(batch, a_batch_applied_after_its_connection_timed_out, .timeout = 60)
 }
 
 /*
+ * A batch that outlasts the read timeout and then the lock wait of the
+ * request's own commit: that commit is told BUSY (its statement waited
+ * for the batch's lock), and the batch then stores every answer.  The
+ * retry (the lease thread's, which lost no connection) matches no row and
+ * must read the row before it says fenced: its answer is stored, OK.
+ */
+Test(batch, a_retry_after_a_batch_slower_than_the_lock_wait, .timeout = 60)
+{
+	static const char *const bodies[] = { "slow-a", "slow-b" };
+	idem_reserve_result rr;
+	unsigned char fp7[32] = { 7 };
+	job r[2], cm[2];
+	idem_store *s;
+	mariadb m;
+	unsigned i;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	cr_assert_eq(mariadb_new_database(&m, "batch_slow"), 0);
+	s = open_batching_in("batch_slow", 8, "");
+	r[0] = reserve_job("slow-a", 7, "slow.a", 30000);
+	r[1] = reserve_job("slow-b", 7, "slow.b", 30000);
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(reserve1(s, r[i].key, fp7, r[i].owner, 30000, &rr),
+		    IDEM_RESERVE_ACQUIRED);
+	/* read timeout 2 s, then each commit's own lock wait of 1 s */
+	free(mariadb_sql(&m, "CREATE TRIGGER batch_slow.slower_commit BEFORE "
+	    "UPDATE ON batch_slow.idempotency_keys FOR EACH ROW SET @d = IF("
+	    "OLD.owner = 'slow.a' AND NEW.state = 'committed', SLEEP(5), 0)"));
+	for (i = 0; i < 2; i++)
+		cm[i] = commit_job(&r[i], r[i].owner, bodies[i]);
+	run_batch(s, cm, 2);
+	/* slow-b's row, updated by the batch before or after slow-a's: its
+	 * own commit found it free, or waited for the batch's lock */
+	cr_assert_eq(cm[0].err, IDEM_ERR_BUSY, "the store said %d",
+	    (int)cm[0].err);
+	cr_expect(cm[1].err == IDEM_OK || cm[1].err == IDEM_ERR_BUSY,
+	    "the store said %d", (int)cm[1].err);
+	/* the batch ends and commits; the retries come after it */
+	for (i = 0; i < 100; i++) {
+		char *n = mariadb_sql(&m, "SELECT COUNT(*) FROM "
+		    "batch_slow.idempotency_keys WHERE state = 'committed'");
+		int done = n != NULL && atoi(n) == 2;
+		free(n);
+		if (done)
+			break;
+		usleep(100000);
+	}
+	free(mariadb_sql(&m, "DROP TRIGGER batch_slow.slower_commit"));
+	for (i = 0; i < 2; i++) {
+		idem_stored_response a = { .status = 201, .body =
+		    (char *)bodies[i], .body_len = strlen(bodies[i]) };
+		idem_store_key k = key_of(r[i].key);
+
+		cr_expect_eq(idem_store_commit(s, TEST_OWNED(&k, r[i].owner,
+		    60000), &a), IDEM_OK, "%s: stored by the batch, not fenced",
+		    r[i].key);
+		cr_assert_eq(reserve1(s, r[i].key, fp7, "reader", 30000, &rr),
+		    IDEM_RESERVE_COMMITTED);
+		cr_expect(rr.response.body_len == strlen(bodies[i]) &&
+		    memcmp(rr.response.body, bodies[i], strlen(bodies[i])) == 0);
+		idem_reserve_result_clear(&rr);
+	}
+	idem_store_close(s);
+}
+
+/*
  * A batch applied whose answer is lost with its connection: every
  * request it carried sends its own statement on a new connection and
  * recognises its row (reservations ACQUIRED, each under its own owner;
