@@ -20,9 +20,9 @@ static volatile int stop;
 
 static const char insert_sql[] = "INSERT IGNORE INTO idempotency_keys "
     "(scope_hash, idem_key, fingerprint, state, owner, request_id, "
-    "reserved_at, lease_at, expires_at) VALUES (?, ?, ?, 'in_flight', ?, ?, "
-    "UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? "
-    "MICROSECOND)";
+    "reserved_at, lease_at, lease_ms, expires_at) VALUES (?, ?, ?, "
+    "'in_flight', ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 30000, "
+    "UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)";
 static const char commit_sql[] = "UPDATE idempotency_keys SET state = "
     "'committed', status = ?, headers = ?, body = ?, expires_at = "
     "UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE scope_hash = ? AND "

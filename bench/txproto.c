@@ -33,8 +33,9 @@ enum { INS, ACC, COM, BEGIN, COMMIT, ROLLBACK, NST, END = -1 };
 static const char *const sql[NST] = {
 	[INS] = "INSERT IGNORE INTO idempotency_keys (scope_hash, idem_key, "
 	    "fingerprint, state, owner, request_id, reserved_at, lease_at, "
-	    "expires_at) VALUES (?, ?, ?, 'in_flight', ?, ?, UTC_TIMESTAMP(6), "
-	    "UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)",
+	    "lease_ms, expires_at) VALUES (?, ?, ?, 'in_flight', ?, ?, "
+	    "UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 30000, UTC_TIMESTAMP(6) + "
+	    "INTERVAL ? MICROSECOND)",
 	[ACC] = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = ?",
 	[COM] = "UPDATE idempotency_keys SET state = 'committed', status = ?, "
 	    "headers = ?, body = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL ? "

@@ -123,6 +123,9 @@ print_record(const options *o, const idem_store_key *sk,
 		    "fingerprint", fp);
 		if (obj != NULL && r->phase[0] != '\0')
 			json_object_set_new(obj, "phase", json_string(r->phase));
+		if (obj != NULL && r->lease_ms > 0)
+			json_object_set_new(obj, "lease_ms",
+			    json_integer((json_int_t)r->lease_ms));
 		if (obj != NULL && r->state == IDEM_RECORD_COMMITTED)
 			json_object_update_new(obj, json_pack("{s:i, s:I, s:I}",
 			    "status", r->status,
@@ -140,7 +143,11 @@ print_record(const options *o, const idem_store_key *sk,
 	printf("request id:   %s\n", r->request_id);
 	printf("reserved at:  %s (%s ago)\n", r->reserved_at,
 	    human(r->reserved_age_ms, a, sizeof(a)));
-	if (r->state == IDEM_RECORD_IN_FLIGHT)
+	if (r->state == IDEM_RECORD_IN_FLIGHT && r->lease_ms > 0)
+		printf("lease at:     %s (renewed %s ago, for %s)\n", r->lease_at,
+		    human(r->lease_age_ms, b, sizeof(b)),
+		    human(r->lease_ms, c, sizeof(c)));
+	else if (r->state == IDEM_RECORD_IN_FLIGHT)
 		printf("lease at:     %s (renewed %s ago)\n", r->lease_at,
 		    human(r->lease_age_ms, b, sizeof(b)));
 	if (r->state == IDEM_RECORD_UNKNOWN)
@@ -271,6 +278,7 @@ admin_release(const idem_config *cfg, const options *o, idem_store *s,
 	idem_store_record r;
 	idem_store_req rq;
 	char age[32], ttl[32];
+	uint64_t lease;
 	idem_err err;
 	int rc;
 
@@ -297,11 +305,13 @@ admin_release(const idem_config *cfg, const options *o, idem_store *s,
 		    "not %s: not released", key, r.owner, o->owner);
 		return EXIT_REFUSED;
 	}
+	/* judged by the lease the record keeps: its holder's inflight-ttl */
+	lease = r.lease_ms > 0 ? r.lease_ms : cfg->inflight_ttl;
 	human(r.lease_age_ms, age, sizeof(age));
-	human(cfg->inflight_ttl, ttl, sizeof(ttl));
-	if (r.lease_age_ms <= cfg->inflight_ttl && !o->force) {
+	human(lease, ttl, sizeof(ttl));
+	if (r.lease_age_ms <= lease && !o->force) {
 		admin_complain("the lease of key %s was renewed "
-		    "%s ago (inflight-ttl %s): a worker is running its handler "
+		    "%s ago (for %s): a worker is running its handler "
 		    "now.  Releasing it lets a retry run the handler a second "
 		    "time.  Wait for it to finish; if you know its worker is "
 		    "gone, add --force.", key, age, ttl);

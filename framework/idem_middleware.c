@@ -638,9 +638,10 @@ mw->leases, IDEM_LEASE_FORGET, req,
 		idem_mw_count(mw, req, IDEM_OUTCOME_TAKEN_OVER);
 		idem_log_event(req, IDEM_LOG_WARN, "takeover", rq->owner,
 		    "took over the reservation of request %s (owner %s), idle "
-		    "for %llu ms (inflight-ttl %llu ms); running the handler",
+		    "for %llu ms (its lease %llu ms); running the handler",
 		    rr.request_id, rr.owner, (unsigned long long)rr.lease_age_ms,
-		    (unsigned long long)rq->policy->lease_ms);
+		    (unsigned long long)(rr.lease_ms > 0 ? rr.lease_ms :
+		    rq->policy->lease_ms));
 	} else {
 		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
 	}

@@ -393,6 +393,9 @@ idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
     const char *owner, int64_t inflight_ttl_us, int reconcile)
 {
 	int same = memcmp(f->fp, fp, 32) == 0;
+	/* the holder's lease, as the record keeps it: a taker whose own
+	 * inflight-ttl is shorter must not cut it short */
+	int64_t ttl_us = f->lease_us > 0 ? f->lease_us : inflight_ttl_us;
 
 	switch (f->state) {
 	case IDEM_RECORD_COMMITTED:
@@ -408,7 +411,7 @@ idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
 			return IDEM_STEP_IN_FLIGHT;
 		/* being reconciled by a live execution: as in flight */
 		if (f->owner != NULL && f->owner[0] != '\0' &&
-		    f->lease_age_us <= inflight_ttl_us)
+		    f->lease_age_us <= ttl_us)
 			return IDEM_STEP_IN_FLIGHT;
 		return reconcile ? IDEM_STEP_RECONCILE : IDEM_STEP_UNKNOWN;
 	case IDEM_RECORD_IN_FLIGHT:
@@ -417,7 +420,7 @@ idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
 	}
 	if (owner != NULL && f->owner != NULL && strcmp(f->owner, owner) == 0)
 		return IDEM_STEP_OURS;
-	if (same && f->lease_age_us > inflight_ttl_us)
+	if (same && f->lease_age_us > ttl_us)
 		return IDEM_STEP_TAKE_OVER;
 	return IDEM_STEP_IN_FLIGHT;
 }

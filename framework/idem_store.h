@@ -10,7 +10,12 @@
  *
  * A record is (scope, key) -> a state (idem_record_state), the request's
  * fingerprint, an owner token, the owner's request id, a lease time (when
- * the owner last proved it is alive), an expiry time, the progress of its
+ * the owner last proved it is alive) and the lease's length (the owner's
+ * inflight-ttl, set by whoever takes or renews the record: staleness is
+ * judged by it, never by the reader's own policy, so an owner whose
+ * inflight-ttl differs from a taker's, after a reload or on another node,
+ * is never taken over while it renews in time), an expiry time, the
+ * progress of its
  * executions (their last checkpoint: a phase and a JSON state) and, once
  * committed, the answer (status, headers, body).
  *
@@ -75,8 +80,9 @@ typedef struct idem_store_key {
  */
 typedef struct idem_key_policy {
 	uint64_t lifetime_ms;   /* lifetime: how long an answer is replayed */
-	uint64_t lease_ms;      /* inflight-ttl: an in-flight record whose
-	                         * lease is older is taken over */
+	uint64_t lease_ms;      /* inflight-ttl: the length of the leases
+	                         * this request takes (kept in the record);
+	                         * judges only records that keep none */
 	uint64_t wait_ms;       /* inflight-wait: how long a duplicate waits
 	                         * while the key is in flight */
 	const unsigned char *commit_status; /* commit-statuses: 600 flags,
@@ -141,12 +147,14 @@ typedef enum idem_reserve_outcome {
 typedef struct idem_reserve_result {
 	idem_reserve_outcome outcome;
 	/* the record found (not for ACQUIRED): its fingerprint, and for
-	 * IN_FLIGHT and TAKEN_OVER its (old) owner and request id and how
-	 * long ago its lease was last renewed */
+	 * IN_FLIGHT and TAKEN_OVER its (old) owner and request id, how
+	 * long ago its lease was last renewed and the lease's length (0: the
+	 * record keeps none) */
 	unsigned char fingerprint[32];
 	char owner[IDEM_OWNER_MAX + 1];
 	char request_id[IDEM_RID_MAX + 1];
 	uint64_t lease_age_ms;
+	uint64_t lease_ms;
 	/* COMMITTED: the answer, owned by the result */
 	idem_stored_response response;
 	/* COMMITTED: read from the store's copy of answers read before
@@ -179,6 +187,9 @@ typedef struct idem_store_record {
 	char reserved_at[32], lease_at[32], expires_at[32];
 	uint64_t reserved_age_ms;   /* since it was (last) reserved */
 	uint64_t lease_age_ms;      /* since its lease was last renewed */
+	uint64_t lease_ms;          /* the lease's length (its holder's
+	                             * inflight-ttl); 0: the record keeps
+	                             * none */
 	int64_t expires_in_ms;      /* negative: past its expiry */
 	int status;                 /* committed: the stored status */
 	size_t headers_len, body_len;
@@ -187,8 +198,9 @@ typedef struct idem_store_record {
 /* Records by state, for idemfcgi-admin stats. */
 typedef struct idem_store_census {
 	uint64_t in_flight;         /* in flight */
-	uint64_t stale;             /* of which idle past inflight-ttl: the
-	                             * next retry takes them over */
+	uint64_t stale;             /* of which idle past their lease's
+	                             * length: the next retry takes them
+	                             * over */
 	uint64_t committed;         /* committed and live */
 	uint64_t expired;           /* committed, paused or unknown, past
 	                             * expiry, not purged */
@@ -210,12 +222,14 @@ typedef struct idem_store_ops {
 	 * and policy; contention met is added to rq->contended.
 	 *
 	 * Reserves rq's key for its owner: inserts an in_flight record (lease
-	 * now, expiry now + lifetime) when there is none, or when the record
-	 * there is committed and past its expiry.  When an in_flight record
-	 * with the same fingerprint has a lease older than the policy's
-	 * lease_ms, takes it over in one conditional step naming the old
-	 * owner, so that of many racing takers exactly one wins.  Never takes
-	 * over a record with another fingerprint (idem_reserve_decide).
+	 * now, of the policy's lease_ms; expiry now + lifetime) when there is
+	 * none, or when the record there is committed and past its expiry.
+	 * When an in_flight record with the same fingerprint has a lease
+	 * older than its own length (the record's; the policy's lease_ms for
+	 * a record that keeps none), takes it over in one conditional step
+	 * naming the old owner, so that of many racing takers exactly one
+	 * wins.  Never takes over a record with another fingerprint
+	 * (idem_reserve_decide).
 	 * Returns IDEM_OK with *out filled,
 	 * IDEM_ERR_BUSY (contention on k that outlasted the store's retries:
 	 * nothing was reserved, someone else is working on k) or
@@ -244,8 +258,9 @@ typedef struct idem_store_ops {
 	 * IDEM_OK, IDEM_ERR_NOT_FOUND (not owner's: nothing changed),
 	 * IDEM_ERR_BUSY or IDEM_ERR_STORE. */
 	idem_err (*release)(idem_store *s, idem_store_req *rq);
-	/* Sets the lease of rq's owner's in_flight record to now.  Same
-	 * reads and returns. */
+	/* Sets the lease of rq's owner's in_flight record to now, of the
+	 * policy's lease_ms (kept as it was when that is 0).  Same reads and
+	 * returns. */
 	idem_err (*renew)(idem_store *s, idem_store_req *rq);
 	/* Records p (borrowed; its phase not empty, its state at most
 	 * IDEM_PROGRESS_MAX bytes: the wrapper refuses others with
@@ -285,8 +300,8 @@ typedef struct idem_store_ops {
 	idem_err (*lookup)(idem_store *s, const idem_store_key *k,
 	    idem_store_record *out);
 	/* Counts records by state (a full scan in MySQL); in-flight records
-	 * idle past inflight_ttl_ms count as stale.  Returns IDEM_OK or
-	 * IDEM_ERR_STORE. */
+	 * idle past their lease's length (inflight_ttl_ms for a record that
+	 * keeps none) count as stale.  Returns IDEM_OK or IDEM_ERR_STORE. */
 	idem_err (*census)(idem_store *s, uint64_t inflight_ttl_ms,
 	    idem_store_census *out);
 	/*
@@ -377,7 +392,7 @@ typedef enum idem_reserve_step {
 	IDEM_STEP_OURS,       /* in flight under this request's own owner: its
 	                       * reservation, applied before a lost answer */
 	IDEM_STEP_TAKE_OVER,  /* in flight, same fingerprint, lease older than
-	                       * inflight-ttl: taken over (conditionally on the
+	                       * its length: taken over (conditionally on the
 	                       * old owner), the handler runs */
 	IDEM_STEP_IN_FLIGHT,  /* in flight otherwise: someone else holds it (or
 	                       * another request: the caller's conflict); so
@@ -387,8 +402,8 @@ typedef enum idem_reserve_step {
 	                       * (conditionally on its state), the handler
 	                       * runs from its progress */
 	IDEM_STEP_RECONCILE,  /* unknown, same fingerprint, held by nobody (or
-	                       * by an execution whose lease is older than
-	                       * inflight-ttl), the policy has reconcile: held
+	                       * by an execution whose lease is older than its
+	                       * length), the policy has reconcile: held
 	                       * by this request (conditionally on the old
 	                       * holder), still unknown, while the route's
 	                       * reconcile hook runs; one being reconciled by
@@ -405,11 +420,14 @@ typedef struct idem_found {
 	const unsigned char *fp;    /* 32 bytes */
 	const char *owner;
 	int64_t lease_age_us;       /* in flight: since its lease was renewed */
+	int64_t lease_us;           /* the lease's length, as the record keeps
+	                             * it (its holder's inflight-ttl); 0: it
+	                             * keeps none */
 } idem_found;
 
 /* The step for found, met by the request of fingerprint fp and owner
- * owner under inflight_ttl_us; reconcile: the request's policy has a
- * reconcile hook. */
+ * owner; inflight_ttl_us judges a lease only when found keeps no length
+ * of its own; reconcile: the request's policy has a reconcile hook. */
 idem_reserve_step idem_reserve_decide(const idem_found *found,
     const unsigned char fp[32], const char *owner, int64_t inflight_ttl_us,
     int reconcile);

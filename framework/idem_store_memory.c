@@ -34,6 +34,8 @@ typedef struct record {
 	char request_id[IDEM_RID_MAX + 1];
 	uint64_t reserved_at;
 	uint64_t lease_at;
+	uint64_t lease_ms;              /* the lease's length: its holder's
+	                                 * inflight-ttl */
 	uint64_t expires_at;
 	idem_stored_response resp;      /* committed only */
 	idem_progress progress;         /* its last checkpoint */
@@ -210,7 +212,8 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	now = idem_now_ms();
 	if ((r = find(ms, k)) != NULL) {
 		idem_found f = { r->state, r->expires_at <= now, r->fp, r->owner,
-		    (int64_t)(now - r->lease_at) * 1000 };
+		    (int64_t)(now - r->lease_at) * 1000,
+		    (int64_t)r->lease_ms * 1000 };
 		step = idem_reserve_decide(&f, rq->fp, rq->owner,
 		    (int64_t)rq->policy->lease_ms * 1000,
 		    rq->policy->reconcile);
@@ -239,6 +242,7 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		    rq->request_id);
 		r->reserved_at = now;
 		r->lease_at = now;
+		r->lease_ms = rq->policy->lease_ms;
 		r->expires_at = now + rq->policy->lifetime_ms;
 		HASH_ADD_KEYPTR(hh, ms->table, r->k.bytes, r->k.len, r);
 		ms->count++;
@@ -265,6 +269,7 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	idem_copy_string(out->request_id, sizeof(out->request_id),
 	    r->request_id);
 	out->lease_age_ms = now - r->lease_at;
+	out->lease_ms = r->lease_ms;
 	switch (step) {
 	case IDEM_STEP_TAKE_OVER:
 	case IDEM_STEP_RESUME:
@@ -283,6 +288,7 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		idem_copy_string(r->request_id, sizeof(r->request_id),
 		    rq->request_id);
 		r->lease_at = now;
+		r->lease_ms = rq->policy->lease_ms;
 		out->outcome = step == IDEM_STEP_TAKE_OVER ?
 		    IDEM_RESERVE_TAKEN_OVER : step == IDEM_STEP_RESUME ?
 		    IDEM_RESERVE_RESUMED : IDEM_RESERVE_RECONCILE;
@@ -362,6 +368,16 @@ mem_release(idem_store *s, idem_store_req *rq)
 	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
 }
 
+/* Renews r's lease for rq's owner: now, of rq's policy's length (kept
+ * when that says none).  Under ms->lock. */
+static void
+renew_record(record *r, const idem_store_req *rq)
+{
+	r->lease_at = idem_now_ms();
+	if (rq->policy != NULL && rq->policy->lease_ms > 0)
+		r->lease_ms = rq->policy->lease_ms;
+}
+
 static idem_err
 mem_checkpoint(idem_store *s, idem_store_req *rq, const idem_progress *p)
 {
@@ -375,7 +391,7 @@ mem_checkpoint(idem_store *s, idem_store_req *rq, const idem_progress *p)
 	if ((r = find_owned(ms, &rq->key, rq->owner, 1)) != NULL) {
 		idem_progress_clear(&r->progress);
 		r->progress = copy;
-		r->lease_at = idem_now_ms();
+		renew_record(r, rq);
 	}
 	pthread_mutex_unlock(&ms->lock);
 	if (r == NULL)
@@ -409,7 +425,7 @@ mem_renew(idem_store *s, idem_store_req *rq)
 
 	pthread_mutex_lock(&ms->lock);
 	if ((r = find_owned(ms, &rq->key, rq->owner, 1)) != NULL)
-		r->lease_at = idem_now_ms();
+		renew_record(r, rq);
 	pthread_mutex_unlock(&ms->lock);
 	return r != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
 }
@@ -506,6 +522,7 @@ fill_record(const record *r, uint64_t now, idem_store_record *out)
 	    sizeof(out->expires_at));
 	out->reserved_age_ms = now - r->reserved_at;
 	out->lease_age_ms = now - r->lease_at;
+	out->lease_ms = r->lease_ms;
 	out->expires_in_ms = (int64_t)r->expires_at - (int64_t)now;
 	if (r->state == IDEM_RECORD_COMMITTED) {
 		out->status = r->resp.status;
@@ -644,7 +661,8 @@ mem_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
 			continue;
 		}
 		out->in_flight++;
-		if (now - r->lease_at > inflight_ttl_ms)
+		if (now - r->lease_at > (r->lease_ms > 0 ? r->lease_ms :
+		    inflight_ttl_ms))
 			out->stale++;
 		if (oldest == NULL || r->reserved_at < oldest->reserved_at)
 			oldest = r;

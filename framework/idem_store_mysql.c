@@ -352,7 +352,7 @@ my_checkpoint(idem_store *s, idem_store_req *rq, const idem_progress *pr)
 {
 	params p;
 
-	idem_my_p_progress(&p, pr);
+	idem_my_p_progress(&p, pr, rq);
 	return owned((mysql_store *)s, S_CHECKPOINT, &p, rq);
 }
 
@@ -396,6 +396,7 @@ my_renew(idem_store *s, idem_store_req *rq)
 	params p;
 
 	idem_my_p_init(&p);
+	idem_my_p_lease(&p, rq);
 	return owned((mysql_store *)s, S_RENEW, &p, rq);
 }
 

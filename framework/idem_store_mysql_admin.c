@@ -135,12 +135,12 @@ terminate(char *buf, size_t size, unsigned long len, my_bool null)
 idem_err
 idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 {
-	MYSQL_BIND b[14];
-	unsigned long len[14];
-	my_bool null[14];
+	MYSQL_BIND b[15];
+	unsigned long len[15];
+	my_bool null[15];
 	char state[16];
 	long long age_res = 0, age_lease = 0, exp_in = 0, status = 0, hl = 0,
-	    bl = 0;
+	    bl = 0, lease_ms = 0;
 	params p;
 	idem_err err;
 	int found, i;
@@ -167,6 +167,7 @@ idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 	idem_my_r_ll(&b[12], &bl, &null[12]);
 	idem_my_r_buf(&b[13], MYSQL_TYPE_STRING, out->phase, sizeof(out->phase),
 	    &len[13], &null[13]);
+	idem_my_r_ll(&b[14], &lease_ms, &null[14]);
 	idem_my_p_init(&p);
 	idem_my_p_key(&p, k);
 	if ((err = idem_my_fetch_one((mysql_store *)s, S_LOOKUP, &p, b, &found))
@@ -192,6 +193,7 @@ idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 			out->state = (idem_record_state)i;
 	out->reserved_age_ms = age_res > 0 ? (uint64_t)age_res / 1000 : 0;
 	out->lease_age_ms = age_lease > 0 ? (uint64_t)age_lease / 1000 : 0;
+	out->lease_ms = !null[14] && lease_ms > 0 ? (uint64_t)lease_ms : 0;
 	out->expires_in_ms = exp_in / 1000;
 	out->status = null[10] ? 0 : (int)status;
 	out->headers_len = null[11] ? 0 : (size_t)hl;

@@ -75,6 +75,7 @@ typedef struct member {
 	pthread_cond_t wake;                 /* result set, or may send */
 	idem_store_req *rq;                  /* borrowed */
 	const long long *life_us;            /* borrowed */
+	const long long *lease_ms;           /* insert: borrowed */
 	const idem_stored_response *resp;    /* commit: borrowed */
 	long long status;                    /* commit */
 	uint64_t size;                       /* commit: headers and body */
@@ -302,6 +303,7 @@ bind_rows(int which, lane *l, unsigned n)
 			bind_owner(b++, rq);
 			bind_blob(b++, rq->request_id, strlen(rq->request_id),
 			    MYSQL_TYPE_STRING);
+			bind_ll(b++, l->rows[i]->lease_ms);
 			bind_ll(b++, l->rows[i]->life_us);
 		}
 		return;
@@ -663,6 +665,7 @@ idem_my_batch_insert(mysql_store *ms, const reserve_args *a,
 		memset(&m, 0, sizeof(m));
 		m.rq = a->rq;
 		m.life_us = &a->life_us;
+		m.lease_ms = &a->lease_ms;
 		switch (submit(ms, LANE_INSERT, &m)) {
 		case M_APPLIED:
 			*inserted = 1;

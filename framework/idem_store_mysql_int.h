@@ -24,12 +24,12 @@
 #include "idem_store_mysql.h"
 #include "idem_store_tx.h"
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 /* the schema's files, installed in IDEM_SCHEMADIR (configure's
  * $(pkgdatadir)/schema/mysql: /usr/share/idemfcgi/schema/mysql in the
  * package) */
 #define SCHEMA_FILE "001_idempotency_keys.sql"
-#define SCHEMA_LAST "002_recovery_points.sql"
+#define SCHEMA_LAST "003_lease_length.sql"
 #define NOW "UTC_TIMESTAMP(6)"
 #define PK "scope_hash = ? AND idem_key = ?"
 
@@ -60,9 +60,14 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
  * repeats them, idem_store_mysql_batch.c). */
 #define INSERT_HEAD "INSERT IGNORE INTO idempotency_keys (scope_hash, " \
     "idem_key, fingerprint, state, owner, request_id, reserved_at, " \
-    "lease_at, expires_at) VALUES "
-#define INSERT_ROW "(?, ?, ?, 'in_flight', ?, ?, " NOW ", " NOW ", " NOW \
+    "lease_at, lease_ms, expires_at) VALUES "
+#define INSERT_ROW "(?, ?, ?, 'in_flight', ?, ?, " NOW ", " NOW ", ?, " NOW \
     " + INTERVAL ? MICROSECOND)"
+/* A lease past its length: the holder's, kept in the record, or for a
+ * record that keeps none (made before schema version 3) the reader's
+ * inflight-ttl, the parameter, in microseconds */
+#define LAPSED "lease_at < " NOW " - INTERVAL COALESCE(lease_ms * 1000, ?) " \
+    "MICROSECOND"
 /* The rows of an owner-checked batch, each "(" PK " AND owner = ?)",
  * joined by OR (idem_store_mysql_batch.c). */
 #define OWNED_TERM "(" PK " AND owner = ?)"
@@ -78,7 +83,8 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
 #define SELECT_ROW "SELECT state, fingerprint, owner, request_id, " \
     "TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), " \
     "TIMESTAMPDIFF(MICROSECOND, " NOW ", expires_at), " \
-    "status, headers, body, phase, progress FROM idempotency_keys WHERE " PK
+    "status, headers, body, phase, progress, lease_ms FROM " \
+    "idempotency_keys WHERE " PK
 /* a locking read: waits for a transaction that holds the row */
 #define SELECT_LOCKED SELECT_ROW " LOCK IN SHARE MODE"
 /* the owner-checked statements; an execution holds a record in flight,
@@ -93,8 +99,10 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
  * record is resumed by the same request only) */
 #define PAUSE_ROW "UPDATE idempotency_keys SET state = 'paused' WHERE " PK \
     " AND state = 'in_flight' AND owner = ? AND phase IS NOT NULL"
+/* a renewal's length: the owner's inflight-ttl, NULL to keep it */
 #define CHECKPOINT_ROW "UPDATE idempotency_keys SET phase = ?, progress = " \
-    "?, lease_at = " NOW " WHERE " PK " AND " HELD " AND owner = ?"
+    "?, lease_at = " NOW ", lease_ms = COALESCE(?, lease_ms) WHERE " PK \
+    " AND " HELD " AND owner = ?"
 /* kept of unknown outcome, held by nobody (owner ''): the next retry may
  * take it to reconcile */
 #define UNKNOWN_ROW "UPDATE idempotency_keys SET state = 'unknown', owner = " \
@@ -102,18 +110,18 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
 /* a paused record resumed by the same request (idem_reserve_decide); its
  * lifetime is the one it was reserved with */
 #define RESUME_ROW "UPDATE idempotency_keys SET state = 'in_flight', " \
-    "owner = ?, request_id = ?, lease_at = " NOW " WHERE " PK " AND state " \
-    "= 'paused' AND fingerprint = ? AND expires_at > " NOW
+    "owner = ?, request_id = ?, lease_at = " NOW ", lease_ms = ? WHERE " PK \
+    " AND state = 'paused' AND fingerprint = ? AND expires_at > " NOW
 /* a record of unknown outcome taken to reconcile by the same request: held
- * by nobody, or by an execution whose lease is older than inflight-ttl,
+ * by nobody, or by an execution whose lease is past its length,
  * conditionally on that holder (one of many racing retries wins); it
  * stays unknown until its reconcile hook gives the final answer */
 #define RECONCILE_ROW "UPDATE idempotency_keys SET owner = ?, request_id = " \
-    "?, lease_at = " NOW " WHERE " PK " AND state = 'unknown' AND " \
-    "fingerprint = ? AND owner = ? AND (owner = '' OR lease_at < " NOW \
-    " - INTERVAL ? MICROSECOND) AND expires_at > " NOW
-#define RENEW_ROW "UPDATE idempotency_keys SET lease_at = " NOW " WHERE " \
-    PK " AND " HELD " AND owner = ?"
+    "?, lease_at = " NOW ", lease_ms = ? WHERE " PK " AND state = " \
+    "'unknown' AND fingerprint = ? AND owner = ? AND (owner = '' OR " \
+    LAPSED ") AND expires_at > " NOW
+#define RENEW_ROW "UPDATE idempotency_keys SET lease_at = " NOW ", lease_ms " \
+    "= COALESCE(?, lease_ms) WHERE " PK " AND " HELD " AND owner = ?"
 /* an operator's answer for a record of unknown outcome, or its release
  * (idemfcgi-admin resolve): owner-checked as the owner's own statements
  * are, so a record reconciled, resolved or taken meanwhile is left alone;
@@ -129,7 +137,7 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     UTC("reserved_at") ", " UTC("lease_at") ", " UTC("expires_at") ", " \
     AGE("reserved_at") ", " AGE("lease_at") ", TIMESTAMPDIFF(" \
     "MICROSECOND, " NOW ", expires_at), status, LENGTH(headers), " \
-    "LENGTH(body), phase FROM idempotency_keys WHERE " PK
+    "LENGTH(body), phase, lease_ms FROM idempotency_keys WHERE " PK
 /* the records of unknown outcome, the one marked longest ago first (a
  * scan: idemfcgi-admin unknown); at most ? rows */
 #define LIST_UNKNOWN_ROWS "SELECT scope_hash, idem_key, fingerprint, " \
@@ -164,6 +172,7 @@ typedef struct params {
 	MYSQL_BIND b[10];
 	unsigned long len[10];
 	unsigned n;
+	long long lease_ms;      /* idem_my_p_lease's value */
 	unsigned *contended;     /* contention met is added here: the
 	                          * request's (idem_store_req.contended);
 	                          * NULL (idem_my_p_init): counted on no
@@ -180,6 +189,7 @@ typedef struct row {
 	char owner[IDEM_OWNER_MAX + 1];
 	char request_id[IDEM_RID_MAX + 1];
 	long long lease_age_us;
+	long long lease_ms;          /* the lease's length; 0: none kept */
 	long long left_us;           /* committed: time left until it expires */
 	int status;
 	idem_stored_response resp;   /* committed: owned by the row */
@@ -187,10 +197,12 @@ typedef struct row {
 } row;
 
 /* What a reserve asks for, shared by the two-phase and the transactional
- * reserve: the request, and its policy's times in microseconds. */
+ * reserve: the request, its policy's times in microseconds, and the
+ * length of the lease it takes (kept in the record), in ms. */
 typedef struct reserve_args {
 	idem_store_req *rq;
 	long long life_us, ttl_us;
+	long long lease_ms;
 } reserve_args;
 
 /* The statements' text, by index (idem_store_mysql_sql.c). */
@@ -249,7 +261,10 @@ idem_my_p_resume(params *p, const reserve_args *a);
 void
 idem_my_p_reconcile(params *p, const reserve_args *a, const char *old_owner);
 void
-idem_my_p_progress(params *p, const idem_progress *pr);
+idem_my_p_lease(params *p, const idem_store_req *rq);
+void
+idem_my_p_progress(params *p, const idem_progress *pr,
+    const idem_store_req *rq);
 void
 idem_my_row_clear(row *r);
 idem_reserve_step

@@ -25,12 +25,12 @@ const char *const idem_my_sql[NSTMT] = {
 	/* S_TAKEOVER and S_REUSE: the reservation rule's TAKE_OVER and REUSE
 	 * (idem_reserve_decide), made conditional on what was read */
 	[S_TAKEOVER] = "UPDATE idempotency_keys SET owner = ?, request_id = ?, "
-	    "lease_at = " NOW ", expires_at = " NOW " + INTERVAL ? MICROSECOND "
-	    "WHERE " PK " AND state = 'in_flight' AND owner = ? AND "
-	    "fingerprint = ? AND lease_at < " NOW " - INTERVAL ? MICROSECOND",
+	    "lease_at = " NOW ", lease_ms = ?, expires_at = " NOW " + INTERVAL "
+	    "? MICROSECOND WHERE " PK " AND state = 'in_flight' AND owner = ? "
+	    "AND fingerprint = ? AND " LAPSED,
 	[S_REUSE] = "UPDATE idempotency_keys SET state = 'in_flight', "
 	    "fingerprint = ?, owner = ?, request_id = ?, reserved_at = " NOW
-	    ", lease_at = " NOW ", expires_at = " NOW " + INTERVAL ? "
+	    ", lease_at = " NOW ", lease_ms = ?, expires_at = " NOW " + INTERVAL ? "
 	    "MICROSECOND, status = NULL, headers = NULL, body = NULL, phase = "
 	    "NULL, progress = NULL WHERE " PK " AND state <> 'in_flight' AND "
 	    "expires_at <= " NOW,
@@ -60,8 +60,8 @@ const char *const idem_my_sql[NSTMT] = {
 	    "state = 'in_flight' AND owner LIKE ? AND phase IS NOT NULL",
 	[S_LOOKUP] = LOOKUP_ROW,
 	[S_CENSUS] = "SELECT COALESCE(SUM(state = 'in_flight'), 0), "
-	    "COALESCE(SUM(state = 'in_flight' AND lease_at < " NOW " - INTERVAL "
-	    "? MICROSECOND), 0), COALESCE(SUM(state = 'committed' AND "
+	    "COALESCE(SUM(state = 'in_flight' AND " LAPSED "), 0), "
+	    "COALESCE(SUM(state = 'committed' AND "
 	    "expires_at > " NOW "), 0), COALESCE(SUM(state <> 'in_flight' AND "
 	    "expires_at <= " NOW "), 0), COALESCE(SUM(state = 'paused' AND "
 	    "expires_at > " NOW "), 0), COALESCE(SUM(state = 'unknown' AND "
@@ -373,11 +373,11 @@ fetch_var(MYSQL_STMT *st, MYSQL_BIND *b, unsigned col, unsigned long len,
 idem_err
 idem_my_fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 {
-	MYSQL_BIND b[11];
-	unsigned long len[11];
-	my_bool null[11];
+	MYSQL_BIND b[12];
+	unsigned long len[12];
+	my_bool null[12];
 	char state[16];
-	long long left = 0, status = 0;
+	long long left = 0, status = 0, lease_ms = 0;
 	int rc;
 	idem_err err = IDEM_OK;
 
@@ -410,7 +410,9 @@ idem_my_fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 	b[9].buffer = r->progress.phase;
 	b[9].buffer_length = IDEM_PHASE_MAX;
 	b[10].buffer_type = MYSQL_TYPE_BLOB;  /* progress: length only */
-	for (rc = 0; rc < 11; rc++) {
+	b[11].buffer_type = MYSQL_TYPE_LONGLONG;
+	b[11].buffer = &lease_ms;
+	for (rc = 0; rc < 12; rc++) {
 		b[rc].length = &len[rc];
 		b[rc].is_null = &null[rc];
 	}
@@ -445,6 +447,7 @@ idem_my_fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 		err = IDEM_ERR_STORE;
 	}
 	r->left_us = null[5] ? 0 : left;
+	r->lease_ms = null[11] ? 0 : lease_ms;
 	/* (r->found is 0 until a row is fetched: set at the top) */
 	r->expired = !null[5] && left <= 0;
 	r->status = null[6] ? 0 : (int)status;
@@ -503,6 +506,7 @@ idem_my_reserve_args(reserve_args *a, idem_store_req *rq)
 	a->rq = rq;
 	a->life_us = (long long)rq->policy->lifetime_ms * 1000;
 	a->ttl_us = (long long)rq->policy->lease_ms * 1000;
+	a->lease_ms = (long long)rq->policy->lease_ms;
 }
 
 /* ----------------------------------------------------------- operations */
@@ -517,6 +521,7 @@ idem_my_p_insert(params *p, const reserve_args *a)
 	idem_my_p_blob(p, a->rq->fp, 32);
 	idem_my_p_str(p, a->rq->owner);
 	idem_my_p_str(p, a->rq->request_id);
+	idem_my_p_ll(p, &a->lease_ms);
 	idem_my_p_ll(p, &a->life_us);
 }
 
@@ -529,6 +534,7 @@ idem_my_p_reuse(params *p, const reserve_args *a)
 	idem_my_p_blob(p, a->rq->fp, 32);
 	idem_my_p_str(p, a->rq->owner);
 	idem_my_p_str(p, a->rq->request_id);
+	idem_my_p_ll(p, &a->lease_ms);
 	idem_my_p_ll(p, &a->life_us);
 	idem_my_p_key(p, &a->rq->key);
 }
@@ -541,6 +547,7 @@ idem_my_p_takeover(params *p, const reserve_args *a, const char *old_owner)
 	p->contended = &a->rq->contended;
 	idem_my_p_str(p, a->rq->owner);
 	idem_my_p_str(p, a->rq->request_id);
+	idem_my_p_ll(p, &a->lease_ms);
 	idem_my_p_ll(p, &a->life_us);
 	idem_my_p_key(p, &a->rq->key);
 	idem_my_p_str(p, old_owner);
@@ -556,6 +563,7 @@ idem_my_p_resume(params *p, const reserve_args *a)
 	p->contended = &a->rq->contended;
 	idem_my_p_str(p, a->rq->owner);
 	idem_my_p_str(p, a->rq->request_id);
+	idem_my_p_ll(p, &a->lease_ms);
 	idem_my_p_key(p, &a->rq->key);
 	idem_my_p_blob(p, a->rq->fp, 32);
 }
@@ -569,20 +577,34 @@ idem_my_p_reconcile(params *p, const reserve_args *a, const char *old_owner)
 	p->contended = &a->rq->contended;
 	idem_my_p_str(p, a->rq->owner);
 	idem_my_p_str(p, a->rq->request_id);
+	idem_my_p_ll(p, &a->lease_ms);
 	idem_my_p_key(p, &a->rq->key);
 	idem_my_p_blob(p, a->rq->fp, 32);
 	idem_my_p_str(p, old_owner);
 	idem_my_p_ll(p, &a->ttl_us);
 }
 
-/* The first parameters of S_CHECKPOINT (and T_CHECKPOINT): the phase and
- * state of pr (the key and owner follow). */
+/* Binds the length of the lease rq's owner renews: its policy's
+ * lease_ms, or NULL (the record keeps its own) when it has none. */
 void
-idem_my_p_progress(params *p, const idem_progress *pr)
+idem_my_p_lease(params *p, const idem_store_req *rq)
+{
+	p->lease_ms = rq->policy != NULL ? (long long)rq->policy->lease_ms : 0;
+	idem_my_p_ll(p, &p->lease_ms);
+	if (p->lease_ms <= 0)
+		p->b[p->n - 1].buffer_type = MYSQL_TYPE_NULL;
+}
+
+/* The first parameters of S_CHECKPOINT (and T_CHECKPOINT): the phase and
+ * state of pr, and the lease of rq's owner (the key and owner follow). */
+void
+idem_my_p_progress(params *p, const idem_progress *pr,
+    const idem_store_req *rq)
 {
 	idem_my_p_init(p);
 	idem_my_p_str(p, pr->phase);
 	idem_my_p_blob(p, pr->state != NULL ? pr->state : "", pr->state_len);
+	idem_my_p_lease(p, rq);
 }
 
 /* Frees what the row r owns. */
@@ -599,7 +621,7 @@ idem_reserve_step
 idem_my_step_of(const reserve_args *a, const row *r)
 {
 	idem_found f = { r->state, r->expired, r->fp, r->owner,
-	    r->lease_age_us };
+	    r->lease_age_us, r->lease_ms * 1000 };
 
 	return idem_reserve_decide(&f, a->rq->fp, a->rq->owner, a->ttl_us,
 	    a->rq->policy->reconcile);
@@ -639,6 +661,7 @@ idem_my_found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_
 	snprintf(out->request_id, sizeof(out->request_id), "%s", r->request_id);
 	out->lease_age_ms = r->lease_age_us > 0 ?
 	    (uint64_t)r->lease_age_us / 1000 : 0;
+	out->lease_ms = r->lease_ms > 0 ? (uint64_t)r->lease_ms : 0;
 	out->outcome = IDEM_RESERVE_IN_FLIGHT;
 }
 

@@ -293,7 +293,7 @@ idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
     idem_reserve_result *out)
 {
 	mysql_store *ms = (mysql_store *)s;
-	reserve_args a = { rq, 0, 0 };
+	reserve_args a = { rq, 0, 0, 0 };
 	int attempt, first = 1;
 	idem_err err = IDEM_OK;
 
@@ -351,7 +351,7 @@ idem_my_tx_checkpoint(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 {
 	params p;
 
-	idem_my_p_progress(&p, pr);
+	idem_my_p_progress(&p, pr, rq);
 	return tx_owned((mysql_store *)s, c, rq, T_CHECKPOINT, &p);
 }
 

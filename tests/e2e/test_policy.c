@@ -6,6 +6,7 @@
  * MariaDB for the program.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -403,6 +404,56 @@ Test(lease, short_route_ttl_renewed_in_time)
 	cr_expect_str_eq(dup.exec, first.exec);
 	cr_expect_gt(in_flight, 0);
 	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/3000", key), 1);
+	cr_expect_eq(harness_logged(&h, "took over"), 0);
+	cr_expect_eq(harness_stop(&h), 0);
+}
+
+/*
+ * Issue 35.1: inflight-ttl lowered under a running handler.  The route's
+ * lease is 6 s (renewed every 2 s); the handler runs 7 s; the operator
+ * lowers the route's inflight-ttl to 1 s and reloads.  The old worker
+ * drains with its 2 s rhythm; the duplicates reach the new one, which
+ * sees a lease up to 2 s old under its 1 s.  The record keeps its
+ * holder's 6 s lease, so every duplicate is in flight until the first
+ * answer replays: one execution, no takeover.
+ */
+Test(lease, lowered_ttl_at_a_reload_spares_the_running_handler,
+    .timeout = 90)
+{
+	const char *key = call_key("lease-reload");
+	char *conf, *at;
+	harness h;
+	call first, dup;
+	pthread_t t;
+	int in_flight = 0;
+
+	start(&h, 1, "[route POST /testkit/sleep/{ms}]\ninflight-ttl = 6s\n");
+	first = call_make(h.addr, "/testkit/sleep/7000", key, NULL);
+	cr_assert_eq(pthread_create(&t, NULL, call_thread, &first), 0);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/7000", key, 1));
+	cr_assert_not_null(conf = harness_slurp(h.conf));
+	cr_assert_not_null(at = strstr(conf, "inflight-ttl = 6s"));
+	at[strlen("inflight-ttl = ")] = '1';
+	cr_assert_eq(harness_write_conf(h.conf, conf), 0);
+	free(conf);
+	kill(h.pid, SIGHUP);
+	cr_assert(harness_await_log(&h, "reloaded"));
+	for (;;) {
+		dup = call_one(h.addr, "/testkit/sleep/7000", key, NULL);
+		if (dup.status != 409)
+			break;
+		cr_assert_str_eq(dup.code, "IDEMPOTENCY_IN_FLIGHT");
+		in_flight++;
+		call_sleep(150);
+	}
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 201);
+	cr_expect_eq(dup.status, 201);
+	cr_expect_str_eq(dup.replayed, "true", "a duplicate ran: taken over "
+	    "by the new worker's inflight-ttl");
+	cr_expect_str_eq(dup.exec, first.exec);
+	cr_expect_gt(in_flight, 0);
+	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/7000", key), 1);
 	cr_expect_eq(harness_logged(&h, "took over"), 0);
 	cr_expect_eq(harness_stop(&h), 0);
 }

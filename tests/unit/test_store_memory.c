@@ -208,18 +208,22 @@ Test(rule, reservation_steps)
 	const idem_record_state C = IDEM_RECORD_COMMITTED,
 	    F = IDEM_RECORD_IN_FLIGHT, P = IDEM_RECORD_PAUSED,
 	    U = IDEM_RECORD_UNKNOWN;
-	idem_found live = { C, 0, mine, "o", 0 },
-	    expired = { C, 1, other, "o", 0 },
-	    ours = { F, 0, mine, "me", 5000000 },
-	    stale = { F, 0, mine, "old", 30000001 },
-	    fresh = { F, 0, mine, "old", 30000000 },
-	    stale_other = { F, 0, other, "old", 90000000 },
-	    paused = { P, 0, mine, "old", 0 },
-	    paused_expired = { P, 1, mine, "old", 0 },
-	    unknown = { U, 0, mine, "old", 90000000 },
-	    reconciling = { U, 0, mine, "live", 1000 },
-	    unheld = { U, 0, mine, "", 0 },
-	    unknown_expired = { U, 1, other, "old", 0 };
+	idem_found live = { C, 0, mine, "o", 0, 0 },
+	    expired = { C, 1, other, "o", 0, 0 },
+	    ours = { F, 0, mine, "me", 5000000, 0 },
+	    stale = { F, 0, mine, "old", 30000001, 0 },
+	    fresh = { F, 0, mine, "old", 30000000, 0 },
+	    stale_other = { F, 0, other, "old", 90000000, 0 },
+	    paused = { P, 0, mine, "old", 0, 0 },
+	    paused_expired = { P, 1, mine, "old", 0, 0 },
+	    unknown = { U, 0, mine, "old", 90000000, 0 },
+	    reconciling = { U, 0, mine, "live", 1000, 0 },
+	    unheld = { U, 0, mine, "", 0, 0 },
+	    unknown_expired = { U, 1, other, "old", 0, 0 },
+	    /* records that keep their holder's lease: 5 s */
+	    kept_live = { F, 0, mine, "old", 4000000, 5000000 },
+	    kept_stale = { F, 0, mine, "old", 5000001, 5000000 },
+	    kept_reconciling = { U, 0, mine, "live", 4000000, 5000000 };
 
 	cr_expect_eq(idem_reserve_decide(&live, other, "me", 30000000, 0),
 	    IDEM_STEP_REPLAY, "a live answer, whatever the request");
@@ -253,4 +257,11 @@ Test(rule, reservation_steps)
 	    IDEM_STEP_IN_FLIGHT, "another request never reconciles it");
 	cr_expect_eq(idem_reserve_decide(&unknown_expired, mine, "me",
 	    30000000, 1), IDEM_STEP_REUSE);
+	/* issue 35.1: the record's lease, not the taker's inflight-ttl */
+	cr_expect_eq(idem_reserve_decide(&kept_live, mine, "me", 1000000, 0),
+	    IDEM_STEP_IN_FLIGHT, "a taker at 1 s cuts a 5 s lease short");
+	cr_expect_eq(idem_reserve_decide(&kept_stale, mine, "me", 30000000, 0),
+	    IDEM_STEP_TAKE_OVER, "a taker at 30 s spares a lapsed 5 s lease");
+	cr_expect_eq(idem_reserve_decide(&kept_reconciling, mine, "me",
+	    1000000, 1), IDEM_STEP_IN_FLIGHT, "a live reconciler taken");
 }

@@ -138,9 +138,12 @@ schema_sql(const char *db, const char *name)
 	return sql;
 }
 
-/* A deployment of schema version 1 is refused, naming what to apply; once
- * 002 is applied in place, the store opens, its records are still there
- * and replayed, and new records hold progress. */
+/* A deployment of schema version 1 is refused, naming what to apply;
+ * with 002 applied in place still refused (version 3 is needed); once 003
+ * is, the store opens, its records are still there and replayed, a
+ * record in flight from before (no lease length of its own) is judged by
+ * the reader's inflight-ttl, and new records hold progress and their
+ * lease's length. */
 Test(mysql, schema_migrated_in_place)
 {
 	idem_config *cfg = config(1);
@@ -164,12 +167,19 @@ Test(mysql, schema_migrated_in_place)
 	    "lease_at, expires_at, status, headers, body) VALUES (UNHEX(REPEAT("
 	    "'00', 32)), 'migrated', UNHEX(REPEAT('07', 32)), 'committed', 'o', "
 	    "'r', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + "
-	    "INTERVAL 1 HOUR, 201, '', 'kept')");
+	    "INTERVAL 1 HOUR, 201, '', 'kept'), (UNHEX(REPEAT('00', 32)), "
+	    "'old-flight', UNHEX(REPEAT('07', 32)), 'in_flight', 'dead', 'r', "
+	    "UTC_TIMESTAMP(6) - INTERVAL 5 SECOND, UTC_TIMESTAMP(6) - INTERVAL "
+	    "5 SECOND, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, NULL, NULL, NULL)");
 	free(out);
 	free(cfg->mysql_database);
 	cfg->mysql_database = strdup("v1_db");
 	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
 	sql = schema_sql("v1_db", "002_recovery_points.sql");
+	free(mariadb_sql(&m, sql));
+	free(sql);
+	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	sql = schema_sql("v1_db", "003_lease_length.sql");
 	free(mariadb_sql(&m, sql));
 	free(sql);
 	cr_assert_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
@@ -180,6 +190,17 @@ Test(mysql, schema_migrated_in_place)
 	    60000), &rr), IDEM_OK);
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(rr.response.body_len, 4);
+	idem_reserve_result_clear(&rr);
+	/* its lease 5 s old, no length kept: live at 30 s, stale at 1 s */
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "old-flight");
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "o4", "r4", 30000,
+	    60000), &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_eq(rr.lease_ms, 0);
+	idem_reserve_result_clear(&rr);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "o5", "r5", 1000,
+	    60000), &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_TAKEN_OVER);
 	idem_reserve_result_clear(&rr);
 	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "after-migration");
 	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "o3", "r3", 30000,
@@ -1143,8 +1164,12 @@ Test(mysql, answers_lost_after_the_statement_applied, .timeout = 60)
 
 	/* the reservation's INSERT */
 	cr_assert_eq(idem_store_mysql_lose_answer(s, "insert"), 0);
-	cr_expect_eq(reserve_as(s, key, "old.1"), IDEM_RESERVE_ACQUIRED);
-	/* a takeover of it (inflight-ttl 1 ms: stale at once) */
+	memset(&rr, 0, sizeof(rr));
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "old.1", "rid", 1,
+	    60000), &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	idem_reserve_result_clear(&rr);
+	/* a takeover of it (its lease 1 ms: stale at once) */
 	tx_msleep(20);
 	cr_assert_eq(idem_store_mysql_lose_answer(s, "takeover"), 0);
 	memset(&rr, 0, sizeof(rr));
