@@ -644,6 +644,12 @@ mw->leases, IDEM_LEASE_FORGET, req,
 		    rq->policy->lease_ms));
 	} else {
 		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
+		if (rr.owner[0] != '\0')
+			idem_log_event(req, IDEM_LOG_WARN, "abandoned", rq->owner,
+			    "the key's reservation by request %s (owner %s) "
+			    "was past its lifetime, its lease lapsed: "
+			    "abandoned (its instance died whole); this request "
+			    "has the key now", rr.request_id, rr.owner);
 	}
 	idem_mw_exec_clear(ex);
 	ex->mw = mw;

@@ -422,6 +422,10 @@ idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
 		return IDEM_STEP_OURS;
 	if (same && f->lease_age_us > ttl_us)
 		return IDEM_STEP_TAKE_OVER;
+	/* abandoned: past its lifetime and nobody renews it (its instance
+	 * died whole): another request may have the key */
+	if (f->expired && f->lease_age_us > ttl_us)
+		return IDEM_STEP_REUSE;
 	return IDEM_STEP_IN_FLIGHT;
 }
 

@@ -155,6 +155,8 @@ typedef struct idem_reserve_result {
 	char request_id[IDEM_RID_MAX + 1];
 	uint64_t lease_age_ms;
 	uint64_t lease_ms;
+	/* ACQUIRED: owner and request_id above name the abandoned in-flight
+	 * record it replaced (IDEM_STEP_REUSE), or are empty */
 	/* COMMITTED: the answer, owned by the result */
 	idem_stored_response response;
 	/* COMMITTED: read from the store's copy of answers read before
@@ -271,11 +273,13 @@ typedef struct idem_store_ops {
 	/* Marks rq's owner's in_flight record as of unknown outcome (kept with
 	 * its progress for the same fingerprint).  Returns as renew. */
 	idem_err (*mark_unknown)(idem_store *s, idem_store_req *rq);
-	/* Deletes up to max committed, paused and unknown records past their
-	 * expiry; *purged says how many (fewer than max: none left).  Never
-	 * an in_flight record, however old: only its owner, crash recovery
-	 * (release_prefix) or a takeover removes one.  Safe to run anywhere
-	 * at any time. */
+	/* Deletes up to max records past their expiry: committed, paused and
+	 * unknown ones, and in_flight ones whose lease has lapsed too
+	 * (abandoned: nobody renews them; a record that keeps no lease length
+	 * counts as lapsed after IDEM_LEASE_LONGEST_MS); *purged says how
+	 * many (fewer than max: none left).  Never an in_flight record whose
+	 * lease is live, however old: its handler may still be running.
+	 * Safe to run anywhere at any time. */
 	idem_err (*purge)(idem_store *s, unsigned max, unsigned *purged);
 	/* Fills *st (zeroed by the caller); a store that cannot count
 	 * cheaply leaves zeros.  Returns IDEM_OK, or IDEM_ERR_STORE when it
@@ -348,6 +352,10 @@ typedef struct idem_store_limits {
 	uint64_t total;         /* headers and body together */
 } idem_store_limits;
 
+/* The longest lease there is (inflight-ttl's most, a day): what purge
+ * gives an in-flight record that keeps no lease length of its own. */
+#define IDEM_LEASE_LONGEST_MS (24ULL * 3600 * 1000)
+
 /* The most a stand-in answer holds: its header lines (a Content-Type, and
  * Location and Content-Location of up to 8192 bytes each) and its notice.
  * Every store must hold one: a store whose limits cannot refuses to
@@ -385,8 +393,11 @@ struct idem_store {
  */
 typedef enum idem_reserve_step {
 	IDEM_STEP_REUSE = 0,  /* committed, paused or unknown, past its
-	                       * lifetime: as absent, so the record is made
-	                       * this request's (without progress) */
+	                       * lifetime; or in flight, past its lifetime,
+	                       * its lease lapsed (abandoned: its instance
+	                       * died whole), met by another request: as
+	                       * absent, so the record is made this request's
+	                       * (without progress) */
 	IDEM_STEP_REPLAY,     /* committed, live: its answer is the outcome
 	                       * (another fingerprint: the caller's conflict) */
 	IDEM_STEP_OURS,       /* in flight under this request's own owner: its

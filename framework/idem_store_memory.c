@@ -40,7 +40,7 @@ typedef struct record {
 	idem_stored_response resp;      /* committed only */
 	idem_progress progress;         /* its last checkpoint */
 	struct record *prev, *next;     /* the expiring list (not in
-	                                 * flight) */
+	                                 * flight), or the in-flight list */
 	UT_hash_handle hh;
 } record;
 
@@ -50,6 +50,7 @@ typedef struct memory_store {
 	record *table;                  /* uthash head */
 	record *expiring;               /* utlist, by expires_at: the
 	                                 * records not in flight */
+	record *flying;                 /* utlist: the records in flight */
 	uint64_t max_entries;
 	uint64_t count;
 	uint64_t in_flight;
@@ -123,6 +124,7 @@ settle(memory_store *ms, record *r, idem_record_state state)
 	record *after;
 
 	if (r->state == IDEM_RECORD_IN_FLIGHT) {
+		DL_DELETE(ms->flying, r);
 		ms->in_flight--;
 	} else {
 		DL_DELETE(ms->expiring, r);
@@ -131,6 +133,7 @@ settle(memory_store *ms, record *r, idem_record_state state)
 	}
 	r->state = state;
 	if (state == IDEM_RECORD_IN_FLIGHT) {
+		DL_APPEND(ms->flying, r);
 		ms->in_flight++;
 		return;
 	}
@@ -152,10 +155,12 @@ static void
 drop(memory_store *ms, record *r)
 {
 	HASH_DEL(ms->table, r);
-	if (r->state != IDEM_RECORD_IN_FLIGHT)
+	if (r->state != IDEM_RECORD_IN_FLIGHT) {
 		DL_DELETE(ms->expiring, r);
-	else
+	} else {
+		DL_DELETE(ms->flying, r);
 		ms->in_flight--;
+	}
 	if (r->state == IDEM_RECORD_UNKNOWN)
 		ms->unknown--;
 	ms->count--;
@@ -218,6 +223,13 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		    (int64_t)rq->policy->lease_ms * 1000,
 		    rq->policy->reconcile);
 		if (step == IDEM_STEP_REUSE) {
+			/* an abandoned reservation: whose it was */
+			if (r->state == IDEM_RECORD_IN_FLIGHT) {
+				idem_copy_string(out->owner, sizeof(out->owner),
+				    r->owner);
+				idem_copy_string(out->request_id,
+				    sizeof(out->request_id), r->request_id);
+			}
 			drop(ms, r);
 			r = NULL;
 		}
@@ -245,6 +257,7 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		r->lease_ms = rq->policy->lease_ms;
 		r->expires_at = now + rq->policy->lifetime_ms;
 		HASH_ADD_KEYPTR(hh, ms->table, r->k.bytes, r->k.len, r);
+		DL_APPEND(ms->flying, r);
 		ms->count++;
 		ms->in_flight++;
 		out->outcome = IDEM_RESERVE_ACQUIRED;
@@ -434,6 +447,7 @@ static idem_err
 mem_purge(idem_store *s, unsigned max, unsigned *purged)
 {
 	memory_store *ms = (memory_store *)s;
+	record *r, *tmp;
 	uint64_t now;
 
 	pthread_mutex_lock(&ms->lock);
@@ -442,6 +456,19 @@ mem_purge(idem_store *s, unsigned max, unsigned *purged)
 	    ms->expiring->expires_at <= now) {
 		drop(ms, ms->expiring);
 		(*purged)++;
+	}
+	/* in flight past its lifetime with its lease lapsed: abandoned (a
+	 * scan of the records in flight, in the purge thread) */
+	DL_FOREACH_SAFE(ms->flying, r, tmp) {
+		uint64_t lease = r->lease_ms > 0 ? r->lease_ms :
+		    IDEM_LEASE_LONGEST_MS;
+
+		if (*purged >= max)
+			break;
+		if (r->expires_at <= now && now - r->lease_at > lease) {
+			drop(ms, r);
+			(*purged)++;
+		}
 	}
 	pthread_mutex_unlock(&ms->lock);
 	return IDEM_OK;

@@ -10,6 +10,8 @@
  *            owner (takeover) or the expiry (reuse).
  *   commit   UPDATE ... WHERE owner = ?      release  DELETE ... WHERE owner = ?
  *   renew    UPDATE ... WHERE owner = ?      purge    DELETE ... LIMIT ?
+ *                                           (expired; in flight only when
+ *                                           its lease lapsed too)
  *   resolve  UPDATE or DELETE ... WHERE state = 'unknown' AND owner = ?
  *
  * A statement that fails because the connection was lost (the database
@@ -139,6 +141,7 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 			idem_my_backoff(attempt - 1);
 		/* what an earlier round found is not this one's record */
 		idem_progress_clear(&out->progress);
+		out->owner[0] = out->request_id[0] = '\0';
 		if (attempt == 0)
 			err = idem_my_batch_insert(ms, &a, &n, &retried);
 		else {
@@ -182,6 +185,14 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 			if ((err = idem_my_exec_count(ms, S_REUSE, &p, &n, NULL)) != IDEM_OK)
 				return err;
 			if (n == 1) {
+				/* an abandoned reservation: whose it was */
+				if (r.state == IDEM_RECORD_IN_FLIGHT) {
+					idem_copy_string(out->owner,
+					    sizeof(out->owner), r.owner);
+					idem_copy_string(out->request_id,
+					    sizeof(out->request_id),
+					    r.request_id);
+				}
 				out->outcome = IDEM_RESERVE_ACQUIRED;
 				return IDEM_OK;
 			}
@@ -403,12 +414,13 @@ my_renew(idem_store *s, idem_store_req *rq)
 static idem_err
 my_purge(idem_store *s, unsigned max, unsigned *purged)
 {
-	long long lim = max;
+	long long lim = max, longest_us = IDEM_LEASE_LONGEST_MS * 1000;
 	unsigned long long n = 0;
 	params p;
 	idem_err err;
 
 	idem_my_p_init(&p);
+	idem_my_p_ll(&p, &longest_us);
 	idem_my_p_ll(&p, &lim);
 	err = idem_my_exec_count((mysql_store *)s, S_PURGE, &p, &n, NULL);
 	*purged = (unsigned)n;

@@ -32,8 +32,8 @@ const char *const idem_my_sql[NSTMT] = {
 	    "fingerprint = ?, owner = ?, request_id = ?, reserved_at = " NOW
 	    ", lease_at = " NOW ", lease_ms = ?, expires_at = " NOW " + INTERVAL ? "
 	    "MICROSECOND, status = NULL, headers = NULL, body = NULL, phase = "
-	    "NULL, progress = NULL WHERE " PK " AND state <> 'in_flight' AND "
-	    "expires_at <= " NOW,
+	    "NULL, progress = NULL WHERE " PK " AND expires_at <= " NOW " AND "
+	    "(state <> 'in_flight' OR " LAPSED ")",
 	/* the rule's RESUME and RECONCILE */
 	[S_RESUME] = RESUME_ROW,
 	[S_RECONCILE] = RECONCILE_ROW,
@@ -43,9 +43,11 @@ const char *const idem_my_sql[NSTMT] = {
 	[S_CHECKPOINT] = CHECKPOINT_ROW,
 	[S_UNKNOWN] = UNKNOWN_ROW,
 	[S_PAUSE] = PAUSE_ROW,
-	/* never an in_flight row: its owner may still be working on it */
-	[S_PURGE] = "DELETE FROM idempotency_keys WHERE state <> 'in_flight' "
-	    "AND expires_at < " NOW " LIMIT ?",
+	/* never an in_flight row whose lease is live: its owner may still be
+	 * working on it; one whose lease lapsed past its lifetime is
+	 * abandoned */
+	[S_PURGE] = "DELETE FROM idempotency_keys WHERE expires_at < " NOW
+	    " AND (state <> 'in_flight' OR " LAPSED ") LIMIT ?",
 	[S_STATS] = "SELECT COUNT(*), COALESCE(SUM(state = 'in_flight'), 0), "
 	    "COALESCE(SUM(state = 'unknown'), 0), COALESCE(MAX(IF(state = "
 	    "'unknown', TIMESTAMPDIFF(MICROSECOND, reserved_at, " NOW "), 0)), 0) "
@@ -525,7 +527,8 @@ idem_my_p_insert(params *p, const reserve_args *a)
 	idem_my_p_ll(p, &a->life_us);
 }
 
-/* The parameters of S_REUSE: an expired committed row made ours. */
+/* The parameters of S_REUSE: an expired row made ours (committed,
+ * paused, unknown, or in flight and abandoned). */
 void
 idem_my_p_reuse(params *p, const reserve_args *a)
 {
@@ -537,6 +540,7 @@ idem_my_p_reuse(params *p, const reserve_args *a)
 	idem_my_p_ll(p, &a->lease_ms);
 	idem_my_p_ll(p, &a->life_us);
 	idem_my_p_key(p, &a->rq->key);
+	idem_my_p_ll(p, &a->ttl_us);
 }
 
 /* The parameters of S_TAKEOVER of old_owner's stale reservation. */

@@ -173,6 +173,13 @@ round_found(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 		idem_my_p_reuse(&p, a);
 		if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0)
 			return round_failed(ms, c, a, T_REUSE, e, &first, err);
+		if (n == 1 && r->state == IDEM_RECORD_IN_FLIGHT) {
+			/* an abandoned reservation: whose it was */
+			idem_copy_string(out->owner, sizeof(out->owner),
+			    r->owner);
+			idem_copy_string(out->request_id,
+			    sizeof(out->request_id), r->request_id);
+		}
 		if (n == 1)
 			return R_DONE;
 		tx_rollback(c);
@@ -257,6 +264,7 @@ round_run(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 	*err = IDEM_OK;
 	/* what an earlier round found is not this one's record */
 	idem_progress_clear(&out->progress);
+	out->owner[0] = out->request_id[0] = '\0';
 	if (a->rq->key.key_len == 0)
 		return R_DONE;
 	idem_my_p_insert(&p, a);

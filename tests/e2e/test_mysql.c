@@ -174,6 +174,53 @@ Test(mysql_e2e, dead_node_reservation_taken_over_once)
 	harness_log_reset(log);
 }
 
+/* Issue 35.2: a whole node dies holding a reservation, and the retries
+ * come with another body (a client that rebuilt its request): nobody will
+ * ever take it over or release it.  Within the key's lifetime they get
+ * the conflict; once the lifetime is over and the lease lapsed, the
+ * reservation is abandoned: the next request has the key, runs once, and
+ * the takeover of an abandoned record is logged. */
+Test(mysql_e2e, abandoned_reservation_frees_its_key, .timeout = 60)
+{
+	harness dead, n1;
+	call doomed, c;
+	char key[64], log[128];
+	pthread_t t;
+	int i;
+
+	snprintf(log, sizeof(log), "/tmp/idemfcgi-aband-%d.log", (int)getpid());
+	harness_log_reset(log);
+	snprintf(key, sizeof(key), "aband-%s", run_id());
+	start_node(&dead, NULL, "inflight-ttl = 1s\nlifetime = 2s", log);
+	start_node(&n1, NULL, "inflight-ttl = 1s\nlifetime = 2s", log);
+	doomed = call_make(dead.addr, "/testkit/sleep/5000", key, "{\"v\":1}");
+	pthread_create(&t, NULL, call_thread, &doomed);
+	cr_assert(harness_await_started(&dead, "/testkit/sleep/5000", key, 1));
+	harness_kill(&dead);
+	pthread_join(t, NULL);
+	c = call_one(n1.addr, "/testkit/sleep/5000", key, "{\"v\":2}");
+	cr_expect_eq(c.status, 409);
+	cr_expect_str_eq(c.code, "IDEMPOTENCY_CONFLICT");
+	/* past the lifetime (2 s after the reservation) and the lease (1 s
+	 * after its last renewal): the key is the new body's */
+	for (i = 0; i < 100; i++) {
+		call_sleep(100);
+		c = call_one(n1.addr, "/testkit/sleep/10", key, "{\"v\":2}");
+		if (c.status != 409)
+			break;
+		cr_assert_str_eq(c.code, "IDEMPOTENCY_CONFLICT");
+	}
+	cr_expect_eq(c.status, 201, "%d %s", c.status, c.body_out);
+	cr_expect_eq(harness_count_key(&n1, "/testkit/sleep/10", key), 1);
+	cr_expect(harness_logged(&n1, "event=abandoned") ||
+	    harness_logged(&n1, "\"abandoned\""));
+	c = call_one(n1.addr, "/testkit/sleep/10", key, "{\"v\":2}");
+	cr_expect_str_eq(c.replayed, "true");
+	harness_stop(&dead);
+	harness_stop(&n1);
+	harness_log_reset(log);
+}
+
 /* Expired rows go in batches from the purge thread; live rows stay. */
 Test(mysql_e2e, purge_thread)
 {

@@ -562,32 +562,70 @@ Test(store, census_counts_by_state, .init = open_store, .fini = close_store)
 	    IDEM_OK);
 }
 
-/* Issue 12.3: purge removes committed records past their expiry, never an
- * in-flight one, however old: its handler may still be running. */
-Test(store, purge_never_removes_in_flight, .init = open_store,
+/* Issue 12.3: purge never removes an in-flight record whose lease is
+ * live, however old: its handler may still be running.  Issue 35.2: nor
+ * one within its lifetime whose lease lapsed (its retry takes it over);
+ * but one past its lifetime whose lease lapsed is abandoned (its instance
+ * died whole, nobody renews or releases it): purged, and until then a
+ * request of another body may have the key. */
+Test(store, purge_spares_live_in_flight_removes_abandoned, .init = open_store,
     .fini = close_store)
 {
-	idem_store_key k = key("purgeinf", 0);
+	idem_store_key live = key("purgelive", 0), young = key("purgeyoung", 0),
+	    gone = key("purgegone", 0), reused = key("purgereused", 0);
 	idem_stored_response a = answer(201, "late");
 	idem_reserve_result rr;
 	unsigned n;
 
-	cr_assert_eq(idem_store_reserve(st, TEST_REQ(&k, FP1, "slow", "rid",
+	/* lease 30 s, lifetime 300 ms: past its lifetime, renewed */
+	cr_assert_eq(idem_store_reserve(st, TEST_REQ(&live, FP1, "slow", "rid",
 	    30000, 300), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	/* lease 100 ms, lifetime 60 s: lapsed within its lifetime */
+	cr_assert_eq(idem_store_reserve(st, TEST_REQ(&young, FP1, "young",
+	    "rid", 100, 60000), &rr), IDEM_OK);
+	/* lease 100 ms, lifetime 300 ms: abandoned */
+	cr_assert_eq(idem_store_reserve(st, TEST_REQ(&gone, FP1, "dead", "rid",
+	    100, 300), &rr), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(st, TEST_REQ(&reused, FP1, "dead2",
+	    "rid-dead2", 100, 300), &rr), IDEM_OK);
 	msleep(600);
+	cr_assert_eq(idem_store_renew(st, TEST_OWNED(&live, "slow", 0)),
+	    IDEM_OK);
+	/* before any purge: another body has the abandoned key, and is told
+	 * whose reservation it replaced */
+	cr_expect_eq(reserve(&reused, FP2, "new-body", 30000, &rr),
+	    IDEM_RESERVE_ACQUIRED, "an abandoned reservation holds its key");
+	cr_expect_str_eq(rr.owner, "dead2");
+	cr_expect_str_eq(rr.request_id, "rid-dead2");
+	cr_expect_eq(idem_store_commit(st, TEST_OWNED(&reused, "dead2", 60000),
+	    &a), IDEM_ERR_NOT_FOUND, "the abandoned owner is fenced");
+	/* a live or young one is no other body's */
+	cr_expect_eq(reserve(&live, FP2, "other", 100, &rr),
+	    IDEM_RESERVE_IN_FLIGHT);
+	cr_expect_eq(reserve(&young, FP2, "other", 100, &rr),
+	    IDEM_RESERVE_IN_FLIGHT);
 	do
 		cr_assert_eq(idem_store_purge(st, 100, &n), IDEM_OK);
 	while (n == 100);
-	cr_expect_eq(idem_store_renew(st, TEST_OWNED(&k, "slow", 0)), IDEM_OK,
-	    "the in-flight record was purged");
-	cr_expect_eq(reserve(&k, FP1, "retry", 30000, &rr),
+	cr_expect_eq(idem_store_renew(st, TEST_OWNED(&live, "slow", 0)), IDEM_OK,
+	    "the live in-flight record was purged");
+	cr_expect_eq(reserve(&live, FP1, "retry", 30000, &rr),
 	    IDEM_RESERVE_IN_FLIGHT, "a retry would run the handler again");
-	cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "slow", 60000), &a),
-	    IDEM_OK);
-	cr_expect_eq(reserve(&k, FP1, "retry", 30000, &rr),
+	cr_expect_eq(idem_store_commit(st, TEST_OWNED(&live, "slow", 60000),
+	    &a), IDEM_OK);
+	cr_expect_eq(reserve(&live, FP1, "retry", 30000, &rr),
 	    IDEM_RESERVE_COMMITTED);
 	idem_reserve_result_clear(&rr);
+	cr_expect_eq(idem_store_renew(st, TEST_OWNED(&young, "young", 0)),
+	    IDEM_OK, "a record within its lifetime was purged");
+	cr_expect_eq(idem_store_renew(st, TEST_OWNED(&gone, "dead", 0)),
+	    IDEM_ERR_NOT_FOUND, "the abandoned record was not purged");
+	cr_expect_eq(reserve(&gone, FP2, "after", 30000, &rr),
+	    IDEM_RESERVE_ACQUIRED);
+	cr_expect_str_eq(rr.owner, "", "purged: nothing replaced");
+	cr_expect_eq(idem_store_renew(st, TEST_OWNED(&reused, "new-body", 0)),
+	    IDEM_OK, "the reused record was purged");
 }
 
 /* Issue 12.1/12.2: an answer over the store's declared limits is refused

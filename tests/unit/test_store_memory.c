@@ -223,7 +223,10 @@ Test(rule, reservation_steps)
 	    /* records that keep their holder's lease: 5 s */
 	    kept_live = { F, 0, mine, "old", 4000000, 5000000 },
 	    kept_stale = { F, 0, mine, "old", 5000001, 5000000 },
-	    kept_reconciling = { U, 0, mine, "live", 4000000, 5000000 };
+	    kept_reconciling = { U, 0, mine, "live", 4000000, 5000000 },
+	    /* past its lifetime: abandoned once its lease lapsed */
+	    abandoned = { F, 1, mine, "old", 5000001, 5000000 },
+	    expired_live = { F, 1, mine, "old", 4000000, 5000000 };
 
 	cr_expect_eq(idem_reserve_decide(&live, other, "me", 30000000, 0),
 	    IDEM_STEP_REPLAY, "a live answer, whatever the request");
@@ -264,4 +267,11 @@ Test(rule, reservation_steps)
 	    IDEM_STEP_TAKE_OVER, "a taker at 30 s spares a lapsed 5 s lease");
 	cr_expect_eq(idem_reserve_decide(&kept_reconciling, mine, "me",
 	    1000000, 1), IDEM_STEP_IN_FLIGHT, "a live reconciler taken");
+	/* issue 35.2: an abandoned reservation is another body's to have */
+	cr_expect_eq(idem_reserve_decide(&abandoned, other, "me", 1000000, 0),
+	    IDEM_STEP_REUSE, "blocked for ever");
+	cr_expect_eq(idem_reserve_decide(&abandoned, mine, "me", 1000000, 0),
+	    IDEM_STEP_TAKE_OVER, "its own request goes on from its progress");
+	cr_expect_eq(idem_reserve_decide(&expired_live, other, "me", 1000000,
+	    0), IDEM_STEP_IN_FLIGHT, "a live handler past its lifetime");
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -212,6 +213,45 @@ Test(mysql, schema_migrated_in_place)
 	idem_config_free(cfg);
 }
 
+/* Issue 35.2: an in-flight row from before schema version 3 keeps no
+ * lease length; past its lifetime, purge gives it the longest lease there
+ * is (a day): one renewed 2 hours ago stays, one 25 hours ago goes. */
+Test(mysql, purge_gives_a_row_without_lease_length_a_day)
+{
+	idem_config *cfg = config(1);
+	idem_store *s = NULL;
+	mariadb m;
+	char sql[1024], *out;
+	unsigned n;
+
+	mariadb_from_env(&m);
+	snprintf(sql, sizeof(sql), "INSERT INTO idempotency_keys (scope_hash, "
+	    "idem_key, fingerprint, state, owner, request_id, reserved_at, "
+	    "lease_at, expires_at) VALUES (UNHEX(SHA2('nolease-%d', 256)), "
+	    "'recent', UNHEX(REPEAT('07', 32)), 'in_flight', 'o', 'r', "
+	    "UTC_TIMESTAMP(6) - INTERVAL 3 DAY, UTC_TIMESTAMP(6) - INTERVAL 2 "
+	    "HOUR, UTC_TIMESTAMP(6) - INTERVAL 2 DAY), (UNHEX(SHA2('nolease-%d', "
+	    "256)), 'old', UNHEX(REPEAT('07', 32)), 'in_flight', 'o', 'r', "
+	    "UTC_TIMESTAMP(6) - INTERVAL 3 DAY, UTC_TIMESTAMP(6) - INTERVAL 25 "
+	    "HOUR, UTC_TIMESTAMP(6) - INTERVAL 2 DAY)", (int)getpid(),
+	    (int)getpid());
+	free(mariadb_sql(&m, sql));
+	cr_assert_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	do
+		cr_assert_eq(idem_store_purge(s, 100, &n), IDEM_OK);
+	while (n == 100);
+	snprintf(sql, sizeof(sql), "SELECT GROUP_CONCAT(idem_key) FROM "
+	    "idempotency_keys WHERE scope_hash = UNHEX(SHA2('nolease-%d', 256))",
+	    (int)getpid());
+	out = mariadb_sql(&m, sql);
+	cr_assert_not_null(out);
+	out[strcspn(out, "\n")] = '\0';
+	cr_expect_str_eq(out, "recent");
+	free(out);
+	idem_store_close(s);
+	idem_config_free(cfg);
+}
+
 Test(mysql, wrong_password)
 {
 	idem_config *cfg = config(1);
@@ -374,7 +414,6 @@ Test(mysql, packet_lowered_at_run_time, .timeout = 120)
 
 #include <pthread.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <mysql.h>
 
