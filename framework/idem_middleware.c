@@ -558,9 +558,12 @@ idem_mw_wait_init(const idem_store_req *rq, idem_mw_wait *w)
 	w->pause = 5;
 }
 
-int
-idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
-    idem_store_req *rq, idem_mysql_conn *c, idem_mw_wait *w, idem_exec *ex)
+/* The reserve of idem_mw_reserve, until it runs or answers: returns
+ * what idem_mw_reserve returns. */
+static int
+reserve_until_answered(idem_middleware *mw, idem_request *req,
+    idem_response *res, idem_store_req *rq, idem_mysql_conn *c,
+    idem_mw_wait *w, idem_exec *ex)
 {
 	const idem_config *cfg = mw->cfg;
 	idem_reserve_result rr;
@@ -573,13 +576,10 @@ idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
 		if (err != IDEM_OK && err != IDEM_ERR_BUSY) {
 			idem_mw_store_failed(mw, req, err);
 			idem_reserve_result_clear(&rr);
-			/* a reservation that reached the store unanswered must
-			 * not hold the key until inflight-ttl (a transaction's
-			 * dies with it); a store set aside sent nothing */
-			if (c == NULL && !idem_store_is_aside(mw->store))
-				idem_leases_add(
-mw->leases, IDEM_LEASE_FORGET, req,
-				    rq, NULL);
+			/* it may have reached the store unanswered; a store
+			 * set aside sent nothing */
+			if (!idem_store_is_aside(mw->store))
+				rq->unanswered = 1;
 			idem_mw_refuse_unavailable(res);
 			return 0;
 		}
@@ -660,6 +660,23 @@ mw->leases, IDEM_LEASE_FORGET, req,
 	memset(&rr.progress, 0, sizeof(rr.progress));
 	idem_reserve_result_clear(&rr);
 	return 1;
+}
+
+int
+idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
+    idem_store_req *rq, idem_mysql_conn *c, idem_mw_wait *w, idem_exec *ex)
+{
+	int runs;
+
+	rq->unanswered = 0;
+	runs = reserve_until_answered(mw, req, res, rq, c, w, ex);
+	/* a reservation that reached the store unanswered (a store error,
+	 * or a write whose connection was lost before BUSY, a conflict or
+	 * a replay) must not hold the key until inflight-ttl when it lands
+	 * (a transaction's dies with it) */
+	if (!runs && c == NULL && rq->unanswered)
+		idem_leases_add(mw->leases, IDEM_LEASE_FORGET, req, rq, NULL);
+	return runs;
 }
 
 void

@@ -115,6 +115,15 @@ typedef struct idem_store_req {
 	int has_progress;                   /* the record has progress (read
 	                                     * at reserve or checkpointed):
 	                                     * a release pauses it */
+	int unanswered;                     /* out: a write of a reserve of
+	                                     * this request lost its answer
+	                                     * with its connection (applied,
+	                                     * or still running on the
+	                                     * server): a reservation of its
+	                                     * owner may exist, or come into
+	                                     * being, though no reserve said
+	                                     * so; the caller that does not
+	                                     * run deletes it (FORGET) */
 } idem_store_req;
 
 /* A stored answer.  headers is "Name: value\r\n" lines. */

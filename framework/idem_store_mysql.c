@@ -105,8 +105,11 @@ reserve_held(mysql_store *ms, reserve_args *a, row *r, uint64_t read_at,
 		idem_my_p_resume(&p, a);
 	else
 		idem_my_p_reconcile(&p, a, r->owner);
-	if ((err = idem_my_exec_count(ms, resume ? S_RESUME : S_RECONCILE,
-	    &p, &n, retried)) != IDEM_OK)
+	err = idem_my_exec_count(ms, resume ? S_RESUME : S_RECONCILE, &p, &n,
+	    retried);
+	if (*retried)
+		a->rq->unanswered = 1;
+	if (err != IDEM_OK)
 		return err;
 	if (n == 1) {
 		out->outcome = o;
@@ -148,6 +151,9 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 			idem_my_p_insert(&p, &a);
 			err = idem_my_exec_count(ms, S_INSERT, &p, &n, &retried);
 		}
+		/* a row of ours may land after all, whatever is said now */
+		if (retried)
+			rq->unanswered = 1;
 		if (err != IDEM_OK)
 			return err;
 		if (n == 1) {
@@ -182,7 +188,10 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		case IDEM_STEP_REUSE:
 			idem_my_row_clear(&r);
 			idem_my_p_reuse(&p, &a);
-			if ((err = idem_my_exec_count(ms, S_REUSE, &p, &n, NULL)) != IDEM_OK)
+			err = idem_my_exec_count(ms, S_REUSE, &p, &n, &retried);
+			if (retried)
+				rq->unanswered = 1;
+			if (err != IDEM_OK)
 				return err;
 			if (n == 1) {
 				/* an abandoned reservation: whose it was */
@@ -200,8 +209,10 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		case IDEM_STEP_TAKE_OVER:
 			idem_my_found_row(ms, &a, &r, read_at, out);
 			idem_my_p_takeover(&p, &a, r.owner);
-			if ((err = idem_my_exec_count(ms, S_TAKEOVER, &p, &n, &retried))
-			    != IDEM_OK)
+			err = idem_my_exec_count(ms, S_TAKEOVER, &p, &n, &retried);
+			if (retried)
+				rq->unanswered = 1;
+			if (err != IDEM_OK)
 				return err;
 			if (n == 1)
 				out->outcome = IDEM_RESERVE_TAKEN_OVER;

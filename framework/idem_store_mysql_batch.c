@@ -66,8 +66,10 @@ enum {
 	M_APPLIED,     /* inserted; committed (read_returned: returned) */
 	M_MISSED,      /* insert: the key was there (read it) */
 	M_ALONE,       /* nothing done: send your own statement */
-	M_UNSURE       /* commit: maybe applied (a lost answer, fewer rows
-	                * updated than named): read, then your own */
+	M_UNSURE       /* maybe applied (a lost answer; a commit: fewer rows
+	                * updated than named): a commit reads, then sends
+	                * its own; an insert sends its own, which finds its
+	                * row, and says its write went unanswered */
 };
 
 typedef struct member {
@@ -453,12 +455,18 @@ send_inserts(mysql_store *ms, idem_mysql_conn *c, lane *l, unsigned n,
 	unsigned i;
 
 	bind_rows(LANE_INSERT, l, n);
-	if ((st = run_kind(ms, c, LANE_INSERT, l, n)) == NULL)
+	st = run_kind(ms, c, LANE_INSERT, l, n);
+	if (st != NULL) {
+		atomic_fetch_add(&l->statements, 1);
+		atomic_fetch_add(&l->carried, n);
+	}
+	if (st == NULL || lost_answer(ms, c, S_INSERT)) {
+		/* lost: it may have been applied, or still run */
+		if (c->broken)
+			for (i = 0; i < n; i++)
+				res[i] = M_UNSURE;
 		return;
-	atomic_fetch_add(&l->statements, 1);
-	atomic_fetch_add(&l->carried, n);
-	if (lost_answer(ms, c, S_INSERT))
-		return;
+	}
 	if (n == 1)
 		res[0] = mysql_stmt_affected_rows(st) == 1 ? M_APPLIED : M_MISSED;
 	else if (read_returned(c, st, l, n, res) != 0)
@@ -658,6 +666,8 @@ idem_err
 idem_my_batch_insert(mysql_store *ms, const reserve_args *a,
     unsigned long long *inserted, int *retried)
 {
+	int result = M_ALONE;
+	idem_err err;
 	member m;
 	params p;
 
@@ -666,7 +676,7 @@ idem_my_batch_insert(mysql_store *ms, const reserve_args *a,
 		m.rq = a->rq;
 		m.life_us = &a->life_us;
 		m.lease_ms = &a->lease_ms;
-		switch (submit(ms, LANE_INSERT, &m)) {
+		switch (result = submit(ms, LANE_INSERT, &m)) {
 		case M_APPLIED:
 			*inserted = 1;
 			return IDEM_OK;
@@ -678,7 +688,10 @@ idem_my_batch_insert(mysql_store *ms, const reserve_args *a,
 	/* on its own, as without batching: a row of this request's that a
 	 * failed statement inserted after all is found as its own */
 	idem_my_p_insert(&p, a);
-	return idem_my_exec_count(ms, S_INSERT, &p, inserted, retried);
+	err = idem_my_exec_count(ms, S_INSERT, &p, inserted, retried);
+	if (result == M_UNSURE && retried != NULL)
+		*retried = 1;
+	return err;
 }
 
 /* Whether a and b are the same answer: status, headers and body. */

@@ -308,7 +308,8 @@ idem_my_batch_free(idem_my_batch *b);
 /* The first INSERT of a's reserve, in a batch when others reserve at the
  * same time: as idem_my_exec_count(S_INSERT) it returns IDEM_OK with
  * *inserted 1 (the row is ours) or 0 (the key is there: read it), or the
- * error of the request's own statement. */
+ * error of the request's own statement; *retried also when a batch that
+ * carried it lost its answer (it may land). */
 idem_err
 idem_my_batch_insert(mysql_store *ms, const reserve_args *a,
     unsigned long long *inserted, int *retried);

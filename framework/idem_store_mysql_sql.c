@@ -269,7 +269,9 @@ idem_my_backoff(int n)
  * is not retried).  With keep set, the connection is returned in *held for the
  * caller to read results and give back; else *affected gets the affected
  * rows.  *retried (when not NULL) says whether an attempt before the last
- * lost its connection, so it may or may not have been applied.  Returns
+ * lost its connection, so it may or may not have been applied (set on
+ * every return: a statement that lost its answer and then failed may
+ * still be applied, or be running on the server).  Returns
  * IDEM_OK, IDEM_ERR_BUSY (still contended), IDEM_ERR_TOO_LARGE (a
  * permanent error of the values) or IDEM_ERR_STORE; errors are logged.
  */
@@ -285,8 +287,10 @@ idem_my_run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 		MYSQL_STMT *st;
 		unsigned err;
 
-		if (c == NULL)
-			return IDEM_ERR_STORE;
+		if (c == NULL) {
+			fail = IDEM_ERR_STORE;
+			break;
+		}
 		st = c->stmts[i];
 		(void)idem_mysql_expect_lock_wait(c, ms->lock_wait_ms[i]);
 		if (mysql_stmt_bind_param(st, p->b) == 0 &&
@@ -316,7 +320,8 @@ idem_my_run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 		if (idem_my_permanent_error(err)) {
 			idem_mysql_log_error(ms->pool, "statement", st);
 			idem_mysql_put(ms->pool, c);
-			return IDEM_ERR_TOO_LARGE;
+			fail = IDEM_ERR_TOO_LARGE;
+			break;
 		}
 		if (idem_my_contention(ms, p->contended, err)) {
 			/* a lock wait has waited all it may already: not
@@ -336,6 +341,8 @@ idem_my_run(mysql_store *ms, int i, params *p, idem_mysql_conn **held,
 		}
 		idem_mysql_put(ms->pool, c);
 	}
+	if (retried != NULL)
+		*retried = lost > 0;
 	return fail;
 }
 

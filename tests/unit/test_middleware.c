@@ -123,6 +123,9 @@ typedef struct faulty {
 	idem_store *inner;
 	int fail_reserve, fail_commit, fail_release;
 	idem_err reserve_err;    /* what a failing reserve returns */
+	int landed_then_busy;    /* the next reserve's write lost its answer
+	                          * and landed (the record is the request's),
+	                          * and its retry met a lock wait: BUSY */
 	size_t too_large;        /* > 0: commits of more bytes are refused */
 	long commit_delay_ms;    /* a slow commit */
 	int commits, releases;
@@ -141,6 +144,15 @@ f_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		rq->contended++;
 	if (f->fail_reserve)
 		return f->reserve_err != IDEM_OK ? f->reserve_err : IDEM_ERR_STORE;
+	if (f->landed_then_busy) {
+		f->landed_then_busy = 0;
+		cr_assert_eq(idem_store_reserve(f->inner, rq, out), IDEM_OK);
+		cr_assert_eq(out->outcome, IDEM_RESERVE_ACQUIRED);
+		idem_reserve_result_clear(out);
+		rq->unanswered = 1;
+		rq->contended++;
+		return IDEM_ERR_BUSY;
+	}
 	return idem_store_reserve(f->inner, rq, out);
 }
 
@@ -1090,6 +1102,35 @@ Test(mw, contention_is_in_flight, .init = setup_default, .fini = teardown)
 	cr_expect_str_eq(r.retry_after, "1");
 	cr_expect_eq(atomic_load(&calls), 0);
 	cr_expect_eq(idem_middleware_store_down(svc->mw), 0, "not an outage");
+}
+
+/* Issue 35.4: a reserve whose write lost its answer (a read timeout while
+ * the server still ran it) and whose retry met BUSY answers 409; the
+ * write lands under the request's owner, and nobody runs under it: the
+ * request leaves a job that deletes it (FORGET), so the key is not held
+ * until inflight-ttl. */
+Test(mw, busy_after_an_unanswered_write_forgets_it)
+{
+	idem_store_key k;
+	idem_store_record rec;
+	reply r;
+	int i;
+
+	setup_with("inflight-ttl = 600ms");
+	fs->landed_then_busy = 1;
+	r = post("/c", "{}", KEY("k5u"), NULL);
+	expect_problem(&r, 409, "IDEMPOTENCY_IN_FLIGHT");
+	cr_expect_eq(atomic_load(&calls), 0);
+	memset(&k, 0, sizeof(k));
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "k5u");
+	cr_expect_eq(idem_middleware_backlog(svc->mw), 1, "no FORGET queued");
+	/* the lease thread's round (every 200 ms) deletes it */
+	for (i = 0; i < 100 && idem_middleware_backlog(svc->mw) > 0; i++)
+		call_sleep(20);
+	cr_expect_eq(idem_store_lookup(fs->inner, &k, &rec), IDEM_ERR_NOT_FOUND,
+	    "the landed reservation holds the key (%s, owner %s)",
+	    idem_record_state_names[rec.state], rec.owner);
+	teardown();
 }
 
 /* The contention a store reports in the request's descriptor is counted

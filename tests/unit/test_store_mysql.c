@@ -252,6 +252,57 @@ Test(mysql, purge_gives_a_row_without_lease_length_a_day)
 	idem_config_free(cfg);
 }
 
+/* Issue 35.4: a reservation's INSERT that the server runs for longer
+ * than its client waits (a trigger sleeps 6 s: the client gives up after
+ * its lock wait and margin, 3.25 s) is sent again; the retry waits for
+ * the first one's row lock and meets 1205: BUSY.  The reserve says its
+ * write went unanswered, so that the middleware deletes the row that
+ * lands later (FORGET) instead of leaving it in flight until
+ * inflight-ttl. */
+Test(mysql, busy_after_an_unanswered_insert_says_so, .timeout = 60)
+{
+	idem_config *cfg = config(2);
+	idem_store *s = NULL;
+	idem_reserve_result rr;
+	idem_store_req *rq;
+	idem_store_key k;
+	unsigned char fp[32] = { 7 };
+	mariadb m;
+	char *out;
+	int i, landed = 0;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	cr_assert_eq(mariadb_new_database(&m, "insert_slow"), 0);
+	free(cfg->mysql_database);
+	cfg->mysql_database = strdup("insert_slow");
+	cr_assert_eq(idem_store_mysql_new(cfg, 2, &s), IDEM_OK);
+	free(mariadb_sql(&m, "CREATE TRIGGER insert_slow.slow_insert AFTER "
+	    "INSERT ON insert_slow.idempotency_keys FOR EACH ROW SET @d = IF("
+	    "NEW.owner = 'slow.1', SLEEP(6), 0)"));
+	memset(&k, 0, sizeof(k));
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "slow-insert");
+	rq = TEST_REQ(&k, fp, "slow.1", "rid", 30000, 60000);
+	memset(&rr, 0, sizeof(rr));
+	cr_expect_eq(idem_store_reserve(s, rq, &rr), IDEM_ERR_BUSY);
+	cr_expect_eq(rq->unanswered, 1, "the write that may land is not said");
+	idem_reserve_result_clear(&rr);
+	for (i = 0; i < 100 && !landed; i++) {
+		out = mariadb_sql(&m, "SELECT COUNT(*) FROM insert_slow."
+		    "idempotency_keys WHERE owner = 'slow.1'");
+		landed = out != NULL && atoi(out) == 1;
+		free(out);
+		if (!landed)
+			usleep(100000);
+	}
+	cr_expect(landed, "the first INSERT never landed");
+	/* what the middleware's FORGET does */
+	cr_expect_eq(idem_store_release(s, TEST_OWNED(&k, "slow.1", 0)),
+	    IDEM_OK);
+	free(mariadb_sql(&m, "DROP TRIGGER insert_slow.slow_insert"));
+	idem_store_close(s);
+	idem_config_free(cfg);
+}
+
 Test(mysql, wrong_password)
 {
 	idem_config *cfg = config(1);
