@@ -65,8 +65,10 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
 
 	/* the server rolled the transaction back under the handler (a
 	 * deadlock; on Galera, another node's commit of this key won):
-	 * whatever the handler answered, nothing of it was done */
-	if (keyed && lost) {
+	 * whatever the handler answered, nothing of it was done, and what it
+	 * wrote after (a new transaction) must not commit alone, keyed or
+	 * not */
+	if (lost) {
 		idem_store_tx_end(mw->store, c, rq, 0, &unknown);
 		idem_mw_count_contended(mw, req, rq);
 		err = IDEM_ERR_BUSY;
@@ -202,13 +204,17 @@ idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 		    "database is unavailable; retry later", 1);
 		return;
 	}
+	/* what opening it met is not the handler's */
+	(void)idem_mysql_tx_lost(c);
 	req->tx = c;
 	err = next(req, res);
 	req->tx = NULL;
 	idem_mw_fault_die(mw, req, "after-handler");
 	/* without a reservation the transaction opens with the handler's
-	 * first statement, if any: nothing to check */
-	tx_finish(mw, req, c, &ex, res, err, 0, 0);
+	 * first statement, if any: a deadlock under it (told to the
+	 * connection by the statement helper or idem_mysql_check, or its
+	 * last statement's) is all there is to check */
+	tx_finish(mw, req, c, &ex, res, err, idem_mysql_tx_lost(c), 0);
 	idem_mysql_put(pool, c);
 	idem_mw_count_contended(mw, req, &rq);
 }

@@ -180,6 +180,78 @@ Test(tx, keyless_requests_have_their_own_transaction)
 	harness_stop(&h);
 }
 
+/* Runs sql in the program's MariaDB; its rows (caller frees) or NULL. */
+static char *
+db_sql(const char *sql)
+{
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	return mariadb_sql(&m, sql);
+}
+
+/* Runs sql in the program's MariaDB in the background (the client exits
+ * when it is done). */
+static void
+sql_in_background(const char *sql)
+{
+	const char *src = getenv("IDEM_SRCDIR");
+	char cmd[2048];
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	snprintf(cmd, sizeof(cmd), "'%s/tests/lib/mariadb-ctl' sql '%s' \"%s\" "
+	    ">/dev/null 2>&1 &", src != NULL ? src : ".", m.dir, sql);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* Issue 35.4: a keyless request whose handler loses a deadlock and
+ * ignores it (then writes again, in what is a new transaction, and
+ * answers 201): the server rolled its transaction back; what it wrote
+ * after must not commit alone.  503 TRANSACTION_ROLLED_BACK, no side
+ * effect (before: 201, and the write after the deadlock committed). */
+Test(tx, keyless_handler_ignoring_a_deadlock_commits_nothing, .timeout = 90)
+{
+	char release[400], *out;
+	call a;
+	pthread_t t;
+	FILE *fp;
+	int i, waiting = 0;
+
+	start("required = false");
+	a = call_make(h.addr, "/testkit/tx/203?deadlock=1", NULL, NULL);
+	cr_assert_eq(pthread_create(&t, NULL, call_thread, &a), 0);
+	cr_assert(harness_await_started(&h, "/testkit/tx/203", "-", 1));
+	/* rows 2 to 201, then row 1, which the handler holds: the heavier
+	 * transaction, so the handler's is the deadlock's victim */
+	sql_in_background("START TRANSACTION; UPDATE testkit_locks SET n = n + "
+	    "1 WHERE id >= 2; UPDATE testkit_locks SET n = n + 1 WHERE id = 1; "
+	    "DO SLEEP(1); ROLLBACK");
+	for (i = 0; i < 200 && !waiting; i++) {
+		out = db_sql("SELECT COUNT(*) FROM information_schema."
+		    "innodb_trx WHERE trx_state = 'LOCK WAIT' AND "
+		    "trx_rows_modified >= 200");
+		waiting = out != NULL && atoi(out) == 1;
+		free(out);
+		if (!waiting)
+			call_sleep(50);
+	}
+	cr_assert(waiting, "the other transaction never waited for row 1");
+	snprintf(release, sizeof(release), "%s.release", h.testkit_log);
+	cr_assert_not_null(fp = fopen(release, "w"));
+	fclose(fp);
+	pthread_join(t, NULL);
+	unlink(release);
+	cr_expect_eq(a.status, 503, "%d %s", a.status, a.body_out);
+	cr_expect_str_eq(a.code, "TRANSACTION_ROLLED_BACK");
+	out = db_sql("SELECT COUNT(*) FROM testkit_effects WHERE "
+	    "path = '/testkit/tx/203'");
+	cr_assert_not_null(out);
+	cr_expect_eq(atoi(out), 0, "the write after the deadlock committed");
+	free(out);
+	harness_stop(&h);
+}
+
 /* A worker killed at each point of a first execution: the retry finds the
  * database as if the first never happened (it runs, once), or, killed
  * once COMMIT was sent, as if it had completed (it replays). */

@@ -371,19 +371,27 @@ flaky(const idem_request *req, idem_response *res, void *data)
 	    idem_response_header(res, "Retry-After", "1");
 }
 
+/* Waits (at most 60 s) until <log>.release exists. */
+static void
+await_release(const testkit *tk)
+{
+	int i;
+
+	for (i = 0; i < 6000 && access(tk->release_path, F_OK) != 0; i++) {
+		struct timespec ts = { 0, 10000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* POST /testkit/hold: notes itself in <log>.started, waits (at most 60 s)
  * until <log>.release exists, then 201 with exec. */
 static idem_err
 hold(const idem_request *req, idem_response *res, void *data)
 {
 	testkit *tk = data;
-	int i;
 
 	(void)put_line(tk->started_fd, req, NULL);
-	for (i = 0; i < 6000 && access(tk->release_path, F_OK) != 0; i++) {
-		struct timespec ts = { 0, 10000000L };
-		nanosleep(&ts, NULL);
-	}
+	await_release(tk);
 	return finish(data, req, res, 201, NULL);
 }
 
@@ -392,8 +400,39 @@ static const char effects_table[] = "CREATE TABLE IF NOT EXISTS "
     "testkit_effects (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
     "path VARCHAR(255) NOT NULL, idem_key VARBINARY(255) NULL, "
     "exec CHAR(36) NOT NULL) ENGINE = InnoDB";
-static const char *const effects_sql[] = { "INSERT INTO testkit_effects "
-    "(path, idem_key, exec) VALUES (?, ?, ?)" };
+/* Rows that /testkit/tx?deadlock=1 locks, 1 to 201. */
+static const char locks_table[] = "CREATE TABLE IF NOT EXISTS "
+    "testkit_locks (id INT NOT NULL PRIMARY KEY, n BIGINT NOT NULL) "
+    "ENGINE = InnoDB";
+static const char locks_rows[] = "INSERT IGNORE INTO testkit_locks "
+    "SELECT seq, 0 FROM seq_1_to_201";
+enum { Q_EFFECT, Q_LOCK };
+static const char *const effects_sql[] = {
+	[Q_EFFECT] = "INSERT INTO testkit_effects (path, idem_key, exec) "
+	    "VALUES (?, ?, ?)",
+	[Q_LOCK] = "UPDATE testkit_locks SET n = n + 1 WHERE id = ?",
+};
+
+/* ?deadlock=1 of /testkit/tx: locks row 1, notes itself in <log>.started,
+ * waits for <log>.release (the test holds rows 2 to 201 by then and waits
+ * for row 1), then locks row 2: a deadlock, which this transaction, the
+ * lighter, loses.  The handler ignores it, as a faulty one would (the
+ * statement helper told the connection), and goes on. */
+static idem_err
+lose_a_deadlock(const testkit *tk, const idem_request *req)
+{
+	idem_mysql_conn *c = idem_request_tx(req);
+	idem_err err;
+
+	if ((err = idem_mysql_run(c, Q_LOCK, "i", 1LL)) != IDEM_OK)
+		return err;
+	(void)put_line(tk->started_fd, req, NULL);
+	await_release(tk);
+	err = idem_mysql_run(c, Q_LOCK, "i", 2LL);
+	idem_log(req, IDEM_LOG_WARN, "testkit: row 2: %s (ignored)",
+	    idem_strerror(err));
+	return IDEM_OK;
+}
 
 /* Dies with SIGKILL when the request's X-Testkit-Crash names point. */
 static void
@@ -407,7 +446,8 @@ crash_at(const idem_request *req, const char *point)
 
 /* POST /testkit/tx/{code}: a transactional route.  Inserts its execution
  * into testkit_effects in the request's transaction, sleeps ?ms=N, and
- * answers code like status/{code}.  X-Testkit-Crash: before-writes or
+ * answers code like status/{code}; ?deadlock=1 first loses a deadlock
+ * and ignores it (lose_a_deadlock).  X-Testkit-Crash: before-writes or
  * after-writes kills the worker there. */
 static idem_err
 tx(const idem_request *req, idem_response *res, void *data)
@@ -415,7 +455,7 @@ tx(const idem_request *req, idem_response *res, void *data)
 	long code = num_param(req, "code", 200, 599);
 	const char *key = idem_request_header(req, "Idempotency-Key");
 	const char *q = idem_request_query(req);
-	MYSQL_STMT *st = idem_mysql_stmt(idem_request_tx(req), 0);
+	MYSQL_STMT *st = idem_mysql_stmt(idem_request_tx(req), Q_EFFECT);
 	MYSQL_BIND b[3];
 	unsigned long len[3];
 	char exec[37];
@@ -427,6 +467,9 @@ tx(const idem_request *req, idem_response *res, void *data)
 	if (strncmp(q, "ms=", 3) == 0)
 		ms = strtol(q + 3, NULL, 10);
 	crash_at(req, "before-writes");
+	if (strcmp(q, "deadlock=1") == 0 && lose_a_deadlock(data, req) !=
+	    IDEM_OK)
+		return IDEM_ERR_STORE;
 	new_exec(exec);
 	memset(b, 0, sizeof(b));
 	len[0] = strlen(idem_request_path(req));
@@ -644,7 +687,8 @@ setup(idem_app *app, void **data)
 	if ((err = idem_config_bool(app, "tx-route", 0, &tx_route)) != IDEM_OK)
 		goto fail;
 	if (idem_app_uses_mysql(app)) {
-		if (idem_app_mysql_pool(app, effects_sql, 1) == NULL) {
+		if (idem_app_mysql_pool(app, effects_sql, sizeof(effects_sql) /
+		    sizeof(effects_sql[0])) == NULL) {
 			err = IDEM_ERR_STORE;
 			goto fail;
 		}
@@ -663,13 +707,19 @@ fail:
 	return err;
 }
 
-/* Creates the effects table of /testkit/tx, once per start. */
+/* Creates the tables of /testkit/tx, once per start. */
 static idem_err
 deploy(idem_app *app, void *data)
 {
+	idem_err err = IDEM_OK;
+
 	lifecycle(data, "deploy", 0);
-	return idem_app_uses_mysql(app) ?
-	    idem_app_mysql_exec(app, effects_table) : IDEM_OK;
+	if (idem_app_uses_mysql(app) && ((err = idem_app_mysql_exec(app,
+	    effects_table)) != IDEM_OK || (err = idem_app_mysql_exec(app,
+	    locks_table)) != IDEM_OK))
+		return err;
+	return idem_app_uses_mysql(app) ? idem_app_mysql_exec(app,
+	    locks_rows) : IDEM_OK;
 }
 
 IDEM_PLUGIN("testkit", setup, deploy, teardown)
