@@ -17,8 +17,10 @@
 #include <jansson.h>
 
 #include "idem_log.h"
-#include "idem_request.h"
-#include "idem_router.h"
+
+/* A line's route: its method and template (a template is at most 4096
+ * bytes, IDEM_MAX_PATH; a longer one is cut) */
+#define LOG_ROUTE_MAX (4096 + 16)
 
 static _Atomic int log_level = IDEM_LOG_INFO;
 static _Atomic int log_format = IDEM_LOG_TEXT;
@@ -169,7 +171,7 @@ json_line(char *line, size_t size, const char *stamp, int lvl,
     const idem_log_ctx *c, const char *msg)
 {
 	json_t *obj = json_object();
-	char route[IDEM_MAX_PATH + 16];
+	char route[LOG_ROUTE_MAX];
 	size_t n = 0;
 	int bad;
 
@@ -271,21 +273,6 @@ logv_ctx(const idem_log_ctx *c, idem_log_level level, const char *fmt,
 }
 
 void
-idem_log_ctx_of(idem_log_ctx *ctx, const idem_request *req)
-{
-	memset(ctx, 0, sizeof(*ctx));
-	if (req == NULL)
-		return;
-	ctx->request_id = req->request_id[0] != '\0' ? req->request_id : NULL;
-	if (req->route != NULL) {
-		ctx->method = req->route->method;
-		ctx->route = req->route->tmpl;
-	}
-	if (req->key_hash[0] != '\0')
-		ctx->key_hash = req->key_hash;
-}
-
-void
 idem_log_at(const idem_log_ctx *ctx, idem_log_level level, const char *fmt,
     ...)
 {
@@ -296,38 +283,15 @@ idem_log_at(const idem_log_ctx *ctx, idem_log_level level, const char *fmt,
 	va_end(ap);
 }
 
-/* A line about req, with an event and an owner (both may be NULL). */
-static void
-logv_req(const idem_request *req, idem_log_level level, const char *event,
-    const char *owner, const char *fmt, va_list ap)
+void
+idem_logv_at(const idem_log_ctx *ctx, idem_log_level level, const char *fmt,
+    va_list ap)
 {
-	idem_log_ctx ctx;
-
-	if ((int)level < log_level)
-		return;
-	idem_log_ctx_of(&ctx, req);
-	ctx.event = event;
-	ctx.owner = owner;
-	logv_ctx(&ctx, level, fmt, ap);
+	logv_ctx(ctx, level, fmt, ap);
 }
 
-void
-idem_log_event(const idem_request *req, idem_log_level level,
-    const char *event, const char *owner, const char *fmt, ...)
+int
+idem_log_enabled(idem_log_level level)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	logv_req(req, level, event, owner, fmt, ap);
-	va_end(ap);
-}
-
-void
-idem_log(const idem_request *req, idem_log_level level, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	logv_req(req, level, NULL, NULL, fmt, ap);
-	va_end(ap);
+	return (int)level >= log_level;
 }

@@ -17,6 +17,8 @@
 #ifndef IDEM_LOG_H
 #define IDEM_LOG_H
 
+#include <stdarg.h>
+
 #include "idemfcgi.h"
 
 typedef enum idem_log_format {
@@ -55,17 +57,15 @@ void idem_log_set_name(const char *name);
 /* Sends lines to fd instead of 2 (tests).  Returns the previous fd. */
 int idem_log_set_fd(int fd);
 
-/* Fills ctx from req (NULL: an empty ctx), borrowing from req: with the
- * key's hash once the middleware has set it. */
-void idem_log_ctx_of(idem_log_ctx *ctx, const idem_request *req);
-
 /* Writes one line about ctx (NULL: about nothing in particular). */
 void idem_log_at(const idem_log_ctx *ctx, idem_log_level level,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* idem_log with an event name and an owner token (may be NULL). */
-void idem_log_event(const idem_request *req, idem_log_level level,
-    const char *event, const char *owner, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+/* idem_log_at with a va_list (for a layer that builds its own context). */
+void idem_logv_at(const idem_log_ctx *ctx, idem_log_level level,
+    const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+
+/* Whether a line of level is written at the level set now: 1 or 0. */
+int idem_log_enabled(idem_log_level level);
 
 #endif

@@ -15,7 +15,7 @@
 #include <strings.h>
 
 #include "idem_config_value.h"
-#include "idem_downstream.h"
+#include "idem_secret.h"
 #include "idem_log.h"
 
 const char idem_key_oom[] = "out of memory";

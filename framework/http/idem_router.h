@@ -13,7 +13,7 @@
 #include "idemfcgi.h"
 #include "idem_config.h"
 #include "idem_request.h"
-#include "idem_store.h"   /* idem_key_policy */
+#include "idem_key_policy.h"
 
 typedef struct idem_route {
 	char *method;                    /* owned */

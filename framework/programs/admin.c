@@ -30,6 +30,7 @@
 #include "admin.h"
 #include "idem_config.h"
 #include "idem_log.h"
+#include "idem_store_open.h"
 #include "idem_store.h"
 
 #ifndef IDEM_SYSCONFDIR

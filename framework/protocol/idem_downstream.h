@@ -16,29 +16,9 @@
 #include <stddef.h>
 
 #include "idemfcgi.h"
+#include "idem_secret.h"
 
-#define IDEM_SECRET_MIN 32        /* bytes a key secret holds at least */
-#define IDEM_SECRET_MAX 4096      /* and at most */
 #define IDEM_PURPOSE_MAX 64       /* bytes of a downstream key's purpose */
-
-/* A deployment's key secret: owned by the config that read it. */
-typedef struct idem_secret {
-	size_t len;
-	unsigned char bytes[IDEM_SECRET_MAX];
-} idem_secret;
-
-/*
- * Reads the secret in the file at path: its bytes without trailing
- * white space, IDEM_SECRET_MIN to IDEM_SECRET_MAX of them, from a regular
- * file that other users cannot read.  Returns IDEM_OK with *out (free
- * with idem_secret_free), or an error with why (whysize bytes) saying
- * what is wrong: IDEM_ERR_IO, IDEM_ERR_CONFIG or IDEM_ERR_NOMEM.
- */
-idem_err idem_secret_read(const char *path, idem_secret **out, char *why,
-    size_t whysize);
-
-/* Wipes and frees s; NULL is fine. */
-void idem_secret_free(idem_secret *s);
 
 /* The base of the downstream keys of the record of (scope, key of len
  * bytes) and the request's fingerprint fp under secret, into out: a key

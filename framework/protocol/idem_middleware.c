@@ -16,6 +16,7 @@
 #include "idem_key.h"
 #include "idem_lease.h"
 #include "idem_log.h"
+#include "idem_request_log.h"
 #include "idem_metrics.h"
 #include "idem_middleware.h"
 #include "idem_middleware_int.h"

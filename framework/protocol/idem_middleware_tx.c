@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "idem_log.h"
+#include "idem_request_log.h"
 #include "idem_middleware_int.h"
 #include "idem_mysql.h"
 #include "idem_router.h"

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "idem_log.h"
+#include "idem_request_log.h"
 #include "idem_middleware_int.h"
 #include "idem_request.h"
 #include "idem_store_tx.h"

@@ -25,6 +25,7 @@
 #include "idem_cidr.h"
 #include "idem_dispatch.h"
 #include "idem_log.h"
+#include "idem_request_log.h"
 #include "idem_metrics.h"
 #include "idem_time.h"
 

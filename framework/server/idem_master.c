@@ -15,6 +15,7 @@
 
 #include "idem_key.h"
 #include "idem_log.h"
+#include "idem_store_open.h"
 #include "idem_master.h"
 #include "idem_metrics.h"
 #include "idem_mysql.h"

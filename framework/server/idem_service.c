@@ -12,6 +12,7 @@
 #include "idem_builtin.h"
 #include "idem_health.h"
 #include "idem_log.h"
+#include "idem_store_open.h"
 #include "idem_metrics.h"
 #include "idem_service.h"
 #include "idem_slow.h"

@@ -6,11 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "idem_config.h"
 #include "idem_metrics.h"
 #include "idem_store.h"
-#include "idem_store_memory.h"
-#include "idem_store_mysql.h"
 #include "idem_store_tx.h"
 
 /* Records an operation's latency and result when s has metrics. */
@@ -449,17 +446,4 @@ idem_progress_copy(idem_progress *dst, const idem_progress *src)
 	dst->state[src->state_len] = '\0';
 	dst->state_len = src->state_len;
 	return IDEM_OK;
-}
-
-idem_err
-idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
-{
-	switch (cfg->store) {
-	case IDEM_STORE_MEMORY:
-		return idem_store_memory_new(cfg->max_entries, out);
-	case IDEM_STORE_MYSQL:
-		return idem_store_mysql_new(cfg, pool_size > 0 ? pool_size :
-		    cfg->mysql_pool_size, out);
-	}
-	return IDEM_ERR_CONFIG;
 }

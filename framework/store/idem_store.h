@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "idemfcgi.h"
+#include "idem_key_policy.h"
 
 #define IDEM_KEY_MAX 255        /* bytes of an Idempotency-Key */
 #define IDEM_OWNER_MAX 64       /* bytes of an owner token */
@@ -73,25 +74,6 @@ typedef struct idem_store_key {
 	size_t key_len;
 } idem_store_key;
 
-/*
- * What a request's policy says of its key's record (DESIGN.md 3,
- * [idempotency]), in one struct so that a route can carry its own.  The
- * store reads lifetime_ms and lease_ms; the middleware the rest.
- */
-typedef struct idem_key_policy {
-	uint64_t lifetime_ms;   /* lifetime: how long an answer is replayed */
-	uint64_t lease_ms;      /* inflight-ttl: the length of the leases
-	                         * this request takes (kept in the record);
-	                         * judges only records that keep none */
-	uint64_t wait_ms;       /* inflight-wait: how long a duplicate waits
-	                         * while the key is in flight */
-	const unsigned char *commit_status; /* commit-statuses: 600 flags,
-	                         * set for a status stored as final
-	                         * (borrowed) */
-	int reconcile;          /* the route has a reconcile hook: a record
-	                         * of unknown outcome is taken to reconcile
-	                         * it (else answered as unknown) */
-} idem_key_policy;
 
 /*
  * One request's dealings with its key's record: made once (by the
@@ -518,8 +500,6 @@ idem_err idem_stored_response_copy(idem_stored_response *dst,
  * as snprintf would cut it: owner tokens and request ids. */
 void idem_copy_string(char *dst, size_t size, const char *src);
 
-struct idem_config;
-
 /*
  * Whether s is set aside (idem_store_open with the config's store_aside
  * or store_may_wait): its database could not be reached, and every
@@ -528,16 +508,5 @@ struct idem_config;
  * yet").  1 or 0.
  */
 int idem_store_is_aside(const idem_store *s);
-
-/*
- * The store cfg's [idempotency] store names, made from cfg: the memory
- * store of max-entries, or the MySQL store with pool_size connections (0:
- * [mysql] pool-size).  What the service, the master's sweeps and
- * idemfcgi-admin open.  Returns what the constructor returned (IDEM_OK
- * with *out, free with idem_store_close), or IDEM_ERR_CONFIG for a store
- * the config does not name.
- */
-idem_err idem_store_open(const struct idem_config *cfg, unsigned pool_size,
-    idem_store **out);
 
 #endif

@@ -91,6 +91,7 @@ idem_err idem_store_tx_checkpoint(idem_store *s, idem_mysql_conn *c,
     idem_store_req *rq, const idem_progress *p);
 idem_err idem_store_tx_mark_unknown(idem_store *s, idem_mysql_conn *c,
     idem_store_req *rq);
+struct idem_config;
 struct idem_mysql_pool;
 /*
  * Makes pool (a plugin's, idem_app_mysql_pool) prepare the statements

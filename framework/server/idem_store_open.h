@@ -1,0 +1,23 @@
+/*
+ * idem_store_open.h - the store factory: the store a config names, made
+ * from it.  Above every store, so that the store layer knows none of its
+ * backends (store/ depends on nothing above it).
+ */
+#ifndef IDEM_STORE_OPEN_H
+#define IDEM_STORE_OPEN_H
+
+#include "idem_config.h"
+#include "idem_store.h"
+
+/*
+ * The store cfg's [idempotency] store names, made from cfg: the memory
+ * store of max-entries, or the MySQL store with pool_size connections (0:
+ * [mysql] pool-size).  What the service, the master's sweeps and
+ * idemfcgi-admin open.  Returns what the constructor returned (IDEM_OK
+ * with *out, free with idem_store_close), or IDEM_ERR_CONFIG for a store
+ * the config does not name.
+ */
+idem_err idem_store_open(const idem_config *cfg, unsigned pool_size,
+    idem_store **out);
+
+#endif
