@@ -161,6 +161,9 @@ typedef struct idem_config {
 	uint64_t max_entries;
 	uint64_t max_response;         /* bytes */
 	uint64_t cleanup_interval;     /* ms */
+	uint64_t abandon_after;        /* ms an in-flight record past its
+	                                * lifetime stays unrenewed before it
+	                                * is abandoned */
 	struct idem_secret *key_secret; /* key-secret-file, read when the
 	                                * config is; NULL: none (owned) */
 	char **replay_omit;            /* response headers never stored for

@@ -121,6 +121,8 @@ static const idem_key_def keys[] = {
 	    .min = 0, .max = 16ULL << 20, .def = "1m" },
 	{ "idempotency", "cleanup-interval", T(duration),
 	    FIELD(cleanup_interval), .min = 1000, .max = DAY_MS, .def = "5m" },
+	{ "idempotency", "abandon-after", T(duration), FIELD(abandon_after),
+	    .min = 1000, .max = 3650 * DAY_MS, .def = "24h" },
 	{ "idempotency", "replay-omit-headers", T(headers), FIELD(replay_omit),
 	    .aux = offsetof(idem_config, nreplay_omit) },
 	{ "idempotency", "key-secret-file", T(secret), FIELD(key_secret) },

@@ -353,9 +353,18 @@ lease_thread(void *arg)
 			copy[i++] = *l;
 		}
 		pthread_mutex_unlock(&ls->lock);
-		/* a stop does not wait for a whole round */
+		/* the renewals of running handlers first: the other jobs may
+		 * each wait for a lock or a timeout while the store is away,
+		 * and a renewal behind them could come after its lease ends;
+		 * a stop does not wait for a whole round */
 		for (i = 0; i < n && !atomic_load(&ls->stopping); i++)
-			done[i] = (unsigned char)run_job(ls, &copy[i], 1, NULL);
+			if (copy[i].job == IDEM_LEASE_RENEW)
+				done[i] = (unsigned char)run_job(ls, &copy[i],
+				    1, NULL);
+		for (i = 0; i < n && !atomic_load(&ls->stopping); i++)
+			if (copy[i].job != IDEM_LEASE_RENEW)
+				done[i] = (unsigned char)run_job(ls, &copy[i],
+				    1, NULL);
 		pthread_mutex_lock(&ls->lock);
 		round_done(ls, copy, orig, done, n);
 		free(copy);

@@ -648,9 +648,11 @@ reserve_until_answered(idem_middleware *mw, idem_request *req,
 		if (rr.owner[0] != '\0')
 			idem_log_event(req, IDEM_LOG_WARN, "abandoned", rq->owner,
 			    "the key's reservation by request %s (owner %s) "
-			    "was past its lifetime, its lease lapsed: "
-			    "abandoned (its instance died whole); this request "
-			    "has the key now", rr.request_id, rr.owner);
+			    "was past its lifetime and not renewed for "
+			    "abandon-after: abandoned (its instance died, or "
+			    "was cut off from the store, that long); this "
+			    "request has the key now", rr.request_id,
+			    rr.owner);
 	}
 	idem_mw_exec_clear(ex);
 	ex->mw = mw;

@@ -155,10 +155,12 @@ not_committed:
 		    "whether the request took effect could not be learned; retry "
 		    "with the same Idempotency-Key to get its answer", 1);
 	else
-		idem_response_refuse(res, 503, "TRANSACTION_ROLLED_BACK", "the "
-		    "request's transaction could not be committed and was rolled "
-		    "back: none of its database writes took effect; retry with "
-		    "the same Idempotency-Key", 1);
+		idem_response_refuse(res, 503, "TRANSACTION_ROLLED_BACK", keyed ?
+		    "the request's transaction could not be committed and was "
+		    "rolled back: none of its database writes took effect; retry "
+		    "with the same Idempotency-Key" : "the request's transaction "
+		    "could not be committed and was rolled back: none of its "
+		    "database writes took effect; retry", 1);
 	return 0;
 }
 

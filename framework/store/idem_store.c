@@ -303,6 +303,13 @@ idem_store_get_limits(const idem_store *s)
 }
 
 void
+idem_store_set_abandon_ms(idem_store *s, uint64_t ms)
+{
+	if (ms > 0)
+		s->abandon_ms = ms;
+}
+
+void
 idem_store_set_metrics(idem_store *s, struct idem_metrics *m)
 {
 	s->metrics = m;
@@ -419,9 +426,11 @@ idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
 		return IDEM_STEP_OURS;
 	if (same && f->lease_age_us > ttl_us)
 		return IDEM_STEP_TAKE_OVER;
-	/* abandoned: past its lifetime and nobody renews it (its instance
-	 * died whole): another request may have the key */
-	if (f->expired && f->lease_age_us > ttl_us)
+	/* abandoned: past its lifetime and nobody has renewed it for
+	 * abandon-after (its instance died, or is cut off, that long):
+	 * another request may have the key */
+	if (f->expired && f->abandon_us > 0 && f->lease_age_us > ttl_us &&
+	    f->lease_age_us > f->abandon_us)
 		return IDEM_STEP_REUSE;
 	return IDEM_STEP_IN_FLIGHT;
 }

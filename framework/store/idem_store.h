@@ -221,8 +221,9 @@ typedef struct idem_store_ops {
 	 * older than its own length (the record's; the policy's lease_ms for
 	 * a record that keeps none), takes it over in one conditional step
 	 * naming the old owner, so that of many racing takers exactly one
-	 * wins.  Never takes over a record with another fingerprint
-	 * (idem_reserve_decide).
+	 * wins.  Never takes over a record with another fingerprint; an
+	 * abandoned one (past its lifetime, unrenewed for abandon_ms) it
+	 * reserves as if absent (idem_reserve_decide).
 	 * Returns IDEM_OK with *out filled,
 	 * IDEM_ERR_BUSY (contention on k that outlasted the store's retries:
 	 * nothing was reserved, someone else is working on k) or
@@ -265,12 +266,13 @@ typedef struct idem_store_ops {
 	 * its progress for the same fingerprint).  Returns as renew. */
 	idem_err (*mark_unknown)(idem_store *s, idem_store_req *rq);
 	/* Deletes up to max records past their expiry: committed, paused and
-	 * unknown ones, and in_flight ones whose lease has lapsed too
-	 * (abandoned: nobody renews them; a record that keeps no lease length
-	 * counts as lapsed after IDEM_LEASE_LONGEST_MS); *purged says how
-	 * many (fewer than max: none left).  Never an in_flight record whose
-	 * lease is live, however old: its handler may still be running.
-	 * Safe to run anywhere at any time. */
+	 * unknown ones, and in_flight ones abandoned too (their lease lapsed,
+	 * and not renewed for the store's abandon_ms: nobody renews them; a
+	 * record that keeps no lease length counts as lapsed after
+	 * IDEM_LEASE_LONGEST_MS); *purged says how many (fewer than max: none
+	 * left).  Never an in_flight record whose lease is live, however old:
+	 * its handler may still be running.  Safe to run anywhere at any
+	 * time. */
 	idem_err (*purge)(idem_store *s, unsigned max, unsigned *purged);
 	/* Fills *st (zeroed by the caller); a store that cannot count
 	 * cheaply leaves zeros.  Returns IDEM_OK, or IDEM_ERR_STORE when it
@@ -346,6 +348,8 @@ typedef struct idem_store_limits {
 /* The longest lease there is (inflight-ttl's most, a day): what purge
  * gives an in-flight record that keeps no lease length of its own. */
 #define IDEM_LEASE_LONGEST_MS (24ULL * 3600 * 1000)
+/* abandon-after's default (idem_store.abandon_ms) */
+#define IDEM_ABANDON_DEFAULT_MS (24ULL * 3600 * 1000)
 
 /* The most a stand-in answer holds: its header lines (a Content-Type, and
  * Location and Content-Location of up to 8192 bytes each) and its notice.
@@ -370,6 +374,13 @@ struct idem_store {
 	                                * no answer may still come into being
 	                                * (a statement the database runs after
 	                                * its client gave up on it); 0: never */
+	uint64_t abandon_ms;           /* [idempotency] abandon-after: an
+	                                * in-flight record past its lifetime
+	                                * whose lease has not been renewed
+	                                * for this long is abandoned (reused
+	                                * by another request, purged); set by
+	                                * the store when it opens (the
+	                                * default), and by idem_store_open */
 	int aside;                     /* set aside: its database could not be
 	                                * reached when it opened, and every
 	                                * operation fails with IDEM_ERR_STORE
@@ -385,10 +396,11 @@ struct idem_store {
 typedef enum idem_reserve_step {
 	IDEM_STEP_REUSE = 0,  /* committed, paused or unknown, past its
 	                       * lifetime; or in flight, past its lifetime,
-	                       * its lease lapsed (abandoned: its instance
-	                       * died whole), met by another request: as
-	                       * absent, so the record is made this request's
-	                       * (without progress) */
+	                       * its lease lapsed and unrenewed for
+	                       * abandon-after (abandoned: its instance died,
+	                       * or is cut off, that long), met by another
+	                       * request: as absent, so the record is made
+	                       * this request's (without progress) */
 	IDEM_STEP_REPLAY,     /* committed, live: its answer is the outcome
 	                       * (another fingerprint: the caller's conflict) */
 	IDEM_STEP_OURS,       /* in flight under this request's own owner: its
@@ -425,6 +437,9 @@ typedef struct idem_found {
 	int64_t lease_us;           /* the lease's length, as the record keeps
 	                             * it (its holder's inflight-ttl); 0: it
 	                             * keeps none */
+	int64_t abandon_us;         /* the store's abandon-after: in flight past
+	                             * its lifetime and unrenewed this long,
+	                             * abandoned; 0: never */
 } idem_found;
 
 /* The step for found, met by the request of fingerprint fp and owner
@@ -476,6 +491,8 @@ idem_err idem_store_purge_all(idem_store *s, unsigned batch,
 const char *idem_store_name(const idem_store *s);
 /* What one stored answer may hold in s (owned by s). */
 const idem_store_limits *idem_store_get_limits(const idem_store *s);
+/* Sets s's abandon-after (idem_store.abandon_ms): ms > 0. */
+void idem_store_set_abandon_ms(idem_store *s, uint64_t ms);
 /* Times every operation of s into m (borrowed; must outlive s or be
  * replaced first; NULL: not timed). */
 void idem_store_set_metrics(idem_store *s, struct idem_metrics *m);

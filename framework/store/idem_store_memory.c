@@ -218,7 +218,8 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	if ((r = find(ms, k)) != NULL) {
 		idem_found f = { r->state, r->expires_at <= now, r->fp, r->owner,
 		    (int64_t)(now - r->lease_at) * 1000,
-		    (int64_t)r->lease_ms * 1000 };
+		    (int64_t)r->lease_ms * 1000,
+		    (int64_t)ms->base.abandon_ms * 1000 };
 		step = idem_reserve_decide(&f, rq->fp, rq->owner,
 		    (int64_t)rq->policy->lease_ms * 1000,
 		    rq->policy->reconcile);
@@ -465,7 +466,8 @@ mem_purge(idem_store *s, unsigned max, unsigned *purged)
 
 		if (*purged >= max)
 			break;
-		if (r->expires_at <= now && now - r->lease_at > lease) {
+		if (r->expires_at <= now && now - r->lease_at > lease &&
+		    now - r->lease_at > ms->base.abandon_ms) {
 			drop(ms, r);
 			(*purged)++;
 		}
@@ -757,6 +759,7 @@ idem_store_memory_new(uint64_t max_entries, idem_store **out)
 	if ((ms = calloc(1, sizeof(*ms))) == NULL)
 		return IDEM_ERR_NOMEM;
 	ms->base.ops = &memory_ops;
+	ms->base.abandon_ms = IDEM_ABANDON_DEFAULT_MS;
 	ms->max_entries = max_entries;
 	pthread_mutex_init(&ms->lock, NULL);
 	*out = &ms->base;

@@ -191,8 +191,10 @@ Test(mysql_e2e, abandoned_reservation_frees_its_key, .timeout = 60)
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-aband-%d.log", (int)getpid());
 	harness_log_reset(log);
 	snprintf(key, sizeof(key), "aband-%s", run_id());
-	start_node(&dead, NULL, "inflight-ttl = 1s\nlifetime = 2s", log);
-	start_node(&n1, NULL, "inflight-ttl = 1s\nlifetime = 2s", log);
+	start_node(&dead, NULL, "inflight-ttl = 1s\nlifetime = 2s\n"
+	    "abandon-after = 1s", log);
+	start_node(&n1, NULL, "inflight-ttl = 1s\nlifetime = 2s\n"
+	    "abandon-after = 1s", log);
 	doomed = call_make(dead.addr, "/testkit/sleep/5000", key, "{\"v\":1}");
 	pthread_create(&t, NULL, call_thread, &doomed);
 	cr_assert(harness_await_started(&dead, "/testkit/sleep/5000", key, 1));
@@ -201,8 +203,9 @@ Test(mysql_e2e, abandoned_reservation_frees_its_key, .timeout = 60)
 	c = call_one(n1.addr, "/testkit/sleep/5000", key, "{\"v\":2}");
 	cr_expect_eq(c.status, 409);
 	cr_expect_str_eq(c.code, "IDEMPOTENCY_CONFLICT");
-	/* past the lifetime (2 s after the reservation) and the lease (1 s
-	 * after its last renewal): the key is the new body's */
+	/* past the lifetime (2 s after the reservation), the lease lapsed (1
+	 * s after its last renewal) and not renewed for abandon-after (1 s):
+	 * the key is the new body's */
 	for (i = 0; i < 100; i++) {
 		call_sleep(100);
 		c = call_one(n1.addr, "/testkit/sleep/10", key, "{\"v\":2}");

@@ -564,10 +564,12 @@ Test(store, census_counts_by_state, .init = open_store, .fini = close_store)
 
 /* Issue 12.3: purge never removes an in-flight record whose lease is
  * live, however old: its handler may still be running.  Issue 35.2: nor
- * one within its lifetime whose lease lapsed (its retry takes it over);
- * but one past its lifetime whose lease lapsed is abandoned (its instance
- * died whole, nobody renews or releases it): purged, and until then a
- * request of another body may have the key. */
+ * one within its lifetime whose lease lapsed (its retry takes it over),
+ * nor one past it whose lease lapsed less than abandon-after ago (a
+ * commit waiting out an outage); but one past its lifetime not renewed
+ * for abandon-after is abandoned (its instance died whole, nobody renews
+ * or releases it): purged, and until then a request of another body may
+ * have the key. */
 Test(store, purge_spares_live_in_flight_removes_abandoned, .init = open_store,
     .fini = close_store)
 {
@@ -592,6 +594,17 @@ Test(store, purge_spares_live_in_flight_removes_abandoned, .init = open_store,
 	msleep(600);
 	cr_assert_eq(idem_store_renew(st, TEST_OWNED(&live, "slow", 0)),
 	    IDEM_OK);
+	/* abandon-after 24 h (the default): lapsed, but not abandoned */
+	cr_expect_eq(reserve(&reused, FP2, "too-soon", 30000, &rr),
+	    IDEM_RESERVE_IN_FLIGHT, "a lease that lapsed 0.5 s ago abandoned");
+	do
+		cr_assert_eq(idem_store_purge(st, 100, &n), IDEM_OK);
+	while (n == 100);
+	cr_expect_eq(reserve(&gone, FP2, "too-soon", 30000, &rr),
+	    IDEM_RESERVE_IN_FLIGHT, "purged 0.5 s after its lease lapsed");
+	cr_expect_str_eq(rr.owner, "dead");
+	/* abandon-after 200 ms: both are abandoned now */
+	idem_store_set_abandon_ms(st, 200);
 	/* before any purge: another body has the abandoned key, and is told
 	 * whose reservation it replaced */
 	cr_expect_eq(reserve(&reused, FP2, "new-body", 30000, &rr),

@@ -208,25 +208,28 @@ Test(rule, reservation_steps)
 	const idem_record_state C = IDEM_RECORD_COMMITTED,
 	    F = IDEM_RECORD_IN_FLIGHT, P = IDEM_RECORD_PAUSED,
 	    U = IDEM_RECORD_UNKNOWN;
-	idem_found live = { C, 0, mine, "o", 0, 0 },
-	    expired = { C, 1, other, "o", 0, 0 },
-	    ours = { F, 0, mine, "me", 5000000, 0 },
-	    stale = { F, 0, mine, "old", 30000001, 0 },
-	    fresh = { F, 0, mine, "old", 30000000, 0 },
-	    stale_other = { F, 0, other, "old", 90000000, 0 },
-	    paused = { P, 0, mine, "old", 0, 0 },
-	    paused_expired = { P, 1, mine, "old", 0, 0 },
-	    unknown = { U, 0, mine, "old", 90000000, 0 },
-	    reconciling = { U, 0, mine, "live", 1000, 0 },
-	    unheld = { U, 0, mine, "", 0, 0 },
-	    unknown_expired = { U, 1, other, "old", 0, 0 },
+	idem_found live = { C, 0, mine, "o", 0, 0, 0 },
+	    expired = { C, 1, other, "o", 0, 0, 0 },
+	    ours = { F, 0, mine, "me", 5000000, 0, 0 },
+	    stale = { F, 0, mine, "old", 30000001, 0, 0 },
+	    fresh = { F, 0, mine, "old", 30000000, 0, 0 },
+	    stale_other = { F, 0, other, "old", 90000000, 0, 0 },
+	    paused = { P, 0, mine, "old", 0, 0, 0 },
+	    paused_expired = { P, 1, mine, "old", 0, 0, 0 },
+	    unknown = { U, 0, mine, "old", 90000000, 0, 0 },
+	    reconciling = { U, 0, mine, "live", 1000, 0, 0 },
+	    unheld = { U, 0, mine, "", 0, 0, 0 },
+	    unknown_expired = { U, 1, other, "old", 0, 0, 0 },
 	    /* records that keep their holder's lease: 5 s */
-	    kept_live = { F, 0, mine, "old", 4000000, 5000000 },
-	    kept_stale = { F, 0, mine, "old", 5000001, 5000000 },
-	    kept_reconciling = { U, 0, mine, "live", 4000000, 5000000 },
-	    /* past its lifetime: abandoned once its lease lapsed */
-	    abandoned = { F, 1, mine, "old", 5000001, 5000000 },
-	    expired_live = { F, 1, mine, "old", 4000000, 5000000 };
+	    kept_live = { F, 0, mine, "old", 4000000, 5000000, 0 },
+	    kept_stale = { F, 0, mine, "old", 5000001, 5000000, 0 },
+	    kept_reconciling = { U, 0, mine, "live", 4000000, 5000000, 0 },
+	    /* past its lifetime: abandoned once its lease lapsed and was not
+	     * renewed for abandon-after */
+	    abandoned = { F, 1, mine, "old", 5000001, 5000000, 5000000 },
+	    expired_live = { F, 1, mine, "old", 4000000, 5000000, 1000 },
+	    /* lapsed, but renewed within abandon-after (an outage) */
+	    lapsed_recently = { F, 1, mine, "old", 5000001, 5000000, 60000000 };
 
 	cr_expect_eq(idem_reserve_decide(&live, other, "me", 30000000, 0),
 	    IDEM_STEP_REPLAY, "a live answer, whatever the request");
@@ -274,4 +277,6 @@ Test(rule, reservation_steps)
 	    IDEM_STEP_TAKE_OVER, "its own request goes on from its progress");
 	cr_expect_eq(idem_reserve_decide(&expired_live, other, "me", 1000000,
 	    0), IDEM_STEP_IN_FLIGHT, "a live handler past its lifetime");
+	cr_expect_eq(idem_reserve_decide(&lapsed_recently, other, "me",
+	    1000000, 0), IDEM_STEP_IN_FLIGHT, "a commit waiting out an outage");
 }

@@ -135,7 +135,7 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 
 	if (idem_my_cached(ms, k, out))
 		return IDEM_OK;
-	idem_my_reserve_args(&a, rq);
+	idem_my_reserve_args(ms, &a, rq);
 	/* a row that disappears or changes between statements sends us
 	 * round again; when it keeps doing so, others are reserving and
 	 * releasing this key as fast as we look: that is contention */
@@ -425,13 +425,15 @@ my_renew(idem_store *s, idem_store_req *rq)
 static idem_err
 my_purge(idem_store *s, unsigned max, unsigned *purged)
 {
-	long long lim = max, longest_us = IDEM_LEASE_LONGEST_MS * 1000;
+	long long lim = max, longest_us = IDEM_LEASE_LONGEST_MS * 1000,
+	    abandon_us = (long long)s->abandon_ms * 1000;
 	unsigned long long n = 0;
 	params p;
 	idem_err err;
 
 	idem_my_p_init(&p);
 	idem_my_p_ll(&p, &longest_us);
+	idem_my_p_ll(&p, &abandon_us);
 	idem_my_p_ll(&p, &lim);
 	err = idem_my_exec_count((mysql_store *)s, S_PURGE, &p, &n, NULL);
 	*purged = (unsigned)n;
@@ -543,6 +545,7 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	ms->base.ops = &mysql_ops;
 	ms->base.tx = &idem_my_tx_ops;
 	ms->base.settle_ms = idem_store_mysql_settle_ms(cfg);
+	ms->base.abandon_ms = IDEM_ABANDON_DEFAULT_MS;
 	idem_my_store_sql(cfg, ms->stmts);
 	idem_my_lock_wait_insert(cfg, ms->insert, sizeof(ms->insert));
 	ms->stmts[S_INSERT] = ms->insert;

@@ -68,6 +68,9 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
  * inflight-ttl, the parameter, in microseconds */
 #define LAPSED "lease_at < " NOW " - INTERVAL COALESCE(lease_ms * 1000, ?) " \
     "MICROSECOND"
+/* Unrenewed for the store's abandon-after, the parameter, in microseconds:
+ * with LAPSED, past its lifetime, an abandoned in-flight record */
+#define UNRENEWED "lease_at < " NOW " - INTERVAL ? MICROSECOND"
 /* The rows of an owner-checked batch, each "(" PK " AND owner = ?)",
  * joined by OR (idem_store_mysql_batch.c). */
 #define OWNED_TERM "(" PK " AND owner = ?)"
@@ -168,9 +171,12 @@ typedef struct mysql_store {
 	                              * answer); 0: none */
 } mysql_store;
 
+/* The most parameters a statement of the store binds (S_TAKEOVER's 9). */
+#define PARAMS_MAX 12
+
 typedef struct params {
-	MYSQL_BIND b[10];
-	unsigned long len[10];
+	MYSQL_BIND b[PARAMS_MAX];
+	unsigned long len[PARAMS_MAX];
 	unsigned n;
 	long long lease_ms;      /* idem_my_p_lease's value */
 	unsigned *contended;     /* contention met is added here: the
@@ -203,6 +209,7 @@ typedef struct reserve_args {
 	idem_store_req *rq;
 	long long life_us, ttl_us;
 	long long lease_ms;
+	long long abandon_us;    /* the store's abandon-after */
 } reserve_args;
 
 /* The statements' text, by index (idem_store_mysql_sql.c). */
@@ -249,7 +256,8 @@ idem_my_read_row_with(mysql_store *ms, int i, const idem_store_key *k,
 idem_err
 idem_my_read_row(mysql_store *ms, const idem_store_key *k, row *r);
 void
-idem_my_reserve_args(reserve_args *a, idem_store_req *rq);
+idem_my_reserve_args(const mysql_store *ms, reserve_args *a,
+    idem_store_req *rq);
 void
 idem_my_p_insert(params *p, const reserve_args *a);
 void

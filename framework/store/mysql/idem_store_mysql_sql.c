@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ const char *const idem_my_sql[NSTMT] = {
 	    ", lease_at = " NOW ", lease_ms = ?, expires_at = " NOW " + INTERVAL ? "
 	    "MICROSECOND, status = NULL, headers = NULL, body = NULL, phase = "
 	    "NULL, progress = NULL WHERE " PK " AND expires_at <= " NOW " AND "
-	    "(state <> 'in_flight' OR " LAPSED ")",
+	    "(state <> 'in_flight' OR (" LAPSED " AND " UNRENEWED "))",
 	/* the rule's RESUME and RECONCILE */
 	[S_RESUME] = RESUME_ROW,
 	[S_RECONCILE] = RECONCILE_ROW,
@@ -47,7 +48,8 @@ const char *const idem_my_sql[NSTMT] = {
 	 * working on it; one whose lease lapsed past its lifetime is
 	 * abandoned */
 	[S_PURGE] = "DELETE FROM idempotency_keys WHERE expires_at < " NOW
-	    " AND (state <> 'in_flight' OR " LAPSED ") LIMIT ?",
+	    " AND (state <> 'in_flight' OR (" LAPSED " AND " UNRENEWED ")) "
+	    "LIMIT ?",
 	[S_STATS] = "SELECT COUNT(*), COALESCE(SUM(state = 'in_flight'), 0), "
 	    "COALESCE(SUM(state = 'unknown'), 0), COALESCE(MAX(IF(state = "
 	    "'unknown', TIMESTAMPDIFF(MICROSECOND, reserved_at, " NOW "), 0)), 0) "
@@ -189,7 +191,10 @@ idem_my_p_init(params *p)
 void
 idem_my_p_blob(params *p, const void *data, size_t len)
 {
-	MYSQL_BIND *b = &p->b[p->n];
+	MYSQL_BIND *b;
+
+	assert(p->n < PARAMS_MAX);
+	b = &p->b[p->n];
 
 	b->buffer_type = MYSQL_TYPE_BLOB;
 	b->buffer = (void *)data;
@@ -209,7 +214,10 @@ idem_my_p_str(params *p, const char *s)
 void
 idem_my_p_ll(params *p, const long long *v)
 {
-	MYSQL_BIND *b = &p->b[p->n++];
+	MYSQL_BIND *b;
+
+	assert(p->n < PARAMS_MAX);
+	b = &p->b[p->n++];
 
 	b->buffer_type = MYSQL_TYPE_LONGLONG;
 	b->buffer = (void *)v;
@@ -508,10 +516,13 @@ idem_my_read_row(mysql_store *ms, const idem_store_key *k, row *r)
 	return idem_my_read_row_with(ms, S_SELECT, k, NULL, r);
 }
 
-/* Fills *a for the reserve of rq (borrowed for as long as a is used). */
+/* Fills *a for the reserve of rq (borrowed for as long as a is used) on
+ * ms. */
 void
-idem_my_reserve_args(reserve_args *a, idem_store_req *rq)
+idem_my_reserve_args(const mysql_store *ms, reserve_args *a,
+    idem_store_req *rq)
 {
+	a->abandon_us = (long long)ms->base.abandon_ms * 1000;
 	a->rq = rq;
 	a->life_us = (long long)rq->policy->lifetime_ms * 1000;
 	a->ttl_us = (long long)rq->policy->lease_ms * 1000;
@@ -548,6 +559,7 @@ idem_my_p_reuse(params *p, const reserve_args *a)
 	idem_my_p_ll(p, &a->life_us);
 	idem_my_p_key(p, &a->rq->key);
 	idem_my_p_ll(p, &a->ttl_us);
+	idem_my_p_ll(p, &a->abandon_us);
 }
 
 /* The parameters of S_TAKEOVER of old_owner's stale reservation. */
@@ -632,7 +644,7 @@ idem_reserve_step
 idem_my_step_of(const reserve_args *a, const row *r)
 {
 	idem_found f = { r->state, r->expired, r->fp, r->owner,
-	    r->lease_age_us, r->lease_ms * 1000 };
+	    r->lease_age_us, r->lease_ms * 1000, a->abandon_us };
 
 	return idem_reserve_decide(&f, a->rq->fp, a->rq->owner, a->ttl_us,
 	    a->rq->policy->reconcile);

@@ -301,7 +301,7 @@ idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
     idem_reserve_result *out)
 {
 	mysql_store *ms = (mysql_store *)s;
-	reserve_args a = { rq, 0, 0, 0 };
+	reserve_args a = { rq, 0, 0, 0, 0 };
 	int attempt, first = 1;
 	idem_err err = IDEM_OK;
 
@@ -309,7 +309,7 @@ idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 		/* a cached answer opens no transaction */
 		if (idem_my_cached(ms, &rq->key, out))
 			return IDEM_OK;
-		idem_my_reserve_args(&a, rq);
+		idem_my_reserve_args(ms, &a, rq);
 	}
 	/* a round ends early when the row vanished or changed, or when
 	 * others hold it (a lock wait, a deadlock: racing takers each hold
