@@ -18,10 +18,8 @@
 #include "idem_store_open.h"
 #include "idem_master.h"
 #include "idem_metrics.h"
-#include "idem_mysql.h"
 #include "idem_server.h"
 #include "idem_service.h"
-#include "idem_store_mysql.h"
 #include "idem_systemd.h"
 #include "idem_time.h"
 
@@ -69,8 +67,7 @@ typedef struct master {
 	uint64_t deadline;           /* ms: when a stop kills (stopping) */
 	int status;                  /* exit status so far */
 	wait_state waiting;          /* the workers' store is set aside */
-	idem_mysql_pool *probe;      /* WAIT_PROBING: one quiet connection */
-	uint64_t probe_at;           /* ms */
+	uint64_t probe_at;           /* ms: WAIT_PROBING's next try */
 	uint64_t ping_ms;            /* the watchdog's period / 2; 0: none */
 	uint64_t ping_at;            /* ms */
 	pid_t withheld;              /* the stopped worker the watchdog's
@@ -143,7 +140,7 @@ spawn(master *m)
 static uint64_t
 sweep_after_ms(const master *m, int pass)
 {
-	uint64_t settle = idem_store_mysql_settle_ms(m->cfg);
+	uint64_t settle = idem_store_settle_for(m->cfg);
 
 	if (pass == 0)
 		return 0;
@@ -355,21 +352,14 @@ open_metrics(master *m)
 		    "worker reports only its own requests");
 }
 
-/* Sets the master's waiting state from its config's store, and the
- * probe that goes with it. */
+/* Sets the master's waiting state from its config's store, and when it
+ * probes, the time of its next try. */
 static void
 set_waiting(master *m, wait_state w)
 {
 	m->waiting = w;
-	if (w != WAIT_PROBING) {
-		idem_mysql_pool_free(m->probe);
-		m->probe = NULL;
-		return;
-	}
-	m->probe_at = idem_now_ms() + PROBE_MS;
-	if (m->probe == NULL &&
-	    idem_mysql_pool_new(m->cfg, NULL, 0, 1, &m->probe) == IDEM_OK)
-		idem_mysql_pool_quiet(m->probe);
+	if (w == WAIT_PROBING)
+		m->probe_at = idem_now_ms() + PROBE_MS;
 }
 
 /*
@@ -454,7 +444,6 @@ reload(master *m, int probed)
 static uint64_t
 probe(master *m)
 {
-	idem_mysql_conn *c;
 	uint64_t now = idem_now_ms();
 
 	if (m->waiting != WAIT_PROBING || m->stopping)
@@ -462,13 +451,8 @@ probe(master *m)
 	if (now < m->probe_at)
 		return m->probe_at - now;
 	m->probe_at = now + PROBE_MS;
-	if (m->probe == NULL) {
-		set_waiting(m, WAIT_PROBING);
+	if (!idem_store_reachable(m->cfg))
 		return PROBE_MS;
-	}
-	if ((c = idem_mysql_get(m->probe)) == NULL)
-		return PROBE_MS;
-	idem_mysql_put(m->probe, c);
 	idem_sd_reloading();
 	reload(m, 1);
 	notify_ready(m);
@@ -691,7 +675,6 @@ idem_master_run(const char *path, idem_config *cfg, int listen_fd,
 			    m->late[i].pass);
 	rc = m->status;
 	idem_log(NULL, IDEM_LOG_INFO, "master stopped");
-	idem_mysql_pool_free(m->probe);
 	idem_config_free(m->cfg);
 	idem_metrics_free(m->metrics);
 	free(m);

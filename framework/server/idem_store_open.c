@@ -25,3 +25,17 @@ idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
 		idem_store_set_abandon_ms(*out, cfg->abandon_after);
 	return err;
 }
+
+uint64_t
+idem_store_settle_for(const idem_config *cfg)
+{
+	return cfg->store == IDEM_STORE_MYSQL ?
+	    idem_store_mysql_settle_ms(cfg) : 0;
+}
+
+int
+idem_store_reachable(const idem_config *cfg)
+{
+	return cfg->store == IDEM_STORE_MYSQL ?
+	    idem_store_mysql_reachable(cfg) : 1;
+}

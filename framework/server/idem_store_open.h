@@ -20,4 +20,15 @@
 idem_err idem_store_open(const idem_config *cfg, unsigned pool_size,
     idem_store **out);
 
+/* The settle_ms (idem_store.h) of the store cfg names, without opening
+ * it: how long after a worker died a reservation it sent may still come
+ * into being (the master's last sweep of its keys waits that long); 0:
+ * never, or a store that dies with its worker. */
+uint64_t idem_store_settle_for(const idem_config *cfg);
+
+/* Whether the database of the store cfg names answers now, tried quietly
+ * (a database not up yet is tried again and again): 1 or 0; a store with
+ * no database of its own (memory) always answers. */
+int idem_store_reachable(const idem_config *cfg);
+
 #endif

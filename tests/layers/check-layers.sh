@@ -23,8 +23,7 @@ programs"
 MYSQL_HEADERS="mysql.h errmsg.h mysqld_error.h idem_mysql.h
 idem_store_mysql_int.h idemfcgi_mysql.h"
 NOT_NEUTRAL="http/idem_request.c plugin/idem_app.c plugin/idem_plugin.c
-protocol/idem_middleware.c protocol/idem_middleware_tx.c
-server/idem_master.c"
+protocol/idem_middleware.c protocol/idem_middleware_tx.c"
 
 # the rank of a folder (0 is the bottom), or nothing for an unknown one
 rank_of() {

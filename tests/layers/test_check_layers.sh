@@ -48,6 +48,6 @@ scenario "<mysql.h> outside store/mysql/" \
 scenario "a file outside every layer" "idem_stray.c is in no layer" \
     'echo "int x;" > idem_stray.c'
 scenario "a debt paid but still listed" \
-    "server/idem_master.c is in NOT_NEUTRAL but includes no MySQL header" \
-    'sed -i "/#include \"idem_mysql.h\"/d; /#include \"idem_store_mysql.h\"/d" server/idem_master.c'
+    "plugin/idem_plugin.c is in NOT_NEUTRAL but includes no MySQL header" \
+    'sed -i "/#include \"idem_mysql.h\"/d; /#include \"idemfcgi_mysql.h\"/d" plugin/idem_plugin.c'
 exit "$status"

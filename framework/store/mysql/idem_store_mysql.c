@@ -54,6 +54,24 @@ idem_store_mysql_lose_answer(idem_store *s, const char *op)
 	return -1;
 }
 
+int
+idem_store_mysql_reachable(const idem_config *cfg)
+{
+	idem_mysql_pool *pool = NULL;
+	idem_mysql_conn *c;
+	int up = 0;
+
+	if (idem_mysql_pool_new(cfg, NULL, 0, 1, &pool) != IDEM_OK)
+		return 0;
+	idem_mysql_pool_quiet(pool);
+	if ((c = idem_mysql_get(pool)) != NULL) {
+		up = 1;
+		idem_mysql_put(pool, c);
+	}
+	idem_mysql_pool_free(pool);
+	return up;
+}
+
 uint64_t
 idem_store_mysql_settle_ms(const idem_config *cfg)
 {

@@ -34,6 +34,11 @@ idem_err idem_store_mysql_new(const struct idem_config *cfg,
  */
 uint64_t idem_store_mysql_settle_ms(const struct idem_config *cfg);
 
+/* Whether the database of cfg's [mysql] answers now: one connection
+ * tried quietly (its failure not logged: a database that is not up yet is
+ * tried again and again).  1 or 0. */
+int idem_store_mysql_reachable(const struct idem_config *cfg);
+
 /* Tests only: the next "insert", "takeover", "commit", "release" or
  * "renew" statement of the MySQL store s is applied and its answer lost,
  * with its connection, as when the server goes away just after it.
