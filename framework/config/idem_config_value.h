@@ -77,4 +77,9 @@ extern const idem_key_type
     idem_kt_secret,
     idem_kt_scope;
 
+/* commit-statuses as text into out (size bytes): "2xx 400 404", a whole
+ * hundred as Nxx; the text parse_statuses reads (the policy route, the
+ * OpenAPI document).  Returns out. */
+char *idem_statuses_text(const unsigned char *table, char *out, size_t size);
+
 #endif

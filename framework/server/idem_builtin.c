@@ -11,38 +11,13 @@
 
 #include "idem_builtin.h"
 #include "idem_cidr.h"
+#include "idem_config_value.h"
 #include "idem_health.h"
 #include "idem_log.h"
 #include "idem_metrics.h"
 #include "idem_openapi.h"
 #include "idem_sockq.h"
 #include "idem_time.h"
-
-/* commit-statuses as text into out (size bytes): "2xx 400 404", a whole
- * hundred as Nxx.  Returns out. */
-char *
-idem_statuses_text(const unsigned char *table, char *out, size_t size)
-{
-	size_t len = 0;
-	int c, i;
-
-	out[0] = '\0';
-	for (c = 1; c <= 5; c++) {
-		for (i = 0; i < 100 && table[c * 100 + i]; i++)
-			;
-		if (i == 100) {
-			len += (size_t)snprintf(out + len, size > len ? size - len :
-			    0, "%s%dxx", len > 0 ? " " : "", c);
-			continue;
-		}
-		for (i = 0; i < 100; i++)
-			if (table[c * 100 + i])
-				len += (size_t)snprintf(out + len, size > len ?
-				    size - len : 0, "%s%d", len > 0 ? " " : "",
-				    c * 100 + i);
-	}
-	return out;
-}
 
 /* A list of strings as a JSON array, or NULL when out of memory. */
 static json_t *

@@ -45,9 +45,4 @@ idem_err idem_builtin_routes(idem_service *svc);
  */
 idem_err idem_builtin_check(const idem_service *svc);
 
-/* commit-statuses as text into out (size bytes): "2xx 400 404", a whole
- * hundred as Nxx (the policy route, the OpenAPI document).  Returns
- * out. */
-char *idem_statuses_text(const unsigned char *table, char *out, size_t size);
-
 #endif

@@ -10,6 +10,7 @@
 
 #include "idem_builtin.h"
 #include "idem_config_keys.h"
+#include "idem_config_value.h"
 #include "idem_openapi.h"
 #include "idem_parse.h"
 

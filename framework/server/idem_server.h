@@ -2,7 +2,7 @@
  * idem_server.h - the FastCGI side: the listening socket, the worker
  * threads looping on FCGX_Accept_r, and signals.
  *
- * The threads share one dispatcher (see idem_server.c): every open
+ * The threads share one dispatcher (idem_dispatch.c): every open
  * connection has a slot with its own libfcgi request object, and the
  * connections waiting for their next request wait in one epoll set with
  * the listening socket, so a connection the web server keeps open

@@ -1,5 +1,8 @@
 /*
- * idem_service.c - the middleware chain of one request.
+ * idem_service.c - one request through the service: its request id, its
+ * body's limit, its route, the idempotency protocol (or none), its
+ * handler; and what serves them (the store, the plugins, the built-in
+ * routes).
  */
 #include "config.h"
 
