@@ -11,7 +11,6 @@
 #include <string.h>
 
 
-#include "idemfcgi_mysql.h"
 #include "idem_request.h"
 #include "idem_router.h"
 #include "idem_time.h"
@@ -525,12 +524,6 @@ const char *
 idem_request_route(const idem_request *req)
 {
 	return req->route != NULL ? req->route->tmpl : NULL;
-}
-
-idem_mysql_conn *
-idem_request_tx(const idem_request *req)
-{
-	return req->tx;
 }
 
 json_t *

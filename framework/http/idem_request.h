@@ -60,7 +60,7 @@ struct idem_request {
 	size_t nparams;
 	/* a transactional route's connection while its handler runs, inside
 	 * the open transaction (borrowed from the route's pool) */
-	struct idem_mysql_conn *tx;
+	struct idem_db_conn *tx;
 	/* while a handler (or reconcile hook) runs with a record: the
 	 * middleware's execution of it (idem_middleware_int.h), for
 	 * idem_request_checkpoint; NULL otherwise */

@@ -27,9 +27,10 @@ typedef struct idem_route {
 	idem_handler_fn reconcile;       /* NULL: none (idem_route_reconcile) */
 	void *data;                      /* borrowed from the plugin */
 	const char *owner;               /* borrowed: the plugin's name */
-	struct idem_mysql_pool *tx_pool;        /* borrowed: a transactional route's
-	                                  * pool (idem_route_add_tx), else
-	                                  * NULL */
+	struct idem_db_source *tx_source; /* borrowed: a transactional
+	                                  * route's pool of the store's
+	                                  * database (idem_route_add_tx,
+	                                  * idem_store_tx.h), else NULL */
 	struct idem_metrics *metrics;    /* borrowed: where it is counted,
 	                                  * NULL: nowhere */
 	unsigned metrics_row;            /* its row there */

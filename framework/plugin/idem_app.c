@@ -16,6 +16,7 @@
 #include "idem_mysql.h"
 #include "idem_plugin.h"
 #include "idem_store.h"
+#include "idem_store_mysql.h"
 #include "idem_store_tx.h"
 
 /* Refuses what only setup may do when app is deploy's.  Returns 0 when
@@ -91,8 +92,8 @@ idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
 	if ((err = idem_route_add(app, method, tmpl, policy, handler, data))
 	    != IDEM_OK)
 		return err;
-	idem_router_at(app->router, idem_router_count(app->router) - 1)->tx_pool =
-	    app->self->pool;
+	idem_router_at(app->router, idem_router_count(app->router) - 1)->tx_source =
+	    idem_mysql_pool_source(app->self->pool);
 	return IDEM_OK;
 }
 
@@ -133,7 +134,7 @@ idem_route_set(idem_app *app, const char *method, const char *tmpl,
 	k = idem_route_key_index(key);
 	if (k < 0)
 		bad = "not a key of a route's policy";
-	else if (rt->tx_pool != NULL && (k == IDEM_RK_INFLIGHT_TTL ||
+	else if (rt->tx_source != NULL && (k == IDEM_RK_INFLIGHT_TTL ||
 	    k == IDEM_RK_INFLIGHT_WAIT))
 		bad = "a transactional route takes it from [idempotency]";
 	else if (k == IDEM_RK_POLICY) {

@@ -20,7 +20,6 @@
 #include "idem_metrics.h"
 #include "idem_middleware.h"
 #include "idem_middleware_int.h"
-#include "idem_mysql.h"
 #include "idem_router.h"
 #include "idem_time.h"
 
@@ -465,7 +464,7 @@ void
 idem_middleware_plain(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next)
 {
-	if (req->route->tx_pool != NULL)
+	if (req->route->tx_source != NULL)
 		idem_mw_tx_plain(mw, req, res, next);
 	else
 		next(req, res);
@@ -563,7 +562,7 @@ idem_mw_wait_init(const idem_store_req *rq, idem_mw_wait *w)
  * what idem_mw_reserve returns. */
 static int
 reserve_until_answered(idem_middleware *mw, idem_request *req,
-    idem_response *res, idem_store_req *rq, idem_mysql_conn *c,
+    idem_response *res, idem_store_req *rq, idem_db_conn *c,
     idem_mw_wait *w, idem_exec *ex)
 {
 	const idem_config *cfg = mw->cfg;
@@ -667,7 +666,7 @@ reserve_until_answered(idem_middleware *mw, idem_request *req,
 
 int
 idem_mw_reserve(idem_middleware *mw, idem_request *req, idem_response *res,
-    idem_store_req *rq, idem_mysql_conn *c, idem_mw_wait *w, idem_exec *ex)
+    idem_store_req *rq, idem_db_conn *c, idem_mw_wait *w, idem_exec *ex)
 {
 	int runs;
 
@@ -844,7 +843,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	}
 	idem_mw_new_owner(mw, rq.owner);
 	idem_copy_string(rq.request_id, sizeof(rq.request_id), req->request_id);
-	if (req->route->tx_pool != NULL) {
+	if (req->route->tx_source != NULL) {
 		/* 7. a transactional route reserves inside its handler's
 		 * transaction and finishes with it (idem_middleware_tx.c) */
 		idem_mw_tx_handle(mw, req, res, next, &rq);

@@ -1,8 +1,8 @@
 /*
  * idem_middleware_int.h - what the two halves of the middleware share:
  * idem_middleware.c (DESIGN.md 2, steps 1 to 6: the two-phase path) and
- * idem_middleware_tx.c (2.7: transactional routes, the only middleware
- * file that knows the MySQL pool).  Not for other modules.
+ * idem_middleware_tx.c (2.7: transactional routes, on a data source of
+ * the store's database, idem_store_tx.h).  Not for other modules.
  */
 #ifndef IDEM_MIDDLEWARE_INT_H
 #define IDEM_MIDDLEWARE_INT_H
@@ -65,7 +65,7 @@ void idem_mw_store_answered(idem_middleware *mw, const idem_request *req);
 typedef struct idem_exec {
 	idem_middleware *mw;
 	idem_store_req *rq;
-	idem_mysql_conn *c;       /* a transactional route's: its connection
+	idem_db_conn *c;       /* a transactional route's: its connection
 	                           * in the open transaction; else NULL */
 	idem_progress progress;   /* the record's last checkpoint: read at
 	                           * reserve, or written by this execution */
@@ -154,7 +154,7 @@ void idem_mw_wait_init(const idem_store_req *rq, idem_mw_wait *w);
  * conflict, in flight, unknown, store unavailable).
  */
 int idem_mw_reserve(idem_middleware *mw, idem_request *req,
-    idem_response *res, idem_store_req *rq, idem_mysql_conn *c,
+    idem_response *res, idem_store_req *rq, idem_db_conn *c,
     idem_mw_wait *w, idem_exec *ex);
 
 /* Step 7 (idem_middleware_tx.c): a keyed request to a transactional route,

@@ -1,8 +1,8 @@
 /*
  * idem_middleware_tx.c - transactional routes (DESIGN.md 2.7): the key's
  * record and the handler's writes in one transaction on a connection of
- * the plugin's pool, from the reservation to COMMIT.  The only middleware
- * file that knows the MySQL pool.
+ * the plugin's pool (a data source of the store's database,
+ * idem_store_tx.h), from the reservation to COMMIT.
  */
 #include "config.h"
 
@@ -12,7 +12,6 @@
 #include "idem_log.h"
 #include "idem_request_log.h"
 #include "idem_middleware_int.h"
-#include "idem_mysql.h"
 #include "idem_router.h"
 #include "idem_store_tx.h"
 
@@ -48,14 +47,14 @@ tx_faults(const idem_middleware *mw, const idem_request *req)
  * not commit, res becomes a 503 saying so (or that the outcome is
  * unknown), except when may_retry and the transaction lost a race for its
  * key, at COMMIT or
- * under the handler (lost: idem_mysql_tx_lost) (a deadlock; on Galera, a
+ * under the handler (lost: idem_db_tx_lost) (a deadlock; on Galera, a
  * certification failure against another node's transaction): then
  * nothing of it was done, res is left to the caller, and 1 is returned:
  * the caller reserves again, which replays the winner's answer, waits for
  * it, or runs once more.  Returns 0 otherwise.
  */
 static int
-tx_finish(idem_middleware *mw, idem_request *req, idem_mysql_conn *c,
+tx_finish(idem_middleware *mw, idem_request *req, idem_db_conn *c,
     idem_exec *ex, idem_response *res, idem_err herr, int lost,
     int may_retry)
 {
@@ -171,10 +170,10 @@ not_committed:
  * (503, not done) when it was rolled back.  A handler that commits and
  * then writes again is in a new transaction and goes unnoticed. */
 static void
-tx_check_open(const idem_request *req, idem_mysql_conn *c, const char *owner)
+tx_check_open(const idem_request *req, idem_db_conn *c, const char *owner)
 {
 	/* the reservation opened it: open it must still be, autocommit off */
-	if (!c->broken && !idem_mysql_tx_intact(c))
+	if (!idem_db_broken(c) && !idem_db_tx_intact(c))
 		idem_log_event(req, IDEM_LOG_ERROR, "tx_ended_by_handler", owner,
 		    "the handler of %s %s ended its transaction itself (COMMIT, "
 		    "ROLLBACK, DDL or LOCK TABLES): its writes are no longer "
@@ -188,8 +187,8 @@ void
 idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
     idem_next_fn next)
 {
-	idem_mysql_pool *pool = req->route->tx_pool;
-	idem_mysql_conn *c = idem_mysql_take(pool);
+	idem_db_source *pool = req->route->tx_source;
+	idem_db_conn *c = idem_db_take(pool);
 	idem_key_policy pol;
 	/* no key: the descriptor of a transaction with no record */
 	idem_store_req rq = { .policy = &pol };
@@ -201,14 +200,14 @@ idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	if (c == NULL || idem_store_tx_begin(mw->store, c, &rq, &rr) !=
 	    IDEM_OK) {
 		if (c != NULL)
-			idem_mysql_put(pool, c);
+			idem_db_put(pool, c);
 		idem_mw_count_contended(mw, req, &rq);
 		idem_response_refuse(res, 503, "DATABASE_UNAVAILABLE", "the "
 		    "database is unavailable; retry later", 1);
 		return;
 	}
 	/* what opening it met is not the handler's */
-	(void)idem_mysql_tx_lost(c);
+	(void)idem_db_tx_lost(c);
 	req->tx = c;
 	err = next(req, res);
 	req->tx = NULL;
@@ -217,8 +216,8 @@ idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	 * first statement, if any: a deadlock under it (told to the
 	 * connection by the statement helper or idem_mysql_check, or its
 	 * last statement's) is all there is to check */
-	tx_finish(mw, req, c, &ex, res, err, idem_mysql_tx_lost(c), 0);
-	idem_mysql_put(pool, c);
+	tx_finish(mw, req, c, &ex, res, err, idem_db_tx_lost(c), 0);
+	idem_db_put(pool, c);
 	idem_mw_count_contended(mw, req, &rq);
 }
 
@@ -227,8 +226,8 @@ void
 idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
     idem_next_fn next, idem_store_req *rq)
 {
-	idem_mysql_pool *pool = req->route->tx_pool;
-	idem_mysql_conn *c = idem_mysql_take(pool);
+	idem_db_source *pool = req->route->tx_source;
+	idem_db_conn *c = idem_db_take(pool);
 	idem_exec ex;
 	idem_mw_wait w;
 	int races = 0, lost, again;
@@ -245,19 +244,19 @@ idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
 	while (idem_mw_reserve(mw, req, res, rq, c, &w, &ex)) {
 		/* what the reservation's own retries met is not the
 		 * handler's: only a 1213 under the handler is a lost race */
-		(void)idem_mysql_tx_lost(c);
+		(void)idem_db_tx_lost(c);
 		req->tx = c;
 		err = idem_mw_exec_run(&ex, req, res, next);
 		req->tx = NULL;
 		idem_mw_fault_die(mw, req, "after-handler");
-		lost = idem_mysql_tx_lost(c);
+		lost = idem_db_tx_lost(c);
 		if (!lost)
 			tx_check_open(req, c, rq->owner);
 		else
 			/* for its side effect: a handler that turned autocommit
 			 * back on leaves tx mode, so the next reservation turns
 			 * it off again */
-			(void)idem_mysql_tx_intact(c);
+			(void)idem_db_tx_intact(c);
 		again = tx_finish(mw, req, c, &ex, res, err, lost,
 		    races < TX_RACES);
 		idem_mw_exec_clear(&ex);
@@ -268,5 +267,5 @@ idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
 		idem_response_clear(res);
 		idem_mw_new_owner(mw, rq->owner);
 	}
-	idem_mysql_put(pool, c);
+	idem_db_put(pool, c);
 }

@@ -63,7 +63,7 @@ idem_store_commit(idem_store *s, idem_store_req *rq,
 }
 
 idem_err
-idem_store_tx_begin(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+idem_store_tx_begin(idem_store *s, idem_db_conn *c, idem_store_req *rq,
     idem_reserve_result *out)
 {
 	uint64_t t0 = start(s);
@@ -80,7 +80,7 @@ idem_store_tx_begin(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 }
 
 idem_err
-idem_store_tx_record(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+idem_store_tx_record(idem_store *s, idem_db_conn *c, idem_store_req *rq,
     const idem_stored_response *resp)
 {
 	uint64_t t0 = start(s);
@@ -95,7 +95,7 @@ idem_store_tx_record(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 }
 
 idem_err
-idem_store_tx_end(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+idem_store_tx_end(idem_store *s, idem_db_conn *c, idem_store_req *rq,
     int commit, int *unknown)
 {
 	uint64_t t0 = start(s);
@@ -105,7 +105,7 @@ idem_store_tx_end(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 }
 
 idem_err
-idem_store_tx_checkpoint(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+idem_store_tx_checkpoint(idem_store *s, idem_db_conn *c, idem_store_req *rq,
     const idem_progress *p)
 {
 	uint64_t t0 = start(s);
@@ -121,13 +121,50 @@ idem_store_tx_checkpoint(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 }
 
 idem_err
-idem_store_tx_mark_unknown(idem_store *s, idem_mysql_conn *c,
+idem_store_tx_mark_unknown(idem_store *s, idem_db_conn *c,
     idem_store_req *rq)
 {
 	uint64_t t0 = start(s);
 
 	return timed(s, IDEM_STORE_OP_MARK_UNKNOWN, t0,
 	    s->tx->tx_mark_unknown(s, c, rq));
+}
+
+void
+idem_store_tx_faults(idem_db_conn *c, unsigned faults)
+{
+	c->tx_faults = faults;
+}
+
+idem_db_conn *
+idem_db_take(idem_db_source *src)
+{
+	return src->ops->take(src);
+}
+
+void
+idem_db_put(idem_db_source *src, idem_db_conn *c)
+{
+	if (c != NULL)
+		src->ops->put(src, c);
+}
+
+int
+idem_db_tx_lost(idem_db_conn *c)
+{
+	return c->source->ops->tx_lost(c);
+}
+
+int
+idem_db_tx_intact(idem_db_conn *c)
+{
+	return c->source->ops->tx_intact(c);
+}
+
+int
+idem_db_broken(idem_db_conn *c)
+{
+	return c->source->ops->broken(c);
 }
 
 idem_err

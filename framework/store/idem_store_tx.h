@@ -1,22 +1,68 @@
 /*
  * idem_store_tx.h - the store operations of transactional routes
  * (DESIGN.md 2.7): a reservation, a record and a COMMIT inside the
- * handler's transaction, on a connection of its plugin's pool.  Only the
- * MySQL store has them (idem_store.tx; NULL for the memory store, which
- * cannot share a transaction with a handler).
+ * handler's transaction, on a connection of its plugin's pool (a data
+ * source of the store's database, below).  Only a store with a database
+ * a handler can share has them (idem_store.tx; NULL for the memory
+ * store).  Neutral: a store's connection and pool begin with the structs
+ * below, and nothing here names a database.
  */
 #ifndef IDEM_STORE_TX_H
 #define IDEM_STORE_TX_H
 
 #include "idem_store.h"
 
-/* The connection of idemfcgi_mysql.h, named without <mysql.h> (C11
- * allows the same typedef twice). */
-typedef struct idem_mysql_conn idem_mysql_conn;
+typedef struct idem_db_source idem_db_source;
+typedef struct idem_db_conn idem_db_conn;
+
+/* What a data source does, filled by its store (borrowed, static). */
+typedef struct idem_db_source_ops {
+	/* A connection for one request (its own until put back), or NULL:
+	 * none came free in time, or the database cannot be reached
+	 * (logged). */
+	idem_db_conn *(*take)(idem_db_source *src);
+	/* Gives c back to src (a lost one is closed, and opened anew when
+	 * next taken). */
+	void (*put)(idem_db_source *src, idem_db_conn *c);
+	/* Whether the server rolled c's transaction back since this was last
+	 * asked (a deadlock told to c; on Galera, an abort by another node's
+	 * commit): 1 or 0; asking clears it. */
+	int (*tx_lost)(idem_db_conn *c);
+	/* Whether c's transaction is still open as the store left it (its
+	 * handler did not end it): 1 or 0. */
+	int (*tx_intact)(idem_db_conn *c);
+	/* Whether c's connection is lost: 1 or 0. */
+	int (*broken)(idem_db_conn *c);
+} idem_db_source_ops;
+
+/* Where a transactional route takes its connections: its plugin's pool of
+ * the store's database.  A store's pool begins with it (the MySQL
+ * store's idem_mysql_pool). */
+struct idem_db_source {
+	const idem_db_source_ops *ops;
+};
+
+/* A connection of a data source, shared by a transactional route's
+ * handler and its key's record.  A store's connection begins with it
+ * (the MySQL store's idem_mysql_conn, which plugins reach through
+ * idemfcgi_mysql.h). */
+struct idem_db_conn {
+	idem_db_source *source;       /* borrowed: the pool it belongs to */
+	unsigned tx_faults;           /* tests: IDEM_TX_FAULT_* for the next
+	                               * tx_end (idem_store_tx_faults) */
+};
+
+/* The operations of src and of its connections, as function calls. */
+idem_db_conn *idem_db_take(idem_db_source *src);
+void idem_db_put(idem_db_source *src, idem_db_conn *c);
+int idem_db_tx_lost(idem_db_conn *c);
+int idem_db_tx_intact(idem_db_conn *c);
+int idem_db_broken(idem_db_conn *c);
 
 struct idem_store_tx_ops {
 	/*
-	 * c is a connection of the plugin's pool (idem_app_mysql_pool),
+	 * c is a connection of the plugin's pool (a data source of the
+	 * store's database: idem_app_mysql_pool's for the MySQL store),
 	 * borrowed.
 	 *
 	 * rq is the descriptor of the request that holds c (idem_store.h,
@@ -30,7 +76,7 @@ struct idem_store_tx_ops {
 	 * else until it commits: no lease, no takeover); on any other outcome
 	 * or error it is rolled back.  Returns like reserve.
 	 */
-	idem_err (*tx_begin)(idem_store *s, idem_mysql_conn *c,
+	idem_err (*tx_begin)(idem_store *s, idem_db_conn *c,
 	    idem_store_req *rq, idem_reserve_result *out);
 	/*
 	 * Writes the answer into rq's record inside c's open transaction.
@@ -40,7 +86,7 @@ struct idem_store_tx_ops {
 	 * the key),
 	 * IDEM_ERR_BUSY (a deadlock) or IDEM_ERR_STORE.
 	 */
-	idem_err (*tx_record)(idem_store *s, idem_mysql_conn *c,
+	idem_err (*tx_record)(idem_store *s, idem_db_conn *c,
 	    idem_store_req *rq, const idem_stored_response *resp);
 	/*
 	 * Records p (borrowed) as the progress of rq's record inside c's open
@@ -50,11 +96,11 @@ struct idem_store_tx_ops {
 	 * IDEM_ERR_TOO_LARGE (nothing written, still open).  Returns IDEM_OK,
 	 * else as tx_record.
 	 */
-	idem_err (*tx_checkpoint)(idem_store *s, idem_mysql_conn *c,
+	idem_err (*tx_checkpoint)(idem_store *s, idem_db_conn *c,
 	    idem_store_req *rq, const idem_progress *p);
 	/* Marks rq's record of unknown outcome inside c's open transaction
 	 * (the COMMIT that follows keeps it so).  Returns as tx_record. */
-	idem_err (*tx_mark_unknown)(idem_store *s, idem_mysql_conn *c,
+	idem_err (*tx_mark_unknown)(idem_store *s, idem_db_conn *c,
 	    idem_store_req *rq);
 	/*
 	 * Ends c's transaction: rolls it back (commit 0; returns IDEM_OK), or
@@ -66,7 +112,7 @@ struct idem_store_tx_ops {
 	 * rq's owner means it committed.  Faults a test asked for on c
 	 * (idem_store_tx_faults) are injected, and cleared.
 	 */
-	idem_err (*tx_end)(idem_store *s, idem_mysql_conn *c,
+	idem_err (*tx_end)(idem_store *s, idem_db_conn *c,
 	    idem_store_req *rq, int commit, int *unknown);
 };
 
@@ -77,29 +123,18 @@ struct idem_store_tx_ops {
 
 /* Makes the next tx_end on c inject faults (IDEM_TX_FAULT_*; tests only,
  * through IDEMFCGI_TEST_FAULTS). */
-void idem_store_tx_faults(idem_mysql_conn *c, unsigned faults);
+void idem_store_tx_faults(idem_db_conn *c, unsigned faults);
 
 /* Transactional routes: IDEM_ERR_INVALID from tx_begin for a store
  * without them. */
-idem_err idem_store_tx_begin(idem_store *s, idem_mysql_conn *c,
+idem_err idem_store_tx_begin(idem_store *s, idem_db_conn *c,
     idem_store_req *rq, idem_reserve_result *out);
-idem_err idem_store_tx_record(idem_store *s, idem_mysql_conn *c,
+idem_err idem_store_tx_record(idem_store *s, idem_db_conn *c,
     idem_store_req *rq, const idem_stored_response *resp);
-idem_err idem_store_tx_end(idem_store *s, idem_mysql_conn *c,
+idem_err idem_store_tx_end(idem_store *s, idem_db_conn *c,
     idem_store_req *rq, int commit, int *unknown);
-idem_err idem_store_tx_checkpoint(idem_store *s, idem_mysql_conn *c,
+idem_err idem_store_tx_checkpoint(idem_store *s, idem_db_conn *c,
     idem_store_req *rq, const idem_progress *p);
-idem_err idem_store_tx_mark_unknown(idem_store *s, idem_mysql_conn *c,
+idem_err idem_store_tx_mark_unknown(idem_store *s, idem_db_conn *c,
     idem_store_req *rq);
-struct idem_config;
-struct idem_mysql_pool;
-/*
- * Makes pool (a plugin's, idem_app_mysql_pool) prepare the statements
- * the MySQL store runs inside a transactional route's transaction, with
- * cfg's inflight-wait as the lock wait of a duplicate.  Returns IDEM_OK or
- * IDEM_ERR_NOMEM.
- */
-idem_err idem_store_mysql_tx_prepare(const struct idem_config *cfg,
-    struct idem_mysql_pool *pool);
-
 #endif

@@ -1256,18 +1256,18 @@ Test(galera, lost_commit_read_on_its_own_node, .init = shared_turn,
 		k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "glc-%d-%d",
 		    (int)getpid(), i);
 		snprintf(owner, sizeof(owner), "oc.%d", i);
-		cr_assert_eq(idem_store_tx_begin(s, c, TEST_REQ(&k, fp, owner,
+		cr_assert_eq(idem_store_tx_begin(s, &c->db, TEST_REQ(&k, fp, owner,
 		    "rid", 30000, LAG_LIFETIME), &r), IDEM_OK);
 		cr_assert_eq(r.outcome, IDEM_RESERVE_ACQUIRED);
 		idem_reserve_result_clear(&r);
-		cr_assert_eq(idem_store_tx_record(s, c, TEST_OWNED(&k, owner,
+		cr_assert_eq(idem_store_tx_record(s, &c->db, TEST_OWNED(&k, owner,
 		    LAG_LIFETIME), &resp), IDEM_OK);
 		/* half lost on their way (committed), half cut before they
 		 * were sent (rolled back): both answers are asked for */
-		idem_store_tx_faults(c, i % 2 == 0 ?
+		idem_store_tx_faults(&c->db, i % 2 == 0 ?
 		    IDEM_TX_FAULT_LOSE_IN_COMMIT :
 		    IDEM_TX_FAULT_LOSE_BEFORE_COMMIT);
-		err = idem_store_tx_end(s, c, TEST_OWNED(&k, owner, 0), 1,
+		err = idem_store_tx_end(s, &c->db, TEST_OWNED(&k, owner, 0), 1,
 		    &unknown);
 		idem_mysql_put(p, c);
 		said[i] = err == IDEM_OK ? 1 : unknown ? -1 : 0;

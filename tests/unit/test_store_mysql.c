@@ -550,12 +550,12 @@ Test(tx, commit_then_replay_everywhere)
 	int unknown = 1;
 
 	cr_assert_not_null(c);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP, "o1", "r1",
+	cr_assert_eq(idem_store_tx_begin(e.st, &c->db, TEST_REQ(&k, TXFP, "o1", "r1",
 	    30000, 60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
-	cr_assert_eq(idem_store_tx_record(e.st, c, TEST_OWNED(&k, "o1", 60000),
+	cr_assert_eq(idem_store_tx_record(e.st, &c->db, TEST_OWNED(&k, "o1", 60000),
 	    &a), IDEM_OK);
-	cr_assert_eq(idem_store_tx_end(e.st, c, TEST_OWNED(&k, "o1", 0), 1,
+	cr_assert_eq(idem_store_tx_end(e.st, &c->db, TEST_OWNED(&k, "o1", 0), 1,
 	    &unknown),
 	    IDEM_OK);
 	cr_expect_eq(unknown, 0);
@@ -565,7 +565,7 @@ Test(tx, commit_then_replay_everywhere)
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(rr.response.body_len, strlen("committed once"));
 	idem_reserve_result_clear(&rr);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP, "o3", "r3",
+	cr_assert_eq(idem_store_tx_begin(e.st, &c->db, TEST_REQ(&k, TXFP, "o3", "r3",
 	    30000, 60000), &rr), IDEM_OK);
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(memcmp(rr.response.body, "committed once", 14), 0);
@@ -583,13 +583,13 @@ Test(tx, rollback_leaves_nothing)
 	idem_mysql_conn *c = idem_mysql_get(e.pool);
 	int unknown;
 
-	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP, "o1", "r1",
+	cr_assert_eq(idem_store_tx_begin(e.st, &c->db, TEST_REQ(&k, TXFP, "o1", "r1",
 	    30000, 60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	/* not seen by anybody before it commits: a lookup says only that
 	 * an open transaction holds the key */
 	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_BUSY);
-	cr_assert_eq(idem_store_tx_end(e.st, c, TEST_OWNED(&k, "o1", 0), 0,
+	cr_assert_eq(idem_store_tx_end(e.st, &c->db, TEST_OWNED(&k, "o1", 0), 0,
 	    &unknown),
 	    IDEM_OK);
 	cr_expect_eq(idem_store_lookup(e.st, &k, &rec), IDEM_ERR_NOT_FOUND);
@@ -620,17 +620,17 @@ hold(void *arg)
 	int unknown;
 
 	/* an inflight-ttl of 100 ms: a reservation idle longer is stale */
-	h->begin = idem_store_tx_begin(h->e->st, c, TEST_REQ(&h->k, TXFP,
+	h->begin = idem_store_tx_begin(h->e->st, &c->db, TEST_REQ(&h->k, TXFP,
 	    h->owner, "r", 100, 60000), &rr);
 	h->outcome = rr.outcome;
 	idem_reserve_result_clear(&rr);
 	if (h->begin == IDEM_OK && (rr.outcome == IDEM_RESERVE_ACQUIRED ||
 	    rr.outcome == IDEM_RESERVE_TAKEN_OVER)) {
 		tx_msleep(h->hold_ms);
-		h->end = idem_store_tx_record(h->e->st, c, TEST_OWNED(&h->k,
+		h->end = idem_store_tx_record(h->e->st, &c->db, TEST_OWNED(&h->k,
 		    h->owner, 60000), &a);
 		if (h->end == IDEM_OK)
-			h->end = idem_store_tx_end(h->e->st, c,
+			h->end = idem_store_tx_end(h->e->st, &c->db,
 			    TEST_OWNED(&h->k, h->owner, 0), 1, &unknown);
 	}
 	idem_mysql_put(h->e->pool, c);
@@ -653,12 +653,12 @@ Test(tx, duplicates_wait_up_to_inflight_wait, .timeout = 60)
 	cr_expect_eq(idem_store_reserve(e0.st, TEST_REQ(&h.k, TXFP, "dup", "r",
 	    30000, 60000), &rr), IDEM_ERR_BUSY);
 	c = idem_mysql_get(e0.pool);
-	cr_expect_eq(idem_store_tx_begin(e0.st, c, TEST_REQ(&h.k, TXFP, "dup",
+	cr_expect_eq(idem_store_tx_begin(e0.st, &c->db, TEST_REQ(&h.k, TXFP, "dup",
 	    "r", 30000, 60000), &rr), IDEM_ERR_BUSY);
 	idem_mysql_put(e0.pool, c);
 	/* waits on the row lock until the first commits */
 	c = idem_mysql_get(e3.pool);
-	cr_assert_eq(idem_store_tx_begin(e3.st, c, TEST_REQ(&h.k, TXFP, "dup",
+	cr_assert_eq(idem_store_tx_begin(e3.st, &c->db, TEST_REQ(&h.k, TXFP, "dup",
 	    "r", 30000, 60000), &rr), IDEM_OK);
 	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
 	cr_expect_eq(rr.response.body_len, strlen("first"));
@@ -707,16 +707,16 @@ Test(tx, takeover_fences_the_old_owner, .timeout = 60)
 	    100, 60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	tx_msleep(300);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP, "new",
+	cr_assert_eq(idem_store_tx_begin(e.st, &c->db, TEST_REQ(&k, TXFP, "new",
 	    "r2", 100, 60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_TAKEN_OVER);
 	cr_expect_str_eq(rr.owner, "old");
 	pthread_create(&t, NULL, late_commit, &l);
 	tx_msleep(300);
-	cr_assert_eq(idem_store_tx_record(e.st, c, TEST_OWNED(&k, "new", 60000),
+	cr_assert_eq(idem_store_tx_record(e.st, &c->db, TEST_OWNED(&k, "new", 60000),
 	    &a),
 	    IDEM_OK);
-	cr_assert_eq(idem_store_tx_end(e.st, c, TEST_OWNED(&k, "new", 0), 1,
+	cr_assert_eq(idem_store_tx_end(e.st, &c->db, TEST_OWNED(&k, "new", 0), 1,
 	    &unknown),
 	    IDEM_OK);
 	pthread_join(t, NULL);
@@ -761,12 +761,12 @@ Test(tx, contention_comes_back_in_the_descriptor, .timeout = 60)
 	test_req_fill(&hold, &k, TXFP, "h", "r1");
 	test_req_fill(&waiter, &k, TXFP, "w", "r2");
 	test_req_fill(&tx_waiter, &k, TXFP, "t", "r3");
-	cr_assert_eq(idem_store_tx_begin(e.st, c, &hold, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_tx_begin(e.st, &c->db, &hold, &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	cr_expect_eq(idem_store_reserve(e.st, &waiter, &rr), IDEM_ERR_BUSY);
-	cr_expect_eq(idem_store_tx_begin(e.st, c2, &tx_waiter, &rr),
+	cr_expect_eq(idem_store_tx_begin(e.st, &c2->db, &tx_waiter, &rr),
 	    IDEM_ERR_BUSY);
-	cr_expect_eq(idem_store_tx_end(e.st, c, &hold, 0, &unknown), IDEM_OK);
+	cr_expect_eq(idem_store_tx_end(e.st, &c->db, &hold, 0, &unknown), IDEM_OK);
 	cr_expect_eq(waiter.contended, 1);
 	cr_expect_eq(tx_waiter.contended, 1);
 	cr_expect_eq(hold.contended, 0);
@@ -831,15 +831,15 @@ Test(tx, killed_connection_cannot_commit, .timeout = 60)
 	int unknown = 0;
 
 	mariadb_from_env(&m);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP,
+	cr_assert_eq(idem_store_tx_begin(e.st, &c->db, TEST_REQ(&k, TXFP,
 	    "killed-o1", "r1", 30000, 60000), &rr), IDEM_OK);
 	snprintf(sql, sizeof(sql), "KILL %lu", mysql_thread_id(c->m));
 	free(mariadb_sql(&m, sql));
 	tx_msleep(200);
-	err = idem_store_tx_record(e.st, c, TEST_OWNED(&k, "killed-o1", 60000),
+	err = idem_store_tx_record(e.st, &c->db, TEST_OWNED(&k, "killed-o1", 60000),
 	    &a);
 	if (err == IDEM_OK)
-		err = idem_store_tx_end(e.st, c, TEST_OWNED(&k, "killed-o1", 0),
+		err = idem_store_tx_end(e.st, &c->db, TEST_OWNED(&k, "killed-o1", 0),
 		    1, &unknown);
 	cr_expect_neq(err, IDEM_OK);
 	idem_mysql_put(e.pool, c);
@@ -865,13 +865,13 @@ Test(tx, lost_commit_is_resolved, .timeout = 60)
 
 	/* COMMIT sent, then the connection cut: it committed */
 	c = idem_mysql_get(e.pool);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k1, TXFP, "o1",
+	cr_assert_eq(idem_store_tx_begin(e.st, &c->db, TEST_REQ(&k1, TXFP, "o1",
 	    "r1", 30000, 60000), &rr), IDEM_OK);
-	cr_assert_eq(idem_store_tx_record(e.st, c, TEST_OWNED(&k1, "o1", 60000),
+	cr_assert_eq(idem_store_tx_record(e.st, &c->db, TEST_OWNED(&k1, "o1", 60000),
 	    &a),
 	    IDEM_OK);
-	idem_store_tx_faults(c, IDEM_TX_FAULT_LOSE_IN_COMMIT);
-	cr_expect_eq(idem_store_tx_end(e.st, c, TEST_OWNED(&k1, "o1", 0), 1,
+	idem_store_tx_faults(&c->db, IDEM_TX_FAULT_LOSE_IN_COMMIT);
+	cr_expect_eq(idem_store_tx_end(e.st, &c->db, TEST_OWNED(&k1, "o1", 0), 1,
 	    &unknown),
 	    IDEM_OK);
 	cr_expect_eq(unknown, 0);
@@ -882,13 +882,13 @@ Test(tx, lost_commit_is_resolved, .timeout = 60)
 	unknown = 1;
 	c = idem_mysql_get(e.pool);
 	cr_assert_not_null(c);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k2, TXFP, "o2",
+	cr_assert_eq(idem_store_tx_begin(e.st, &c->db, TEST_REQ(&k2, TXFP, "o2",
 	    "r2", 30000, 60000), &rr), IDEM_OK);
-	cr_assert_eq(idem_store_tx_record(e.st, c, TEST_OWNED(&k2, "o2", 60000),
+	cr_assert_eq(idem_store_tx_record(e.st, &c->db, TEST_OWNED(&k2, "o2", 60000),
 	    &a),
 	    IDEM_OK);
-	idem_store_tx_faults(c, IDEM_TX_FAULT_LOSE_BEFORE_COMMIT);
-	cr_expect_eq(idem_store_tx_end(e.st, c, TEST_OWNED(&k2, "o2", 0), 1,
+	idem_store_tx_faults(&c->db, IDEM_TX_FAULT_LOSE_BEFORE_COMMIT);
+	cr_expect_eq(idem_store_tx_end(e.st, &c->db, TEST_OWNED(&k2, "o2", 0), 1,
 	    &unknown),
 	    IDEM_ERR_STORE);
 	cr_expect_eq(unknown, 0);
@@ -940,9 +940,9 @@ Test(tx, writes_after_a_deadlock_never_commit_alone, .timeout = 60)
 	    "VALUES (1, 0), (2, 0); CREATE TABLE IF NOT EXISTS tx_after (k "
 	    "VARCHAR(255)) ENGINE = InnoDB; GRANT ALL ON idem.* TO "
 	    "'idem'@'localhost'"));
-	cr_assert_eq(idem_store_tx_begin(e.st, a, TEST_REQ(&ka, TXFP, "dl-a",
+	cr_assert_eq(idem_store_tx_begin(e.st, &a->db, TEST_REQ(&ka, TXFP, "dl-a",
 	    "r", 30000, 60000), &rr), IDEM_OK);
-	cr_assert_eq(idem_store_tx_begin(e.st, b, TEST_REQ(&kb, TXFP, "dl-b",
+	cr_assert_eq(idem_store_tx_begin(e.st, &b->db, TEST_REQ(&kb, TXFP, "dl-b",
 	    "r", 30000, 60000), &rr), IDEM_OK);
 	pthread_create(&ta, NULL, lock_two, &la);
 	pthread_create(&tb, NULL, lock_two, &lb);
@@ -956,11 +956,11 @@ Test(tx, writes_after_a_deadlock_never_commit_alone, .timeout = 60)
 	    "INSERT INTO tx_after VALUES ('after-deadlock-a')" :
 	    "INSERT INTO tx_after VALUES ('after-deadlock-b')"), 0);
 	/* its answer's record finds no reservation: rolled back, all of it */
-	cr_expect_eq(idem_store_tx_record(e.st, victim,
+	cr_expect_eq(idem_store_tx_record(e.st, &victim->db,
 	    TEST_OWNED(victim == a ? &ka : &kb, victim == a ? "dl-a" : "dl-b",
 	    60000), &(idem_stored_response){ 201, NULL, 0, NULL, 0 }),
 	    IDEM_ERR_NOT_FOUND);
-	idem_store_tx_end(e.st, victim == a ? b : a, TEST_OWNED(NULL, NULL, 0),
+	idem_store_tx_end(e.st, &(victim == a ? b : a)->db, TEST_OWNED(NULL, NULL, 0),
 	    0, &unknown);
 	out = mariadb_sql(&m, "SELECT COUNT(*) FROM tx_after WHERE k LIKE "
 	    "'after-deadlock-%'");
@@ -1002,7 +1002,7 @@ Test(tx, handler_snapshot_starts_at_its_first_read, .timeout = 60)
 	    IDEM_OK);
 	tx_msleep(50);
 	c = idem_mysql_get(e.pool);
-	cr_assert_eq(idem_store_tx_begin(e.st, c, TEST_REQ(&k, TXFP, "o1", "r1",
+	cr_assert_eq(idem_store_tx_begin(e.st, &c->db, TEST_REQ(&k, TXFP, "o1", "r1",
 	    30000, 60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
 	/* committed by somebody else after the reservation, before the
@@ -1015,7 +1015,7 @@ Test(tx, handler_snapshot_starts_at_its_first_read, .timeout = 60)
 	if (res != NULL && (row = mysql_fetch_row(res)) != NULL)
 		seen = atoi(row[0]);
 	mysql_free_result(res);
-	idem_store_tx_end(e.st, c, TEST_OWNED(&k, "o1", 0), 0, &unknown);
+	idem_store_tx_end(e.st, &c->db, TEST_OWNED(&k, "o1", 0), 0, &unknown);
 	idem_mysql_put(e.pool, c);
 	cr_expect_eq(seen, 1, "the handler's first read did not see a row "
 	    "committed before it ran (snapshot taken at reservation)");

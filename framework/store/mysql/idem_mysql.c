@@ -18,9 +18,12 @@
 
 #include "idem_log.h"
 #include "idem_mysql.h"
+#include "idem_request.h"
 #include "idem_time.h"
 
 struct idem_mysql_pool {
+	idem_db_source db;          /* what the store-neutral layers see
+	                             * (idem_store_tx.h): first */
 	idem_endpoint ends[IDEM_ENDPOINTS_MAX]; /* [mysql] host or socket,
 	                            * in failover order */
 	size_t nends;
@@ -150,6 +153,62 @@ secs(uint64_t ms)
 	return ms < 1000 ? 1 : (unsigned)((ms + 999) / 1000);
 }
 
+/* The neutral data source's operations (idem_store_tx.h) of a pool. */
+static idem_db_conn *
+source_take(idem_db_source *src)
+{
+	idem_mysql_conn *c = idem_mysql_take((idem_mysql_pool *)src);
+
+	return c != NULL ? &c->db : NULL;
+}
+
+static void
+source_put(idem_db_source *src, idem_db_conn *c)
+{
+	idem_mysql_put((idem_mysql_pool *)src, idem_mysql_of(c));
+}
+
+static int
+source_tx_lost(idem_db_conn *c)
+{
+	return idem_mysql_tx_lost(idem_mysql_of(c));
+}
+
+static int
+source_tx_intact(idem_db_conn *c)
+{
+	return idem_mysql_tx_intact(idem_mysql_of(c));
+}
+
+static int
+source_broken(idem_db_conn *c)
+{
+	return idem_mysql_of(c)->broken;
+}
+
+static const idem_db_source_ops source_ops = {
+	.take = source_take,
+	.put = source_put,
+	.tx_lost = source_tx_lost,
+	.tx_intact = source_tx_intact,
+	.broken = source_broken,
+};
+
+idem_db_source *
+idem_mysql_pool_source(idem_mysql_pool *p)
+{
+	return &p->db;
+}
+
+idem_mysql_conn *
+idem_request_tx(const idem_request *req)
+{
+	/* a MySQL pool's connection only: another store's is not one */
+	if (req->tx == NULL || req->tx->source->ops != &source_ops)
+		return NULL;
+	return idem_mysql_of(req->tx);
+}
+
 idem_err
 idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
     size_t nsql, unsigned size, idem_mysql_pool **out)
@@ -165,6 +224,7 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 		free(p);
 		return IDEM_ERR_STORE;
 	}
+	p->db.ops = &source_ops;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->freed, NULL);
 	atomic_init(&p->last_end, -1);
@@ -203,6 +263,7 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 		}
 		p->conns[i].extra = p->conns[i].stmts + nsql;
 		p->conns[i].pool = p;
+		p->conns[i].db.source = &p->db;
 		p->idle[p->nidle++] = &p->conns[i];
 	}
 	if ((err = read_password(cfg, &p->password)) != IDEM_OK) {

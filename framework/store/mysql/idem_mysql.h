@@ -18,6 +18,7 @@
 #include "idemfcgi.h"
 #include "idemfcgi_mysql.h"
 #include "idem_config.h"
+#include "idem_store_tx.h"
 
 /* Most extra statements a pool takes (idem_mysql_pool_extra). */
 #define IDEM_MYSQL_EXTRA_MAX 16
@@ -26,6 +27,8 @@
 #define IDEM_MYSQL_LAZY_MAX 192
 
 struct idem_mysql_conn {
+	idem_db_conn db;         /* what the store-neutral layers see
+	                          * (idem_store_tx.h): first */
 	MYSQL *m;                /* NULL until connected */
 	MYSQL_STMT **stmts;      /* prepared, in the order given to the pool */
 	MYSQL_STMT **extra;      /* the pool's extra statements, after them */
@@ -40,12 +43,22 @@ struct idem_mysql_conn {
 	struct idem_mysql_pool *pool;  /* borrowed: the pool it belongs to */
 	unsigned read_timeout;   /* s: the read timeout set on m now (see
 	                          * idem_mysql_expect_lock_wait) */
-	unsigned tx_faults;      /* tests: IDEM_TX_FAULT_* for the next
-	                          * tx_end (idem_store_tx_faults) */
 	char node[64];           /* which server m is open on: a Galera
 	                          * node's wsrep_gcomm_uuid, else the server's
 	                          * "hostname:port/server_id" */
 };
+
+/* The MySQL connection a neutral one is (c of a MySQL data source), and
+ * back. */
+static inline idem_mysql_conn *
+idem_mysql_of(idem_db_conn *c)
+{
+	return (idem_mysql_conn *)c;
+}
+
+/* The neutral data source a pool is (idem_store_tx.h: what a
+ * transactional route takes its connections from). */
+idem_db_source *idem_mysql_pool_source(idem_mysql_pool *p);
 
 /*
  * A pool of size connections to the database of cfg's [mysql] section;

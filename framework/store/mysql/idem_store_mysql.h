@@ -34,6 +34,16 @@ idem_err idem_store_mysql_new(const struct idem_config *cfg,
  */
 uint64_t idem_store_mysql_settle_ms(const struct idem_config *cfg);
 
+struct idem_mysql_pool;
+/*
+ * Makes pool (a plugin's, idem_app_mysql_pool) prepare the statements
+ * the MySQL store runs inside a transactional route's transaction, with
+ * cfg's inflight-wait as the lock wait of a duplicate.  Returns IDEM_OK or
+ * IDEM_ERR_NOMEM.
+ */
+idem_err idem_store_mysql_tx_prepare(const struct idem_config *cfg,
+    struct idem_mysql_pool *pool);
+
 /* Whether the database of cfg's [mysql] answers now: one connection
  * tried quietly (its failure not logged: a database that is not up yet is
  * tried again and again).  1 or 0. */

@@ -297,9 +297,10 @@ round_run(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 }
 
 static idem_err
-idem_my_tx_begin(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+idem_my_tx_begin(idem_store *s, idem_db_conn *dc, idem_store_req *rq,
     idem_reserve_result *out)
 {
+	idem_mysql_conn *c = idem_mysql_of(dc);
 	mysql_store *ms = (mysql_store *)s;
 	reserve_args a = { rq, 0, 0, 0, 0 };
 	int attempt, first = 1;
@@ -354,9 +355,10 @@ tx_owned(mysql_store *ms, idem_mysql_conn *c, idem_store_req *rq, int i,
 }
 
 static idem_err
-idem_my_tx_checkpoint(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+idem_my_tx_checkpoint(idem_store *s, idem_db_conn *dc, idem_store_req *rq,
     const idem_progress *pr)
 {
+	idem_mysql_conn *c = idem_mysql_of(dc);
 	params p;
 
 	idem_my_p_progress(&p, pr, rq);
@@ -364,8 +366,9 @@ idem_my_tx_checkpoint(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 }
 
 static idem_err
-idem_my_tx_mark_unknown(idem_store *s, idem_mysql_conn *c, idem_store_req *rq)
+idem_my_tx_mark_unknown(idem_store *s, idem_db_conn *dc, idem_store_req *rq)
 {
+	idem_mysql_conn *c = idem_mysql_of(dc);
 	params p;
 
 	idem_my_p_init(&p);
@@ -373,9 +376,10 @@ idem_my_tx_mark_unknown(idem_store *s, idem_mysql_conn *c, idem_store_req *rq)
 }
 
 static idem_err
-idem_my_tx_record(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+idem_my_tx_record(idem_store *s, idem_db_conn *dc, idem_store_req *rq,
     const idem_stored_response *resp)
 {
+	idem_mysql_conn *c = idem_mysql_of(dc);
 	mysql_store *ms = (mysql_store *)s;
 	long long status = resp->status;
 	long long life_us = (long long)rq->policy->lifetime_ms * 1000;
@@ -455,17 +459,18 @@ outcome_here(mysql_store *ms, idem_mysql_conn *c, const idem_store_key *k,
 }
 
 static idem_err
-idem_my_tx_end(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
+idem_my_tx_end(idem_store *s, idem_db_conn *dc, idem_store_req *rq,
     int commit, int *unknown)
 {
-	unsigned faults = c->tx_faults;
+	idem_mysql_conn *c = idem_mysql_of(dc);
+	unsigned faults = c->db.tx_faults;
 	mysql_store *ms = (mysql_store *)s;
 	unsigned e;
 	idem_err err;
 	row r;
 
 	*unknown = 0;
-	c->tx_faults = 0;
+	c->db.tx_faults = 0;
 	if (!commit) {
 		tx_rollback(c);
 		return IDEM_OK;
@@ -521,12 +526,6 @@ idem_my_tx_end(idem_store *s, idem_mysql_conn *c, idem_store_req *rq,
 		return IDEM_OK;
 	*unknown = 1;
 	return IDEM_ERR_STORE;
-}
-
-void
-idem_store_tx_faults(idem_mysql_conn *c, unsigned faults)
-{
-	c->tx_faults = faults;
 }
 
 const struct idem_store_tx_ops idem_my_tx_ops = {
