@@ -7,13 +7,20 @@
 #   server  programs
 #
 # and the public API (framework/idemfcgi.h, idemfcgi_mysql.h) under them
-# all.  MySQL's client headers (<mysql.h>, <errmsg.h>, <mysqld_error.h>),
-# or a header that includes them (idem_mysql.h, idem_store_mysql_int.h,
-# idemfcgi_mysql.h), are included under store/mysql/ only, and in the raw
-# public header itself; NOT_NEUTRAL lists the files that still name the
-# MySQL pool: the plugin API's own (idem_app_mysql_pool, the loader's
-# table of the raw API's functions) until a store-neutral data API for
-# plugins lands (issue 36), each a known debt that may only shrink.
+# all, including none of them.  A folder that is not in this list is in
+# no layer, and is refused until it is placed.
+#
+# A store is known only to the store factory (server/idem_store_open.c)
+# and to its own folder: a header of store/mysql/, or MySQL's client
+# headers (mysql*.h, mysql/..., mariadb*, errmsg.h), is included under
+# store/mysql/ only, by the factory, by the public raw header
+# (idemfcgi_mysql.h), and by the files of NOT_NEUTRAL: the plugin API's
+# own (idem_app_mysql_pool, the loader's table of the raw API's
+# functions) until a store-neutral data API for plugins lands (issue 36),
+# each a known debt that may only shrink.
+#
+# An include is matched however it is written ("x.h", <x.h>, "../d/x.h",
+# "# include"): by the file's name.
 #
 # usage: check-layers.sh [FRAMEWORK_DIR]   (default: $IDEM_SRCDIR/framework)
 # TAP on stdout; exits 1 when a file breaks a rule, naming it.
@@ -21,8 +28,7 @@ set -eu
 fw=${1:-${IDEM_SRCDIR:?}/framework}
 LAYERS="base config http store store/mysql protocol observe plugin server
 programs"
-MYSQL_HEADERS="mysql.h errmsg.h mysqld_error.h idem_mysql.h
-idem_store_mysql_int.h idemfcgi_mysql.h"
+FACTORY="server/idem_store_open.c"
 NOT_NEUTRAL="plugin/idem_app.c plugin/idem_plugin.c"
 
 # the rank of a folder (0 is the bottom), or nothing for an unknown one
@@ -34,9 +40,28 @@ rank_of() {
 	done
 }
 
-# header name -> folder, for every header of the framework
+# what a file includes, one path a line, however it is written
+includes() {
+	sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]\([^">]*\)[">].*/\1/p' "$1"
+}
+
+# whether include path $1 names MySQL: its client's headers, or the
+# MySQL store's own
+is_mysql() {
+	name=${1##*/}
+	case "$1" in
+	mysql/*|mariadb/*) return 0 ;;
+	esac
+	case "$name" in
+	mysql*.h|mariadb*.h|ma_*.h|errmsg.h|idemfcgi_mysql.h) return 0 ;;
+	esac
+	[ "$(awk -v h="$name" '$1 == h { print $2; exit }' "$map")" = \
+	    "store/mysql" ]
+}
+
 map=$(mktemp)
 trap 'rm -f "$map"' EXIT
+# header name -> folder, for every header of the framework's layers
 for l in $LAYERS; do
 	for h in "$fw/$l"/*.h; do
 		[ -e "$h" ] && echo "$(basename "$h") $l"
@@ -51,46 +76,57 @@ report() {
 	status=1
 }
 
+# every folder is a layer
+for d in $(cd "$fw" && find . -mindepth 1 -type d | sed 's|^\./||'); do
+	[ -n "$(rank_of "$d")" ] ||
+	    report "$d/ is in no layer: place it in LAYERS (and in the docs)"
+done
+
 # every file in a layer: what it includes, against the order
 for l in $LAYERS; do
 	mine=$(rank_of "$l")
 	for f in "$fw/$l"/*.c "$fw/$l"/*.h; do
 		[ -e "$f" ] || continue
 		rel=${f#"$fw"/}
-		for inc in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f"); do
-			dir=$(awk -v h="$inc" '$1 == h { print $2; exit }' "$map")
-			[ -n "$dir" ] || continue   # the public API, config.h
-			theirs=$(rank_of "$dir")
-			if [ "$theirs" -gt "$mine" ]; then
+		for inc in $(includes "$f"); do
+			name=${inc##*/}
+			dir=$(awk -v h="$name" '$1 == h { print $2; exit }' "$map")
+			if [ -n "$dir" ] &&
+			    [ "$(rank_of "$dir")" -gt "$mine" ]; then
 				report "$rel includes $inc, of $dir/, a layer above $l/"
 			fi
-		done
-		case "$l" in store/mysql) continue ;; esac
-		for inc in $(sed -n 's/^#include ["<]\([^">]*\)[">].*/\1/p' "$f"); do
-			for m in $MYSQL_HEADERS; do
-				[ "$inc" = "$m" ] || continue
-				case " $(echo $NOT_NEUTRAL) " in
-				*" $rel "*) ;;
-				*) report "$rel includes $inc: MySQL's headers belong in store/mysql/" ;;
-				esac
-			done
+			case "$l" in store/mysql) continue ;; esac
+			is_mysql "$inc" || continue
+			case " $FACTORY $(echo $NOT_NEUTRAL) " in
+			*" $rel "*) ;;
+			*) report "$rel includes $inc: MySQL belongs in store/mysql/ (and the store factory)" ;;
+			esac
 		done
 	done
 done
 # a debt paid is struck from the list: a file of NOT_NEUTRAL that no
-# longer includes MySQL's headers must leave it
+# longer includes MySQL must leave it
 for rel in $NOT_NEUTRAL; do
 	found=0
-	for m in $MYSQL_HEADERS; do
-		grep -q "^#include [\"<]$m[\">]" "$fw/$rel" 2>/dev/null && found=1
+	for inc in $(includes "$fw/$rel" 2>/dev/null); do
+		is_mysql "$inc" && found=1
 	done
 	[ "$found" -eq 1 ] ||
 	    report "$rel is in NOT_NEUTRAL but includes no MySQL header: strike it"
 done
-# the public API: the neutral header names no MySQL type
-if grep -q '^#include <mysql.h>' "$fw/idemfcgi.h"; then
-	report "idemfcgi.h includes <mysql.h>: only idemfcgi_mysql.h may"
-fi
+# the public API includes nothing of the framework's; only the raw
+# header names MySQL
+for h in idemfcgi.h idemfcgi_mysql.h; do
+	for inc in $(includes "$fw/$h"); do
+		name=${inc##*/}
+		if [ -n "$(awk -v h="$name" '$1 == h { print $2; exit }' "$map")" ]; then
+			report "$h includes $inc, a header of the framework's inside"
+		fi
+		if [ "$h" = idemfcgi.h ] && is_mysql "$inc"; then
+			report "idemfcgi.h includes $inc: only idemfcgi_mysql.h may"
+		fi
+	done
+done
 # a file outside every layer (the root holds the public API only)
 for f in "$fw"/*.c; do
 	[ -e "$f" ] && report "${f#"$fw"/} is in no layer's folder"

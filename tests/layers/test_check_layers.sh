@@ -15,6 +15,8 @@ scenario() {
 	n=$((n + 1))
 	tree=$tmp/$n
 	cp -R "$IDEM_SRCDIR/framework" "$tree"
+	# a tree unpacked read-only (make distcheck) is planted in all the same
+	chmod -R u+w "$tree"
 	(cd "$tree" && eval "$3")
 	if "$check" "$tree" > "$tmp/out.$n" 2>&1; then
 		echo "not ok $n - $1: the check passed"
@@ -28,7 +30,7 @@ scenario() {
 	fi
 }
 
-echo "1..6"
+echo "1..10"
 n=1
 if "$check" "$IDEM_SRCDIR/framework" > "$tmp/out.0" 2>&1; then
 	echo "ok 1 - the tree as it is passes"
@@ -50,4 +52,15 @@ scenario "a file outside every layer" "idem_stray.c is in no layer" \
 scenario "a debt paid but still listed" \
     "plugin/idem_plugin.c is in NOT_NEUTRAL but includes no MySQL header" \
     'sed -i "/#include \"idem_mysql.h\"/d; /#include \"idemfcgi_mysql.h\"/d" plugin/idem_plugin.c'
+scenario "an include written with a path" \
+    "base/idem_time.c includes ../http/idem_router.h" \
+    'sed -i "s|#include \"idem_time.h\"|&\n# include \"../http/idem_router.h\"|" base/idem_time.c'
+scenario "MySQL's headers by another name" \
+    "protocol/idem_key.c includes mysql/mysql.h" \
+    'sed -i "s|#include \"idem_key.h\"|&\n#include <mysql/mysql.h>|" protocol/idem_key.c'
+scenario "the master knowing the MySQL store again" \
+    "server/idem_master.c includes idem_store_mysql.h" \
+    'sed -i "s|#include \"idem_master.h\"|&\n#include \"idem_store_mysql.h\"|" server/idem_master.c'
+scenario "a folder in no layer" "store/pg/ is in no layer" \
+    'mkdir store/pg && echo "int x;" > store/pg/idem_store_pg.c'
 exit "$status"

@@ -131,9 +131,10 @@ fi
 jq -r '.. | objects | .enum? // empty | .[]' "$tmp/testkit.json" |
     sort -u | grep -E '^[A-Z_]+$' >"$tmp/codes"
 while read -r code; do
-	grep -q "\"$code\"" "$s"/framework/idem_middleware*.c \
-	    "$s"/framework/idem_service.c "$s"/framework/idem_request.c \
-	    "$s"/framework/idem_response.c 2>/dev/null ||
+	grep -q "\"$code\"" "$s"/framework/protocol/idem_middleware*.c \
+	    "$s"/framework/server/idem_service.c \
+	    "$s"/framework/http/idem_request.c \
+	    "$s"/framework/http/idem_response.c 2>/dev/null ||
 		echo "$code" >>"$tmp/unknown"
 done <"$tmp/codes"
 if [ -s "$tmp/codes" ] && [ ! -s "$tmp/unknown" ]; then
