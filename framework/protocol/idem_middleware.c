@@ -558,6 +558,45 @@ idem_mw_wait_init(const idem_store_req *rq, idem_mw_wait *w)
 	w->pause = 5;
 }
 
+/* Counts and logs how the reserve rr of rq (req's) made the record the
+ * request's: acquired (over an abandoned reservation: logged), taken
+ * over, resumed, or to reconcile. */
+static void
+count_run(idem_middleware *mw, idem_request *req, const idem_store_req *rq,
+    const idem_reserve_result *rr)
+{
+	if (rr->outcome == IDEM_RESERVE_RESUMED) {
+		idem_mw_count(mw, req, IDEM_OUTCOME_RESUMED);
+		idem_log_event(req, IDEM_LOG_INFO, "resumed", rq->owner, "resumed "
+		    "the record of request %s from its phase %s", rr->request_id,
+		    rr->progress.phase);
+	} else if (rr->outcome == IDEM_RESERVE_RECONCILE) {
+		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
+		idem_log_event(req, IDEM_LOG_INFO, "reconcile", rq->owner,
+		    "reconciling the record of request %s, of unknown outcome "
+		    "(phase %s)", rr->request_id, rr->progress.phase[0] != '\0' ?
+		    rr->progress.phase : "none");
+	} else if (rr->outcome == IDEM_RESERVE_TAKEN_OVER) {
+		idem_mw_count(mw, req, IDEM_OUTCOME_TAKEN_OVER);
+		idem_log_event(req, IDEM_LOG_WARN, "takeover", rq->owner,
+		    "took over the reservation of request %s (owner %s), idle "
+		    "for %llu ms (its lease %llu ms); running the handler",
+		    rr->request_id, rr->owner, (unsigned long long)rr->lease_age_ms,
+		    (unsigned long long)(rr->lease_ms > 0 ? rr->lease_ms :
+		    rq->policy->lease_ms));
+	} else {
+		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
+		if (rr->owner[0] != '\0')
+			idem_log_event(req, IDEM_LOG_WARN, "abandoned", rq->owner,
+			    "the key's reservation by request %s (owner %s) "
+			    "was past its lifetime and not renewed for "
+			    "abandon-after: abandoned (its instance died, or "
+			    "was cut off from the store, that long); this "
+			    "request has the key now", rr->request_id,
+			    rr->owner);
+	}
+}
+
 /* The reserve of idem_mw_reserve, until it runs or answers: returns
  * what idem_mw_reserve returns. */
 static int
@@ -623,36 +662,7 @@ reserve_until_answered(idem_middleware *mw, idem_request *req,
 		if (w->pause < 100)
 			w->pause *= 2;
 	}
-	if (rr.outcome == IDEM_RESERVE_RESUMED) {
-		idem_mw_count(mw, req, IDEM_OUTCOME_RESUMED);
-		idem_log_event(req, IDEM_LOG_INFO, "resumed", rq->owner, "resumed "
-		    "the record of request %s from its phase %s", rr.request_id,
-		    rr.progress.phase);
-	} else if (rr.outcome == IDEM_RESERVE_RECONCILE) {
-		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
-		idem_log_event(req, IDEM_LOG_INFO, "reconcile", rq->owner,
-		    "reconciling the record of request %s, of unknown outcome "
-		    "(phase %s)", rr.request_id, rr.progress.phase[0] != '\0' ?
-		    rr.progress.phase : "none");
-	} else if (rr.outcome == IDEM_RESERVE_TAKEN_OVER) {
-		idem_mw_count(mw, req, IDEM_OUTCOME_TAKEN_OVER);
-		idem_log_event(req, IDEM_LOG_WARN, "takeover", rq->owner,
-		    "took over the reservation of request %s (owner %s), idle "
-		    "for %llu ms (its lease %llu ms); running the handler",
-		    rr.request_id, rr.owner, (unsigned long long)rr.lease_age_ms,
-		    (unsigned long long)(rr.lease_ms > 0 ? rr.lease_ms :
-		    rq->policy->lease_ms));
-	} else {
-		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
-		if (rr.owner[0] != '\0')
-			idem_log_event(req, IDEM_LOG_WARN, "abandoned", rq->owner,
-			    "the key's reservation by request %s (owner %s) "
-			    "was past its lifetime and not renewed for "
-			    "abandon-after: abandoned (its instance died, or "
-			    "was cut off from the store, that long); this "
-			    "request has the key now", rr.request_id,
-			    rr.owner);
-	}
+	count_run(mw, req, rq, &rr);
 	idem_mw_exec_clear(ex);
 	ex->mw = mw;
 	ex->rq = rq;

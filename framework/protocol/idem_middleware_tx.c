@@ -39,6 +39,41 @@ tx_faults(const idem_middleware *mw, const idem_request *req)
 	    (idem_mw_fault(mw, req, "lose-in-commit") ? IDEM_TX_FAULT_LOSE_IN_COMMIT : 0);
 }
 
+/* A transaction that did not commit (or is not known to have, unknown
+ * set) with err: the handler's answer in res is void; counted, logged
+ * (with owner, the key's owner token; NULL: a request without a key), and
+ * res made a 503 saying so. */
+static void
+not_committed(idem_middleware *mw, idem_request *req, idem_response *res,
+    idem_err err, int unknown, const char *owner)
+{
+	int keyed = owner != NULL;
+
+	if (err == IDEM_ERR_NOT_FOUND)
+		idem_mw_count(mw, req, IDEM_OUTCOME_FENCED);
+	else if (keyed)
+		idem_mw_count(mw, req, unknown ? IDEM_OUTCOME_TX_UNKNOWN :
+		    IDEM_OUTCOME_TX_ROLLED_BACK);
+	idem_log_event(req, unknown ? IDEM_LOG_ERROR : IDEM_LOG_WARN, unknown ?
+	    "tx_outcome_unknown" : "tx_rolled_back", owner, "%s (status %d "
+	    "not sent): %s", unknown ? "the connection was lost during COMMIT "
+	    "and its outcome could not be read" : "the transaction did not "
+	    "commit", res->status, err == IDEM_ERR_NOT_FOUND ? "this request "
+	    "no longer held its key" : idem_strerror(err));
+	if (unknown)
+		idem_response_refuse(res, 503, "TRANSACTION_OUTCOME_UNKNOWN", "the "
+		    "connection to the database was lost while committing, and "
+		    "whether the request took effect could not be learned; retry "
+		    "with the same Idempotency-Key to get its answer", 1);
+	else
+		idem_response_refuse(res, 503, "TRANSACTION_ROLLED_BACK", keyed ?
+		    "the request's transaction could not be committed and was "
+		    "rolled back: none of its database writes took effect; retry "
+		    "with the same Idempotency-Key" : "the request's transaction "
+		    "could not be committed and was rolled back: none of its "
+		    "database writes took effect; retry", 1);
+}
+
 /*
  * After a transactional route's handler ran in c's transaction: writes the
  * answer into rq's record (rq's key empty: no record) and commits, or
@@ -136,30 +171,7 @@ not_committed:
 		    "nothing was done; reserving again");
 		return 1;
 	}
-	/* not committed (or not known to be): the handler's answer is void */
-	if (err == IDEM_ERR_NOT_FOUND)
-		idem_mw_count(mw, req, IDEM_OUTCOME_FENCED);
-	else if (keyed)
-		idem_mw_count(mw, req, unknown ? IDEM_OUTCOME_TX_UNKNOWN :
-		    IDEM_OUTCOME_TX_ROLLED_BACK);
-	idem_log_event(req, unknown ? IDEM_LOG_ERROR : IDEM_LOG_WARN, unknown ?
-	    "tx_outcome_unknown" : "tx_rolled_back", owner, "%s (status %d "
-	    "not sent): %s", unknown ? "the connection was lost during COMMIT "
-	    "and its outcome could not be read" : "the transaction did not "
-	    "commit", res->status, err == IDEM_ERR_NOT_FOUND ? "this request "
-	    "no longer held its key" : idem_strerror(err));
-	if (unknown)
-		idem_response_refuse(res, 503, "TRANSACTION_OUTCOME_UNKNOWN", "the "
-		    "connection to the database was lost while committing, and "
-		    "whether the request took effect could not be learned; retry "
-		    "with the same Idempotency-Key to get its answer", 1);
-	else
-		idem_response_refuse(res, 503, "TRANSACTION_ROLLED_BACK", keyed ?
-		    "the request's transaction could not be committed and was "
-		    "rolled back: none of its database writes took effect; retry "
-		    "with the same Idempotency-Key" : "the request's transaction "
-		    "could not be committed and was rolled back: none of its "
-		    "database writes took effect; retry", 1);
+	not_committed(mw, req, res, err, unknown, owner);
 	return 0;
 }
 

@@ -203,6 +203,39 @@ make_room(memory_store *ms, uint64_t now)
 	return 0;
 }
 
+/* Adds rq's record, in flight, at now (room made first: an expired
+ * record, else the committed one closest to expiry).  Under ms->lock.
+ * Returns IDEM_OK, or IDEM_ERR_STORE (full of records it may not evict,
+ * logged; out of memory). */
+static idem_err
+add_record(memory_store *ms, const idem_store_req *rq, uint64_t now)
+{
+	record *r;
+
+	if (ms->count >= ms->max_entries && make_room(ms, now) < 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "memory store full: all %llu "
+		    "entries are in flight, paused or of unknown outcome; raise "
+		    "max-entries", (unsigned long long)ms->max_entries);
+		return IDEM_ERR_STORE;
+	}
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return IDEM_ERR_STORE;
+	make_key(&r->k, &rq->key);
+	memcpy(r->fp, rq->fp, 32);
+	idem_copy_string(r->owner, sizeof(r->owner), rq->owner);
+	idem_copy_string(r->request_id, sizeof(r->request_id),
+	    rq->request_id);
+	r->reserved_at = now;
+	r->lease_at = now;
+	r->lease_ms = rq->policy->lease_ms;
+	r->expires_at = now + rq->policy->lifetime_ms;
+	HASH_ADD_KEYPTR(hh, ms->table, r->k.bytes, r->k.len, r);
+	DL_APPEND(ms->flying, r);
+	ms->count++;
+	ms->in_flight++;
+	return IDEM_OK;
+}
+
 static idem_err
 mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 {
@@ -236,34 +269,11 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		}
 	}
 	if (r == NULL) {
-		if (ms->count >= ms->max_entries && make_room(ms, now) < 0) {
-			pthread_mutex_unlock(&ms->lock);
-			idem_log(NULL, IDEM_LOG_ERROR, "memory store full: all "
-			    "%llu entries are in flight, paused or of unknown "
-			    "outcome; raise max-entries",
-			    (unsigned long long)ms->max_entries);
-			return IDEM_ERR_STORE;
-		}
-		if ((r = calloc(1, sizeof(*r))) == NULL) {
-			pthread_mutex_unlock(&ms->lock);
-			return IDEM_ERR_STORE;
-		}
-		make_key(&r->k, k);
-		memcpy(r->fp, rq->fp, 32);
-		idem_copy_string(r->owner, sizeof(r->owner), rq->owner);
-		idem_copy_string(r->request_id, sizeof(r->request_id),
-		    rq->request_id);
-		r->reserved_at = now;
-		r->lease_at = now;
-		r->lease_ms = rq->policy->lease_ms;
-		r->expires_at = now + rq->policy->lifetime_ms;
-		HASH_ADD_KEYPTR(hh, ms->table, r->k.bytes, r->k.len, r);
-		DL_APPEND(ms->flying, r);
-		ms->count++;
-		ms->in_flight++;
-		out->outcome = IDEM_RESERVE_ACQUIRED;
+		err = add_record(ms, rq, now);
 		pthread_mutex_unlock(&ms->lock);
-		return IDEM_OK;
+		if (err == IDEM_OK)
+			out->outcome = IDEM_RESERVE_ACQUIRED;
+		return err;
 	}
 	memcpy(out->fingerprint, r->fp, 32);
 	if (step == IDEM_STEP_REPLAY) {

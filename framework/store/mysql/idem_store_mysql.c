@@ -138,6 +138,61 @@ reserve_held(mysql_store *ms, reserve_args *a, row *r, uint64_t read_at,
 	return IDEM_OK;
 }
 
+/* Makes the expired (or abandoned) record r found for a's key this
+ * request's, conditionally on its expiry.  Returns IDEM_OK with *n 1 and
+ * out->outcome ACQUIRED (and for an abandoned reservation, whose it was),
+ * or with *n 0 when the record changed meanwhile (the caller rounds
+ * again); or the store's error. */
+static idem_err
+reserve_reuse(mysql_store *ms, reserve_args *a, const row *r,
+    idem_reserve_result *out, unsigned long long *n)
+{
+	int retried = 0;
+	params p;
+	idem_err err;
+
+	*n = 0;
+	idem_my_p_reuse(&p, a);
+	err = idem_my_exec_count(ms, S_REUSE, &p, n, &retried);
+	if (retried)
+		a->rq->unanswered = 1;
+	if (err != IDEM_OK || *n != 1)
+		return err;
+	if (r->state == IDEM_RECORD_IN_FLIGHT) {
+		idem_copy_string(out->owner, sizeof(out->owner), r->owner);
+		idem_copy_string(out->request_id, sizeof(out->request_id),
+		    r->request_id);
+	}
+	out->outcome = IDEM_RESERVE_ACQUIRED;
+	return IDEM_OK;
+}
+
+/* Takes the stale reservation r of a's key over, naming its owner
+ * (out filled from r by the caller: IN_FLIGHT).  Returns IDEM_OK with
+ * out->outcome TAKEN_OVER, or IN_FLIGHT when another taker won; or the
+ * store's error. */
+static idem_err
+reserve_takeover(mysql_store *ms, reserve_args *a, const row *r,
+    idem_reserve_result *out)
+{
+	unsigned long long n;
+	int retried = 0;
+	params p;
+	idem_err err;
+
+	idem_my_p_takeover(&p, a, r->owner);
+	err = idem_my_exec_count(ms, S_TAKEOVER, &p, &n, &retried);
+	if (retried)
+		a->rq->unanswered = 1;
+	if (err != IDEM_OK)
+		return err;
+	if (n == 1)
+		out->outcome = IDEM_RESERVE_TAKEN_OVER;
+	else if (retried)
+		return own_takeover(ms, a, out, IDEM_RESERVE_TAKEN_OVER);
+	return IDEM_OK;
+}
+
 static idem_err
 my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 {
@@ -205,39 +260,14 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 			return IDEM_OK;
 		case IDEM_STEP_REUSE:
 			idem_my_row_clear(&r);
-			idem_my_p_reuse(&p, &a);
-			err = idem_my_exec_count(ms, S_REUSE, &p, &n, &retried);
-			if (retried)
-				rq->unanswered = 1;
-			if (err != IDEM_OK)
+			if ((err = reserve_reuse(ms, &a, &r, out, &n)) != IDEM_OK ||
+			    n == 1)
 				return err;
-			if (n == 1) {
-				/* an abandoned reservation: whose it was */
-				if (r.state == IDEM_RECORD_IN_FLIGHT) {
-					idem_copy_string(out->owner,
-					    sizeof(out->owner), r.owner);
-					idem_copy_string(out->request_id,
-					    sizeof(out->request_id),
-					    r.request_id);
-				}
-				out->outcome = IDEM_RESERVE_ACQUIRED;
-				return IDEM_OK;
-			}
+			/* changed meanwhile: round again */
 			continue;
 		case IDEM_STEP_TAKE_OVER:
 			idem_my_found_row(ms, &a, &r, read_at, out);
-			idem_my_p_takeover(&p, &a, r.owner);
-			err = idem_my_exec_count(ms, S_TAKEOVER, &p, &n, &retried);
-			if (retried)
-				rq->unanswered = 1;
-			if (err != IDEM_OK)
-				return err;
-			if (n == 1)
-				out->outcome = IDEM_RESERVE_TAKEN_OVER;
-			else if (retried)
-				return own_takeover(ms, &a, out,
-				    IDEM_RESERVE_TAKEN_OVER);
-			return IDEM_OK;
+			return reserve_takeover(ms, &a, &r, out);
 		case IDEM_STEP_REPLAY:
 		case IDEM_STEP_IN_FLIGHT:
 			break;
