@@ -329,6 +329,71 @@ Test(batch, a_short_update_told_row_by_row, .timeout = 60)
 }
 
 /*
+ * In a database of its own (a trigger's DDL waits for every open
+ * transaction on its table, and every other test's statements on that
+ * table would wait behind it): reserves <name>-a and <name>-b as owners
+ * <name>.a and <name>.b, makes the UPDATE that commits <name>.a's row
+ * sleep secs (a trigger, <db>.slowed, dropped by the caller), and sends
+ * both commits, bodies[0] and bodies[1], in one batch.  Fills r and cm;
+ * returns the store (the caller closes it).
+ */
+static idem_store *
+commit_batch_slowed(const mariadb *m, const char *name, const char *secs,
+    const char *const bodies[2], job r[2], job cm[2])
+{
+	unsigned char fp7[32] = { 7 };
+	char db[32], key[32], owner[32], sql[512];
+	idem_reserve_result rr;
+	idem_store *s;
+	unsigned i;
+
+	snprintf(db, sizeof(db), "batch_%s", name);
+	cr_assert_eq(mariadb_new_database(m, db), 0);
+	s = open_batching_in(db, 8, "");
+	for (i = 0; i < 2; i++) {
+		snprintf(key, sizeof(key), "%s-%c", name, 'a' + i);
+		snprintf(owner, sizeof(owner), "%s.%c", name, 'a' + i);
+		r[i] = reserve_job(key, 7, owner, 30000);
+		cr_assert_eq(reserve1(s, r[i].key, fp7, r[i].owner, 30000, &rr),
+		    IDEM_RESERVE_ACQUIRED);
+	}
+	snprintf(sql, sizeof(sql), "CREATE TRIGGER %s.slowed BEFORE UPDATE ON "
+	    "%s.idempotency_keys FOR EACH ROW SET @d = IF(OLD.owner = '%s.a' "
+	    "AND NEW.state = 'committed', SLEEP(%s), 0)", db, db, name, secs);
+	free(mariadb_sql(m, sql));
+	for (i = 0; i < 2; i++)
+		cm[i] = commit_job(&r[i], r[i].owner, bodies[i]);
+	run_batch(s, cm, 2);
+	return s;
+}
+
+/* Drops commit_batch_slowed's trigger of database batch_<name>. */
+static void
+drop_slowed(const mariadb *m, const char *name)
+{
+	char sql[128];
+
+	snprintf(sql, sizeof(sql), "DROP TRIGGER batch_%s.slowed", name);
+	free(mariadb_sql(m, sql));
+}
+
+/* Expects key's record in s to be committed with body. */
+static void
+expect_stored(idem_store *s, const char *key, const char *body)
+{
+	unsigned char fp7[32] = { 7 };
+	idem_reserve_result rr;
+
+	cr_assert_eq(reserve1(s, key, fp7, "reader", 30000, &rr),
+	    IDEM_RESERVE_COMMITTED);
+	cr_expect(rr.response.body_len == strlen(body) &&
+	    memcmp(rr.response.body, body, strlen(body)) == 0,
+	    "key %s holds %.*s", key, (int)rr.response.body_len,
+	    rr.response.body);
+	idem_reserve_result_clear(&rr);
+}
+
+/*
  * A commit batch still running on the server when its connection times
  * out: each request reads its row before the batch is applied (still in
  * flight), then commits alone; that commit waits for the batch's row lock
@@ -338,42 +403,19 @@ Test(batch, a_short_update_told_row_by_row, .timeout = 60)
 Test(batch, a_batch_applied_after_its_connection_timed_out, .timeout = 60)
 {
 	static const char *const bodies[] = { "mine-a", "mine-b" };
-	idem_reserve_result rr;
-	unsigned char fp7[32] = { 7 };
 	job r[2], cm[2];
 	idem_store *s;
 	mariadb m;
 	unsigned i;
 
-	/* a database of its own: a trigger's DDL waits for every open
-	 * transaction on its table, and every other test's statements on that
-	 * table would wait behind it */
 	cr_assert_eq(mariadb_from_env(&m), 0);
-	cr_assert_eq(mariadb_new_database(&m, "batch_late"), 0);
-	s = open_batching_in("batch_late", 8, "");
-	r[0] = reserve_job("late-a", 7, "late.a", 30000);
-	r[1] = reserve_job("late-b", 7, "late.b", 30000);
-	for (i = 0; i < 2; i++)
-		cr_assert_eq(reserve1(s, r[i].key, fp7, r[i].owner, 30000, &rr),
-		    IDEM_RESERVE_ACQUIRED);
 	/* the batch's UPDATE of late-a outlasts the read timeout (2 s) */
-	free(mariadb_sql(&m, "CREATE TRIGGER batch_late.slow_commit BEFORE "
-	    "UPDATE ON batch_late.idempotency_keys FOR EACH ROW SET @d = IF("
-	    "OLD.owner = 'late.a' AND NEW.state = 'committed', SLEEP(2.5), 0)"));
-	for (i = 0; i < 2; i++)
-		cm[i] = commit_job(&r[i], r[i].owner, bodies[i]);
-	run_batch(s, cm, 2);
-	free(mariadb_sql(&m, "DROP TRIGGER batch_late.slow_commit"));
+	s = commit_batch_slowed(&m, "late", "2.5", bodies, r, cm);
+	drop_slowed(&m, "late");
 	for (i = 0; i < 2; i++) {
 		cr_expect_eq(cm[i].err, IDEM_OK, "%s: its answer is stored, the "
 		    "store said %d", r[i].key, (int)cm[i].err);
-		cr_assert_eq(reserve1(s, r[i].key, fp7, "reader", 30000, &rr),
-		    IDEM_RESERVE_COMMITTED);
-		cr_expect(rr.response.body_len == strlen(bodies[i]) &&
-		    memcmp(rr.response.body, bodies[i], strlen(bodies[i])) == 0,
-		    "key %s holds %.*s", r[i].key, (int)rr.response.body_len,
-		    rr.response.body);
-		idem_reserve_result_clear(&rr);
+		expect_stored(s, r[i].key, bodies[i]);
 	}
 	idem_store_close(s);
 }
@@ -388,28 +430,14 @@ Test(batch, a_batch_applied_after_its_connection_timed_out, .timeout = 60)
 Test(batch, a_retry_after_a_batch_slower_than_the_lock_wait, .timeout = 60)
 {
 	static const char *const bodies[] = { "slow-a", "slow-b" };
-	idem_reserve_result rr;
-	unsigned char fp7[32] = { 7 };
 	job r[2], cm[2];
 	idem_store *s;
 	mariadb m;
 	unsigned i;
 
 	cr_assert_eq(mariadb_from_env(&m), 0);
-	cr_assert_eq(mariadb_new_database(&m, "batch_slow"), 0);
-	s = open_batching_in("batch_slow", 8, "");
-	r[0] = reserve_job("slow-a", 7, "slow.a", 30000);
-	r[1] = reserve_job("slow-b", 7, "slow.b", 30000);
-	for (i = 0; i < 2; i++)
-		cr_assert_eq(reserve1(s, r[i].key, fp7, r[i].owner, 30000, &rr),
-		    IDEM_RESERVE_ACQUIRED);
 	/* read timeout 2 s, then each commit's own lock wait of 1 s */
-	free(mariadb_sql(&m, "CREATE TRIGGER batch_slow.slower_commit BEFORE "
-	    "UPDATE ON batch_slow.idempotency_keys FOR EACH ROW SET @d = IF("
-	    "OLD.owner = 'slow.a' AND NEW.state = 'committed', SLEEP(5), 0)"));
-	for (i = 0; i < 2; i++)
-		cm[i] = commit_job(&r[i], r[i].owner, bodies[i]);
-	run_batch(s, cm, 2);
+	s = commit_batch_slowed(&m, "slow", "5", bodies, r, cm);
 	/* slow-b's row, updated by the batch before or after slow-a's: its
 	 * own commit found it free, or waited for the batch's lock */
 	cr_assert_eq(cm[0].err, IDEM_ERR_BUSY, "the store said %d",
@@ -426,7 +454,7 @@ Test(batch, a_retry_after_a_batch_slower_than_the_lock_wait, .timeout = 60)
 			break;
 		usleep(100000);
 	}
-	free(mariadb_sql(&m, "DROP TRIGGER batch_slow.slower_commit"));
+	drop_slowed(&m, "slow");
 	for (i = 0; i < 2; i++) {
 		idem_stored_response a = { .status = 201, .body =
 		    (char *)bodies[i], .body_len = strlen(bodies[i]) };
@@ -435,11 +463,7 @@ Test(batch, a_retry_after_a_batch_slower_than_the_lock_wait, .timeout = 60)
 		cr_expect_eq(idem_store_commit(s, TEST_OWNED(&k, r[i].owner,
 		    60000), &a), IDEM_OK, "%s: stored by the batch, not fenced",
 		    r[i].key);
-		cr_assert_eq(reserve1(s, r[i].key, fp7, "reader", 30000, &rr),
-		    IDEM_RESERVE_COMMITTED);
-		cr_expect(rr.response.body_len == strlen(bodies[i]) &&
-		    memcmp(rr.response.body, bodies[i], strlen(bodies[i])) == 0);
-		idem_reserve_result_clear(&rr);
+		expect_stored(s, r[i].key, bodies[i]);
 	}
 	idem_store_close(s);
 }
