@@ -463,13 +463,20 @@ idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
 		return IDEM_STEP_OURS;
 	if (same && f->lease_age_us > ttl_us)
 		return IDEM_STEP_TAKE_OVER;
-	/* abandoned: past its lifetime and nobody has renewed it for
-	 * abandon-after (its instance died, or is cut off, that long):
-	 * another request may have the key */
-	if (f->expired && f->abandon_us > 0 && f->lease_age_us > ttl_us &&
-	    f->lease_age_us > f->abandon_us)
+	/* another request may have the key of an abandoned one */
+	if (idem_record_abandoned(f, inflight_ttl_us))
 		return IDEM_STEP_REUSE;
 	return IDEM_STEP_IN_FLIGHT;
+}
+
+int
+idem_record_abandoned(const idem_found *f, int64_t inflight_ttl_us)
+{
+	int64_t ttl_us = f->lease_us > 0 ? f->lease_us : inflight_ttl_us;
+
+	return f->state == IDEM_RECORD_IN_FLIGHT && f->expired &&
+	    f->abandon_us > 0 && f->lease_age_us > ttl_us &&
+	    f->lease_age_us > f->abandon_us;
 }
 
 void

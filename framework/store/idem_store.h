@@ -449,6 +449,13 @@ idem_reserve_step idem_reserve_decide(const idem_found *found,
     const unsigned char fp[32], const char *owner, int64_t inflight_ttl_us,
     int reconcile);
 
+/* Whether found is an abandoned in-flight record: past its lifetime, its
+ * lease lapsed (by its own length; inflight_ttl_us for one that keeps
+ * none) and not renewed for found->abandon_us (its instance died, or is
+ * cut off, that long).  1 or 0.  What the rule reuses for another
+ * request, and a purge deletes. */
+int idem_record_abandoned(const idem_found *found, int64_t inflight_ttl_us);
+
 /* Thin wrappers over s->ops, so callers read like function calls. */
 idem_err idem_store_reserve(idem_store *s, idem_store_req *rq,
     idem_reserve_result *out);

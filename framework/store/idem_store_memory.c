@@ -203,6 +203,18 @@ make_room(memory_store *ms, uint64_t now)
 	return 0;
 }
 
+/* What the reservation rule reads of r (idem_found) at now.  Under
+ * ms->lock; borrows from r. */
+static idem_found
+found_of(const memory_store *ms, const record *r, uint64_t now)
+{
+	idem_found f = { r->state, r->expires_at <= now, r->fp, r->owner,
+	    (int64_t)(now - r->lease_at) * 1000, (int64_t)r->lease_ms * 1000,
+	    (int64_t)ms->base.abandon_ms * 1000 };
+
+	return f;
+}
+
 /* Adds rq's record, in flight, at now (room made first: an expired
  * record, else the committed one closest to expiry).  Under ms->lock.
  * Returns IDEM_OK, or IDEM_ERR_STORE (full of records it may not evict,
@@ -249,10 +261,8 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	pthread_mutex_lock(&ms->lock);
 	now = idem_now_ms();
 	if ((r = find(ms, k)) != NULL) {
-		idem_found f = { r->state, r->expires_at <= now, r->fp, r->owner,
-		    (int64_t)(now - r->lease_at) * 1000,
-		    (int64_t)r->lease_ms * 1000,
-		    (int64_t)ms->base.abandon_ms * 1000 };
+		idem_found f = found_of(ms, r, now);
+
 		step = idem_reserve_decide(&f, rq->fp, rq->owner,
 		    (int64_t)rq->policy->lease_ms * 1000,
 		    rq->policy->reconcile);
@@ -468,16 +478,15 @@ mem_purge(idem_store *s, unsigned max, unsigned *purged)
 		drop(ms, ms->expiring);
 		(*purged)++;
 	}
-	/* in flight past its lifetime with its lease lapsed: abandoned (a
-	 * scan of the records in flight, in the purge thread) */
+	/* the abandoned records in flight (a scan of them, in the purge
+	 * thread) */
 	DL_FOREACH_SAFE(ms->flying, r, tmp) {
-		uint64_t lease = r->lease_ms > 0 ? r->lease_ms :
-		    IDEM_LEASE_LONGEST_MS;
+		idem_found f = found_of(ms, r, now);
 
 		if (*purged >= max)
 			break;
-		if (r->expires_at <= now && now - r->lease_at > lease &&
-		    now - r->lease_at > ms->base.abandon_ms) {
+		if (idem_record_abandoned(&f, (int64_t)IDEM_LEASE_LONGEST_MS *
+		    1000)) {
 			drop(ms, r);
 			(*purged)++;
 		}
