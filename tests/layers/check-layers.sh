@@ -40,6 +40,11 @@ rank_of() {
 	done
 }
 
+# the folder of the framework's header named $1, or nothing
+folder_of() {
+	awk -v h="$1" '$1 == h { print $2; exit }' "$map"
+}
+
 # what a file includes, one path a line, however it is written
 includes() {
 	sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]\([^">]*\)[">].*/\1/p' "$1"
@@ -55,8 +60,7 @@ is_mysql() {
 	case "$name" in
 	mysql*.h|mariadb*.h|ma_*.h|errmsg.h|idemfcgi_mysql.h) return 0 ;;
 	esac
-	[ "$(awk -v h="$name" '$1 == h { print $2; exit }' "$map")" = \
-	    "store/mysql" ]
+	[ "$(folder_of "$name")" = "store/mysql" ]
 }
 
 map=$(mktemp)
@@ -90,7 +94,7 @@ for l in $LAYERS; do
 		rel=${f#"$fw"/}
 		for inc in $(includes "$f"); do
 			name=${inc##*/}
-			dir=$(awk -v h="$name" '$1 == h { print $2; exit }' "$map")
+			dir=$(folder_of "$name")
 			if [ -n "$dir" ] &&
 			    [ "$(rank_of "$dir")" -gt "$mine" ]; then
 				report "$rel includes $inc, of $dir/, a layer above $l/"
@@ -119,7 +123,7 @@ done
 for h in idemfcgi.h idemfcgi_mysql.h; do
 	for inc in $(includes "$fw/$h"); do
 		name=${inc##*/}
-		if [ -n "$(awk -v h="$name" '$1 == h { print $2; exit }' "$map")" ]; then
+		if [ -n "$(folder_of "$name")" ]; then
 			report "$h includes $inc, a header of the framework's inside"
 		fi
 		if [ "$h" = idemfcgi.h ] && is_mysql "$inc"; then
