@@ -190,21 +190,6 @@ db_sql(const char *sql)
 	return mariadb_sql(&m, sql);
 }
 
-/* Runs sql in the program's MariaDB in the background (the client exits
- * when it is done). */
-static void
-sql_in_background(const char *sql)
-{
-	const char *src = getenv("IDEM_SRCDIR");
-	char cmd[2048];
-	mariadb m;
-
-	cr_assert_eq(mariadb_from_env(&m), 0);
-	snprintf(cmd, sizeof(cmd), "'%s/tests/lib/mariadb-ctl' sql '%s' \"%s\" "
-	    ">/dev/null 2>&1 &", src != NULL ? src : ".", m.dir, sql);
-	cr_assert_eq(system(cmd), 0);
-}
-
 /* Issue 35.4: a keyless request whose handler loses a deadlock and
  * ignores it (then writes again, in what is a new transaction, and
  * answers 201): the server rolled its transaction back; what it wrote
@@ -215,6 +200,7 @@ Test(tx, keyless_handler_ignoring_a_deadlock_commits_nothing, .timeout = 90)
 	char release[400], *out;
 	call a;
 	pthread_t t;
+	mariadb m;
 	FILE *fp;
 	int i, waiting = 0;
 
@@ -224,9 +210,10 @@ Test(tx, keyless_handler_ignoring_a_deadlock_commits_nothing, .timeout = 90)
 	cr_assert(harness_await_started(&h, "/testkit/tx/203", "-", 1));
 	/* rows 2 to 201, then row 1, which the handler holds: the heavier
 	 * transaction, so the handler's is the deadlock's victim */
-	sql_in_background("START TRANSACTION; UPDATE testkit_locks SET n = n + "
-	    "1 WHERE id >= 2; UPDATE testkit_locks SET n = n + 1 WHERE id = 1; "
-	    "DO SLEEP(1); ROLLBACK");
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	cr_assert_eq(mariadb_sql_background(&m, "START TRANSACTION; UPDATE "
+	    "testkit_locks SET n = n + 1 WHERE id >= 2; UPDATE testkit_locks SET "
+	    "n = n + 1 WHERE id = 1; DO SLEEP(1); ROLLBACK"), 0);
 	for (i = 0; i < 200 && !waiting; i++) {
 		out = db_sql("SELECT COUNT(*) FROM information_schema."
 		    "innodb_trx WHERE trx_state = 'LOCK WAIT' AND "

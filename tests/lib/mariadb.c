@@ -125,6 +125,17 @@ mariadb_sql(const mariadb *m, const char *sql)
 }
 
 int
+mariadb_sql_background(const mariadb *m, const char *sql)
+{
+	const char *src = getenv("IDEM_SRCDIR");
+	char cmd[4096];
+
+	snprintf(cmd, sizeof(cmd), "'%s/tests/lib/mariadb-ctl' sql '%s' \"%s\" "
+	    ">/dev/null 2>&1 &", src != NULL ? src : ".", m->dir, sql);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+int
 mariadb_new_database(const mariadb *m, const char *db)
 {
 	const char *src = getenv("IDEM_SRCDIR");

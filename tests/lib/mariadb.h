@@ -25,6 +25,10 @@ void mariadb_destroy(mariadb *m);
 /* Runs sql as root on database idem; returns the rows (tab-separated,
  * caller frees) or NULL. */
 char *mariadb_sql(const mariadb *m, const char *sql);
+/* Runs sql as root on database idem in the background, its rows thrown
+ * away, and returns at once: a session a test holds open meanwhile.
+ * Returns 0, or -1 when it could not be started. */
+int mariadb_sql_background(const mariadb *m, const char *sql);
 /* Creates database db afresh (dropped first when it exists) with every
  * schema file applied and all of it granted to user idem, for a test that
  * must not touch the database the others share.  Returns 0 or -1. */
