@@ -336,9 +336,20 @@ Test(fcgi, client_hangs_up, .init = start_default, .fini = stop_default)
 static void *
 slow_request(void *arg)
 {
-	return post_echo(arg);
+	job *jb = arg;
+	fc_response r;
+
+	jb->status = -1;
+	if (fc_http(h.addr, "POST", "/testkit/sleep/500", NULL, NULL, &r) == 0) {
+		jb->status = r.status;
+		fc_response_free(&r);
+	}
+	return NULL;
 }
 
+/* SIGTERM while a handler runs (it has begun its sleep, so the request
+ * is in flight, not waiting in the listen queue): its answer is whole,
+ * and nothing new is accepted once the stop is logged. */
 Test(shutdown, sigterm_drains_in_flight)
 {
 	pthread_t t;
@@ -348,9 +359,9 @@ Test(shutdown, sigterm_drains_in_flight)
 	cr_assert_eq(harness_start(&h, &(harness_opts){
 	    .idem = "required = false" }), 0);
 	pthread_create(&t, NULL, slow_request, &jb);
-	msleep(20);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/500", NULL, 1));
 	cr_assert_eq(kill(h.pid, SIGTERM), 0);
-	msleep(10);
+	cr_assert(harness_await_log(&h, "no longer accepting"));
 	pthread_join(t, NULL);
 	cr_expect_eq(jb.status, 201, "the request in flight was cut: %d",
 	    jb.status);
