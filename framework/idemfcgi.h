@@ -1,8 +1,9 @@
 /*
  * idemfcgi.h - the public API of idemfcgi, for handler plugins.
- * idemfcgi_mysql.h adds what plugins that keep data in the MySQL store's
- * database use.  libidemfcgi exports exactly the functions declared in
- * these two headers (IDEM_API).
+ * idemfcgi_db.h adds what plugins that keep data in the store's database
+ * use, and idemfcgi_mysql.h MySQL's own statement handles for those that
+ * want them.  libidemfcgi exports exactly the functions declared in these
+ * three headers (IDEM_API).
  *
  * A plugin is a shared object that exports one function,
  *

@@ -1,9 +1,11 @@
 /*
- * idemfcgi_mysql.h - the part of the idemfcgi API for plugins that keep
- * their own data in the database of the MySQL store ([idempotency] store =
- * mysql), with the server's [mysql] settings: a pool of connections with
- * prepared statements, DDL in the deploy hook, and transactional routes whose
- * handler's writes commit with the answer (DESIGN.md 2.7).
+ * idemfcgi_mysql.h - the raw MySQL part of the idemfcgi API, for plugins
+ * that want MySQL's own statement handles (MYSQL_STMT) on the database of
+ * [mysql]: a pool of connections with prepared statements, DDL in the
+ * deploy hook, and the connection of a transactional route (DESIGN.md
+ * 2.7).  A plugin that needs no more than prepared statements and their
+ * rows uses idemfcgi_db.h instead, which works on any store with a
+ * database; idem_route_add_tx is declared there.
  *
  * Include it after (or instead of) idemfcgi.h; it includes <mysql.h>, so
  * build with the MySQL client's flags (pkg-config idemfcgi-mysql).
@@ -16,6 +18,7 @@
 #include <mysql.h>
 
 #include "idemfcgi.h"
+#include "idemfcgi_db.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,7 +29,8 @@ typedef struct idem_mysql_pool idem_mysql_pool;
 /* One connection of a pool, with its prepared statements. */
 typedef struct idem_mysql_conn idem_mysql_conn;
 
-/* Whether idempotency records live in MySQL (enabled, store = mysql). */
+/* Whether idempotency records live in MySQL (enabled, store = mysql):
+ * idem_app_db_dialect(app) == IDEM_DB_MYSQL. */
 IDEM_API int idem_app_uses_mysql(const idem_app *app);
 
 /*
@@ -44,28 +48,14 @@ idem_app_mysql_exec(idem_app *app, const char *sql);
 /*
  * Makes the plugin's pool: [mysql] pool-size connections, each preparing
  * the nsql statements of sql (borrowed: static storage) when it connects
- * (lazily: a statement that does not prepare fails its first use).  The
+ * (at its first use; a statement that does not prepare keeps the
+ * connection from opening: idem_mysql_get returns NULL, logged).  The
  * server owns the pool and frees it after the plugin's teardown; one pool
- * per plugin, made in setup.  Returns the pool, or NULL (logged).
+ * per plugin (this or idem_app_db), made in setup.  Returns the pool, or
+ * NULL (logged).
  */
 IDEM_API idem_mysql_pool *
 idem_app_mysql_pool(idem_app *app, const char *const *sql, size_t nsql);
-
-/*
- * Registers a transactional route (DESIGN.md 2.7): like idem_route_add,
- * but its handler runs inside a database transaction on a connection of
- * the plugin's pool (make it first with idem_app_mysql_pool), which
- * idem_request_tx hands it.  The record of the request's key is reserved
- * and written in the same transaction, which the framework commits when
- * the answer is stored (a status in commit-statuses) and rolls back
- * otherwise (a handler error, 5xx, 429, ...): the handler's writes and its
- * answer are committed together, exactly once, or not at all.  Returns
- * IDEM_OK; IDEM_ERR_CONFIG (logged with the route) without idempotency,
- * store = mysql or a pool; else as idem_route_add.
- */
-IDEM_API IDEM_WUR idem_err
-idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
-    idem_policy policy, idem_handler_fn handler, void *data);
 
 /*
  * On a transactional route, the connection inside the request's open

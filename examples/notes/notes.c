@@ -12,7 +12,8 @@
  *
  * Where the notes live follows [idempotency] store:
  *  - memory: in the worker's memory, under a mutex; POST is a plain route.
- *  - mysql: in the table "notes" of the store's database; POST is a
+ *  - mysql: in the table "notes" of the store's database, through the
+ *    data API (idemfcgi_db.h); POST is a
  *    transactional route (idem_route_add_tx): its INSERT runs in the
  *    transaction in which the framework reserves the key and stores the
  *    answer, so the note and its answer commit together, once per key,
@@ -44,12 +45,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <idemfcgi_mysql.h>
+#include <idemfcgi_db.h>
 
 typedef struct notes {
 	long long max_notes, max_length;
-	/* MySQL store */
-	idem_mysql_pool *pool;     /* owned by the server; NULL in memory */
+	/* a store with a database (MySQL) */
+	idem_db *db;               /* owned by the server; NULL in memory */
 	/* memory store */
 	pthread_mutex_t lock;      /* handlers run on many threads */
 	char **text;               /* text[i] is note i + 1 */
@@ -58,14 +59,14 @@ typedef struct notes {
 
 /* ------------------------------------------------------------- MySQL */
 
-/* Run by deploy (see above), through idem_app_mysql_exec.  DDL commits
+/* Run by deploy (see above), through idem_app_db_exec.  DDL commits
  * implicitly: it belongs there, never in a transactional handler. */
 static const char create_table[] = "CREATE TABLE IF NOT EXISTS notes ("
     "id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
     "text MEDIUMTEXT CHARACTER SET utf8mb4 NOT NULL) ENGINE = InnoDB";
 
 /* Prepared once on each connection of the plugin's pool, when it
- * connects; the statement helper (idem_mysql_run, idem_mysql_one) runs
+ * connects; the statement helper (idem_db_run, idem_db_one) runs
  * them by their index. */
 enum { Q_INSERT, Q_SELECT, NQ };
 static const char *const queries[NQ] = {
@@ -81,7 +82,7 @@ static const char *const queries[NQ] = {
  *  - never runs COMMIT, ROLLBACK or a statement that commits implicitly
  *    (DDL such as CREATE TABLE, LOCK TABLES, START TRANSACTION, SET
  *    autocommit);
- *  - never writes through another connection (idem_mysql_get): that
+ *  - never writes through another connection (idem_db_get): that
  *    commits on its own, and may wait for this transaction's locks;
  *  - expects nothing done outside this transaction to roll back with it
  *    (a call to another system: HTTP, mail, a queue, another database;
@@ -95,18 +96,18 @@ static const char *const queries[NQ] = {
  *    only when its writes so far may commit: it is stored, and commits;
  *  - is quick: the key's record and the rows it wrote stay locked until
  *    the transaction ends.
- * Statements go through the helper of idemfcgi_mysql.h: parameters bound
+ * Statements go through the helper of idemfcgi_db.h: parameters bound
  * by a format string ("s": a string), columns fetched into variables,
  * errors as idem_err (logged, and told to the connection: a deadlock
  * makes the framework reserve the key again).
  * Returns 201 with *id set, or 503 (the transaction is rolled back).
  */
 static int
-db_insert(idem_mysql_conn *c, const char *text, long long *id)
+db_insert(idem_db_conn *c, const char *text, long long *id)
 {
-	if (idem_mysql_run(c, Q_INSERT, "s", text) != IDEM_OK)
+	if (idem_db_run(c, Q_INSERT, "s", text) != IDEM_OK)
 		return 503;
-	*id = (long long)idem_mysql_insert_id(c, Q_INSERT);
+	*id = (long long)idem_db_insert_id(c, Q_INSERT);
 	return 201;
 }
 
@@ -115,14 +116,14 @@ db_insert(idem_mysql_conn *c, const char *text, long long *id)
 static int
 db_select(notes *n, long long id, char **text)
 {
-	idem_mysql_conn *c = idem_mysql_get(n->pool);
+	idem_db_conn *c = idem_db_get(n->db);
 	idem_err err;
 
 	if (c == NULL)
 		return 503;
 	/* "S": the text into a buffer of its size, which we free */
-	err = idem_mysql_one(c, Q_SELECT, "i", "S", id, text, NULL);
-	idem_mysql_put(n->pool, c);
+	err = idem_db_one(c, Q_SELECT, "i", "S", id, text, NULL);
+	idem_db_put(n->db, c);
 	return err == IDEM_OK ? 200 : err == IDEM_ERR_NOT_FOUND ? 404 : 503;
 }
 
@@ -196,13 +197,13 @@ created(const idem_request *req, idem_response *res, long long id,
 	    (json_int_t)id, "text", text));
 }
 
-/* POST /notes.  On MySQL a transactional route: idem_request_tx is the
+/* POST /notes.  On MySQL a transactional route: idem_request_db is the
  * connection inside the request's transaction (NULL in memory). */
 static idem_err
 create(const idem_request *req, idem_response *res, void *data)
 {
 	notes *n = data;
-	idem_mysql_conn *tx = idem_request_tx(req);
+	idem_db_conn *tx = idem_request_db(req);
 	json_t *body = idem_request_json(req, NULL);   /* ours to decref */
 	const char *text = json_string_value(json_object_get(body, "text"));
 	long long id = 0;
@@ -240,7 +241,7 @@ show(const idem_request *req, idem_response *res, void *data)
 	idem_err err;
 	int status;
 
-	status = n->pool != NULL ? db_select(n, id, &text) :
+	status = n->db != NULL ? db_select(n, id, &text) :
 	    mem_select(n, id, &text);
 	if (status == 404)
 		return idem_response_problem(res, 404, "NOTE_NOT_FOUND", NULL);
@@ -260,7 +261,7 @@ teardown(void *data)
 	notes *n = data;
 	long long i;
 
-	/* n->pool belongs to the server, which frees it after teardown */
+	/* n->db belongs to the server, which frees it after teardown */
 	for (i = 0; i < n->count; i++)
 		free(n->text[i]);
 	free(n->text);
@@ -282,11 +283,11 @@ setup(idem_app *app, void **data)
 	    (err = idem_config_int(app, "max-length", 280, 1, 65536,
 	    &n->max_length)) != IDEM_OK)
 		goto fail;
-	if (idem_app_uses_mysql(app)) {
+	if (idem_app_db_dialect(app) == IDEM_DB_MYSQL) {
 		/* the pool, which idem_route_add_tx needs; its connections
 		 * prepare statements naming the table when they connect, in
 		 * the workers, after deploy made it */
-		if ((n->pool = idem_app_mysql_pool(app, queries, NQ)) == NULL) {
+		if ((n->db = idem_app_db(app, queries, NQ)) == NULL) {
 			err = IDEM_ERR_STORE;
 			goto fail;
 		}
@@ -315,8 +316,8 @@ static idem_err
 deploy(idem_app *app, void *data)
 {
 	(void)data;
-	return idem_app_uses_mysql(app) ?
-	    idem_app_mysql_exec(app, create_table) : IDEM_OK;
+	return idem_app_db_dialect(app) == IDEM_DB_MYSQL ?
+	    idem_app_db_exec(app, create_table) : IDEM_OK;
 }
 
 IDEM_PLUGIN("notes", setup, deploy, teardown)

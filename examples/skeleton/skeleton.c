@@ -26,11 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <idemfcgi_mysql.h>
+#include <idemfcgi_db.h>
 
 typedef struct skeleton {
 	long long max_name, max_things;
-	idem_mysql_pool *pool;       /* the server's; NULL in memory */
+	idem_db *db;                 /* the server's; NULL in memory */
 	pthread_mutex_t lock;        /* memory: handlers run on many threads */
 	char **names;                /* memory: names[i] is thing i + 1 */
 	long long count;
@@ -71,15 +71,15 @@ static idem_err
 make_thing(skeleton *sk, const idem_request *req, const char *name,
     long long *id)
 {
-	idem_mysql_conn *tx = idem_request_tx(req);
+	idem_db_conn *tx = idem_request_db(req);
 	char *copy;
 	idem_err err;
 
 	if (tx != NULL) {
 		/* a failure (logged, told to the connection) rolls back */
-		if (idem_mysql_run(tx, Q_INSERT, "s", name) != IDEM_OK)
+		if (idem_db_run(tx, Q_INSERT, "s", name) != IDEM_OK)
 			return IDEM_ERR_STORE;
-		*id = (long long)idem_mysql_insert_id(tx, Q_INSERT);
+		*id = (long long)idem_db_insert_id(tx, Q_INSERT);
 		return IDEM_OK;
 	}
 	if ((copy = strdup(name)) == NULL)
@@ -143,16 +143,16 @@ show(const idem_request *req, idem_response *res, void *data)
 	const char *param = idem_request_param(req, "id");
 	char *end, *name = NULL;
 	long long id = strtoll(param, &end, 10);
-	idem_mysql_conn *c;
+	idem_db_conn *c;
 	idem_err err = IDEM_ERR_NOT_FOUND;
 
 	if (*end != '\0' || id < 1)
 		;
-	else if (sk->pool != NULL) {
-		if ((c = idem_mysql_get(sk->pool)) == NULL)
+	else if (sk->db != NULL) {
+		if ((c = idem_db_get(sk->db)) == NULL)
 			return unavailable(res);
-		err = idem_mysql_one(c, Q_SELECT, "i", "S", id, &name, NULL);
-		idem_mysql_put(sk->pool, c);
+		err = idem_db_one(c, Q_SELECT, "i", "S", id, &name, NULL);
+		idem_db_put(sk->db, c);
 	} else {
 		pthread_mutex_lock(&sk->lock);
 		if (id <= sk->count)
@@ -201,8 +201,8 @@ setup(idem_app *app, void **data)
 	    &sk->max_name)) != IDEM_OK || (err = idem_config_int(app,
 	    "max-things", 1000, 1, 1000000, &sk->max_things)) != IDEM_OK)
 		goto fail;
-	if (idem_app_uses_mysql(app)) {
-		if ((sk->pool = idem_app_mysql_pool(app, queries, NQ)) == NULL) {
+	if (idem_app_db_dialect(app) == IDEM_DB_MYSQL) {
+		if ((sk->db = idem_app_db(app, queries, NQ)) == NULL) {
 			err = IDEM_ERR_STORE;
 			goto fail;
 		}
@@ -230,8 +230,8 @@ static idem_err
 deploy(idem_app *app, void *data)
 {
 	(void)data;
-	return idem_app_uses_mysql(app) ?
-	    idem_app_mysql_exec(app, create_table) : IDEM_OK;
+	return idem_app_db_dialect(app) == IDEM_DB_MYSQL ?
+	    idem_app_db_exec(app, create_table) : IDEM_OK;
 }
 
 IDEM_PLUGIN("skeleton", setup, deploy, teardown)

@@ -431,7 +431,7 @@ idem_router_apply_sections(idem_router *r, idem_config *cfg,
 			continue;
 		}
 		for (j = 0; j < sizeof(pool_keys) / sizeof(pool_keys[0]); j++)
-			if (rt->tx_source != NULL &&
+			if (rt->tx_db != NULL &&
 			    (rs->conf.set & (1u << pool_keys[j])))
 				idem_config_error(cfg, rs->lines[pool_keys[j]],
 				    rs->name, idem_route_key_name(pool_keys[j]),

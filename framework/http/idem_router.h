@@ -27,7 +27,7 @@ typedef struct idem_route {
 	idem_handler_fn reconcile;       /* NULL: none (idem_route_reconcile) */
 	void *data;                      /* borrowed from the plugin */
 	const char *owner;               /* borrowed: the plugin's name */
-	struct idem_db_source *tx_source; /* borrowed: a transactional
+	struct idem_db *tx_db; /* borrowed: a transactional
 	                                  * route's pool of the store's
 	                                  * database (idem_route_add_tx,
 	                                  * idem_store_tx.h), else NULL */

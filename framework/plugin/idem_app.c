@@ -1,28 +1,22 @@
 /*
- * idem_app.c - the API a plugin's hooks call (idemfcgi.h and
- * idemfcgi_mysql.h): registering routes, reading the plugin's config
- * section, the MySQL helpers of setup and deploy.  The loader
- * (idem_plugin.c) makes the idem_app each hook gets.
+ * idem_app.c - the API a plugin's hooks call (idemfcgi.h): registering
+ * routes, reading the plugin's config section.  The data API's part is
+ * idem_app_db.c.  The loader (idem_plugin.c) makes the idem_app each
+ * hook gets.
  */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "idemfcgi_mysql.h"
+#include "idemfcgi.h"
 #include "idem_config_keys.h"
 #include "idem_config_value.h"
 #include "idem_log.h"
-#include "idem_mysql.h"
 #include "idem_plugin.h"
-#include "idem_store.h"
-#include "idem_store_mysql.h"
-#include "idem_store_tx.h"
 
-/* Refuses what only setup may do when app is deploy's.  Returns 0 when
- * allowed, else -1 (logged). */
-static int
-setup_only(const idem_app *app, const char *what)
+int
+idem_app_setup_only(const idem_app *app, const char *what)
 {
 	if (!app->deploying)
 		return 0;
@@ -49,7 +43,7 @@ idem_route_add(idem_app *app, const char *method, const char *tmpl,
 {
 	idem_err err;
 
-	if (setup_only(app, "idem_route_add") != 0)
+	if (idem_app_setup_only(app, "idem_route_add") != 0)
 		return IDEM_ERR_INVALID;
 	err = idem_router_add(app->router, method, tmpl, policy, handler, data,
 	    app->name);
@@ -64,37 +58,6 @@ idem_route_add(idem_app *app, const char *method, const char *tmpl,
 		    err == IDEM_ERR_INVALID ? "malformed method or template" :
 		    idem_strerror(err));
 	return err;
-}
-
-idem_err
-idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
-    idem_policy policy, idem_handler_fn handler, void *data)
-{
-	const char *why = NULL;
-	idem_err err;
-
-	if (!app->cfg->idem_enabled)
-		why = "idempotency is disabled ([idempotency] enabled = false)";
-	else if (!idem_app_uses_mysql(app))
-		why = "the store is not MySQL ([idempotency] store = mysql): "
-		    "only a database store can commit the handler's writes with "
-		    "the answer";
-	else if (app->self->pool == NULL)
-		why = "the plugin has no MySQL pool: call idem_app_mysql_pool "
-		    "before idem_route_add_tx";
-	if (why != NULL) {
-		idem_log(NULL, IDEM_LOG_ERROR, "%s: plugin %s: route %s %s is "
-		    "transactional, but %s", app->cfg->path, app->path,
-		    method != NULL ? method : "(null)",
-		    tmpl != NULL ? tmpl : "(null)", why);
-		return IDEM_ERR_CONFIG;
-	}
-	if ((err = idem_route_add(app, method, tmpl, policy, handler, data))
-	    != IDEM_OK)
-		return err;
-	idem_router_at(app->router, idem_router_count(app->router) - 1)->tx_source =
-	    idem_mysql_pool_source(app->self->pool);
-	return IDEM_OK;
 }
 
 /* The route method tmpl of app's plugin, or NULL. */
@@ -122,7 +85,7 @@ idem_route_set(idem_app *app, const char *method, const char *tmpl,
 	char why[256];
 	int k;
 
-	if (setup_only(app, "idem_route_set") != 0 || method == NULL ||
+	if (idem_app_setup_only(app, "idem_route_set") != 0 || method == NULL ||
 	    tmpl == NULL || key == NULL || value == NULL)
 		return IDEM_ERR_INVALID;
 	if ((rt = own_route(app, method, tmpl)) == NULL) {
@@ -134,7 +97,7 @@ idem_route_set(idem_app *app, const char *method, const char *tmpl,
 	k = idem_route_key_index(key);
 	if (k < 0)
 		bad = "not a key of a route's policy";
-	else if (rt->tx_source != NULL && (k == IDEM_RK_INFLIGHT_TTL ||
+	else if (rt->tx_db != NULL && (k == IDEM_RK_INFLIGHT_TTL ||
 	    k == IDEM_RK_INFLIGHT_WAIT))
 		bad = "a transactional route takes it from [idempotency]";
 	else if (k == IDEM_RK_POLICY) {
@@ -160,7 +123,7 @@ idem_route_describe(idem_app *app, const char *method, const char *tmpl,
 	idem_route *rt;
 	char *copy = NULL;
 
-	if (setup_only(app, "idem_route_describe") != 0 || method == NULL ||
+	if (idem_app_setup_only(app, "idem_route_describe") != 0 || method == NULL ||
 	    tmpl == NULL || (request_schema != NULL &&
 	    !json_is_object(request_schema)) || (response_schema != NULL &&
 	    !json_is_object(response_schema)))
@@ -187,7 +150,7 @@ idem_route_reconcile(idem_app *app, const char *method, const char *tmpl,
 {
 	idem_route *rt = NULL;
 
-	if (setup_only(app, "idem_route_reconcile") != 0 || reconcile == NULL ||
+	if (idem_app_setup_only(app, "idem_route_reconcile") != 0 || reconcile == NULL ||
 	    method == NULL || tmpl == NULL)
 		return IDEM_ERR_INVALID;
 	rt = own_route(app, method, tmpl);
@@ -269,60 +232,4 @@ idem_config_duration(idem_app *app, const char *key, uint64_t def,
 	if (e != NULL && idem_parse_duration(e->value, out) != IDEM_OK)
 		return bad_value(app, e, key, IDEM_PARSE_DURATION_WANT);
 	return IDEM_OK;
-}
-
-int
-idem_app_uses_mysql(const idem_app *app)
-{
-	return app->cfg->idem_enabled && app->cfg->store == IDEM_STORE_MYSQL;
-}
-
-idem_err
-idem_app_mysql_exec(idem_app *app, const char *sql)
-{
-	idem_mysql_pool *p;
-	idem_err err;
-
-	if (app->check) {
-		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_mysql_exec "
-		    "in the configuration check: a check changes nothing; run "
-		    "DDL in the deploy hook", app->path);
-		return IDEM_ERR_INVALID;
-	}
-	if ((err = idem_mysql_pool_new(app->cfg, NULL, 0, 1, &p)) != IDEM_OK)
-		return err;
-	err = idem_mysql_exec(p, sql);
-	idem_mysql_pool_free(p);
-	if (err != IDEM_OK)
-		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: a statement of "
-		    "its %s failed", app->path, app->deploying ? "deploy" :
-		    "setup");
-	return err;
-}
-
-idem_mysql_pool *
-idem_app_mysql_pool(idem_app *app, const char *const *sql, size_t nsql)
-{
-	idem_mysql_pool *p = NULL;
-
-	if (setup_only(app, "idem_app_mysql_pool") != 0)
-		return NULL;
-	if (app->self->pool != NULL) {
-		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: one MySQL pool per "
-		    "plugin", app->path);
-		return NULL;
-	}
-	/* with the store's statements for the plugin's transactional
-	 * routes */
-	if (idem_mysql_pool_new(app->cfg, sql, nsql, app->cfg->mysql_pool_size,
-	    &p) != IDEM_OK || (idem_app_uses_mysql(app) &&
-	    idem_store_mysql_tx_prepare(app->cfg, p) != IDEM_OK)) {
-		if (p != NULL)
-			idem_mysql_pool_free(p);
-		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: its MySQL pool could "
-		    "not be made", app->path);
-		return NULL;
-	}
-	app->self->pool = p;
-	return p;
 }

@@ -12,14 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idemfcgi_db.h"
 #include "idemfcgi_mysql.h"
 #include "idem_log.h"
-#include "idem_mysql.h"
+#include "idem_store_tx.h"
 #include "idem_plugin.h"
 #include "idem_store.h"
 
 /*
- * Every function of the plugin API (idemfcgi.h, idemfcgi_mysql.h).  A
+ * Every function of the plugin API (idemfcgi.h, idemfcgi_db.h,
+ * idemfcgi_mysql.h).  A
  * program links an object of libidem only when something references it,
  * and the plugins a program loads must find the whole API in the program
  * itself (it exports it with -export-dynamic), so that their calls reach
@@ -29,6 +31,9 @@
  * checks the server's exports.
  */
 static void (*const plugin_api[])(void) __attribute__((used)) = {
+	(void (*)(void))idem_app_db,
+	(void (*)(void))idem_app_db_dialect,
+	(void (*)(void))idem_app_db_exec,
 	(void (*)(void))idem_app_has_key_secret,
 	(void (*)(void))idem_app_is_check,
 	(void (*)(void))idem_app_mysql_exec,
@@ -39,22 +44,35 @@ static void (*const plugin_api[])(void) __attribute__((used)) = {
 	(void (*)(void))idem_config_int,
 	(void (*)(void))idem_config_size,
 	(void (*)(void))idem_config_string,
+	(void (*)(void))idem_db_affected,
+	(void (*)(void))idem_db_fetch,
+	(void (*)(void))idem_db_get,
+	(void (*)(void))idem_db_insert_id,
+	(void (*)(void))idem_db_one,
+	(void (*)(void))idem_db_put,
+	(void (*)(void))idem_db_run,
 	(void (*)(void))idem_log,
+	(void (*)(void))idem_mysql_affected,
 	(void (*)(void))idem_mysql_check,
+	(void (*)(void))idem_mysql_fetch,
 	(void (*)(void))idem_mysql_get,
+	(void (*)(void))idem_mysql_insert_id,
+	(void (*)(void))idem_mysql_one,
 	(void (*)(void))idem_mysql_put,
+	(void (*)(void))idem_mysql_run,
 	(void (*)(void))idem_mysql_stmt,
 	(void (*)(void))idem_request_body,
 	(void (*)(void))idem_request_checkpoint,
+	(void (*)(void))idem_request_db,
 	(void (*)(void))idem_request_downstream_key,
 	(void (*)(void))idem_request_header,
 	(void (*)(void))idem_request_id,
 	(void (*)(void))idem_request_json,
 	(void (*)(void))idem_request_method,
 	(void (*)(void))idem_request_param,
+	(void (*)(void))idem_request_path,
 	(void (*)(void))idem_request_phase,
 	(void (*)(void))idem_request_progress,
-	(void (*)(void))idem_request_path,
 	(void (*)(void))idem_request_query,
 	(void (*)(void))idem_request_remote_user,
 	(void (*)(void))idem_request_route,
@@ -352,7 +370,7 @@ idem_plugins_free(idem_plugins *ps)
 		idem_loaded_plugin *lp = &ps->items[i];
 		if (lp->set_up && lp->desc.teardown != NULL)
 			lp->desc.teardown(lp->data);
-		idem_mysql_pool_free(lp->pool);
+		idem_db_free(lp->db);
 		/* keep the code mapped: a route may still point into it */
 		free(lp->path);
 	}

@@ -21,7 +21,8 @@ typedef struct idem_loaded_plugin {
 	idem_plugin desc;    /* what idem_plugin_init filled */
 	void *data;          /* from setup, for teardown */
 	int set_up;          /* setup succeeded */
-	struct idem_mysql_pool *pool; /* from idem_app_mysql_pool, or NULL */
+	struct idem_db *db;  /* owned: its pool (idem_app_db,
+	                      * idem_app_mysql_pool), or NULL */
 } idem_loaded_plugin;
 
 typedef struct idem_plugins {
@@ -43,6 +44,10 @@ struct idem_app {
 	int check;                   /* the master's check (idem_app_is_check) */
 	int deploying;               /* in deploy: no routes, no pool */
 };
+
+/* Refuses what only setup may do when app is deploy's (what names the
+ * call).  Returns 0 when allowed, else -1 (logged). */
+int idem_app_setup_only(const idem_app *app, const char *what);
 
 /*
  * Loads every plugin of cfg->plugins, in order, and runs its setup, which

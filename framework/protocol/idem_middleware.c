@@ -464,7 +464,7 @@ void
 idem_middleware_plain(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next)
 {
-	if (req->route->tx_source != NULL)
+	if (req->route->tx_db != NULL)
 		idem_mw_tx_plain(mw, req, res, next);
 	else
 		next(req, res);
@@ -853,7 +853,7 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	}
 	idem_mw_new_owner(mw, rq.owner);
 	idem_copy_string(rq.request_id, sizeof(rq.request_id), req->request_id);
-	if (req->route->tx_source != NULL) {
+	if (req->route->tx_db != NULL) {
 		/* 7. a transactional route reserves inside its handler's
 		 * transaction and finishes with it (idem_middleware_tx.c) */
 		idem_mw_tx_handle(mw, req, res, next, &rq);

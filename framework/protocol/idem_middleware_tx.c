@@ -199,7 +199,7 @@ void
 idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
     idem_next_fn next)
 {
-	idem_db_source *pool = req->route->tx_source;
+	idem_db *pool = req->route->tx_db;
 	idem_db_conn *c = idem_db_take(pool);
 	idem_key_policy pol;
 	/* no key: the descriptor of a transaction with no record */
@@ -238,7 +238,7 @@ void
 idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
     idem_next_fn next, idem_store_req *rq)
 {
-	idem_db_source *pool = req->route->tx_source;
+	idem_db *pool = req->route->tx_db;
 	idem_db_conn *c = idem_db_take(pool);
 	idem_exec ex;
 	idem_mw_wait w;

@@ -60,7 +60,7 @@ route_json(const idem_config *cfg, const idem_route *rt)
 	    idem_key_format_names[idem_route_key_format(cfg, rt)],
 	    "lifetime", life, "inflight-ttl", ttl, "inflight-wait", wait,
 	    "commit-statuses", idem_statuses_text(kp.commit_status, statuses,
-	    sizeof(statuses)), "transactional", rt->tx_source != NULL,
+	    sizeof(statuses)), "transactional", rt->tx_db != NULL,
 	    "fingerprint-ignore", ign != NULL ? strings_json(ign->fp_ignore,
 	    ign->nfp_ignore) : json_array(),
 	    "fingerprint-headers", hdr != NULL ? strings_json(hdr->fp_headers,

@@ -92,7 +92,7 @@ applies(const idem_config *cfg, const idem_route *rt, size_t a, int keyed)
 	case ON_SCOPED:
 		return keyed && cfg->scope != IDEM_SCOPE_NONE;
 	case ON_TX:
-		return rt->tx_source != NULL;
+		return rt->tx_db != NULL;
 	}
 	return 0;
 }
@@ -240,7 +240,7 @@ policy_extension(const idem_config *cfg, const idem_route *rt)
 	    idem_key_format_names[idem_route_key_format(cfg, rt)], "lifetime",
 	    life, "inflight-ttl", ttl, "commit-statuses",
 	    idem_statuses_text(kp.commit_status, statuses, sizeof(statuses)),
-	    "transactional", rt->tx_source != NULL);
+	    "transactional", rt->tx_db != NULL);
 }
 
 /* A unique operationId for rt into id (size bytes): its method and

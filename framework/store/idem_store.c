@@ -136,37 +136,6 @@ idem_store_tx_faults(idem_db_conn *c, unsigned faults)
 	c->tx_faults = faults;
 }
 
-idem_db_conn *
-idem_db_take(idem_db_source *src)
-{
-	return src->ops->take(src);
-}
-
-void
-idem_db_put(idem_db_source *src, idem_db_conn *c)
-{
-	if (c != NULL)
-		src->ops->put(src, c);
-}
-
-int
-idem_db_tx_lost(idem_db_conn *c)
-{
-	return c->source->ops->tx_lost(c);
-}
-
-int
-idem_db_tx_intact(idem_db_conn *c)
-{
-	return c->source->ops->tx_intact(c);
-}
-
-int
-idem_db_broken(idem_db_conn *c)
-{
-	return c->source->ops->broken(c);
-}
-
 idem_err
 idem_store_release(idem_store *s, idem_store_req *rq)
 {

@@ -10,20 +10,29 @@
 #ifndef IDEM_STORE_TX_H
 #define IDEM_STORE_TX_H
 
+#include <stdarg.h>
+
+#include "idemfcgi_db.h"
 #include "idem_store.h"
 
-typedef struct idem_db_source idem_db_source;
-typedef struct idem_db_conn idem_db_conn;
+/* A data source (idem_db) and its connections (idem_db_conn) are the
+ * public types of idemfcgi_db.h; their insides are here. */
 
 /* What a data source does, filled by its store (borrowed, static). */
-typedef struct idem_db_source_ops {
-	/* A connection for one request (its own until put back), or NULL:
-	 * none came free in time, or the database cannot be reached
+typedef struct idem_db_ops {
+	/* A connection for a transactional route's request (its own until
+	 * put back), as the last user left it (tx_begin sets its mode), or
+	 * NULL: none came free in time, or the database cannot be reached
 	 * (logged). */
-	idem_db_conn *(*take)(idem_db_source *src);
-	/* Gives c back to src (a lost one is closed, and opened anew when
+	idem_db_conn *(*take)(idem_db *db);
+	/* The same for a plugin's own statements (idem_db_get): autocommit
+	 * on, whatever its last user left. */
+	idem_db_conn *(*get)(idem_db *db);
+	/* Gives c back to db (a lost one is closed, and opened anew when
 	 * next taken). */
-	void (*put)(idem_db_source *src, idem_db_conn *c);
+	void (*put)(idem_db *db, idem_db_conn *c);
+	/* Frees db and its connections (none may be taken). */
+	void (*free)(idem_db *db);
 	/* Whether the server rolled c's transaction back since this was last
 	 * asked (a deadlock told to c; on Galera, an abort by another node's
 	 * commit): 1 or 0; asking clears it. */
@@ -33,13 +42,24 @@ typedef struct idem_db_source_ops {
 	int (*tx_intact)(idem_db_conn *c);
 	/* Whether c's connection is lost: 1 or 0. */
 	int (*broken)(idem_db_conn *c);
-} idem_db_source_ops;
+	/* The statement helper of idemfcgi_db.h (idem_db_run, _fetch, _one,
+	 * _affected, _insert_id), its variable arguments in *ap. */
+	idem_err (*run)(idem_db_conn *c, size_t i, const char *in,
+	    va_list *ap);
+	idem_err (*fetch)(idem_db_conn *c, size_t i, const char *out,
+	    va_list *ap);
+	idem_err (*one)(idem_db_conn *c, size_t i, const char *in,
+	    const char *out, va_list *ap);
+	unsigned long long (*affected)(idem_db_conn *c, size_t i);
+	unsigned long long (*insert_id)(idem_db_conn *c, size_t i);
+} idem_db_ops;
 
-/* Where a transactional route takes its connections: its plugin's pool of
- * the store's database.  A store's pool begins with it (the MySQL
- * store's idem_mysql_pool). */
-struct idem_db_source {
-	const idem_db_source_ops *ops;
+/* A pool of the store's database: a plugin's (idem_app_db), where a
+ * transactional route takes its connections.  A store's pool begins with
+ * it (the MySQL store's idem_mysql_pool). */
+struct idem_db {
+	const idem_db_ops *ops;
+	idem_db_dialect dialect;
 };
 
 /* A connection of a data source, shared by a transactional route's
@@ -47,14 +67,15 @@ struct idem_db_source {
  * (the MySQL store's idem_mysql_conn, which plugins reach through
  * idemfcgi_mysql.h). */
 struct idem_db_conn {
-	idem_db_source *source;       /* borrowed: the pool it belongs to */
+	idem_db *source;              /* borrowed: the pool it belongs to */
 	unsigned tx_faults;           /* tests: IDEM_TX_FAULT_* for the next
 	                               * tx_end (idem_store_tx_faults) */
 };
 
-/* The operations of src and of its connections, as function calls. */
-idem_db_conn *idem_db_take(idem_db_source *src);
-void idem_db_put(idem_db_source *src, idem_db_conn *c);
+/* The operations of a data source and of its connections, as function
+ * calls (besides idemfcgi_db.h's): idem_db_free takes NULL. */
+idem_db_conn *idem_db_take(idem_db *db);
+void idem_db_free(idem_db *db);
 int idem_db_tx_lost(idem_db_conn *c);
 int idem_db_tx_intact(idem_db_conn *c);
 int idem_db_broken(idem_db_conn *c);

@@ -9,8 +9,8 @@
  * n is a positive integer up to max-amount; malformed JSON is a 400, a bad
  * amount a 422.  Balances live in memory (one table per process, under a
  * mutex, bounded by max-accounts) or, when the idempotency store is MySQL,
- * in the table ledger_accounts of the same database, each operation one
- * statement.  On MySQL, deposits and withdrawals are transactional routes
+ * in the table ledger_accounts of the same database (through the data
+ * API, idemfcgi_db.h), each operation one statement.  On MySQL, deposits and withdrawals are transactional routes
  * ([ledger] transactional = true, the default): the balance changes in
  * the transaction that stores the answer, so a change happens exactly
  * once per key even when a worker is killed at any instant.
@@ -23,7 +23,7 @@
 
 #include <uthash.h>
 
-#include "idemfcgi_mysql.h"
+#include "idemfcgi_db.h"
 
 #define ID_MAX 64
 
@@ -49,8 +49,8 @@ typedef struct ledger {
 	pthread_mutex_t lock;
 	account *accounts;          /* uthash head */
 	unsigned long long count;
-	/* in MySQL */
-	idem_mysql_pool *pool;      /* owned by the server */
+	/* in the store's database */
+	idem_db *db;                /* owned by the server */
 } ledger;
 
 /* ------------------------------------------------------------- memory */
@@ -130,9 +130,9 @@ failed(idem_err err)
 
 /* Reads the balance of id on c.  DONE, NO_ACCOUNT or UNAVAILABLE. */
 static outcome
-db_balance_on(idem_mysql_conn *c, const char *id, long long *balance)
+db_balance_on(idem_db_conn *c, const char *id, long long *balance)
 {
-	idem_err err = idem_mysql_one(c, Q_BALANCE, "s", "i", id, balance);
+	idem_err err = idem_db_one(c, Q_BALANCE, "s", "i", id, balance);
 
 	return err == IDEM_OK ? DONE : err == IDEM_ERR_NOT_FOUND ? NO_ACCOUNT :
 	    UNAVAILABLE;
@@ -141,10 +141,10 @@ db_balance_on(idem_mysql_conn *c, const char *id, long long *balance)
 /* Moves amount on id: inside the request's transaction on a transactional
  * route (tx not NULL), else as one autocommit statement. */
 static outcome
-db_move(ledger *lg, idem_mysql_conn *tx, const char *id, long long amount,
+db_move(ledger *lg, idem_db_conn *tx, const char *id, long long amount,
     long long *balance)
 {
-	idem_mysql_conn *c = tx != NULL ? tx : idem_mysql_get(lg->pool);
+	idem_db_conn *c = tx != NULL ? tx : idem_db_get(lg->db);
 	long long abs = amount < 0 ? -amount : amount;
 	idem_err err;
 	outcome o = DONE;
@@ -153,33 +153,33 @@ db_move(ledger *lg, idem_mysql_conn *tx, const char *id, long long amount,
 	if (c == NULL)
 		return UNAVAILABLE;
 	/* a BIGINT overflow (1690) is IDEM_ERR_TOO_LARGE */
-	err = amount > 0 ? idem_mysql_run(c, q, "si", id, abs) :
-	    idem_mysql_run(c, q, "isi", abs, id, abs);
+	err = amount > 0 ? idem_db_run(c, q, "si", id, abs) :
+	    idem_db_run(c, q, "isi", abs, id, abs);
 	if (err != IDEM_OK) {
 		o = failed(err);
-	} else if (idem_mysql_affected(c, q) == 0) {
+	} else if (idem_db_affected(c, q) == 0) {
 		/* a withdrawal that matched no row: unknown, or too poor */
 		o = db_balance_on(c, id, balance);
 		if (o == DONE)
 			o = INSUFFICIENT;
 	} else {
-		*balance = (long long)idem_mysql_insert_id(c, q);
+		*balance = (long long)idem_db_insert_id(c, q);
 	}
 	if (tx == NULL)
-		idem_mysql_put(lg->pool, c);
+		idem_db_put(lg->db, c);
 	return o;
 }
 
 static outcome
 db_balance(ledger *lg, const char *id, long long *balance)
 {
-	idem_mysql_conn *c = idem_mysql_get(lg->pool);
+	idem_db_conn *c = idem_db_get(lg->db);
 	outcome o;
 
 	if (c == NULL)
 		return UNAVAILABLE;
 	o = db_balance_on(c, id, balance);
-	idem_mysql_put(lg->pool, c);
+	idem_db_put(lg->db, c);
 	return o;
 }
 
@@ -287,7 +287,7 @@ move(const idem_request *req, idem_response *res, ledger *lg, int sign)
 	if ((err = account_id(req, res, &id)) != IDEM_OK || id == NULL ||
 	    (err = read_amount(lg, req, res, &amount)) != IDEM_OK || amount == 0)
 		return err;
-	o = lg->pool != NULL ? db_move(lg, idem_request_tx(req), id,
+	o = lg->db != NULL ? db_move(lg, idem_request_db(req), id,
 	    sign * amount, &balance) : mem_move(lg, id, sign * amount, &balance);
 	if (o != DONE)
 		return refuse(res, o, balance, amount);
@@ -319,7 +319,7 @@ show(const idem_request *req, idem_response *res, void *data)
 
 	if ((err = account_id(req, res, &id)) != IDEM_OK || id == NULL)
 		return err;
-	o = lg->pool != NULL ? db_balance(lg, id, &balance) :
+	o = lg->db != NULL ? db_balance(lg, id, &balance) :
 	    mem_balance(lg, id, &balance);
 	if (o != DONE)
 		return refuse(res, o, balance, 0);
@@ -362,15 +362,15 @@ setup(idem_app *app, void **data)
 		goto fail;
 	if ((err = idem_config_bool(app, "transactional", 1, &tx)) != IDEM_OK)
 		goto fail;
-	if (idem_app_uses_mysql(app)) {
-		if ((lg->pool = idem_app_mysql_pool(app, queries, NQ)) == NULL) {
+	if (idem_app_db_dialect(app) == IDEM_DB_MYSQL) {
+		if ((lg->db = idem_app_db(app, queries, NQ)) == NULL) {
 			err = IDEM_ERR_STORE;
 			goto fail;
 		}
 	}
 	/* on MySQL a change and its answer commit together (exactly once
 	 * across crashes); in memory there is nothing to share */
-	add = lg->pool != NULL && tx ? idem_route_add_tx : idem_route_add;
+	add = lg->db != NULL && tx ? idem_route_add_tx : idem_route_add;
 	if ((err = add(app, "POST", "/accounts/{id}/deposit",
 	    IDEM_POLICY_DEFAULT, deposit, lg)) != IDEM_OK ||
 	    (err = add(app, "POST", "/accounts/{id}/withdraw",
@@ -390,8 +390,8 @@ static idem_err
 deploy(idem_app *app, void *data)
 {
 	(void)data;
-	return idem_app_uses_mysql(app) ?
-	    idem_app_mysql_exec(app, create_table) : IDEM_OK;
+	return idem_app_db_dialect(app) == IDEM_DB_MYSQL ?
+	    idem_app_db_exec(app, create_table) : IDEM_OK;
 }
 
 IDEM_PLUGIN("ledger", setup, deploy, teardown)

@@ -41,7 +41,7 @@
 #include <uthash.h>
 #include <uuid.h>
 
-#include "idemfcgi_mysql.h"
+#include "idemfcgi_db.h"
 
 #define ACCOUNT_MAX 64
 #define CHARGE_MAX 255           /* bytes of a provider's charge id */
@@ -65,8 +65,8 @@ typedef struct payments {
 	pthread_mutex_t lock;
 	payment *table;             /* uthash head */
 	unsigned long long count;
-	/* in MySQL */
-	idem_mysql_pool *pool;      /* owned by the server */
+	/* in the store's database */
+	idem_db *db;                /* owned by the server */
 } payments;
 
 /* What a call to the provider says of the charge. */
@@ -199,13 +199,13 @@ static const char create_table[] = "CREATE TABLE IF NOT EXISTS payments ("
  * MySQL, else in memory.  Returns IDEM_OK, IDEM_ERR_TOO_LARGE (the memory
  * table is full) or IDEM_ERR_STORE. */
 static idem_err
-store(payments *pm, idem_mysql_conn *tx, const payment *p)
+store(payments *pm, idem_db_conn *tx, const payment *p)
 {
-	idem_mysql_conn *c;
+	idem_db_conn *c;
 	payment *old;
 	idem_err err = IDEM_OK;
 
-	if (pm->pool == NULL) {
+	if (pm->db == NULL) {
 		pthread_mutex_lock(&pm->lock);
 		HASH_FIND_STR(pm->table, p->id, old);
 		if (old != NULL)
@@ -222,14 +222,14 @@ store(payments *pm, idem_mysql_conn *tx, const payment *p)
 		pthread_mutex_unlock(&pm->lock);
 		return err;
 	}
-	if ((c = tx != NULL ? tx : idem_mysql_get(pm->pool)) == NULL)
+	if ((c = tx != NULL ? tx : idem_db_get(pm->db)) == NULL)
 		return IDEM_ERR_STORE;
 	/* any failure (logged by the helper) is the store's: a retry */
-	if (idem_mysql_run(c, Q_INSERT, "ssis", p->id, p->account, p->amount,
+	if (idem_db_run(c, Q_INSERT, "ssis", p->id, p->account, p->amount,
 	    p->charge) != IDEM_OK)
 		err = IDEM_ERR_STORE;
 	if (tx == NULL)
-		idem_mysql_put(pm->pool, c);
+		idem_db_put(pm->db, c);
 	return err;
 }
 
@@ -238,13 +238,13 @@ store(payments *pm, idem_mysql_conn *tx, const payment *p)
 static idem_err
 load(payments *pm, const char *id, payment *p)
 {
-	idem_mysql_conn *c;
+	idem_db_conn *c;
 	payment *found;
 	idem_err err;
 
 	memset(p, 0, sizeof(*p));
 	snprintf(p->id, sizeof(p->id), "%s", id);
-	if (pm->pool == NULL) {
+	if (pm->db == NULL) {
 		pthread_mutex_lock(&pm->lock);
 		HASH_FIND_STR(pm->table, id, found);
 		if (found != NULL)
@@ -252,11 +252,11 @@ load(payments *pm, const char *id, payment *p)
 		pthread_mutex_unlock(&pm->lock);
 		return found != NULL ? IDEM_OK : IDEM_ERR_NOT_FOUND;
 	}
-	if ((c = idem_mysql_get(pm->pool)) == NULL)
+	if ((c = idem_db_get(pm->db)) == NULL)
 		return IDEM_ERR_STORE;
-	err = idem_mysql_one(c, Q_SELECT, "s", "sis", id, p->account,
+	err = idem_db_one(c, Q_SELECT, "s", "sis", id, p->account,
 	    sizeof(p->account), &p->amount, p->charge, sizeof(p->charge));
-	idem_mysql_put(pm->pool, c);
+	idem_db_put(pm->db, c);
 	return err == IDEM_OK || err == IDEM_ERR_NOT_FOUND ? err :
 	    IDEM_ERR_STORE;
 }
@@ -418,7 +418,7 @@ pay(const idem_request *req, idem_response *res, void *data)
 	else if ((err = idem_request_downstream_key(req, "payment", p.id)) !=
 	    IDEM_OK)
 		return err;
-	if ((err = store(pm, idem_request_tx(req), &p)) != IDEM_OK) {
+	if ((err = store(pm, idem_request_db(req), &p)) != IDEM_OK) {
 		/* charged, not stored: the retry finds "charged" (two-phase),
 		 * or asks again with the same key (transactional: the
 		 * checkpoint went back with the transaction) */
@@ -543,13 +543,13 @@ setup(idem_app *app, void **data)
 	if ((err = configure(app, pm)) != IDEM_OK ||
 	    (err = idem_config_bool(app, "transactional", 1, &tx)) != IDEM_OK)
 		goto fail;
-	if (idem_app_uses_mysql(app) &&
-	    (pm->pool = idem_app_mysql_pool(app, queries, NQ)) == NULL) {
+	if (idem_app_db_dialect(app) == IDEM_DB_MYSQL &&
+	    (pm->db = idem_app_db(app, queries, NQ)) == NULL) {
 		err = IDEM_ERR_STORE;
 		goto fail;
 	}
 	/* on MySQL the payment and its answer commit together */
-	add = pm->pool != NULL && tx ? idem_route_add_tx : idem_route_add;
+	add = pm->db != NULL && tx ? idem_route_add_tx : idem_route_add;
 	if ((err = add(app, "POST", "/payments", IDEM_POLICY_REQUIRED, pay,
 	    pm)) != IDEM_OK || (pm->recovery && (err = idem_route_reconcile(app,
 	    "POST", "/payments", pay)) != IDEM_OK) ||
@@ -568,8 +568,8 @@ static idem_err
 deploy(idem_app *app, void *data)
 {
 	(void)data;
-	return idem_app_uses_mysql(app) ?
-	    idem_app_mysql_exec(app, create_table) : IDEM_OK;
+	return idem_app_db_dialect(app) == IDEM_DB_MYSQL ?
+	    idem_app_db_exec(app, create_table) : IDEM_OK;
 }
 
 IDEM_PLUGIN("payments", setup, deploy, teardown)

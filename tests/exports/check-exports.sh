@@ -1,8 +1,8 @@
 #!/bin/sh
 # The dynamic symbols of libidemfcgi are exactly its API (jansson's
-# check-exports): the list below, which must also be what idemfcgi.h and
-# idemfcgi_mysql.h mark IDEM_API, what idemfcgi exports to plugins and what
-# debian/libidemfcgi1.symbols lists.  Adding a function to the API is a
+# check-exports): the list below, which must also be what idemfcgi.h,
+# idemfcgi_db.h and idemfcgi_mysql.h mark IDEM_API, what idemfcgi exports
+# to plugins and what debian/libidemfcgi1.symbols lists.  Adding a function to the API is a
 # deliberate edit of this list, of the symbols file and of libidemfcgi's
 # -version-info.
 set -eu
@@ -11,6 +11,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 sort > "$tmp/expected" <<LIST
+idem_app_db
+idem_app_db_dialect
+idem_app_db_exec
 idem_app_has_key_secret
 idem_app_is_check
 idem_app_mysql_exec
@@ -21,9 +24,16 @@ idem_config_duration
 idem_config_int
 idem_config_size
 idem_config_string
+idem_db_affected
+idem_db_fetch
+idem_db_get
+idem_db_insert_id
+idem_db_one
+idem_db_put
+idem_db_run
 idem_log
-idem_mysql_check
 idem_mysql_affected
+idem_mysql_check
 idem_mysql_fetch
 idem_mysql_get
 idem_mysql_insert_id
@@ -33,15 +43,16 @@ idem_mysql_run
 idem_mysql_stmt
 idem_request_body
 idem_request_checkpoint
+idem_request_db
 idem_request_downstream_key
 idem_request_header
 idem_request_id
 idem_request_json
 idem_request_method
 idem_request_param
+idem_request_path
 idem_request_phase
 idem_request_progress
-idem_request_path
 idem_request_query
 idem_request_remote_user
 idem_request_route
@@ -74,7 +85,7 @@ fi
 
 # every declaration marked IDEM_API: the headers without their comments
 # (the compiler strips them, expanding nothing), one statement a line
-for h in idemfcgi.h idemfcgi_mysql.h; do
+for h in idemfcgi.h idemfcgi_db.h idemfcgi_mysql.h; do
 	${CC:-cc} -fpreprocessed -dD -E -P "$IDEM_SRCDIR/framework/$h"
 done | sed '/^#/d' | tr '\n' ' ' | tr ';' '\n' |
 	grep 'IDEM_API [^(]*(' | sed 's/(.*//' | awk '{ print $NF }' |

@@ -22,7 +22,7 @@
 #include "idem_time.h"
 
 struct idem_mysql_pool {
-	idem_db_source db;          /* what the store-neutral layers see
+	idem_db db;          /* what the store-neutral layers see
 	                             * (idem_store_tx.h): first */
 	idem_endpoint ends[IDEM_ENDPOINTS_MAX]; /* [mysql] host or socket,
 	                            * in failover order */
@@ -155,15 +155,23 @@ secs(uint64_t ms)
 
 /* The neutral data source's operations (idem_store_tx.h) of a pool. */
 static idem_db_conn *
-source_take(idem_db_source *src)
+source_take(idem_db *src)
 {
 	idem_mysql_conn *c = idem_mysql_take((idem_mysql_pool *)src);
 
 	return c != NULL ? &c->db : NULL;
 }
 
+static idem_db_conn *
+source_get(idem_db *src)
+{
+	idem_mysql_conn *c = idem_mysql_get((idem_mysql_pool *)src);
+
+	return c != NULL ? &c->db : NULL;
+}
+
 static void
-source_put(idem_db_source *src, idem_db_conn *c)
+source_put(idem_db *src, idem_db_conn *c)
 {
 	idem_mysql_put((idem_mysql_pool *)src, idem_mysql_of(c));
 }
@@ -186,15 +194,59 @@ source_broken(idem_db_conn *c)
 	return idem_mysql_of(c)->broken;
 }
 
-static const idem_db_source_ops source_ops = {
+static void
+source_free(idem_db *src)
+{
+	idem_mysql_pool_free((idem_mysql_pool *)src);
+}
+
+static idem_err
+source_run(idem_db_conn *c, size_t i, const char *in, va_list *ap)
+{
+	return idem_mysql_vrun(idem_mysql_of(c), i, in, ap);
+}
+
+static idem_err
+source_fetch(idem_db_conn *c, size_t i, const char *out, va_list *ap)
+{
+	return idem_mysql_vfetch(idem_mysql_of(c), i, out, ap);
+}
+
+static idem_err
+source_one(idem_db_conn *c, size_t i, const char *in, const char *out,
+    va_list *ap)
+{
+	return idem_mysql_vone(idem_mysql_of(c), i, in, out, ap);
+}
+
+static unsigned long long
+source_affected(idem_db_conn *c, size_t i)
+{
+	return idem_mysql_affected(idem_mysql_of(c), i);
+}
+
+static unsigned long long
+source_insert_id(idem_db_conn *c, size_t i)
+{
+	return idem_mysql_insert_id(idem_mysql_of(c), i);
+}
+
+static const idem_db_ops source_ops = {
 	.take = source_take,
+	.get = source_get,
 	.put = source_put,
+	.free = source_free,
 	.tx_lost = source_tx_lost,
 	.tx_intact = source_tx_intact,
 	.broken = source_broken,
+	.run = source_run,
+	.fetch = source_fetch,
+	.one = source_one,
+	.affected = source_affected,
+	.insert_id = source_insert_id,
 };
 
-idem_db_source *
+idem_db *
 idem_mysql_pool_source(idem_mysql_pool *p)
 {
 	return &p->db;
@@ -225,6 +277,7 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 		return IDEM_ERR_STORE;
 	}
 	p->db.ops = &source_ops;
+	p->db.dialect = IDEM_DB_MYSQL;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->freed, NULL);
 	atomic_init(&p->last_end, -1);

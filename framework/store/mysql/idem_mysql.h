@@ -58,7 +58,7 @@ idem_mysql_of(idem_db_conn *c)
 
 /* The neutral data source a pool is (idem_store_tx.h: what a
  * transactional route takes its connections from). */
-idem_db_source *idem_mysql_pool_source(idem_mysql_pool *p);
+idem_db *idem_mysql_pool_source(idem_mysql_pool *p);
 
 /*
  * A pool of size connections to the database of cfg's [mysql] section;
@@ -102,6 +102,15 @@ idem_err idem_mysql_pool_extra(idem_mysql_pool *p, const char *const *extra,
  * duplicate key (1062); IDEM_ERR_STORE for anything else; IDEM_OK for 0.
  */
 idem_err idem_mysql_error_code(unsigned err);
+
+/* idem_mysql_run, _fetch and _one (idemfcgi_mysql.h) with their variable
+ * arguments in *ap: the statement helper of the neutral data API. */
+idem_err idem_mysql_vrun(idem_mysql_conn *c, size_t i, const char *in,
+    va_list *ap);
+idem_err idem_mysql_vfetch(idem_mysql_conn *c, size_t i, const char *out,
+    va_list *ap);
+idem_err idem_mysql_vone(idem_mysql_conn *c, size_t i, const char *in,
+    const char *out, va_list *ap);
 
 /* Runs one plain statement on a connection of p.  IDEM_OK or
  * IDEM_ERR_STORE (logged). */

@@ -168,16 +168,21 @@ stmt_of(idem_mysql_conn *c, size_t i)
 }
 
 idem_err
-idem_mysql_run(idem_mysql_conn *c, size_t i, const char *in, ...)
+idem_mysql_vrun(idem_mysql_conn *c, size_t i, const char *in, va_list *ap)
 {
 	MYSQL_STMT *st = stmt_of(c, i);
+
+	return st != NULL ? run(c, i, st, in, ap) : IDEM_ERR_INVALID;
+}
+
+idem_err
+idem_mysql_run(idem_mysql_conn *c, size_t i, const char *in, ...)
+{
 	va_list ap;
 	idem_err err;
 
-	if (st == NULL)
-		return IDEM_ERR_INVALID;
 	va_start(ap, in);
-	err = run(c, i, st, in, &ap);
+	err = idem_mysql_vrun(c, i, in, &ap);
 	va_end(ap);
 	return err;
 }
@@ -388,17 +393,38 @@ fetch(idem_mysql_conn *c, size_t i, MYSQL_STMT *st, const char *out,
 }
 
 idem_err
-idem_mysql_fetch(idem_mysql_conn *c, size_t i, const char *out, ...)
+idem_mysql_vfetch(idem_mysql_conn *c, size_t i, const char *out, va_list *ap)
 {
 	MYSQL_STMT *st = stmt_of(c, i);
+
+	return st != NULL ? fetch(c, i, st, out, ap) : IDEM_ERR_INVALID;
+}
+
+idem_err
+idem_mysql_fetch(idem_mysql_conn *c, size_t i, const char *out, ...)
+{
 	va_list ap;
+	idem_err err;
+
+	va_start(ap, out);
+	err = idem_mysql_vfetch(c, i, out, &ap);
+	va_end(ap);
+	return err;
+}
+
+idem_err
+idem_mysql_vone(idem_mysql_conn *c, size_t i, const char *in, const char *out,
+    va_list *ap)
+{
+	MYSQL_STMT *st = stmt_of(c, i);
 	idem_err err;
 
 	if (st == NULL)
 		return IDEM_ERR_INVALID;
-	va_start(ap, out);
-	err = fetch(c, i, st, out, &ap);
-	va_end(ap);
+	/* run takes the parameters off ap, fetch the variables after them */
+	if ((err = run(c, i, st, in, ap)) == IDEM_OK)
+		err = fetch(c, i, st, out, ap);
+	mysql_stmt_free_result(st);
 	return err;
 }
 
@@ -406,18 +432,12 @@ idem_err
 idem_mysql_one(idem_mysql_conn *c, size_t i, const char *in, const char *out,
     ...)
 {
-	MYSQL_STMT *st = stmt_of(c, i);
 	va_list ap;
 	idem_err err;
 
-	if (st == NULL)
-		return IDEM_ERR_INVALID;
 	va_start(ap, out);
-	/* run takes the parameters off ap, fetch the variables after them */
-	if ((err = run(c, i, st, in, &ap)) == IDEM_OK)
-		err = fetch(c, i, st, out, &ap);
+	err = idem_mysql_vone(c, i, in, out, &ap);
 	va_end(ap);
-	mysql_stmt_free_result(st);
 	return err;
 }
 

@@ -1,9 +1,11 @@
 /*
- * test_mysql_query.c - the statement helper of idemfcgi_mysql.h
- * (idem_mysql_run, _fetch, _one) against a private MariaDB this program
- * starts: every conversion both ways, NULLs, truncation refused, bad
- * formats refused with IDEM_ERR_INVALID, and the server's errors as
- * idem_err (a deadlock and a lock wait as IDEM_ERR_BUSY).
+ * test_db_query.c - the statement helper of the data API (idemfcgi_db.h:
+ * idem_db_run, _fetch, _one, _affected, _insert_id) on a pool of the
+ * MySQL store's database (a private MariaDB): every conversion both
+ * ways, NULLs, truncation refused, bad formats refused with
+ * IDEM_ERR_INVALID, and the server's errors as idem_err (a deadlock and
+ * a lock wait as IDEM_ERR_BUSY); and idemfcgi_mysql.h's raw calls, the
+ * same helper.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 
 #include "idem_config.h"
 #include "idem_log.h"
+#include "idemfcgi_db.h"
 #include "idem_mysql.h"
 #include "harness.h"
 #include "mariadb.h"
@@ -30,8 +33,9 @@ static const char *const sql[NQ] = {
 	[Q_CHILD] = "INSERT INTO q_child (parent) VALUES (?)",
 };
 
-static mariadb db;
+static mariadb server;
 static idem_mysql_pool *pool;
+static idem_db *db;           /* pool, as the data API sees it */
 
 /* A pool of n connections on the program's MariaDB, each running init
  * (NULL: nothing) when it connects. */
@@ -42,7 +46,7 @@ pool_of(unsigned n, const char *init)
 	idem_config *cfg;
 	idem_mysql_pool *p = NULL;
 
-	mariadb_conf(&db, section, sizeof(section));
+	mariadb_conf(&server, section, sizeof(section));
 	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n%s",
 	    section);
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
@@ -59,8 +63,8 @@ setup(void)
 	char *out;
 
 	idem_log_set_level(IDEM_LOG_ERROR + 1);
-	cr_assert_eq(mariadb_from_env(&db), 0);
-	out = mariadb_sql(&db, "CREATE TABLE IF NOT EXISTS q_values (id BIGINT "
+	cr_assert_eq(mariadb_from_env(&server), 0);
+	out = mariadb_sql(&server, "CREATE TABLE IF NOT EXISTS q_values (id BIGINT "
 	    "NOT NULL AUTO_INCREMENT PRIMARY KEY, s VARCHAR(16), b VARBINARY(16), "
 	    "i BIGINT, u BIGINT UNSIGNED, n VARCHAR(4)) ENGINE = InnoDB; "
 	    "CREATE TABLE IF NOT EXISTS q_names (name VARCHAR(4) NOT NULL "
@@ -74,6 +78,7 @@ setup(void)
 	cr_assert_not_null(out);
 	free(out);
 	pool = pool_of(2, NULL);
+	db = idem_mysql_pool_source(pool);
 }
 
 static void
@@ -88,7 +93,7 @@ TestSuite(query, .init = setup, .fini = teardown, .timeout = 60);
  * integers' extremes, NULL; insert id and affected rows. */
 Test(query, round_trip)
 {
-	idem_mysql_conn *c = idem_mysql_get(pool);
+	idem_db_conn *c = idem_db_get(db);
 	const char bytes[5] = { 'a', '\0', 'b', '\xff', 'c' };
 	char s[17], b[16];
 	size_t blen = 0;
@@ -98,13 +103,13 @@ Test(query, round_trip)
 	int n_null = 0;
 
 	cr_assert_not_null(c);
-	cr_assert_eq(idem_mysql_run(c, Q_PUT, "sbiun", "héllo", bytes,
+	cr_assert_eq(idem_db_run(c, Q_PUT, "sbiun", "héllo", bytes,
 	    sizeof(bytes), -9223372036854775807LL - 1,
 	    18446744073709551615ULL), IDEM_OK);
-	cr_expect_eq(idem_mysql_affected(c, Q_PUT), 1);
-	id = (long long)idem_mysql_insert_id(c, Q_PUT);
+	cr_expect_eq(idem_db_affected(c, Q_PUT), 1);
+	id = (long long)idem_db_insert_id(c, Q_PUT);
 	cr_assert_gt(id, 0);
-	cr_assert_eq(idem_mysql_one(c, Q_GET, "i", "sbiu?S", id, s, sizeof(s),
+	cr_assert_eq(idem_db_one(c, Q_GET, "i", "sbiu?S", id, s, sizeof(s),
 	    b, sizeof(b), &blen, &i, &u, &n_null, &n, NULL), IDEM_OK);
 	cr_expect_str_eq(s, "héllo");
 	cr_expect_eq(blen, sizeof(bytes));
@@ -116,32 +121,32 @@ Test(query, round_trip)
 	free(n);
 	/* no row: NOT_FOUND, and the variables are left alone */
 	i = 7;
-	cr_expect_eq(idem_mysql_one(c, Q_GET, "i", "sbiu?S", id + 1000000, s,
+	cr_expect_eq(idem_db_one(c, Q_GET, "i", "sbiu?S", id + 1000000, s,
 	    sizeof(s), b, sizeof(b), &blen, &i, &u, &n_null, &n, NULL),
 	    IDEM_ERR_NOT_FOUND);
 	cr_expect_null(n);
-	idem_mysql_put(pool, c);
+	idem_db_put(db, c);
 }
 
 /* NULL in (s, b with a NULL pointer, n) and out: with "?" told, without
  * it refused. */
 Test(query, nulls)
 {
-	idem_mysql_conn *c = idem_mysql_get(pool);
+	idem_db_conn *c = idem_db_get(db);
 	char s[8] = "junk", nbuf[8], *bs = NULL;
 	long long id, i = 5;
 	unsigned long long u = 5;
 	int sn = 0, bn = 0, in = 0, un = 0, nn = 0;
 
 	cr_assert_not_null(c);
-	cr_assert_eq(idem_mysql_run(c, Q_PUT, "sbnns", NULL, NULL, (size_t)0,
+	cr_assert_eq(idem_db_run(c, Q_PUT, "sbnns", NULL, NULL, (size_t)0,
 	    "abc"), IDEM_OK);
-	id = (long long)idem_mysql_insert_id(c, Q_PUT);
-	cr_assert_eq(idem_mysql_one(c, Q_GET, "i", "?sbi?i?u?s", id, &sn, s,
+	id = (long long)idem_db_insert_id(c, Q_PUT);
+	cr_assert_eq(idem_db_one(c, Q_GET, "i", "?sbi?i?u?s", id, &sn, s,
 	    sizeof(s), NULL, (size_t)0, NULL, &in, &i, &un, &u, &nn, nbuf,
 	    sizeof(nbuf)), IDEM_ERR_INVALID, "b without a buffer");
-	cr_assert_eq(idem_mysql_run(c, Q_GET, "i", id), IDEM_OK);
-	cr_expect_eq(idem_mysql_fetch(c, Q_GET, "?s?S?i?u?s", &sn, s,
+	cr_assert_eq(idem_db_run(c, Q_GET, "i", id), IDEM_OK);
+	cr_expect_eq(idem_db_fetch(c, Q_GET, "?s?S?i?u?s", &sn, s,
 	    sizeof(s), &bn, &bs, NULL, &in, &i, &un, &u, &nn, nbuf,
 	    sizeof(nbuf)), IDEM_OK);
 	cr_expect_eq(bn, 1);
@@ -156,16 +161,16 @@ Test(query, nulls)
 	cr_expect_eq(nn, 0);
 	cr_expect_str_eq(nbuf, "abc");
 	/* a NULL column without "?": refused, never a silent 0 */
-	cr_expect_eq(idem_mysql_one(c, Q_OVER, "ii", "i", 1LL, id, &i),
+	cr_expect_eq(idem_db_one(c, Q_OVER, "ii", "i", 1LL, id, &i),
 	    IDEM_ERR_INVALID);
-	idem_mysql_put(pool, c);
+	idem_db_put(db, c);
 }
 
 /* A value longer than its buffer is refused, not cut; one that fits
  * exactly is read whole. */
 Test(query, truncation_refused)
 {
-	idem_mysql_conn *c = idem_mysql_get(pool);
+	idem_db_conn *c = idem_db_get(db);
 	char s4[4], s5[5], b3[3];
 	char *all = NULL;
 	size_t blen = 0, alen = 0;
@@ -173,32 +178,32 @@ Test(query, truncation_refused)
 	int null;
 
 	cr_assert_not_null(c);
-	cr_assert_eq(idem_mysql_run(c, Q_PUT, "sbiin", "abcd", "xyzw",
+	cr_assert_eq(idem_db_run(c, Q_PUT, "sbiin", "abcd", "xyzw",
 	    (size_t)4, 1LL, 1LL), IDEM_OK);
-	id = (long long)idem_mysql_insert_id(c, Q_PUT);
+	id = (long long)idem_db_insert_id(c, Q_PUT);
 	memcpy(s4, "old", 4);
-	cr_expect_eq(idem_mysql_one(c, Q_GET, "i", "sbii?s", id, s4,
+	cr_expect_eq(idem_db_one(c, Q_GET, "i", "sbii?s", id, s4,
 	    sizeof(s4), b3, sizeof(b3), &blen, &(long long){ 0 },
 	    &(long long){ 0 }, &null, s5, sizeof(s5)), IDEM_ERR_TOO_LARGE);
-	cr_expect_eq(idem_mysql_one(c, Q_GET, "i", "sbii?s", id, s5,
+	cr_expect_eq(idem_db_one(c, Q_GET, "i", "sbii?s", id, s5,
 	    sizeof(s5), b3, sizeof(b3), &blen, &(long long){ 0 },
 	    &(long long){ 0 }, &null, s4, sizeof(s4)), IDEM_ERR_TOO_LARGE,
 	    "4 bytes into b3");
-	cr_expect_eq(idem_mysql_one(c, Q_GET, "i", "sSii?s", id, s5,
+	cr_expect_eq(idem_db_one(c, Q_GET, "i", "sSii?s", id, s5,
 	    sizeof(s5), &all, &alen, &(long long){ 0 }, &(long long){ 0 },
 	    &null, s4, sizeof(s4)), IDEM_OK);
 	cr_expect_str_eq(s5, "abcd");
 	cr_expect_str_eq(all, "xyzw");
 	cr_expect_eq(alen, 4);
 	free(all);
-	idem_mysql_put(pool, c);
+	idem_db_put(db, c);
 }
 
 /* Rows one by one, to IDEM_ERR_NOT_FOUND; other statements may run on
  * the connection before they are all fetched. */
 Test(query, rows)
 {
-	idem_mysql_conn *c = idem_mysql_get(pool);
+	idem_db_conn *c = idem_db_get(db);
 	char tag[16], s[40], want[40];
 	long long id, prev = 0;
 	int k, n = 0;
@@ -208,14 +213,14 @@ Test(query, rows)
 	snprintf(tag, sizeof(tag), "r%d-", (int)getpid());
 	for (k = 0; k < 3; k++) {
 		snprintf(s, sizeof(s), "%s%d", tag, k);
-		cr_assert_eq(idem_mysql_run(c, Q_PUT, "snnnn", s), IDEM_OK);
+		cr_assert_eq(idem_db_run(c, Q_PUT, "snnnn", s), IDEM_OK);
 	}
 	snprintf(s, sizeof(s), "%s%%", tag);
-	cr_assert_eq(idem_mysql_run(c, Q_ALL, "s", s), IDEM_OK);
-	cr_expect_eq(idem_mysql_affected(c, Q_ALL), 3);
+	cr_assert_eq(idem_db_run(c, Q_ALL, "s", s), IDEM_OK);
+	cr_expect_eq(idem_db_affected(c, Q_ALL), 3);
 	/* another statement in the middle */
-	cr_assert_eq(idem_mysql_run(c, Q_BUMP, "i", 4LL), IDEM_OK);
-	while ((err = idem_mysql_fetch(c, Q_ALL, "is", &id, s, sizeof(s))) ==
+	cr_assert_eq(idem_db_run(c, Q_BUMP, "i", 4LL), IDEM_OK);
+	while ((err = idem_db_fetch(c, Q_ALL, "is", &id, s, sizeof(s))) ==
 	    IDEM_OK) {
 		snprintf(want, sizeof(want), "%s%d", tag, n);
 		cr_expect_str_eq(s, want);
@@ -225,68 +230,68 @@ Test(query, rows)
 	}
 	cr_expect_eq(err, IDEM_ERR_NOT_FOUND);
 	cr_expect_eq(n, 3);
-	idem_mysql_put(pool, c);
+	idem_db_put(db, c);
 }
 
 /* Formats that do not fit the statement: IDEM_ERR_INVALID, nothing run,
  * and the connection still serves. */
 Test(query, bad_formats_refused)
 {
-	idem_mysql_conn *c = idem_mysql_get(pool);
+	idem_db_conn *c = idem_db_get(db);
 	char s[8];
 	long long i;
 
 	cr_assert_not_null(c);
-	cr_expect_eq(idem_mysql_run(c, Q_BUMP, "x", 1LL), IDEM_ERR_INVALID);
-	cr_expect_eq(idem_mysql_run(c, Q_BUMP, "", 1LL), IDEM_ERR_INVALID);
-	cr_expect_eq(idem_mysql_run(c, Q_BUMP, "ii", 1LL, 2LL),
+	cr_expect_eq(idem_db_run(c, Q_BUMP, "x", 1LL), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_db_run(c, Q_BUMP, "", 1LL), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_db_run(c, Q_BUMP, "ii", 1LL, 2LL),
 	    IDEM_ERR_INVALID);
-	cr_expect_eq(idem_mysql_run(c, Q_BUMP, NULL), IDEM_ERR_INVALID);
-	cr_expect_eq(idem_mysql_run(c, NQ, "i", 1LL), IDEM_ERR_INVALID);
-	cr_expect_eq(idem_mysql_run(NULL, Q_BUMP, "i", 1LL), IDEM_ERR_INVALID);
-	cr_expect_eq(idem_mysql_one(c, Q_ALL, "s", "is?", "%", &i, s,
+	cr_expect_eq(idem_db_run(c, Q_BUMP, NULL), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_db_run(c, NQ, "i", 1LL), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_db_run(NULL, Q_BUMP, "i", 1LL), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_db_one(c, Q_ALL, "s", "is?", "%", &i, s,
 	    sizeof(s)), IDEM_ERR_INVALID, "a ? alone");
-	cr_expect_eq(idem_mysql_one(c, Q_ALL, "s", "i", "%", &i),
+	cr_expect_eq(idem_db_one(c, Q_ALL, "s", "i", "%", &i),
 	    IDEM_ERR_INVALID, "one column of two");
-	cr_expect_eq(idem_mysql_one(c, Q_ALL, "s", "iz", "%", &i, s),
+	cr_expect_eq(idem_db_one(c, Q_ALL, "s", "iz", "%", &i, s),
 	    IDEM_ERR_INVALID);
-	cr_expect_eq(idem_mysql_one(c, Q_ALL, "s", "is", "%", &i, s,
+	cr_expect_eq(idem_db_one(c, Q_ALL, "s", "is", "%", &i, s,
 	    (size_t)0), IDEM_ERR_INVALID, "a buffer of 0 bytes");
-	cr_expect_eq(idem_mysql_one(c, Q_BUMP, "i", "i", 1LL, &i),
+	cr_expect_eq(idem_db_one(c, Q_BUMP, "i", "i", 1LL, &i),
 	    IDEM_ERR_INVALID, "an UPDATE has no row");
-	cr_expect_eq(idem_mysql_one(c, Q_ALL, "s", "", "%"),
+	cr_expect_eq(idem_db_one(c, Q_ALL, "s", "", "%"),
 	    IDEM_ERR_INVALID);
-	cr_expect_eq(idem_mysql_run(c, Q_BUMP, "i", 5LL), IDEM_OK);
-	cr_expect_eq(idem_mysql_affected(c, Q_BUMP), 1);
-	idem_mysql_put(pool, c);
+	cr_expect_eq(idem_db_run(c, Q_BUMP, "i", 5LL), IDEM_OK);
+	cr_expect_eq(idem_db_affected(c, Q_BUMP), 1);
+	idem_db_put(db, c);
 }
 
 /* The server's refusals as idem_err: a duplicate key, a value too long
  * for its column, a result out of range, a foreign key. */
 Test(query, server_errors)
 {
-	idem_mysql_conn *c = idem_mysql_get(pool);
+	idem_db_conn *c = idem_db_get(db);
 	char name[8];
 	long long id, i;
 
 	cr_assert_not_null(c);
 	snprintf(name, sizeof(name), "%04d", (int)(getpid() % 10000));
-	cr_assert_eq(idem_mysql_run(c, Q_NAME, "s", name), IDEM_OK);
-	cr_expect_eq(idem_mysql_run(c, Q_NAME, "s", name), IDEM_ERR_EXISTS);
-	cr_expect_eq(idem_mysql_run(c, Q_NAME, "s", "12345"),
+	cr_assert_eq(idem_db_run(c, Q_NAME, "s", name), IDEM_OK);
+	cr_expect_eq(idem_db_run(c, Q_NAME, "s", name), IDEM_ERR_EXISTS);
+	cr_expect_eq(idem_db_run(c, Q_NAME, "s", "12345"),
 	    IDEM_ERR_TOO_LARGE);
-	cr_assert_eq(idem_mysql_run(c, Q_PUT, "nniin",
+	cr_assert_eq(idem_db_run(c, Q_PUT, "nniin",
 	    9223372036854775807LL, 0LL), IDEM_OK);
-	id = (long long)idem_mysql_insert_id(c, Q_PUT);
-	cr_expect_eq(idem_mysql_one(c, Q_OVER, "ii", "i", 1LL, id, &i),
+	id = (long long)idem_db_insert_id(c, Q_PUT);
+	cr_expect_eq(idem_db_one(c, Q_OVER, "ii", "i", 1LL, id, &i),
 	    IDEM_ERR_TOO_LARGE, "BIGINT overflow (1690)");
-	cr_expect_eq(idem_mysql_run(c, Q_CHILD, "i", 99LL), IDEM_ERR_STORE);
-	cr_expect_eq(idem_mysql_run(c, Q_CHILD, "i", 6LL), IDEM_OK);
-	idem_mysql_put(pool, c);
+	cr_expect_eq(idem_db_run(c, Q_CHILD, "i", 99LL), IDEM_ERR_STORE);
+	cr_expect_eq(idem_db_run(c, Q_CHILD, "i", 6LL), IDEM_OK);
+	idem_db_put(db, c);
 }
 
 typedef struct bump {
-	idem_mysql_conn *c;
+	idem_db_conn *c;
 	long long row;
 	idem_err err;
 } bump;
@@ -296,7 +301,7 @@ bump_thread(void *arg)
 {
 	bump *b = arg;
 
-	b->err = idem_mysql_run(b->c, Q_BUMP, "i", b->row);
+	b->err = idem_db_run(b->c, Q_BUMP, "i", b->row);
 	return NULL;
 }
 
@@ -316,12 +321,12 @@ Test(query, deadlock_is_busy)
 	/* the server's deadlock check answers, not the client's timeout */
 	cr_assert_eq(idem_mysql_expect_lock_wait(a, 50000), 0);
 	cr_assert_eq(idem_mysql_expect_lock_wait(b, 50000), 0);
-	cr_assert_eq(idem_mysql_run(a, Q_BUMP, "i", 1LL), IDEM_OK);
-	cr_assert_eq(idem_mysql_run(b, Q_BUMP, "i", 2LL), IDEM_OK);
+	cr_assert_eq(idem_db_run(&a->db, Q_BUMP, "i", 1LL), IDEM_OK);
+	cr_assert_eq(idem_db_run(&b->db, Q_BUMP, "i", 2LL), IDEM_OK);
 	/* whichever of the two waits first, the other closes the cycle */
-	second.c = a;
+	second.c = &a->db;
 	cr_assert_eq(pthread_create(&t, NULL, bump_thread, &second), 0);
-	err = idem_mysql_run(b, Q_BUMP, "i", 1LL);
+	err = idem_db_run(&b->db, Q_BUMP, "i", 1LL);
 	pthread_join(t, NULL);
 	cr_expect((err == IDEM_ERR_BUSY) != (second.err == IDEM_ERR_BUSY),
 	    "one victim: %s, %s", idem_strerror(err),
@@ -347,12 +352,80 @@ Test(query, lock_wait_is_busy)
 	cr_assert_eq(idem_mysql_tx_mode(a), 0);
 	cr_assert_eq(idem_mysql_tx_mode(b), 0);
 	cr_assert_eq(idem_mysql_expect_lock_wait(b, 1000), 0);
-	cr_assert_eq(idem_mysql_run(a, Q_BUMP, "i", 3LL), IDEM_OK);
-	cr_expect_eq(idem_mysql_run(b, Q_BUMP, "i", 3LL), IDEM_ERR_BUSY);
+	cr_assert_eq(idem_db_run(&a->db, Q_BUMP, "i", 3LL), IDEM_OK);
+	cr_expect_eq(idem_db_run(&b->db, Q_BUMP, "i", 3LL), IDEM_ERR_BUSY);
 	cr_expect_eq(idem_mysql_tx_lost(b), 0);
 	cr_expect_eq(mysql_query(a->m, "ROLLBACK"), 0);
 	cr_expect_eq(mysql_query(b->m, "ROLLBACK"), 0);
 	idem_mysql_put(p, a);
 	idem_mysql_put(p, b);
+	idem_mysql_pool_free(p);
+}
+
+/* idemfcgi_mysql.h's calls are the same helper on a raw connection, and
+ * its statements are MySQL's own handles. */
+Test(query, raw_api)
+{
+	idem_mysql_conn *c = idem_mysql_get(pool);
+	char s[17];
+	long long id;
+
+	cr_assert_not_null(c);
+	cr_assert_not_null(idem_mysql_stmt(c, Q_PUT));
+	cr_expect_null(idem_mysql_stmt(c, NQ));
+	cr_assert_eq(idem_mysql_run(c, Q_PUT, "snnnn", "raw"), IDEM_OK);
+	cr_expect_eq(idem_mysql_affected(c, Q_PUT), 1);
+	id = (long long)idem_mysql_insert_id(c, Q_PUT);
+	cr_assert_eq(idem_mysql_one(c, Q_GET, "i", "s?b?i?u?s", id, s,
+	    sizeof(s), &(int){ 0 }, NULL, (size_t)0, NULL, &(int){ 0 },
+	    &(long long){ 0 }, &(int){ 0 }, &(unsigned long long){ 0 },
+	    &(int){ 0 }, s, sizeof(s)), IDEM_ERR_INVALID, "b without a buffer");
+	cr_assert_eq(idem_mysql_run(c, Q_ALL, "s", "raw"), IDEM_OK);
+	cr_expect_eq(idem_mysql_fetch(c, Q_ALL, "is", &id, s, sizeof(s)),
+	    IDEM_OK);
+	cr_expect_str_eq(s, "raw");
+	idem_mysql_put(pool, c);
+}
+
+/* The data API's own refusals: no connection, a NULL pool. */
+Test(query, no_connection)
+{
+	long long i;
+
+	cr_expect_eq(idem_db_run(NULL, Q_BUMP, "i", 1LL), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_db_one(NULL, Q_OVER, "ii", "i", 1LL, 1LL, &i),
+	    IDEM_ERR_INVALID);
+	cr_expect_eq(idem_db_fetch(NULL, Q_ALL, "i", &i), IDEM_ERR_INVALID);
+	cr_expect_eq(idem_db_affected(NULL, Q_BUMP), 0);
+	cr_expect_null(idem_db_get(NULL));
+	idem_db_put(NULL, NULL);
+	cr_expect_eq(db->dialect, IDEM_DB_MYSQL);
+}
+
+/* A connection a transactional route used last (autocommit off) comes
+ * back from idem_db_get with autocommit on: a plugin's own write commits
+ * by itself, never with a later request's transaction. */
+Test(query, get_gives_autocommit)
+{
+	idem_mysql_pool *p = pool_of(1, NULL);
+	idem_db *one = idem_mysql_pool_source(p);
+	idem_mysql_conn *c = idem_mysql_get(p);
+	idem_db_conn *dc;
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+
+	cr_assert_not_null(c);
+	cr_assert_eq(idem_mysql_tx_mode(c), 0);
+	cr_assert_eq(mysql_query(c->m, "ROLLBACK"), 0);
+	idem_mysql_put(p, c);
+	dc = idem_db_get(one);
+	cr_assert_not_null(dc);
+	cr_assert_eq(idem_mysql_of(dc), c, "a pool of one connection");
+	cr_assert_eq(mysql_query(c->m, "SELECT @@autocommit"), 0);
+	cr_assert_not_null(r = mysql_store_result(c->m));
+	cr_assert_not_null(row = mysql_fetch_row(r));
+	cr_expect_str_eq(row[0], "1");
+	mysql_free_result(r);
+	idem_db_put(one, dc);
 	idem_mysql_pool_free(p);
 }
