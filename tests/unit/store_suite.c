@@ -168,7 +168,8 @@ Test(store, stale_takeover_fences_old_owner, .init = open_store,
 	/* another fingerprint never takes over */
 	cr_expect_eq(reserve(&k, FP2, "other", 100, &rr),
 	    IDEM_RESERVE_IN_FLIGHT);
-	cr_expect_eq(reserve(&k, FP1, "new", 100, &rr),
+	/* judged by old's 100 ms lease; new holds it for 5 s */
+	cr_expect_eq(reserve(&k, FP1, "new", 5000, &rr),
 	    IDEM_RESERVE_TAKEN_OVER);
 	cr_expect_str_eq(rr.owner, "old");
 	cr_expect_geq(rr.lease_age_ms, 100);
@@ -179,8 +180,9 @@ Test(store, stale_takeover_fences_old_owner, .init = open_store,
 	    IDEM_ERR_NOT_FOUND);
 	cr_expect_eq(idem_store_renew(st, TEST_OWNED(&k, "old", 0)),
 	    IDEM_ERR_NOT_FOUND);
-	/* the new owner's lease is fresh (well under 5 s old) */
-	cr_expect_eq(reserve(&k, FP1, "third", 5000, &rr),
+	/* the new owner's lease is fresh (well under its 5 s), whatever the
+	 * taker's own: 100 ms, long past on a slow machine */
+	cr_expect_eq(reserve(&k, FP1, "third", 100, &rr),
 	    IDEM_RESERVE_IN_FLIGHT);
 	cr_expect_str_eq(rr.owner, "new");
 	cr_expect_eq(idem_store_commit(st, TEST_OWNED(&k, "new", 60000), &a),
