@@ -113,11 +113,14 @@ IDEM_API void idem_db_put(idem_db *db, idem_db_conn *c);
  * The statement helper: statement i of c's pool run with its parameters
  * bound by a format string, its rows fetched into C variables by
  * another.  A failure is returned as
- *   IDEM_ERR_BUSY       contention: a deadlock, a lock wait or a
- *                       serialization failure (on a transactional route
- *                       the transaction was rolled back, and the
- *                       framework reserves again); answer 503, nothing
- *                       was changed;
+ *   IDEM_ERR_BUSY       contention, the statement changed nothing:
+ *                       a deadlock or a serialization failure (the
+ *                       server rolled the whole transaction back; on a
+ *                       transactional route the framework reserves the
+ *                       key again), or a lock wait that timed out (only
+ *                       the statement failed); answer 503, and a
+ *                       transactional route's transaction is rolled
+ *                       back;
  *   IDEM_ERR_EXISTS     a unique violation (a duplicate key);
  *   IDEM_ERR_TOO_LARGE  a value that can never succeed (too long for its
  *                       column, out of range, over the server's packet
@@ -148,8 +151,8 @@ IDEM_API void idem_db_put(idem_db *db, idem_db_conn *c);
  *   s   char *buf, size_t size  NUL-terminated; a value of size bytes or
  *                               more is IDEM_ERR_TOO_LARGE, never cut
  *   S   char **out, size_t *len a new NUL-terminated buffer (caller
- *                               frees; NULL after a failure); len may be
- *                               NULL
+ *                               frees; NULL after any failure, or no
+ *                               row); len may be NULL
  *   b   void *buf, size_t size, size_t *len   bytes, at most size
  *
  *     if ((err = idem_db_one(c, Q_BALANCE, "s", "i", id, &balance))

@@ -144,11 +144,12 @@ idem_app_db(idem_app *app, const char *const *sql, size_t nsql)
 {
 	if (pool_allowed(app, "idem_app_db") != 0)
 		return NULL;
-	if (sql == NULL && nsql > 0) {
-		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_db: %zu "
-		    "statements, but none given (NULL)", app->path, nsql);
-		return NULL;
-	}
+	for (size_t i = 0; i < nsql; i++)
+		if (sql == NULL || sql[i] == NULL) {
+			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_db: "
+			    "statement %zu of %zu is NULL", app->path, i, nsql);
+			return NULL;
+		}
 	switch (idem_app_db_dialect(app)) {
 	case IDEM_DB_MYSQL:
 		return mysql_pool(app, sql, nsql) != NULL ? app->self->db :

@@ -212,7 +212,7 @@ idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	if (c == NULL || idem_store_tx_begin(mw->store, c, &rq, &rr) !=
 	    IDEM_OK) {
 		if (c != NULL)
-			idem_db_put(pool, c);
+			idem_db_return(c);
 		idem_mw_count_contended(mw, req, &rq);
 		idem_response_refuse(res, 503, "DATABASE_UNAVAILABLE", "the "
 		    "database is unavailable; retry later", 1);
@@ -229,7 +229,7 @@ idem_mw_tx_plain(idem_middleware *mw, idem_request *req, idem_response *res,
 	 * connection by the statement helper or idem_mysql_check, or its
 	 * last statement's) is all there is to check */
 	tx_finish(mw, req, c, &ex, res, err, idem_db_tx_lost(c), 0);
-	idem_db_put(pool, c);
+	idem_db_return(c);
 	idem_mw_count_contended(mw, req, &rq);
 }
 
@@ -279,5 +279,5 @@ idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
 		idem_response_clear(res);
 		idem_mw_new_owner(mw, rq->owner);
 	}
-	idem_db_put(pool, c);
+	idem_db_return(c);
 }

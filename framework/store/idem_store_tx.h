@@ -68,17 +68,30 @@ struct idem_db {
  * idemfcgi_mysql.h). */
 struct idem_db_conn {
 	idem_db *source;              /* borrowed: the pool it belongs to */
+	int held;                     /* taken by idem_db_take for a
+	                               * transactional route: only
+	                               * idem_db_return gives it back */
 	unsigned tx_faults;           /* tests: IDEM_TX_FAULT_* for the next
 	                               * tx_end (idem_store_tx_faults) */
 };
 
 /* The operations of a data source and of its connections, as function
  * calls (besides idemfcgi_db.h's): idem_db_free takes NULL. */
+/* idem_db_take: a connection for a transactional route's request (as the
+ * last user left it), held by the framework until idem_db_return gives
+ * it back (idem_db_put refuses it: it is the handler's only to use). */
 idem_db_conn *idem_db_take(idem_db *db);
+void idem_db_return(idem_db_conn *c);
 void idem_db_free(idem_db *db);
 int idem_db_tx_lost(idem_db_conn *c);
 int idem_db_tx_intact(idem_db_conn *c);
 int idem_db_broken(idem_db_conn *c);
+
+/* Sets the variable of each "S" column of out to NULL, the arguments on
+ * *ap after those of in (NULL: none); *ap itself is left as it is.  What
+ * a store's fetch and one do first, so that a text is NULL after any
+ * failure (idemfcgi_db.h).  Stops at an unknown conversion. */
+void idem_db_null_texts(const char *in, const char *out, va_list *ap);
 
 struct idem_store_tx_ops {
 	/*

@@ -429,3 +429,61 @@ Test(query, get_gives_autocommit)
 	idem_db_put(one, dc);
 	idem_mysql_pool_free(p);
 }
+
+/* An "S" text is NULL after any failure, even one before a row was
+ * fetched (a bad format, no such statement, no connection), and when
+ * there is no row; never left as it was. */
+Test(query, texts_null_after_a_failure)
+{
+	idem_db_conn *c = idem_db_get(db);
+	char *t = (char *)"junk", *u = (char *)"junk";
+	long long i = 0;
+
+	cr_assert_not_null(c);
+	cr_expect_eq(idem_db_one(c, Q_GET, "ii", "S", 1LL, 2LL, &t, NULL),
+	    IDEM_ERR_INVALID, "two parameters for one placeholder");
+	cr_expect_null(t);
+	t = (char *)"junk";
+	cr_expect_eq(idem_db_one(c, NQ, "i", "?iS", 1LL, &(int){ 0 }, &i, &t,
+	    NULL), IDEM_ERR_INVALID, "no such statement");
+	cr_expect_null(t);
+	t = (char *)"junk";
+	cr_expect_eq(idem_db_one(c, Q_ALL, "s", "iS", "no-such-%", &i, &t,
+	    NULL), IDEM_ERR_NOT_FOUND);
+	cr_expect_null(t);
+	t = (char *)"junk";
+	cr_expect_eq(idem_db_one(NULL, Q_ALL, "s", "SS", "%", &t, NULL, &u,
+	    NULL), IDEM_ERR_INVALID);
+	cr_expect_null(t);
+	cr_expect_null(u);
+	t = (char *)"junk";
+	cr_expect_eq(idem_db_fetch(c, NQ, "S", &t, NULL), IDEM_ERR_INVALID);
+	cr_expect_null(t);
+	idem_db_put(db, c);
+}
+
+/* A connection the framework holds for a transactional route is never
+ * put back by a plugin (two users would share it); one put into the
+ * wrong pool goes back to its own. */
+Test(query, put_refuses_a_held_connection)
+{
+	idem_mysql_pool *p2 = pool_of(1, NULL);
+	idem_db *other = idem_mysql_pool_source(p2);
+	idem_db_conn *c = idem_db_take(db), *d;
+
+	cr_assert_not_null(c);
+	idem_db_put(db, c);
+	idem_mysql_put(pool, idem_mysql_of(c));
+	/* still out: the pool's other connection, then none */
+	cr_assert_not_null(d = idem_db_get(db));
+	cr_expect_neq(d, c);
+	idem_db_return(c);
+	idem_db_put(other, d);
+	/* both back in db's pool, none in the other's */
+	c = idem_db_get(db);
+	d = idem_db_get(db);
+	cr_expect(c != NULL && d != NULL);
+	idem_db_put(db, c);
+	idem_db_put(db, d);
+	idem_mysql_pool_free(p2);
+}

@@ -745,6 +745,16 @@ fail_back(idem_mysql_pool *p, const idem_mysql_conn *c)
 void
 idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c)
 {
+	if (c == NULL)
+		return;
+	if (c->db.held) {
+		/* a plugin's bug: idem_request_tx's connection is the
+		 * framework's to give back (idem_db_return) */
+		idem_log(NULL, IDEM_LOG_ERROR, "idem_mysql_put: the connection "
+		    "of a transactional route's request belongs to the "
+		    "framework; not put back");
+		return;
+	}
 	if (c->broken || fail_back(p, c))
 		disconnect(p, c);
 	else if (c->m != NULL && c->read_timeout != p->read_timeout)

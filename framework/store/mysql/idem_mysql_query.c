@@ -397,6 +397,7 @@ idem_mysql_vfetch(idem_mysql_conn *c, size_t i, const char *out, va_list *ap)
 {
 	MYSQL_STMT *st = stmt_of(c, i);
 
+	idem_db_null_texts(NULL, out, ap);
 	return st != NULL ? fetch(c, i, st, out, ap) : IDEM_ERR_INVALID;
 }
 
@@ -419,6 +420,7 @@ idem_mysql_vone(idem_mysql_conn *c, size_t i, const char *in, const char *out,
 	MYSQL_STMT *st = stmt_of(c, i);
 	idem_err err;
 
+	idem_db_null_texts(in, out, ap);
 	if (st == NULL)
 		return IDEM_ERR_INVALID;
 	/* run takes the parameters off ap, fetch the variables after them */
