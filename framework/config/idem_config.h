@@ -280,6 +280,11 @@ idem_config_entry *idem_config_find(idem_config *cfg, const char *section,
 const char *idem_config_closest(const char *word,
     const char *const *candidates, size_t n);
 
+/* Why store = mysql is refused by a build without the MySQL store. */
+#define IDEM_WITHOUT_MYSQL "this idemfcgi was built without the MySQL " \
+	"store (./configure --without-mysql): use store = memory, or a " \
+	"build with MySQL"
+
 /* Logs "FILE:LINE: [section] key: message" (without the parts that are
  * NULL) and counts the error. */
 void idem_config_error(idem_config *cfg, unsigned line, const char *section,

@@ -349,6 +349,12 @@ idem_config_keys_check(idem_config *cfg,
 		idem_config_error(cfg, seen_line(seen, "metrics",
 		    "status-path"), "metrics", "status-path", "the status route "
 		    "reads the counters of [metrics]: set enabled = true");
+#ifndef HAVE_MYSQL
+	if (cfg->store == IDEM_STORE_MYSQL && cfg->idem_enabled)
+		idem_config_error(cfg, seen_line(seen, "idempotency", "store"),
+		    "idempotency", "store", "store = mysql: %s",
+		    IDEM_WITHOUT_MYSQL);
+#endif
 	if (cfg->store == IDEM_STORE_MYSQL && cfg->idem_enabled) {
 		unsigned line = seen_line(seen, "idempotency", "store");
 		if (cfg->mysql_user == NULL)

@@ -11,14 +11,16 @@
 #include <string.h>
 
 #include "idemfcgi_db.h"
-#include "idemfcgi_mysql.h"
 #include "idem_log.h"
-#include "idem_mysql.h"
 #include "idem_plugin.h"
 #include "idem_router.h"
 #include "idem_store.h"
-#include "idem_store_mysql.h"
 #include "idem_store_tx.h"
+#ifdef HAVE_MYSQL
+#include "idemfcgi_mysql.h"
+#include "idem_mysql.h"
+#include "idem_store_mysql.h"
+#endif
 
 idem_db_dialect
 idem_app_db_dialect(const idem_app *app)
@@ -27,12 +29,6 @@ idem_app_db_dialect(const idem_app *app)
 		return IDEM_DB_NONE;
 	return app->cfg->store == IDEM_STORE_MYSQL ? IDEM_DB_MYSQL :
 	    IDEM_DB_NONE;
-}
-
-int
-idem_app_uses_mysql(const idem_app *app)
-{
-	return idem_app_db_dialect(app) == IDEM_DB_MYSQL;
 }
 
 /* Refuses a change in the configuration check (what names the call).
@@ -46,6 +42,29 @@ not_in_check(const idem_app *app, const char *what)
 	    "check: a check changes nothing; run DDL in the deploy hook",
 	    app->path, what);
 	return -1;
+}
+
+/* Whether app's plugin may make its pool now (what names the call): in
+ * setup, and the first time.  Returns 0 when it may, else -1 (logged). */
+static int
+pool_allowed(const idem_app *app, const char *what)
+{
+	if (idem_app_setup_only(app, what) != 0)
+		return -1;
+	if (app->self->db == NULL)
+		return 0;
+	idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: %s: one pool per plugin",
+	    app->path, what);
+	return -1;
+}
+
+#ifdef HAVE_MYSQL
+/* ---------------------------------------------- MySQL's (and the raw API) */
+
+int
+idem_app_uses_mysql(const idem_app *app)
+{
+	return idem_app_db_dialect(app) == IDEM_DB_MYSQL;
 }
 
 /* Runs sql on a connection of [mysql]'s database of its own.  Returns as
@@ -73,41 +92,6 @@ idem_app_mysql_exec(idem_app *app, const char *sql)
 	if (not_in_check(app, "idem_app_mysql_exec") != 0)
 		return IDEM_ERR_INVALID;
 	return mysql_exec(app, sql);
-}
-
-idem_err
-idem_app_db_exec(idem_app *app, const char *sql)
-{
-	if (not_in_check(app, "idem_app_db_exec") != 0)
-		return IDEM_ERR_INVALID;
-	if (sql == NULL) {
-		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_db_exec: "
-		    "no statement (NULL)", app->path);
-		return IDEM_ERR_INVALID;
-	}
-	switch (idem_app_db_dialect(app)) {
-	case IDEM_DB_MYSQL:
-		return mysql_exec(app, sql);
-	default:
-		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_db_exec: "
-		    "the store has no database (idem_app_db_dialect is "
-		    "IDEM_DB_NONE)", app->path);
-		return IDEM_ERR_INVALID;
-	}
-}
-
-/* Whether app's plugin may make its pool now (what names the call): in
- * setup, and the first time.  Returns 0 when it may, else -1 (logged). */
-static int
-pool_allowed(const idem_app *app, const char *what)
-{
-	if (idem_app_setup_only(app, what) != 0)
-		return -1;
-	if (app->self->db == NULL)
-		return 0;
-	idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: %s: one pool per plugin",
-	    app->path, what);
-	return -1;
 }
 
 /* A pool of [mysql]'s database for app's plugin, preparing sql; with the
@@ -139,6 +123,33 @@ idem_app_mysql_pool(idem_app *app, const char *const *sql, size_t nsql)
 	return mysql_pool(app, sql, nsql);
 }
 
+#endif /* HAVE_MYSQL */
+
+/* ------------------------------------------------------- the neutral API */
+
+idem_err
+idem_app_db_exec(idem_app *app, const char *sql)
+{
+	if (not_in_check(app, "idem_app_db_exec") != 0)
+		return IDEM_ERR_INVALID;
+	if (sql == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_db_exec: "
+		    "no statement (NULL)", app->path);
+		return IDEM_ERR_INVALID;
+	}
+	switch (idem_app_db_dialect(app)) {
+#ifdef HAVE_MYSQL
+	case IDEM_DB_MYSQL:
+		return mysql_exec(app, sql);
+#endif
+	default:
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_db_exec: "
+		    "the store has no database (idem_app_db_dialect is "
+		    "IDEM_DB_NONE)", app->path);
+		return IDEM_ERR_INVALID;
+	}
+}
+
 idem_db *
 idem_app_db(idem_app *app, const char *const *sql, size_t nsql)
 {
@@ -151,9 +162,11 @@ idem_app_db(idem_app *app, const char *const *sql, size_t nsql)
 			return NULL;
 		}
 	switch (idem_app_db_dialect(app)) {
+#ifdef HAVE_MYSQL
 	case IDEM_DB_MYSQL:
 		return mysql_pool(app, sql, nsql) != NULL ? app->self->db :
 		    NULL;
+#endif
 	default:
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_db: the "
 		    "store has no database (idem_app_db_dialect is "

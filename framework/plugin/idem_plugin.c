@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "idemfcgi_db.h"
+#ifdef HAVE_MYSQL
 #include "idemfcgi_mysql.h"
+#endif
 #include "idem_log.h"
 #include "idem_store_tx.h"
 #include "idem_plugin.h"
@@ -36,9 +38,6 @@ static void (*const plugin_api[])(void) __attribute__((used)) = {
 	(void (*)(void))idem_app_db_exec,
 	(void (*)(void))idem_app_has_key_secret,
 	(void (*)(void))idem_app_is_check,
-	(void (*)(void))idem_app_mysql_exec,
-	(void (*)(void))idem_app_mysql_pool,
-	(void (*)(void))idem_app_uses_mysql,
 	(void (*)(void))idem_config_bool,
 	(void (*)(void))idem_config_duration,
 	(void (*)(void))idem_config_int,
@@ -52,15 +51,6 @@ static void (*const plugin_api[])(void) __attribute__((used)) = {
 	(void (*)(void))idem_db_put,
 	(void (*)(void))idem_db_run,
 	(void (*)(void))idem_log,
-	(void (*)(void))idem_mysql_affected,
-	(void (*)(void))idem_mysql_check,
-	(void (*)(void))idem_mysql_fetch,
-	(void (*)(void))idem_mysql_get,
-	(void (*)(void))idem_mysql_insert_id,
-	(void (*)(void))idem_mysql_one,
-	(void (*)(void))idem_mysql_put,
-	(void (*)(void))idem_mysql_run,
-	(void (*)(void))idem_mysql_stmt,
 	(void (*)(void))idem_request_body,
 	(void (*)(void))idem_request_checkpoint,
 	(void (*)(void))idem_request_db,
@@ -76,7 +66,6 @@ static void (*const plugin_api[])(void) __attribute__((used)) = {
 	(void (*)(void))idem_request_query,
 	(void (*)(void))idem_request_remote_user,
 	(void (*)(void))idem_request_route,
-	(void (*)(void))idem_request_tx,
 	(void (*)(void))idem_response_get_status,
 	(void (*)(void))idem_response_header,
 	(void (*)(void))idem_response_json,
@@ -89,6 +78,22 @@ static void (*const plugin_api[])(void) __attribute__((used)) = {
 	(void (*)(void))idem_route_reconcile,
 	(void (*)(void))idem_route_set,
 	(void (*)(void))idem_strerror,
+#ifdef HAVE_MYSQL
+	/* the raw MySQL API (idemfcgi_mysql.h) */
+	(void (*)(void))idem_app_mysql_exec,
+	(void (*)(void))idem_app_mysql_pool,
+	(void (*)(void))idem_app_uses_mysql,
+	(void (*)(void))idem_mysql_affected,
+	(void (*)(void))idem_mysql_check,
+	(void (*)(void))idem_mysql_fetch,
+	(void (*)(void))idem_mysql_get,
+	(void (*)(void))idem_mysql_insert_id,
+	(void (*)(void))idem_mysql_one,
+	(void (*)(void))idem_mysql_put,
+	(void (*)(void))idem_mysql_run,
+	(void (*)(void))idem_mysql_stmt,
+	(void (*)(void))idem_request_tx,
+#endif
 };
 
 /* A plugin name is a config section name: [a-z0-9_-], 1..32 bytes. */

@@ -3,8 +3,11 @@
  */
 #include "config.h"
 
+#include "idem_log.h"
 #include "idem_store_memory.h"
+#ifdef HAVE_MYSQL
 #include "idem_store_mysql.h"
+#endif
 #include "idem_store_open.h"
 
 idem_err
@@ -17,8 +20,14 @@ idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
 		err = idem_store_memory_new(cfg->max_entries, out);
 		break;
 	case IDEM_STORE_MYSQL:
+#ifdef HAVE_MYSQL
 		err = idem_store_mysql_new(cfg, pool_size > 0 ? pool_size :
 		    cfg->mysql_pool_size, out);
+#else
+		/* the configuration check refuses it first */
+		idem_log(NULL, IDEM_LOG_ERROR, "store = mysql: %s",
+		    IDEM_WITHOUT_MYSQL);
+#endif
 		break;
 	}
 	if (err == IDEM_OK)
@@ -29,13 +38,20 @@ idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
 uint64_t
 idem_store_settle_for(const idem_config *cfg)
 {
-	return cfg->store == IDEM_STORE_MYSQL ?
-	    idem_store_mysql_settle_ms(cfg) : 0;
+#ifdef HAVE_MYSQL
+	if (cfg->store == IDEM_STORE_MYSQL)
+		return idem_store_mysql_settle_ms(cfg);
+#endif
+	(void)cfg;
+	return 0;
 }
 
 int
 idem_store_reachable(const idem_config *cfg)
 {
-	return cfg->store == IDEM_STORE_MYSQL ?
-	    idem_store_mysql_reachable(cfg) : 1;
+#ifdef HAVE_MYSQL
+	if (cfg->store == IDEM_STORE_MYSQL)
+		return idem_store_mysql_reachable(cfg);
+#endif
+	return cfg->store != IDEM_STORE_MYSQL;
 }

@@ -1,6 +1,8 @@
 /*
  * test_fcgi.c - the real idemfcgi binary, spoken to over real FastCGI.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -579,6 +581,7 @@ Test(cli, check_goes_on_past_a_missing_plugin)
 	free(out);
 }
 
+#ifdef HAVE_MYSQL
 /* The store stage runs after problems elsewhere (here a [server] key: the
  * connection to a closed port is tried and reported), not after problems
  * of [idempotency] or [mysql], where it would check the wrong store. */
@@ -607,6 +610,7 @@ Test(cli, check_store_stage)
 	cr_expect(strstr(out, "cannot connect") == NULL, "%s", out);
 	free(out);
 }
+#endif
 
 /* A transactional route needs a database store: refused at setup with
  * the route named, on the memory store and with idempotency disabled. */

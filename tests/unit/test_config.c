@@ -1,6 +1,8 @@
 /*
  * test_config.c - the configuration file, sizes and durations.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,9 +230,8 @@ Test(config, values)
 	    "[server]\nlisten = unix:/run/x.sock\nsocket-mode = 0600\n"
 	    "mount = /api/\nplugins = a.so, b.so\n   /x/c.so\nlog-level = warn\n"
 	    "[idempotency]\nkey-format = uuidv7\nscope = header:X-Api-Key\n"
-	    "commit-statuses = 201 401 499\ninflight-ttl = PT1M\n"
-	    "store = mysql ; inline comment\n"
-	    "[mysql]\nuser = u\ndatabase = d\n", &cfg, &err);
+	    "commit-statuses = 201 401 499\ninflight-ttl = PT1M ; comment\n",
+	    &cfg, &err);
 
 	cr_assert_eq(err, IDEM_OK, "refused: %s", log);
 	cr_expect_str_eq(cfg->listen, "unix:/run/x.sock");
@@ -248,9 +249,30 @@ Test(config, values)
 	cr_expect(cfg->commit_status[401] && cfg->commit_status[499] &&
 	    !cfg->commit_status[404]);
 	cr_expect_eq(cfg->inflight_ttl, 60000);
+	idem_config_free(cfg);
+	free(log);
+}
+
+/* store = mysql: taken by a build with the MySQL store, refused with the
+ * reason by one without (./configure --without-mysql). */
+Test(config, store_mysql)
+{
+	const char *text = "[idempotency]\nstore = mysql ; inline comment\n"
+	    "[mysql]\nuser = u\ndatabase = d\n";
+#ifdef HAVE_MYSQL
+	idem_config *cfg;
+	idem_err err;
+	char *log = load_capture(text, &cfg, &err);
+
+	cr_assert_eq(err, IDEM_OK, "refused: %s", log);
 	cr_expect_eq(cfg->store, IDEM_STORE_MYSQL);
 	idem_config_free(cfg);
 	free(log);
+#else
+	refused(text, "test.conf:2: [idempotency] store: store = mysql: this "
+	    "idemfcgi was built without the MySQL store (./configure "
+	    "--without-mysql)");
+#endif
 }
 
 Test(config, defaults)
