@@ -114,10 +114,8 @@ typedef struct idem_config_entry {
 	int used;          /* read by a plugin */
 } idem_config_entry;
 
-typedef struct idem_config {
-	char *path;                    /* the file name used in messages */
-
-	/* [server] */
+/* [server]: the process, its socket, its limits, its plugins, its logs */
+typedef struct idem_config_server {
 	char *listen;                  /* NULL: the socket on fd 0 */
 	unsigned socket_mode;          /* unix socket permissions */
 	unsigned workers;
@@ -145,9 +143,11 @@ typedef struct idem_config {
 	                                * answers); NULL: none */
 	uint64_t slow_request;         /* ms a handler may run before it is
 	                                * logged and counted; 0: never */
+} idem_config_server;
 
-	/* [idempotency] */
-	int idem_enabled;
+/* [idempotency]: the protocol's defaults and which store keeps records */
+typedef struct idem_config_idem {
+	int enabled;
 	idem_store_kind store;
 	idem_key_format key_format;
 	int required;
@@ -170,36 +170,50 @@ typedef struct idem_config {
 	                                * replay besides the fixed ones:
 	                                * NULL-terminated, owned */
 	size_t nreplay_omit;
+} idem_config_idem;
 
-	/* [mysql] */
-	char *mysql_host;               /* HOST[:PORT] ..., in failover order */
-	unsigned mysql_port;
-	char *mysql_socket;             /* or sockets, in failover order */
-	char *mysql_user;
-	char *mysql_password_file;
-	char *mysql_database;
-	unsigned mysql_pool_size;
-	uint64_t mysql_connect_timeout; /* ms */
-	uint64_t mysql_read_timeout;    /* ms */
-	uint64_t mysql_write_timeout;   /* ms */
-	int mysql_causal_reads;         /* wsrep_sync_wait on the reads that
+/* [mysql]: the MySQL store's database (and its plugins' data) */
+typedef struct idem_config_mysql {
+	char *host;               /* HOST[:PORT] ..., in failover order */
+	unsigned port;
+	char *socket;             /* or sockets, in failover order */
+	char *user;
+	char *password_file;
+	char *database;
+	unsigned pool_size;
+	uint64_t connect_timeout; /* ms */
+	uint64_t read_timeout;    /* ms */
+	uint64_t write_timeout;   /* ms */
+	int causal_reads;         /* wsrep_sync_wait on the reads that
 	                                 * decide (Galera) */
-	uint64_t mysql_failback;        /* ms between tries of the head of
+	uint64_t failback;        /* ms between tries of the head of
 	                                 * the host list */
-	uint64_t mysql_replay_cache;    /* bytes of committed answers kept
+	uint64_t replay_cache;    /* bytes of committed answers kept
 	                                 * per process; 0: none */
-	int mysql_batch;                /* group concurrent reservations and
+	int batch;                /* group concurrent reservations and
 	                                 * commits into one statement */
-	unsigned mysql_batch_rows;      /* most requests in one statement */
+	unsigned batch_rows;      /* most requests in one statement */
+} idem_config_mysql;
 
-	/* [metrics] */
-	int metrics_enabled;
-	char *metrics_path;
-	idem_cidr *metrics_allow;      /* who may scrape, and ask the
+/* [metrics]: the Prometheus page and the status route */
+typedef struct idem_config_metrics {
+	int enabled;
+	char *path;
+	idem_cidr *allow;              /* who may scrape, and ask the
 	                                * ping, ready and status routes */
-	size_t nmetrics_allow;
+	size_t nallow;
 	char *status_path;             /* GET route of the status JSON;
 	                                * NULL: none */
+} idem_config_metrics;
+
+/* The whole file: one struct per core section (one key table still,
+ * idem_config_keys.c), the [route] sections, the plugins' sections. */
+typedef struct idem_config {
+	char *path;                    /* the file name used in messages */
+	idem_config_server server;
+	idem_config_idem idem;
+	idem_config_mysql mysql;
+	idem_config_metrics metrics;
 
 	/* the [route METHOD PATH] sections, in the order of the file */
 	idem_route_section *routes;    /* owned */

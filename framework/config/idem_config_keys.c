@@ -54,113 +54,113 @@ _Static_assert(sizeof(idem_key_format) == sizeof(int) &&
 #define T(x) (&idem_kt_##x)
 
 static const idem_key_def keys[] = {
-	{ "server", "listen", T(listen), FIELD(listen) },
-	{ "server", "socket-mode", T(mode), FIELD(socket_mode),
+	{ "server", "listen", T(listen), FIELD(server.listen) },
+	{ "server", "socket-mode", T(mode), FIELD(server.socket_mode),
 	    .def = "0660" },
-	{ "server", "workers", T(uint), FIELD(workers), .min = 1, .max = 256,
+	{ "server", "workers", T(uint), FIELD(server.workers), .min = 1, .max = 256,
 	    .def = "1" },
-	{ "server", "threads", T(uint), FIELD(threads), .min = 1, .max = 1024,
+	{ "server", "threads", T(uint), FIELD(server.threads), .min = 1, .max = 1024,
 	    .def = "8" },
-	{ "server", "max-connections", T(uint), FIELD(max_connections),
+	{ "server", "max-connections", T(uint), FIELD(server.max_connections),
 	    .min = 1, .max = 65536, .def = "1024" },
-	{ "server", "allow-clients", T(blocks), FIELD(allow_clients),
-	    .aux = offsetof(idem_config, nallow_clients),
+	{ "server", "allow-clients", T(blocks), FIELD(server.allow_clients),
+	    .aux = offsetof(idem_config, server.nallow_clients),
 	    .def = "127.0.0.0/8 ::1" },
-	{ "server", "max-body", T(size), FIELD(max_body), .min = 0,
+	{ "server", "max-body", T(size), FIELD(server.max_body), .min = 0,
 	    .max = 1ULL << 31, .def = "1m" },
-	{ "server", "max-headers", T(uint), FIELD(max_headers), .min = 1,
+	{ "server", "max-headers", T(uint), FIELD(server.max_headers), .min = 1,
 	    .max = 10000, .def = "100" },
-	{ "server", "max-header-size", T(size), FIELD(max_header_size),
+	{ "server", "max-header-size", T(size), FIELD(server.max_header_size),
 	    .min = 64, .max = 1ULL << 20, .def = "8k" },
-	{ "server", "max-params-size", T(size), FIELD(max_params_size),
+	{ "server", "max-params-size", T(size), FIELD(server.max_params_size),
 	    .min = 1024, .max = 16ULL << 20, .def = "64k" },
-	{ "server", "mount", T(mount), FIELD(mount), .def = "" },
-	{ "server", "plugins", T(words), FIELD(plugins),
-	    .aux = offsetof(idem_config, nplugins) },
-	{ "server", "shutdown-grace", T(duration), FIELD(shutdown_grace),
+	{ "server", "mount", T(mount), FIELD(server.mount), .def = "" },
+	{ "server", "plugins", T(words), FIELD(server.plugins),
+	    .aux = offsetof(idem_config, server.nplugins) },
+	{ "server", "shutdown-grace", T(duration), FIELD(server.shutdown_grace),
 	    .min = 0, .max = 3600000, .def = "30s" },
-	{ "server", "log-level", T(enum), FIELD(log_level),
+	{ "server", "log-level", T(enum), FIELD(server.log_level),
 	    .names = idem_log_level_names, .max = IDEM_LOG__MAX - 1,
 	    .nocase = 1, .def = "info" },
-	{ "server", "log-format", T(enum), FIELD(log_json),
+	{ "server", "log-format", T(enum), FIELD(server.log_json),
 	    .names = idem_log_format_names, .max = IDEM_LOG_FORMAT__MAX - 1,
 	    .def = "text" },
-	{ "server", "policy-path", T(route_path), FIELD(policy_path),
+	{ "server", "policy-path", T(route_path), FIELD(server.policy_path),
 	    .off = 1, .def = "/idempotency" },
-	{ "server", "ping-path", T(route_path), FIELD(ping_path), .off = 1 },
-	{ "server", "openapi-path", T(route_path), FIELD(openapi_path),
+	{ "server", "ping-path", T(route_path), FIELD(server.ping_path), .off = 1 },
+	{ "server", "openapi-path", T(route_path), FIELD(server.openapi_path),
 	    .off = 1 },
-	{ "server", "ready-path", T(route_path), FIELD(ready_path), .off = 1 },
-	{ "server", "slow-request", T(duration), FIELD(slow_request),
+	{ "server", "ready-path", T(route_path), FIELD(server.ready_path), .off = 1 },
+	{ "server", "slow-request", T(duration), FIELD(server.slow_request),
 	    .min = 0, .max = 86400000, .def = "0" },
 
-	{ "idempotency", "enabled", T(bool), FIELD(idem_enabled),
+	{ "idempotency", "enabled", T(bool), FIELD(idem.enabled),
 	    .def = "true" },
-	{ "idempotency", "store", T(enum), FIELD(store),
+	{ "idempotency", "store", T(enum), FIELD(idem.store),
 	    .names = idem_store_names, .max = IDEM_STORE__MAX - 1,
 	    .def = "memory" },
-	{ "idempotency", "key-format", T(enum), FIELD(key_format),
+	{ "idempotency", "key-format", T(enum), FIELD(idem.key_format),
 	    .names = idem_key_format_names, .max = IDEM_KEY__MAX - 1,
 	    .def = "opaque" },
-	{ "idempotency", "required", T(bool), FIELD(required), .def = "true" },
-	{ "idempotency", "lifetime", T(duration), FIELD(lifetime),
+	{ "idempotency", "required", T(bool), FIELD(idem.required), .def = "true" },
+	{ "idempotency", "lifetime", T(duration), FIELD(idem.lifetime),
 	    .min = 1000, .max = 3650 * DAY_MS, .def = "24h" },
-	{ "idempotency", "inflight-ttl", T(duration), FIELD(inflight_ttl),
+	{ "idempotency", "inflight-ttl", T(duration), FIELD(idem.inflight_ttl),
 	    .min = 100, .max = DAY_MS, .def = "30s" },
-	{ "idempotency", "inflight-wait", T(duration), FIELD(inflight_wait),
+	{ "idempotency", "inflight-wait", T(duration), FIELD(idem.inflight_wait),
 	    .min = 0, .max = 600000, .def = "0" },
-	{ "idempotency", "commit-statuses", T(statuses), FIELD(commit_status),
+	{ "idempotency", "commit-statuses", T(statuses), FIELD(idem.commit_status),
 	    .def = "2xx 400 404 409 422" },
-	{ "idempotency", "conflict-status", T(uint), FIELD(conflict_status),
+	{ "idempotency", "conflict-status", T(uint), FIELD(idem.conflict_status),
 	    .min = 400, .max = 499, .def = "409" },
-	{ "idempotency", "scope", T(scope), FIELD(scope),
-	    .aux = offsetof(idem_config, scope_header), .def = "none" },
-	{ "idempotency", "max-entries", T(u64), FIELD(max_entries), .min = 1,
+	{ "idempotency", "scope", T(scope), FIELD(idem.scope),
+	    .aux = offsetof(idem_config, idem.scope_header), .def = "none" },
+	{ "idempotency", "max-entries", T(u64), FIELD(idem.max_entries), .min = 1,
 	    .max = 100000000, .def = "100000" },
-	{ "idempotency", "max-response", T(size), FIELD(max_response),
+	{ "idempotency", "max-response", T(size), FIELD(idem.max_response),
 	    .min = 0, .max = 16ULL << 20, .def = "1m" },
 	{ "idempotency", "cleanup-interval", T(duration),
-	    FIELD(cleanup_interval), .min = 1000, .max = DAY_MS, .def = "5m" },
-	{ "idempotency", "abandon-after", T(duration), FIELD(abandon_after),
+	    FIELD(idem.cleanup_interval), .min = 1000, .max = DAY_MS, .def = "5m" },
+	{ "idempotency", "abandon-after", T(duration), FIELD(idem.abandon_after),
 	    .min = 1000, .max = 3650 * DAY_MS, .def = "24h" },
-	{ "idempotency", "replay-omit-headers", T(headers), FIELD(replay_omit),
-	    .aux = offsetof(idem_config, nreplay_omit) },
-	{ "idempotency", "key-secret-file", T(secret), FIELD(key_secret) },
+	{ "idempotency", "replay-omit-headers", T(headers), FIELD(idem.replay_omit),
+	    .aux = offsetof(idem_config, idem.nreplay_omit) },
+	{ "idempotency", "key-secret-file", T(secret), FIELD(idem.key_secret) },
 
-	{ "metrics", "enabled", T(bool), FIELD(metrics_enabled),
+	{ "metrics", "enabled", T(bool), FIELD(metrics.enabled),
 	    .def = "false" },
-	{ "metrics", "path", T(route_path), FIELD(metrics_path),
+	{ "metrics", "path", T(route_path), FIELD(metrics.path),
 	    .def = "/metrics" },
-	{ "metrics", "allow", T(blocks), FIELD(metrics_allow),
-	    .aux = offsetof(idem_config, nmetrics_allow),
+	{ "metrics", "allow", T(blocks), FIELD(metrics.allow),
+	    .aux = offsetof(idem_config, metrics.nallow),
 	    .def = "127.0.0.1 ::1" },
-	{ "metrics", "status-path", T(route_path), FIELD(status_path),
+	{ "metrics", "status-path", T(route_path), FIELD(metrics.status_path),
 	    .off = 1 },
 
-	{ "mysql", "host", T(hosts), FIELD(mysql_host), .def = "127.0.0.1" },
-	{ "mysql", "port", T(uint), FIELD(mysql_port), .min = 1, .max = 65535,
+	{ "mysql", "host", T(hosts), FIELD(mysql.host), .def = "127.0.0.1" },
+	{ "mysql", "port", T(uint), FIELD(mysql.port), .min = 1, .max = 65535,
 	    .def = "3306" },
-	{ "mysql", "socket", T(sockets), FIELD(mysql_socket) },
-	{ "mysql", "user", T(string), FIELD(mysql_user) },
-	{ "mysql", "password-file", T(string), FIELD(mysql_password_file) },
-	{ "mysql", "database", T(string), FIELD(mysql_database) },
-	{ "mysql", "pool-size", T(uint), FIELD(mysql_pool_size), .min = 1,
+	{ "mysql", "socket", T(sockets), FIELD(mysql.socket) },
+	{ "mysql", "user", T(string), FIELD(mysql.user) },
+	{ "mysql", "password-file", T(string), FIELD(mysql.password_file) },
+	{ "mysql", "database", T(string), FIELD(mysql.database) },
+	{ "mysql", "pool-size", T(uint), FIELD(mysql.pool_size), .min = 1,
 	    .max = 1024, .def = "8" },
 	{ "mysql", "connect-timeout", T(duration),
-	    FIELD(mysql_connect_timeout), .min = 1, .max = 3600000,
+	    FIELD(mysql.connect_timeout), .min = 1, .max = 3600000,
 	    .def = "2s" },
-	{ "mysql", "read-timeout", T(duration), FIELD(mysql_read_timeout),
+	{ "mysql", "read-timeout", T(duration), FIELD(mysql.read_timeout),
 	    .min = 1000, .max = 3600000, .def = "5s" },
-	{ "mysql", "write-timeout", T(duration), FIELD(mysql_write_timeout),
+	{ "mysql", "write-timeout", T(duration), FIELD(mysql.write_timeout),
 	    .min = 1000, .max = 3600000, .def = "5s" },
-	{ "mysql", "causal-reads", T(bool), FIELD(mysql_causal_reads),
+	{ "mysql", "causal-reads", T(bool), FIELD(mysql.causal_reads),
 	    .def = "false" },
-	{ "mysql", "failback", T(duration), FIELD(mysql_failback),
+	{ "mysql", "failback", T(duration), FIELD(mysql.failback),
 	    .min = 1000, .max = 86400000, .def = "30s" },
-	{ "mysql", "replay-cache", T(size), FIELD(mysql_replay_cache),
+	{ "mysql", "replay-cache", T(size), FIELD(mysql.replay_cache),
 	    .min = 0, .max = 1ULL << 40, .def = "8m" },
-	{ "mysql", "batch", T(bool), FIELD(mysql_batch), .def = "true" },
-	{ "mysql", "batch-rows", T(uint), FIELD(mysql_batch_rows), .min = 2,
+	{ "mysql", "batch", T(bool), FIELD(mysql.batch), .def = "true" },
+	{ "mysql", "batch-rows", T(uint), FIELD(mysql.batch_rows), .min = 2,
 	    .max = IDEM_BATCH_ROWS_MAX, .def = "16" },
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -328,39 +328,39 @@ void
 idem_config_keys_check(idem_config *cfg,
     const unsigned seen[IDEM_CONFIG_MAX_KEYS])
 {
-	if (cfg->workers > 1 && cfg->idem_enabled &&
-	    cfg->store == IDEM_STORE_MEMORY)
+	if (cfg->server.workers > 1 && cfg->idem.enabled &&
+	    cfg->idem.store == IDEM_STORE_MEMORY)
 		idem_config_error(cfg, seen_line(seen, "server", "workers"),
 		    "server", "workers", "workers > 1 needs store = mysql: a "
 		    "memory store is per process, and a retry that reaches "
 		    "another worker would run again");
-	if (cfg->max_connections < cfg->threads)
+	if (cfg->server.max_connections < cfg->server.threads)
 		idem_config_error(cfg, seen_line(seen, "server",
 		    "max-connections") != 0 ? seen_line(seen, "server",
 		    "max-connections") : seen_line(seen, "server", "threads"),
 		    "server", "max-connections", "max-connections (%u) is below "
 		    "threads (%u): threads beyond the connections would never "
-		    "serve", cfg->max_connections, cfg->threads);
-	if (cfg->metrics_enabled && cfg->policy_path != NULL &&
-	    strcmp(cfg->metrics_path, cfg->policy_path) == 0)
+		    "serve", cfg->server.max_connections, cfg->server.threads);
+	if (cfg->metrics.enabled && cfg->server.policy_path != NULL &&
+	    strcmp(cfg->metrics.path, cfg->server.policy_path) == 0)
 		idem_config_error(cfg, seen_line(seen, "metrics", "path"),
 		    "metrics", "path", "the same path as [server] policy-path");
-	if (!cfg->metrics_enabled && cfg->status_path != NULL)
+	if (!cfg->metrics.enabled && cfg->metrics.status_path != NULL)
 		idem_config_error(cfg, seen_line(seen, "metrics",
 		    "status-path"), "metrics", "status-path", "the status route "
 		    "reads the counters of [metrics]: set enabled = true");
 #ifndef HAVE_MYSQL
-	if (cfg->store == IDEM_STORE_MYSQL && cfg->idem_enabled)
+	if (cfg->idem.store == IDEM_STORE_MYSQL && cfg->idem.enabled)
 		idem_config_error(cfg, seen_line(seen, "idempotency", "store"),
 		    "idempotency", "store", "store = mysql: %s",
 		    IDEM_WITHOUT_MYSQL);
 #endif
-	if (cfg->store == IDEM_STORE_MYSQL && cfg->idem_enabled) {
+	if (cfg->idem.store == IDEM_STORE_MYSQL && cfg->idem.enabled) {
 		unsigned line = seen_line(seen, "idempotency", "store");
-		if (cfg->mysql_user == NULL)
+		if (cfg->mysql.user == NULL)
 			idem_config_error(cfg, line, "mysql", "user",
 			    "store = mysql needs a user");
-		if (cfg->mysql_database == NULL)
+		if (cfg->mysql.database == NULL)
 			idem_config_error(cfg, line, "mysql", "database",
 			    "store = mysql needs a database");
 	}

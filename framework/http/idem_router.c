@@ -306,7 +306,7 @@ idem_route_policy(const idem_config *cfg, const idem_route *rt)
 	for (i = 0; i < sizeof(safe_methods) / sizeof(safe_methods[0]); i++)
 		if (strcmp(rt->method, safe_methods[i]) == 0)
 			return IDEM_POLICY_OFF;
-	return cfg->required ? IDEM_POLICY_REQUIRED : IDEM_POLICY_OPTIONAL;
+	return cfg->idem.required ? IDEM_POLICY_REQUIRED : IDEM_POLICY_OPTIONAL;
 }
 
 const idem_route_conf *
@@ -326,13 +326,13 @@ idem_route_key_policy(const idem_config *cfg, const idem_route *rt,
 	const idem_route_conf *c;
 
 	c = idem_route_conf_for(rt, IDEM_RK_LIFETIME);
-	out->lifetime_ms = c != NULL ? c->lifetime : cfg->lifetime;
+	out->lifetime_ms = c != NULL ? c->lifetime : cfg->idem.lifetime;
 	c = idem_route_conf_for(rt, IDEM_RK_INFLIGHT_TTL);
-	out->lease_ms = c != NULL ? c->inflight_ttl : cfg->inflight_ttl;
+	out->lease_ms = c != NULL ? c->inflight_ttl : cfg->idem.inflight_ttl;
 	c = idem_route_conf_for(rt, IDEM_RK_INFLIGHT_WAIT);
-	out->wait_ms = c != NULL ? c->inflight_wait : cfg->inflight_wait;
+	out->wait_ms = c != NULL ? c->inflight_wait : cfg->idem.inflight_wait;
 	c = idem_route_conf_for(rt, IDEM_RK_COMMIT_STATUSES);
-	out->commit_status = c != NULL ? c->commit_status : cfg->commit_status;
+	out->commit_status = c != NULL ? c->commit_status : cfg->idem.commit_status;
 	out->reconcile = rt->reconcile != NULL;
 }
 
@@ -341,7 +341,7 @@ idem_route_key_format(const idem_config *cfg, const idem_route *rt)
 {
 	const idem_route_conf *c = idem_route_conf_for(rt, IDEM_RK_KEY_FORMAT);
 
-	return c != NULL ? (idem_key_format)c->key_format : cfg->key_format;
+	return c != NULL ? (idem_key_format)c->key_format : cfg->idem.key_format;
 }
 
 /* The route of r with method and tmpl, not of owner skip; NULL: none. */
@@ -448,7 +448,7 @@ idem_router_apply_sections(idem_router *r, idem_config *cfg,
 uint64_t
 idem_router_min_lease(const idem_router *r, const idem_config *cfg)
 {
-	uint64_t least = cfg->inflight_ttl;
+	uint64_t least = cfg->idem.inflight_ttl;
 	idem_key_policy pol;
 	size_t i;
 

@@ -34,7 +34,7 @@ idem_app_is_check(const idem_app *app)
 int
 idem_app_has_key_secret(const idem_app *app)
 {
-	return app->cfg->key_secret != NULL;
+	return app->cfg->idem.key_secret != NULL;
 }
 
 idem_err

@@ -25,9 +25,9 @@
 idem_db_dialect
 idem_app_db_dialect(const idem_app *app)
 {
-	if (!app->cfg->idem_enabled)
+	if (!app->cfg->idem.enabled)
 		return IDEM_DB_NONE;
-	return app->cfg->store == IDEM_STORE_MYSQL ? IDEM_DB_MYSQL :
+	return app->cfg->idem.store == IDEM_STORE_MYSQL ? IDEM_DB_MYSQL :
 	    IDEM_DB_NONE;
 }
 
@@ -75,7 +75,8 @@ mysql_exec(idem_app *app, const char *sql)
 	idem_mysql_pool *p;
 	idem_err err;
 
-	if ((err = idem_mysql_pool_new(app->cfg, NULL, 0, 1, &p)) != IDEM_OK)
+	if ((err = idem_mysql_pool_new(&app->cfg->mysql, app->cfg->path, NULL,
+	    0, 1, &p)) != IDEM_OK)
 		return err;
 	err = idem_mysql_exec(p, sql);
 	idem_mysql_pool_free(p);
@@ -102,9 +103,12 @@ mysql_pool(idem_app *app, const char *const *sql, size_t nsql)
 {
 	idem_mysql_pool *p = NULL;
 
-	if (idem_mysql_pool_new(app->cfg, sql, nsql, app->cfg->mysql_pool_size,
-	    &p) != IDEM_OK || (idem_app_uses_mysql(app) &&
-	    idem_store_mysql_tx_prepare(app->cfg, p) != IDEM_OK)) {
+	idem_store_opts o = idem_store_opts_of(app->cfg, 0);
+
+	if (idem_mysql_pool_new(&app->cfg->mysql, app->cfg->path, sql, nsql,
+	    app->cfg->mysql.pool_size, &p) != IDEM_OK ||
+	    (idem_app_uses_mysql(app) &&
+	    idem_store_mysql_tx_prepare(&app->cfg->mysql, &o, p) != IDEM_OK)) {
 		if (p != NULL)
 			idem_mysql_pool_free(p);
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: its MySQL pool could "
@@ -182,7 +186,7 @@ idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
 	const char *why = NULL;
 	idem_err err;
 
-	if (!app->cfg->idem_enabled)
+	if (!app->cfg->idem.enabled)
 		why = "idempotency is disabled ([idempotency] enabled = false)";
 	else if (idem_app_db_dialect(app) == IDEM_DB_NONE)
 		why = "the store is not MySQL ([idempotency] store = mysql): "

@@ -257,15 +257,15 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 	int unopened = 0;
 
 	if ((ps = calloc(1, sizeof(*ps))) == NULL ||
-	    (ps->items = calloc(cfg->nplugins + 1, sizeof(*ps->items))) == NULL ||
-	    (ps->names = calloc(cfg->nplugins + 1, sizeof(char *))) == NULL) {
+	    (ps->items = calloc(cfg->server.nplugins + 1, sizeof(*ps->items))) == NULL ||
+	    (ps->names = calloc(cfg->server.nplugins + 1, sizeof(char *))) == NULL) {
 		idem_plugins_free(ps);
 		return IDEM_ERR_NOMEM;
 	}
-	for (i = 0; i < cfg->nplugins; i++) {
+	for (i = 0; i < cfg->server.nplugins; i++) {
 		idem_loaded_plugin *lp = &ps->items[i];
 		idem_app app;
-		char *path = resolve(cfg->plugins[i], cfg->path, plugin_dir);
+		char *path = resolve(cfg->server.plugins[i], cfg->path, plugin_dir);
 
 		if (first != IDEM_OK && !all)
 			break;

@@ -50,7 +50,7 @@ struct idem_app {
 int idem_app_setup_only(const idem_app *app, const char *what);
 
 /*
- * Loads every plugin of cfg->plugins, in order, and runs its setup, which
+ * Loads every plugin of cfg->server.plugins, in order, and runs its setup, which
  * registers routes in router; check says whether this is the master's
  * check (idem_app_is_check).  Then refuses config keys no plugin read.  A
  * relative path is taken from the directory of the config file, a bare

@@ -302,15 +302,15 @@ open_store(options *o, idem_config **cfg, idem_store **s)
 	if (idem_config_load(o->config, cfg) != IDEM_OK)
 		return EXIT_USAGE;
 	/* the pool's own notices are not this tool's output */
-	idem_log_set_level((*cfg)->log_level > IDEM_LOG_WARN ?
-	    (*cfg)->log_level : IDEM_LOG_WARN);
-	if (!(*cfg)->idem_enabled) {
+	idem_log_set_level((*cfg)->server.log_level > IDEM_LOG_WARN ?
+	    (*cfg)->server.log_level : IDEM_LOG_WARN);
+	if (!(*cfg)->idem.enabled) {
 		admin_complain("%s has [idempotency] enabled = "
 		    "false: there are no records", o->config);
 		idem_config_free(*cfg);
 		return EXIT_USAGE;
 	}
-	if ((*cfg)->store == IDEM_STORE_MEMORY) {
+	if ((*cfg)->idem.store == IDEM_STORE_MEMORY) {
 		admin_complain("%s uses store = memory: its "
 		    "records live inside the idemfcgi worker process, and no "
 		    "other program can read or change them.  Watch them with "

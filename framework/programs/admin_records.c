@@ -72,24 +72,24 @@ make_key(const idem_config *cfg, const options *o, const char *key,
     idem_store_key *sk)
 {
 	memset(sk, 0, sizeof(*sk));
-	if (idem_key_parse(cfg->key_format, key, sk->key, &sk->key_len) !=
+	if (idem_key_parse(cfg->idem.key_format, key, sk->key, &sk->key_len) !=
 	    IDEM_OK) {
 		admin_complain("\"%s\" is not a valid key under "
 		    "key-format in %s: no request can have it", key, cfg->path);
 		return EXIT_USAGE;
 	}
-	if (cfg->scope == IDEM_SCOPE_NONE && o->scope != NULL) {
+	if (cfg->idem.scope == IDEM_SCOPE_NONE && o->scope != NULL) {
 		admin_complain("%s has scope = none: keys have "
 		    "no scope, leave out --scope", cfg->path);
 		return EXIT_USAGE;
 	}
-	if (cfg->scope != IDEM_SCOPE_NONE && (o->scope == NULL ||
+	if (cfg->idem.scope != IDEM_SCOPE_NONE && (o->scope == NULL ||
 	    *o->scope == '\0')) {
 		admin_complain("%s scopes keys by %s%s: give "
 		    "--scope with the %s the client sent", cfg->path,
-		    cfg->scope == IDEM_SCOPE_HEADER ? "the header " :
-		    "the authenticated user", cfg->scope == IDEM_SCOPE_HEADER ?
-		    cfg->scope_header : "", cfg->scope == IDEM_SCOPE_HEADER ?
+		    cfg->idem.scope == IDEM_SCOPE_HEADER ? "the header " :
+		    "the authenticated user", cfg->idem.scope == IDEM_SCOPE_HEADER ?
+		    cfg->idem.scope_header : "", cfg->idem.scope == IDEM_SCOPE_HEADER ?
 		    "header value" : "user name");
 		return EXIT_USAGE;
 	}
@@ -175,7 +175,7 @@ admin_stats(const idem_config *cfg, const options *o, idem_store *s)
 	idem_store_census c;
 	char kh[17], a[32], b[32], ttl[32];
 
-	if (idem_store_census_get(s, cfg->inflight_ttl, &c) != IDEM_OK)
+	if (idem_store_census_get(s, cfg->idem.inflight_ttl, &c) != IDEM_OK)
 		return EXIT_STORE;
 	if (c.has_oldest)
 		idem_key_hash(c.oldest_key.scope, c.oldest_key.key,
@@ -200,7 +200,7 @@ admin_stats(const idem_config *cfg, const options *o, idem_store *s)
 		print_json(obj);
 		return EXIT_DONE;
 	}
-	human(cfg->inflight_ttl, ttl, sizeof(ttl));
+	human(cfg->idem.inflight_ttl, ttl, sizeof(ttl));
 	printf("store:            %s\n", idem_store_name(s));
 	printf("in flight:        %llu (%llu idle for over inflight-ttl %s: "
 	    "the next retry of each takes it over)\n",
@@ -306,7 +306,7 @@ admin_release(const idem_config *cfg, const options *o, idem_store *s,
 		return EXIT_REFUSED;
 	}
 	/* judged by the lease the record keeps: its holder's inflight-ttl */
-	lease = r.lease_ms > 0 ? r.lease_ms : cfg->inflight_ttl;
+	lease = r.lease_ms > 0 ? r.lease_ms : cfg->idem.inflight_ttl;
 	human(r.lease_age_ms, age, sizeof(age));
 	human(lease, ttl, sizeof(ttl));
 	if (r.lease_age_ms <= lease && !o->force) {
@@ -496,7 +496,7 @@ make_answer(const idem_config *cfg, const options *o, idem_store *s,
 	const idem_store_limits *lim = idem_store_get_limits(s);
 	const char *type = o->content_type != NULL ? o->content_type :
 	    DEFAULT_CONTENT_TYPE;
-	uint64_t max = cfg->max_response;
+	uint64_t max = cfg->idem.max_response;
 	const char *why;
 	int rc;
 

@@ -68,8 +68,8 @@ check_all(const char *path, int strict)
 		return 1;
 	}
 	if (err == IDEM_OK) {
-		idem_log_set_level(cfg->log_level);
-		idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON :
+		idem_log_set_level(cfg->server.log_level);
+		idem_log_set_format(cfg->server.log_json ? IDEM_LOG_JSON :
 		    IDEM_LOG_TEXT);
 	}
 	/* a database not up yet is a warning, as idemfcgi would start */
@@ -113,8 +113,8 @@ openapi(const char *path)
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: no document", path);
 		return 1;
 	}
-	idem_log_set_level(cfg->log_level);
-	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
+	idem_log_set_level(cfg->server.log_level);
+	idem_log_set_format(cfg->server.log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
 	/* the document does not need the database */
 	cfg->store_may_wait = 1;
 	if (idem_service_check(cfg, IDEM_PLUGINDIR, 0, &svc) != IDEM_OK) {
@@ -213,8 +213,8 @@ main(int argc, char **argv)
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: not started", path);
 		return 1;
 	}
-	idem_log_set_level(cfg->log_level);
-	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
+	idem_log_set_level(cfg->server.log_level);
+	idem_log_set_format(cfg->server.log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
 	/* a database not up yet: serve anyway, the store set aside */
 	cfg->store_may_wait = 1;
 	if (idem_service_check(cfg, IDEM_PLUGINDIR, 1, &svc) != IDEM_OK) {
@@ -225,9 +225,9 @@ main(int argc, char **argv)
 	if ((fd = idem_sd_listen_fd()) >= 0)
 		fd = idem_server_adopt(svc->cfg, fd);
 	else if (fd == -1 && (fd = idem_server_listen(svc->cfg)) >= 0 &&
-	    svc->cfg->listen != NULL && strncmp(svc->cfg->listen, "unix:", 5)
+	    svc->cfg->server.listen != NULL && strncmp(svc->cfg->server.listen, "unix:", 5)
 	    == 0)
-		snprintf(sock, sizeof(sock), "%s", svc->cfg->listen + 5);
+		snprintf(sock, sizeof(sock), "%s", svc->cfg->server.listen + 5);
 	if (fd < 0) {
 		idem_service_free(svc);
 		return 1;

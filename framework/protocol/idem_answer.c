@@ -38,8 +38,8 @@ idem_header_stored(const idem_config *cfg, const char *name)
 		if (len == never_stored[i].len &&
 		    strcasecmp(name, never_stored[i].name) == 0)
 			return 0;
-	for (i = 0; cfg != NULL && i < cfg->nreplay_omit; i++)
-		if (strcasecmp(name, cfg->replay_omit[i]) == 0)
+	for (i = 0; cfg != NULL && i < cfg->idem.nreplay_omit; i++)
+		if (strcasecmp(name, cfg->idem.replay_omit[i]) == 0)
 			return 0;
 	return 1;
 }
@@ -143,7 +143,7 @@ idem_answer_too_large(const idem_config *cfg, const idem_store_limits *lim,
 {
 	uint64_t total = (uint64_t)headers_len + body_len;
 
-	if (total > cfg->max_response)
+	if (total > cfg->idem.max_response)
 		return "it is over max-response";
 	if (lim->headers > 0 && headers_len > lim->headers)
 		return "its headers are over what the store can hold";

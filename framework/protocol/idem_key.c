@@ -577,14 +577,14 @@ idem_err
 idem_scope_hash(const idem_config *cfg, const char *principal,
     unsigned char out[32])
 {
-	const char *kind = cfg->scope == IDEM_SCOPE_HEADER ? cfg->scope_header :
+	const char *kind = cfg->idem.scope == IDEM_SCOPE_HEADER ? cfg->idem.scope_header :
 	    "remote-user";
 	size_t klen = strlen(kind) + 1, plen = strlen(principal);
 	char *buf;
 	idem_err err;
 
 	memset(out, 0, 32);
-	if (cfg->scope == IDEM_SCOPE_NONE)
+	if (cfg->idem.scope == IDEM_SCOPE_NONE)
 		return IDEM_OK;
 	if ((buf = malloc(klen + plen)) == NULL)
 		return IDEM_ERR_NOMEM;

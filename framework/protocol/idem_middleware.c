@@ -114,7 +114,7 @@ idem_middleware_free(idem_middleware *mw)
 {
 	if (mw == NULL)
 		return;
-	idem_middleware_flush(mw, mw->cfg->shutdown_grace);
+	idem_middleware_flush(mw, mw->cfg->server.shutdown_grace);
 	idem_leases_free(mw->leases);
 	idem_store_close(mw->store);
 	free(mw);
@@ -204,7 +204,7 @@ key_scope(const idem_middleware *mw, const idem_request *req,
 {
 	const char *who = NULL;
 
-	switch (mw->cfg->scope) {
+	switch (mw->cfg->idem.scope) {
 	case IDEM_SCOPE_NONE:
 		warn_unscoped(req);
 		return 0;
@@ -212,15 +212,15 @@ key_scope(const idem_middleware *mw, const idem_request *req,
 		who = idem_request_remote_user(req);
 		break;
 	case IDEM_SCOPE_HEADER:
-		who = idem_request_header(req, mw->cfg->scope_header);
+		who = idem_request_header(req, mw->cfg->idem.scope_header);
 		break;
 	}
 	if (who == NULL || *who == '\0') {
 		char detail[256];
 		snprintf(detail, sizeof(detail), "idempotency keys are scoped by "
-		    "%s%s, and this request has none", mw->cfg->scope ==
-		    IDEM_SCOPE_HEADER ? "the header " : "", mw->cfg->scope ==
-		    IDEM_SCOPE_HEADER ? mw->cfg->scope_header :
+		    "%s%s, and this request has none", mw->cfg->idem.scope ==
+		    IDEM_SCOPE_HEADER ? "the header " : "", mw->cfg->idem.scope ==
+		    IDEM_SCOPE_HEADER ? mw->cfg->idem.scope_header :
 		    "the authenticated user");
 		idem_response_refuse(res, 400, "IDEMPOTENCY_SCOPE_MISSING", detail,
 		    0);
@@ -629,7 +629,7 @@ reserve_until_answered(idem_middleware *mw, idem_request *req,
 		if (err == IDEM_OK && memcmp(rr.fingerprint, rq->fp, 32) != 0) {
 			idem_reserve_result_clear(&rr);
 			idem_mw_count(mw, req, IDEM_OUTCOME_CONFLICT);
-			idem_response_refuse(res, (int)cfg->conflict_status,
+			idem_response_refuse(res, (int)cfg->idem.conflict_status,
 			    "IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used "
 			    "for a different request", 0);
 			return 0;
@@ -845,9 +845,9 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		    0);
 		return;
 	}
-	if (mw->cfg->key_secret != NULL) {
+	if (mw->cfg->idem.key_secret != NULL) {
 		/* the same for every execution of this record (8) */
-		idem_downstream_base(mw->cfg->key_secret, rq.key.scope, rq.fp,
+		idem_downstream_base(mw->cfg->idem.key_secret, rq.key.scope, rq.fp,
 		    rq.key.key, rq.key.key_len, req->downstream);
 		req->has_downstream = 1;
 	}

@@ -47,7 +47,7 @@ route_json(const idem_config *cfg, const idem_route *rt)
 	char life[40], ttl[40], wait[40], statuses[2048];
 	idem_key_policy kp;
 
-	if (pol == IDEM_POLICY_OFF || !cfg->idem_enabled)
+	if (pol == IDEM_POLICY_OFF || !cfg->idem.enabled)
 		return json_pack("{s:s, s:s, s:s}", "method", rt->method, "path",
 		    rt->tmpl, "policy", idem_policy_names[IDEM_POLICY_OFF]);
 	idem_route_key_policy(cfg, rt, &kp);
@@ -73,7 +73,7 @@ route_json(const idem_config *cfg, const idem_route *rt)
 static char *
 least_lifetime(const idem_service *svc, char *buf, size_t size)
 {
-	uint64_t least = svc->cfg->lifetime;
+	uint64_t least = svc->cfg->idem.lifetime;
 	idem_key_policy kp;
 	size_t i;
 
@@ -107,15 +107,15 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	}
 	if (svc->mw == NULL)
 		return idem_response_json(res, 200, doc);
-	idem_format_iso_duration(cfg->lifetime, lifetime, sizeof(lifetime));
+	idem_format_iso_duration(cfg->idem.lifetime, lifetime, sizeof(lifetime));
 	idem = json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:i}",
 	    "header", "Idempotency-Key",
-	    "key-format", idem_key_format_names[cfg->key_format],
-	    "required", cfg->required,
+	    "key-format", idem_key_format_names[cfg->idem.key_format],
+	    "required", cfg->idem.required,
 	    "lifetime", lifetime,
-	    "scope", idem_scope_names[cfg->scope],
+	    "scope", idem_scope_names[cfg->idem.scope],
 	    "replayed-header", IDEM_REPLAYED_HEADER,
-	    "conflict-status", (int)cfg->conflict_status);
+	    "conflict-status", (int)cfg->idem.conflict_status);
 	/* each *_set_new takes its value, even when it fails: after the
 	 * first one only doc is ours to free */
 	if (idem == NULL ||
@@ -123,9 +123,9 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	    json_object_set_new(defaults, "idempotency-key-lifetime",
 	    json_string(least_lifetime(svc, least, sizeof(least)))) != 0 ||
 	    json_object_set_new(idem, "routes", routes = json_array()) != 0 ||
-	    (cfg->scope == IDEM_SCOPE_HEADER &&
+	    (cfg->idem.scope == IDEM_SCOPE_HEADER &&
 	    json_object_set_new(idem, "scope-header",
-	    json_string(cfg->scope_header)) != 0)) {
+	    json_string(cfg->idem.scope_header)) != 0)) {
 		json_decref(doc);
 		return IDEM_ERR_NOMEM;
 	}
@@ -153,7 +153,7 @@ static void
 store_counts(idem_service *svc, idem_metrics_store_info *info)
 {
 	idem_store *store = idem_middleware_store(svc->mw);
-	int memory = svc->cfg->store == IDEM_STORE_MEMORY;
+	int memory = svc->cfg->idem.store == IDEM_STORE_MEMORY;
 	uint64_t now;
 
 	info->name = idem_store_name(store);
@@ -194,7 +194,7 @@ allowed(const idem_service *svc, const idem_request *req, idem_response *res,
 	const char *addr = idem_request_env(req, "REMOTE_ADDR");
 	char detail[160];
 
-	if (idem_cidr_match(svc->cfg->metrics_allow, svc->cfg->nmetrics_allow,
+	if (idem_cidr_match(svc->cfg->metrics.allow, svc->cfg->metrics.nallow,
 	    addr))
 		return 1;
 	snprintf(detail, sizeof(detail), "the client address %.64s is not in "
@@ -426,24 +426,24 @@ idem_builtin_routes(idem_service *svc)
 {
 	idem_err err = IDEM_OK;
 
-	if (svc->cfg->policy_path != NULL)
-		err = add(svc, svc->cfg->policy_path, "[server] policy-path",
+	if (svc->cfg->server.policy_path != NULL)
+		err = add(svc, svc->cfg->server.policy_path, "[server] policy-path",
 		    policy_handler);
-	if (err == IDEM_OK && svc->cfg->metrics_enabled)
-		err = add(svc, svc->cfg->metrics_path, "[metrics] path",
+	if (err == IDEM_OK && svc->cfg->metrics.enabled)
+		err = add(svc, svc->cfg->metrics.path, "[metrics] path",
 		    metrics_handler);
-	if (err == IDEM_OK && svc->cfg->metrics_enabled &&
-	    svc->cfg->status_path != NULL)
-		err = add(svc, svc->cfg->status_path, "[metrics] status-path",
+	if (err == IDEM_OK && svc->cfg->metrics.enabled &&
+	    svc->cfg->metrics.status_path != NULL)
+		err = add(svc, svc->cfg->metrics.status_path, "[metrics] status-path",
 		    status_handler);
-	if (err == IDEM_OK && svc->cfg->ping_path != NULL)
-		err = add(svc, svc->cfg->ping_path, "[server] ping-path",
+	if (err == IDEM_OK && svc->cfg->server.ping_path != NULL)
+		err = add(svc, svc->cfg->server.ping_path, "[server] ping-path",
 		    ping_handler);
-	if (err == IDEM_OK && svc->cfg->openapi_path != NULL)
-		err = add(svc, svc->cfg->openapi_path, "[server] openapi-path",
+	if (err == IDEM_OK && svc->cfg->server.openapi_path != NULL)
+		err = add(svc, svc->cfg->server.openapi_path, "[server] openapi-path",
 		    openapi_handler);
-	if (err == IDEM_OK && svc->cfg->ready_path != NULL)
-		err = add(svc, svc->cfg->ready_path, "[server] ready-path",
+	if (err == IDEM_OK && svc->cfg->server.ready_path != NULL)
+		err = add(svc, svc->cfg->server.ready_path, "[server] ready-path",
 		    ready_handler);
 	return err;
 }

@@ -398,8 +398,8 @@ peer_allowed(const server *srv, const struct sockaddr_storage *ss)
 {
 	const idem_config *cfg = srv->svc->cfg;
 
-	return idem_cidr_match_sockaddr(cfg->allow_clients,
-	    cfg->nallow_clients, (const struct sockaddr *)ss) != 0;
+	return idem_cidr_match_sockaddr(cfg->server.allow_clients,
+	    cfg->server.nallow_clients, (const struct sockaddr *)ss) != 0;
 }
 
 /* Wraps the accepted connection fd in c's request object.  listen_sock
@@ -748,8 +748,8 @@ idem_dispatch_new(idem_service *svc, int listen_fd, int stop_fd,
 	srv->stopping = stopping;
 	srv->in_flight = in_flight;
 	pthread_mutex_init(&srv->lock, NULL);
-	fd_room(svc->cfg->max_connections);
-	srv->max_conns = svc->cfg->max_connections;
+	fd_room(svc->cfg->server.max_connections);
+	srv->max_conns = svc->cfg->server.max_connections;
 	/* and the admitting thread's spare (see admit) */
 	srv->conns = calloc(srv->max_conns + 1, sizeof(*srv->conns));
 	srv->ep = epoll_create1(EPOLL_CLOEXEC);

@@ -164,7 +164,7 @@ sweep(master *m, pid_t pid, const char *instance, int pass)
 	char prefix[20], list[1024];
 	size_t n = 0, i, used = 0;
 
-	if (!m->cfg->idem_enabled || m->cfg->store != IDEM_STORE_MYSQL)
+	if (!m->cfg->idem.enabled || m->cfg->idem.store != IDEM_STORE_MYSQL)
 		return;
 	snprintf(prefix, sizeof(prefix), "%s.", instance);
 	if (idem_store_open(m->cfg, 1, &s) != IDEM_OK ||
@@ -207,7 +207,7 @@ release_dead(master *m, const worker *w)
 	int i;
 
 	/* a worker whose store was set aside reserved nothing */
-	if (!m->cfg->idem_enabled || m->cfg->store != IDEM_STORE_MYSQL ||
+	if (!m->cfg->idem.enabled || m->cfg->idem.store != IDEM_STORE_MYSQL ||
 	    m->cfg->store_aside)
 		return;
 	sweep(m, w->pid, w->instance, 0);
@@ -335,10 +335,10 @@ notify_ready(const master *m)
 {
 	if (m->waiting != WAIT_NONE)
 		idem_sd_notifyf("READY=1\nSTATUS=%u worker(s); the database is "
-		    "not up: keyed routes answer 503", m->cfg->workers);
+		    "not up: keyed routes answer 503", m->cfg->server.workers);
 	else
 		idem_sd_notifyf("READY=1\nSTATUS=%u worker(s) serving",
-		    m->cfg->workers);
+		    m->cfg->server.workers);
 }
 
 /* Maps the shared metrics region once [metrics] is enabled; it then stays
@@ -346,7 +346,7 @@ notify_ready(const master *m)
 static void
 open_metrics(master *m)
 {
-	if (m->metrics == NULL && m->cfg->metrics_enabled &&
+	if (m->metrics == NULL && m->cfg->metrics.enabled &&
 	    idem_metrics_new(&m->metrics) != IDEM_OK)
 		idem_log(NULL, IDEM_LOG_ERROR, "no shared metrics region: each "
 		    "worker reports only its own requests");
@@ -407,9 +407,9 @@ reload(master *m, int probed)
 		set_waiting(m, WAIT_PROBING);
 		return;
 	}
-	if ((svc->cfg->listen == NULL) != (m->cfg->listen == NULL) ||
-	    (svc->cfg->listen != NULL &&
-	    strcmp(svc->cfg->listen, m->cfg->listen) != 0))
+	if ((svc->cfg->server.listen == NULL) != (m->cfg->server.listen == NULL) ||
+	    (svc->cfg->server.listen != NULL &&
+	    strcmp(svc->cfg->server.listen, m->cfg->server.listen) != 0))
 		idem_log(NULL, IDEM_LOG_WARN, "listen changed: the socket stays "
 		    "as it is until a restart");
 	cfg = idem_service_release_config(svc);
@@ -423,12 +423,12 @@ reload(master *m, int probed)
 	/* a probe of the new [mysql], if still waiting */
 	set_waiting(m, WAIT_NONE);
 	set_waiting(m, cfg->store_aside ? WAIT_PROBING : WAIT_NONE);
-	idem_log_set_level(cfg->log_level);
-	idem_log_set_format(cfg->log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
+	idem_log_set_level(cfg->server.log_level);
+	idem_log_set_format(cfg->server.log_json ? IDEM_LOG_JSON : IDEM_LOG_TEXT);
 	open_metrics(m);
 	m->pending = 0;
 	m->failures = 0;
-	for (i = 0; i < cfg->workers; i++)
+	for (i = 0; i < cfg->server.workers; i++)
 		started += spawn(m) == 0;
 	/* the new workers accept now; the old ones stop accepting and finish
 	 * what they hold */
@@ -558,13 +558,13 @@ master_start(master *m)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR1);
-	for (i = 0; i < m->cfg->workers; i++)
+	for (i = 0; i < m->cfg->server.workers; i++)
 		if (spawn(m) != 0) {
 			m->pending++;
 			m->restart_at = idem_now_ms() + 1000;
 		}
 	idem_log(NULL, IDEM_LOG_INFO, "master %ld: %u worker(s) x %u "
-	    "thread(s)", (long)getpid(), m->cfg->workers, m->cfg->threads);
+	    "thread(s)", (long)getpid(), m->cfg->server.workers, m->cfg->server.threads);
 	/* the socket accepts (the workers take its connections as they
 	 * come up), and the store is set up or set aside */
 	notify_ready(m);
@@ -623,7 +623,7 @@ master_signal(master *m, int sig)
 			idem_sd_notify("STOPPING=1");
 		}
 		m->stopping = 1;
-		m->deadline = idem_now_ms() + m->cfg->shutdown_grace + 5000;
+		m->deadline = idem_now_ms() + m->cfg->server.shutdown_grace + 5000;
 		for (i = 0; i < MAX_WORKERS; i++)
 			if (m->w[i].pid != 0)
 				kill(m->w[i].pid, SIGTERM);

@@ -90,7 +90,7 @@ applies(const idem_config *cfg, const idem_route *rt, size_t a, int keyed)
 	case ON_REQUIRED:
 		return keyed && idem_route_policy(cfg, rt) == IDEM_POLICY_REQUIRED;
 	case ON_SCOPED:
-		return keyed && cfg->scope != IDEM_SCOPE_NONE;
+		return keyed && cfg->idem.scope != IDEM_SCOPE_NONE;
 	case ON_TX:
 		return rt->tx_db != NULL;
 	}
@@ -102,7 +102,7 @@ static int
 status_of(const idem_config *cfg, size_t a)
 {
 	return answers[a].status != 0 ? answers[a].status :
-	    (int)cfg->conflict_status;
+	    (int)cfg->idem.conflict_status;
 }
 
 /* The problem answers of one status for rt: a response object whose
@@ -212,11 +212,11 @@ responses(const idem_config *cfg, const idem_route *rt, int keyed)
 		char code[8];
 		int st = statuses[i];
 
-		if (st == 409 && (int)cfg->conflict_status != 409 &&
+		if (st == 409 && (int)cfg->idem.conflict_status != 409 &&
 		    (p = problem_response(cfg, rt, keyed, 409)) != NULL)
 			json_object_set_new(res, "409", p);
 		if (st == 409)
-			st = (int)cfg->conflict_status;
+			st = (int)cfg->idem.conflict_status;
 		if ((p = problem_response(cfg, rt, keyed, st)) == NULL)
 			continue;
 		snprintf(code, sizeof(code), "%d", st);
@@ -375,7 +375,7 @@ idem_openapi_document(const idem_config *cfg, const idem_router *r,
 	    PACKAGE_VERSION, "description", "The routes served by idemfcgi. "
 	    "Mutations are safe to retry with an Idempotency-Key: one key per "
 	    "operation, the same on every retry; the first answer is replayed.",
-	    "servers", "url", cfg->mount[0] != '\0' ? cfg->mount : "/",
+	    "servers", "url", cfg->server.mount[0] != '\0' ? cfg->server.mount : "/",
 	    "security", "tags", tag_list, "paths", paths, "components",
 	    components());
 	return doc;

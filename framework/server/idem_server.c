@@ -178,7 +178,7 @@ warn_private_store(const idem_config *cfg)
 {
 	char parent[64];
 
-	if (!cfg->idem_enabled || cfg->store != IDEM_STORE_MEMORY)
+	if (!cfg->idem.enabled || cfg->idem.store != IDEM_STORE_MEMORY)
 		return;
 	parent_name(parent, sizeof(parent));
 	if (strcmp(parent, "apache2") == 0 || strcmp(parent, "httpd") == 0)
@@ -201,10 +201,10 @@ idem_server_listen(const idem_config *cfg)
 	int fd, accepting = 0;
 	socklen_t len = sizeof(accepting);
 
-	if (cfg->listen != NULL)
-		fd = strncmp(cfg->listen, "unix:", 5) == 0 ?
-		    listen_unix(cfg->listen + 5, cfg->socket_mode) :
-		    listen_tcp(cfg->listen);
+	if (cfg->server.listen != NULL)
+		fd = strncmp(cfg->server.listen, "unix:", 5) == 0 ?
+		    listen_unix(cfg->server.listen + 5, cfg->server.socket_mode) :
+		    listen_tcp(cfg->server.listen);
 	else {
 		fd = 0;
 		if (getsockopt(0, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len)
@@ -231,10 +231,10 @@ idem_server_listen(const idem_config *cfg)
 int
 idem_server_adopt(const idem_config *cfg, int fd)
 {
-	if (cfg->listen != NULL)
+	if (cfg->server.listen != NULL)
 		idem_log(NULL, IDEM_LOG_INFO, "listening on the socket systemd "
 		    "passed (fd %d); listen = %s is not opened", fd,
-		    cfg->listen);
+		    cfg->server.listen);
 	else
 		idem_log(NULL, IDEM_LOG_INFO, "listening on the socket systemd "
 		    "passed (fd %d)", fd);
@@ -269,7 +269,7 @@ purger(void *arg)
 
 	pthread_mutex_lock(&srv->lock);
 	while (!atomic_load(&srv->stopping)) {
-		idem_deadline(&next, srv->svc->cfg->cleanup_interval);
+		idem_deadline(&next, srv->svc->cfg->idem.cleanup_interval);
 		while (!atomic_load(&srv->stopping) &&
 		    pthread_cond_timedwait(&srv->wake_purger, &srv->lock, &next)
 		    == 0)
@@ -395,7 +395,7 @@ stop(server *srv, pthread_t *purge_tid)
 		idem_log(NULL, IDEM_LOG_ERROR, "eventfd: %s", strerror(errno));
 	idem_dispatch_close_idle(srv->dispatch);
 	stop_at = idem_now_ms();
-	drained = drain(srv, cfg->shutdown_grace) == 0;
+	drained = drain(srv, cfg->server.shutdown_grace) == 0;
 	if (!drained)
 		idem_log(NULL, IDEM_LOG_ERROR, "shutdown-grace ran out with %d "
 		    "request(s) in flight; exiting anyway",
@@ -405,7 +405,7 @@ stop(server *srv, pthread_t *purge_tid)
 	if (srv->svc->mw != NULL) {
 		uint64_t spent = idem_now_ms() - stop_at;
 		idem_middleware_flush(srv->svc->mw, spent + 1000 <
-		    cfg->shutdown_grace ? cfg->shutdown_grace - spent : 1000);
+		    cfg->server.shutdown_grace ? cfg->server.shutdown_grace - spent : 1000);
 	}
 	return drained;
 }
@@ -416,7 +416,7 @@ idem_server_run(idem_service *svc, int listen_fd)
 	server srv;
 	pthread_condattr_t ca;
 	pthread_t *tids, purge_tid;
-	unsigned i, n = svc->cfg->threads, started;
+	unsigned i, n = svc->cfg->server.threads, started;
 	int sig = 0, purging = 0;
 
 	memset(&srv, 0, sizeof(srv));
@@ -473,7 +473,7 @@ idem_server_run(idem_service *svc, int listen_fd)
 		    "request(s) in flight, waiting up to %llu ms",
 		    sig == SIGTERM ? "SIGTERM" : "SIGINT",
 		    atomic_load(&srv.in_flight),
-		    (unsigned long long)svc->cfg->shutdown_grace);
+		    (unsigned long long)svc->cfg->server.shutdown_grace);
 	}
 	if (!stop(&srv, purging ? &purge_tid : NULL))
 		return IDEM_SERVER_ABANDONED;

@@ -28,14 +28,14 @@
 void idem_server_block_signals(void);
 
 /*
- * Opens the socket named by svc->cfg->listen (or checks fd 0 when it is
+ * Opens the socket named by svc->cfg->server.listen (or checks fd 0 when it is
  * NULL).  Returns the descriptor or -1 after logging why.
  */
 int idem_server_listen(const idem_config *cfg);
 
 /*
  * Serves the listening socket fd that systemd passed (socket activation,
- * idem_sd_listen_fd) instead of cfg->listen, which is then not opened
+ * idem_sd_listen_fd) instead of cfg->server.listen, which is then not opened
  * (logged).  Returns fd or -1 after logging why.
  */
 int idem_server_adopt(const idem_config *cfg, int fd);

@@ -39,11 +39,11 @@ check_limits(const idem_config *cfg, const idem_store *store)
 
 	if (lim->total > 0 && (most == 0 || lim->total < most))
 		most = lim->total;
-	if (most == 0 || cfg->max_response <= most)
+	if (most == 0 || cfg->idem.max_response <= most)
 		return IDEM_OK;
 	idem_log(NULL, IDEM_LOG_ERROR, "%s: [idempotency] max-response = %llu "
 	    "is more than the %s store can hold in one answer (%llu bytes: %s"
-	    "): lower it%s", cfg->path, (unsigned long long)cfg->max_response,
+	    "): lower it%s", cfg->path, (unsigned long long)cfg->idem.max_response,
 	    idem_store_name(store), (unsigned long long)most,
 	    lim->total == most ?
 	    "what one statement can carry, the server's max_allowed_packet "
@@ -80,11 +80,11 @@ open_watches(idem_service *svc)
 	idem_err err = IDEM_OK;
 	size_t i;
 
-	if (svc->cfg->ready_path != NULL)
+	if (svc->cfg->server.ready_path != NULL)
 		err = idem_health_new(svc->mw != NULL ?
 		    idem_middleware_store(svc->mw) : NULL, &svc->health);
-	if (err == IDEM_OK && svc->cfg->slow_request > 0)
-		err = idem_slow_new(svc->cfg->slow_request, svc->metrics,
+	if (err == IDEM_OK && svc->cfg->server.slow_request > 0)
+		err = idem_slow_new(svc->cfg->server.slow_request, svc->metrics,
 		    svc->slot, &svc->slow);
 	for (i = 0; err == IDEM_OK && i < idem_router_count(svc->router); i++)
 		idem_router_at(svc->router, i)->slow = svc->slow;
@@ -136,7 +136,7 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 		return IDEM_ERR_NOMEM;
 	}
 	err = idem_builtin_routes(svc);
-	if (err == IDEM_OK && cfg->metrics_enabled) {
+	if (err == IDEM_OK && cfg->metrics.enabled) {
 		err = idem_metrics_new(&svc->metrics);
 		svc->own_metrics = 1;
 	}
@@ -148,9 +148,9 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 		    &svc->plugins));
 		keep(&err, apply_sections(svc));
 		keep(&err, idem_builtin_check(svc));
-		if (cfg->idem_enabled && cfg->store_errors == 0)
+		if (cfg->idem.enabled && cfg->store_errors == 0)
 			keep(&err, open_middleware(svc));
-		else if (cfg->idem_enabled)
+		else if (cfg->idem.enabled)
 			idem_log(NULL, IDEM_LOG_WARN, "%s: the store is not "
 			    "checked: fix the problems of [idempotency] and "
 			    "[mysql] above first", cfg->path);
@@ -166,7 +166,7 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 		err = apply_sections(svc);
 	if (err == IDEM_OK && !all)
 		err = idem_builtin_check(svc);
-	if (err == IDEM_OK && !all && cfg->idem_enabled)
+	if (err == IDEM_OK && !all && cfg->idem.enabled)
 		err = open_middleware(svc);
 	/* a deploy needs the database: it runs when the master, waiting
 	 * for it, checks again */
@@ -216,7 +216,7 @@ idem_service_set_metrics(idem_service *svc, idem_metrics *m, unsigned slot)
 	}
 	svc->metrics = m;
 	svc->slot = slot;
-	idem_metrics_worker_start(m, slot, (long)getpid(), svc->cfg->threads);
+	idem_metrics_worker_start(m, slot, (long)getpid(), svc->cfg->server.threads);
 	if (svc->slow != NULL)
 		idem_slow_set_metrics(svc->slow, m, slot);
 	for (i = 0; i < idem_router_count(svc->router); i++) {
@@ -348,11 +348,11 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 	char allow[256];
 	idem_err err;
 
-	idem_request_limits lim = { svc->cfg->mount, svc->cfg->max_headers,
-	    svc->cfg->max_header_size, svc->cfg->max_params_size };
+	idem_request_limits lim = { svc->cfg->server.mount, svc->cfg->server.max_headers,
+	    svc->cfg->server.max_header_size, svc->cfg->server.max_params_size };
 
 	err = idem_request_parse(req, envp, &lim, &pb);
-	if (svc->cfg->log_level == IDEM_LOG_DEBUG)
+	if (svc->cfg->server.log_level == IDEM_LOG_DEBUG)
 		idem_log(req, IDEM_LOG_DEBUG, "SCRIPT_NAME=%s PATH_INFO=%s "
 		    "REQUEST_URI=%s -> path %s", env_or_dash(req, "SCRIPT_NAME"),
 		    env_or_dash(req, "PATH_INFO"), env_or_dash(req, "REQUEST_URI"),
@@ -380,7 +380,7 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 			res->status = 500;
 		goto drain;
 	}
-	err = idem_request_read_body(req, svc->cfg->max_body, rd, rdctx, &pb);
+	err = idem_request_read_body(req, svc->cfg->server.max_body, rd, rdctx, &pb);
 	if (err != IDEM_OK) {
 		idem_log(req, IDEM_LOG_WARN, "refused: %s", pb.detail);
 		idem_response_refuse(res, pb.status, pb.code, pb.detail,

@@ -13,16 +13,17 @@
 idem_err
 idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
 {
+	idem_store_opts o = idem_store_opts_of(cfg, pool_size);
 	idem_err err = IDEM_ERR_CONFIG;
 
-	switch (cfg->store) {
+	(void)o;
+	switch (cfg->idem.store) {
 	case IDEM_STORE_MEMORY:
-		err = idem_store_memory_new(cfg->max_entries, out);
+		err = idem_store_memory_new(cfg->idem.max_entries, out);
 		break;
 	case IDEM_STORE_MYSQL:
 #ifdef HAVE_MYSQL
-		err = idem_store_mysql_new(cfg, pool_size > 0 ? pool_size :
-		    cfg->mysql_pool_size, out);
+		err = idem_store_mysql_new(&cfg->mysql, &o, out);
 #else
 		/* the configuration check refuses it first */
 		idem_log(NULL, IDEM_LOG_ERROR, "store = mysql: %s",
@@ -31,7 +32,7 @@ idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
 		break;
 	}
 	if (err == IDEM_OK)
-		idem_store_set_abandon_ms(*out, cfg->abandon_after);
+		idem_store_set_abandon_ms(*out, cfg->idem.abandon_after);
 	return err;
 }
 
@@ -39,8 +40,10 @@ uint64_t
 idem_store_settle_for(const idem_config *cfg)
 {
 #ifdef HAVE_MYSQL
-	if (cfg->store == IDEM_STORE_MYSQL)
-		return idem_store_mysql_settle_ms(cfg);
+	idem_store_opts o = idem_store_opts_of(cfg, 0);
+
+	if (cfg->idem.store == IDEM_STORE_MYSQL)
+		return idem_store_mysql_settle_ms(&o);
 #endif
 	(void)cfg;
 	return 0;
@@ -50,8 +53,8 @@ int
 idem_store_reachable(const idem_config *cfg)
 {
 #ifdef HAVE_MYSQL
-	if (cfg->store == IDEM_STORE_MYSQL)
-		return idem_store_mysql_reachable(cfg);
+	if (cfg->idem.store == IDEM_STORE_MYSQL)
+		return idem_store_mysql_reachable(&cfg->mysql, cfg->path);
 #endif
-	return cfg->store != IDEM_STORE_MYSQL;
+	return cfg->idem.store != IDEM_STORE_MYSQL;
 }

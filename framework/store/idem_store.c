@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "idem_metrics.h"
+#include "idem_config.h"
 #include "idem_store.h"
 #include "idem_store_tx.h"
 
@@ -468,4 +469,17 @@ idem_progress_copy(idem_progress *dst, const idem_progress *src)
 	dst->state[src->state_len] = '\0';
 	dst->state_len = src->state_len;
 	return IDEM_OK;
+}
+
+idem_store_opts
+idem_store_opts_of(const idem_config *cfg, unsigned pool_size)
+{
+	return (idem_store_opts){
+		.file = cfg->path,
+		.pool_size = pool_size,
+		.inflight_ttl = cfg->idem.inflight_ttl,
+		.inflight_wait = cfg->idem.inflight_wait,
+		.may_wait = cfg->store_may_wait,
+		.aside = cfg->store_aside,
+	};
 }

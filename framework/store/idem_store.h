@@ -500,6 +500,31 @@ const char *idem_store_name(const idem_store *s);
 const idem_store_limits *idem_store_get_limits(const idem_store *s);
 /* Sets s's abandon-after (idem_store.abandon_ms): ms > 0. */
 void idem_store_set_abandon_ms(idem_store *s, uint64_t ms);
+
+/*
+ * What a store is opened with besides its own section of the file (its
+ * constructor's other argument): from [idempotency] and the process's
+ * state, filled by idem_store_opts_of.
+ */
+typedef struct idem_store_opts {
+	const char *file;          /* the config file, for messages */
+	unsigned pool_size;        /* connections of a pooled store; 0: its
+	                            * section's pool-size */
+	uint64_t inflight_ttl;     /* ms: [idempotency] inflight-ttl */
+	uint64_t inflight_wait;    /* ms: [idempotency] inflight-wait */
+	int may_wait;              /* a database that cannot be reached sets
+	                            * the store aside instead of failing its
+	                            * open (the master's start, --check) */
+	int aside;                 /* opens set aside, without trying the
+	                            * database (the workers of a master
+	                            * waiting for it) */
+} idem_store_opts;
+
+struct idem_config;
+/* The options of a store opened for cfg (borrowed for the call) with
+ * pool_size connections (0: the store section's pool-size). */
+idem_store_opts idem_store_opts_of(const struct idem_config *cfg,
+    unsigned pool_size);
 /* Times every operation of s into m (borrowed; must outlive s or be
  * replaced first; NULL: not timed). */
 void idem_store_set_metrics(idem_store *s, struct idem_metrics *m);

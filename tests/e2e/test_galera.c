@@ -35,6 +35,7 @@
 #include "../unit/store_suite.h"
 #include "galera.h"
 #include "harness.h"
+#include "mysql_open.h"
 #include "store_req.h"
 
 /* the keys raced by two nodes, and how long a race may take */
@@ -891,7 +892,7 @@ suite_open(void)
 	    "connect-timeout = 2s\nread-timeout = 10s\nwrite-timeout = 10s\n");
 	cr_assert_eq(idem_config_load_string(text, "galera.conf", &cfg),
 	    IDEM_OK);
-	cr_assert_eq(idem_store_mysql_new(cfg, 64, &s), IDEM_OK);
+	cr_assert_eq(test_mysql_store(cfg, 64, &s), IDEM_OK);
 	idem_config_free(cfg);
 	return s;
 }
@@ -987,7 +988,7 @@ Test(scale, unprepared_node_passed_over, .init = exclusive_turn,
 	/* from here to the GRANT nothing may end the test */
 	free(galera_sql(&g, 1, "SET SESSION wsrep_on = OFF; REVOKE INSERT, "
 	    "UPDATE, DELETE ON idem.* FROM 'idem'@'127.0.0.1'"));
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_OK);
 	if (s != NULL) {
 		k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "%s",
 		    call_key("gprep"));
@@ -1031,7 +1032,7 @@ Test(scale, unsynced_node_passed_over, .init = exclusive_turn,
 	cr_assert_eq(idem_config_load_string(text, "galera.conf", &cfg),
 	    IDEM_OK);
 	cr_assert_eq(harness_capture_level(&cap, IDEM_LOG_INFO), 0);
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_OK);
 	log = harness_capture_end(&cap);
 	free(galera_sql(&g, 3, "SET GLOBAL wsrep_desync = OFF"));
 	cr_assert_not_null(log);
@@ -1064,7 +1065,7 @@ store_on(const char *order, int pool, idem_config **cfg)
 	    "connect-timeout = 2s\nread-timeout = 10s\nwrite-timeout = 10s\n");
 	cr_assert_eq(idem_config_load_string(text, "galera.conf", cfg),
 	    IDEM_OK);
-	cr_assert_eq(idem_store_mysql_new(*cfg, (unsigned)pool, &s), IDEM_OK);
+	cr_assert_eq(test_mysql_store(*cfg, (unsigned)pool, &s), IDEM_OK);
 	return s;
 }
 
@@ -1241,8 +1242,8 @@ Test(galera, lost_commit_read_on_its_own_node, .init = shared_turn,
 
 	/* the plugin's pool: on node 2 (cw's list), with the store's
 	 * transaction statements */
-	cr_assert_eq(idem_mysql_pool_new(cw, NULL, 0, 2, &p), IDEM_OK);
-	cr_assert_eq(idem_store_mysql_tx_prepare(cw, p), IDEM_OK);
+	cr_assert_eq(test_mysql_pool(cw, NULL, 0, 2, &p), IDEM_OK);
+	cr_assert_eq(test_mysql_tx_prepare(cw, p), IDEM_OK);
 	n1 = must_connect(1);
 	must_query(n1, "SET SESSION wsrep_sync_wait = 1");
 	lag_start(w, &load);

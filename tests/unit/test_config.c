@@ -192,32 +192,32 @@ Test(config, design_example)
 	char *log = load_capture(text, &cfg, &err);
 
 	cr_assert_eq(err, IDEM_OK, "refused: %s", log);
-	cr_expect_str_eq(cfg->listen, "127.0.0.1:9000");
-	cr_expect_eq(cfg->threads, 8);
-	cr_expect_eq(cfg->max_connections, 1024);
-	cr_expect_eq(cfg->nallow_clients, 2);
-	cr_expect_eq(cfg->max_body, 1048576);
-	cr_expect_str_eq(cfg->mount, "/api");
-	cr_assert_eq(cfg->nplugins, 1);
-	cr_expect_str_eq(cfg->plugins[0], "/usr/lib/idemfcgi/ledger.so");
-	cr_expect_eq(cfg->lifetime, 86400000);
-	cr_expect_eq(cfg->inflight_ttl, 30000);
-	cr_expect_eq(cfg->inflight_wait, 0);
-	cr_expect(cfg->commit_status[200] && cfg->commit_status[299] &&
-	    cfg->commit_status[400] && cfg->commit_status[404] &&
-	    cfg->commit_status[409] && cfg->commit_status[422]);
-	cr_expect(!cfg->commit_status[401] && !cfg->commit_status[429] &&
-	    !cfg->commit_status[500] && !cfg->commit_status[302]);
-	cr_expect_eq(cfg->scope, IDEM_SCOPE_NONE);
-	cr_expect_eq(cfg->nreplay_omit, 0);
-	cr_expect_eq(cfg->mysql_port, 3306);
-	cr_expect_str_eq(cfg->mysql_password_file, "/etc/idemfcgi/mysql.pw");
-	cr_expect_eq(cfg->mysql_connect_timeout, 2000);
-	cr_expect_str_eq(cfg->ping_path, "/ping");
-	cr_expect_str_eq(cfg->ready_path, "/ready");
-	cr_expect_eq(cfg->slow_request, 5000);
-	cr_expect_eq(cfg->metrics_enabled, 1);
-	cr_expect_str_eq(cfg->status_path, "/status");
+	cr_expect_str_eq(cfg->server.listen, "127.0.0.1:9000");
+	cr_expect_eq(cfg->server.threads, 8);
+	cr_expect_eq(cfg->server.max_connections, 1024);
+	cr_expect_eq(cfg->server.nallow_clients, 2);
+	cr_expect_eq(cfg->server.max_body, 1048576);
+	cr_expect_str_eq(cfg->server.mount, "/api");
+	cr_assert_eq(cfg->server.nplugins, 1);
+	cr_expect_str_eq(cfg->server.plugins[0], "/usr/lib/idemfcgi/ledger.so");
+	cr_expect_eq(cfg->idem.lifetime, 86400000);
+	cr_expect_eq(cfg->idem.inflight_ttl, 30000);
+	cr_expect_eq(cfg->idem.inflight_wait, 0);
+	cr_expect(cfg->idem.commit_status[200] && cfg->idem.commit_status[299] &&
+	    cfg->idem.commit_status[400] && cfg->idem.commit_status[404] &&
+	    cfg->idem.commit_status[409] && cfg->idem.commit_status[422]);
+	cr_expect(!cfg->idem.commit_status[401] && !cfg->idem.commit_status[429] &&
+	    !cfg->idem.commit_status[500] && !cfg->idem.commit_status[302]);
+	cr_expect_eq(cfg->idem.scope, IDEM_SCOPE_NONE);
+	cr_expect_eq(cfg->idem.nreplay_omit, 0);
+	cr_expect_eq(cfg->mysql.port, 3306);
+	cr_expect_str_eq(cfg->mysql.password_file, "/etc/idemfcgi/mysql.pw");
+	cr_expect_eq(cfg->mysql.connect_timeout, 2000);
+	cr_expect_str_eq(cfg->server.ping_path, "/ping");
+	cr_expect_str_eq(cfg->server.ready_path, "/ready");
+	cr_expect_eq(cfg->server.slow_request, 5000);
+	cr_expect_eq(cfg->metrics.enabled, 1);
+	cr_expect_str_eq(cfg->metrics.status_path, "/status");
 	idem_config_free(cfg);
 	free(log);
 }
@@ -234,21 +234,21 @@ Test(config, values)
 	    &cfg, &err);
 
 	cr_assert_eq(err, IDEM_OK, "refused: %s", log);
-	cr_expect_str_eq(cfg->listen, "unix:/run/x.sock");
-	cr_expect_eq(cfg->socket_mode, 0600);
-	cr_expect_str_eq(cfg->mount, "/api");
-	cr_assert_eq(cfg->nplugins, 3);
-	cr_expect_str_eq(cfg->plugins[1], "b.so");
-	cr_expect_str_eq(cfg->plugins[2], "/x/c.so");
-	cr_expect_null(cfg->plugins[3]);
-	cr_expect_eq(cfg->log_level, IDEM_LOG_WARN);
-	cr_expect_eq(cfg->key_format, IDEM_KEY_UUIDV7);
-	cr_expect_eq(cfg->scope, IDEM_SCOPE_HEADER);
-	cr_expect_str_eq(cfg->scope_header, "X-Api-Key");
-	cr_expect(cfg->commit_status[201] && !cfg->commit_status[200]);
-	cr_expect(cfg->commit_status[401] && cfg->commit_status[499] &&
-	    !cfg->commit_status[404]);
-	cr_expect_eq(cfg->inflight_ttl, 60000);
+	cr_expect_str_eq(cfg->server.listen, "unix:/run/x.sock");
+	cr_expect_eq(cfg->server.socket_mode, 0600);
+	cr_expect_str_eq(cfg->server.mount, "/api");
+	cr_assert_eq(cfg->server.nplugins, 3);
+	cr_expect_str_eq(cfg->server.plugins[1], "b.so");
+	cr_expect_str_eq(cfg->server.plugins[2], "/x/c.so");
+	cr_expect_null(cfg->server.plugins[3]);
+	cr_expect_eq(cfg->server.log_level, IDEM_LOG_WARN);
+	cr_expect_eq(cfg->idem.key_format, IDEM_KEY_UUIDV7);
+	cr_expect_eq(cfg->idem.scope, IDEM_SCOPE_HEADER);
+	cr_expect_str_eq(cfg->idem.scope_header, "X-Api-Key");
+	cr_expect(cfg->idem.commit_status[201] && !cfg->idem.commit_status[200]);
+	cr_expect(cfg->idem.commit_status[401] && cfg->idem.commit_status[499] &&
+	    !cfg->idem.commit_status[404]);
+	cr_expect_eq(cfg->idem.inflight_ttl, 60000);
 	idem_config_free(cfg);
 	free(log);
 }
@@ -265,7 +265,7 @@ Test(config, store_mysql)
 	char *log = load_capture(text, &cfg, &err);
 
 	cr_assert_eq(err, IDEM_OK, "refused: %s", log);
-	cr_expect_eq(cfg->store, IDEM_STORE_MYSQL);
+	cr_expect_eq(cfg->idem.store, IDEM_STORE_MYSQL);
 	idem_config_free(cfg);
 	free(log);
 #else
@@ -280,11 +280,11 @@ Test(config, defaults)
 	idem_config *cfg;
 
 	cr_assert_eq(idem_config_defaults(&cfg), IDEM_OK);
-	cr_expect_null(cfg->listen);
-	cr_expect_eq(cfg->threads, 8);
-	cr_expect_eq(cfg->conflict_status, 409);
-	cr_expect_eq(cfg->max_entries, 100000);
-	cr_expect(cfg->required);
+	cr_expect_null(cfg->server.listen);
+	cr_expect_eq(cfg->server.threads, 8);
+	cr_expect_eq(cfg->idem.conflict_status, 409);
+	cr_expect_eq(cfg->idem.max_entries, 100000);
+	cr_expect(cfg->idem.required);
 	idem_config_free(cfg);
 }
 
@@ -453,15 +453,15 @@ Test(config, operations_keys)
 	char *log;
 
 	cr_assert_eq(idem_config_defaults(&cfg), IDEM_OK);
-	cr_expect_eq(cfg->log_json, 0);
-	cr_expect_str_eq(cfg->policy_path, "/idempotency");
-	cr_expect_eq(cfg->metrics_enabled, 0);
-	cr_expect_str_eq(cfg->metrics_path, "/metrics");
-	cr_expect(idem_cidr_match(cfg->metrics_allow, cfg->nmetrics_allow,
+	cr_expect_eq(cfg->server.log_json, 0);
+	cr_expect_str_eq(cfg->server.policy_path, "/idempotency");
+	cr_expect_eq(cfg->metrics.enabled, 0);
+	cr_expect_str_eq(cfg->metrics.path, "/metrics");
+	cr_expect(idem_cidr_match(cfg->metrics.allow, cfg->metrics.nallow,
 	    "127.0.0.1"));
-	cr_expect(idem_cidr_match(cfg->metrics_allow, cfg->nmetrics_allow,
+	cr_expect(idem_cidr_match(cfg->metrics.allow, cfg->metrics.nallow,
 	    "::1"));
-	cr_expect(!idem_cidr_match(cfg->metrics_allow, cfg->nmetrics_allow,
+	cr_expect(!idem_cidr_match(cfg->metrics.allow, cfg->metrics.nallow,
 	    "10.0.0.1"));
 	idem_config_free(cfg);
 
@@ -470,29 +470,29 @@ Test(config, operations_keys)
 	    "allow = 10.0.0.0/8, 192.168.1.7\n  2001:db8::/32\n", &cfg, &err);
 	cr_assert_eq(err, IDEM_OK, "%s", log);
 	free(log);
-	cr_expect_eq(cfg->log_json, 1);
-	cr_expect_null(cfg->policy_path);
-	cr_expect_eq(cfg->metrics_enabled, 1);
-	cr_expect_str_eq(cfg->metrics_path, "/ops/metrics");
-	cr_expect_eq(cfg->nmetrics_allow, 3);
-	cr_expect(idem_cidr_match(cfg->metrics_allow, 3, "10.255.0.1"));
-	cr_expect(idem_cidr_match(cfg->metrics_allow, 3, "::ffff:10.1.2.3"),
+	cr_expect_eq(cfg->server.log_json, 1);
+	cr_expect_null(cfg->server.policy_path);
+	cr_expect_eq(cfg->metrics.enabled, 1);
+	cr_expect_str_eq(cfg->metrics.path, "/ops/metrics");
+	cr_expect_eq(cfg->metrics.nallow, 3);
+	cr_expect(idem_cidr_match(cfg->metrics.allow, 3, "10.255.0.1"));
+	cr_expect(idem_cidr_match(cfg->metrics.allow, 3, "::ffff:10.1.2.3"),
 	    "an IPv4 client seen on an IPv6 socket");
-	cr_expect(idem_cidr_match(cfg->metrics_allow, 3, "192.168.1.7"));
-	cr_expect(!idem_cidr_match(cfg->metrics_allow, 3, "192.168.1.8"));
-	cr_expect(idem_cidr_match(cfg->metrics_allow, 3, "2001:db8:1::5"));
-	cr_expect(!idem_cidr_match(cfg->metrics_allow, 3, "2001:db9::5"));
-	cr_expect(!idem_cidr_match(cfg->metrics_allow, 3, "127.0.0.1"));
-	cr_expect(!idem_cidr_match(cfg->metrics_allow, 3, "not-an-address"));
-	cr_expect(!idem_cidr_match(cfg->metrics_allow, 3, NULL));
+	cr_expect(idem_cidr_match(cfg->metrics.allow, 3, "192.168.1.7"));
+	cr_expect(!idem_cidr_match(cfg->metrics.allow, 3, "192.168.1.8"));
+	cr_expect(idem_cidr_match(cfg->metrics.allow, 3, "2001:db8:1::5"));
+	cr_expect(!idem_cidr_match(cfg->metrics.allow, 3, "2001:db9::5"));
+	cr_expect(!idem_cidr_match(cfg->metrics.allow, 3, "127.0.0.1"));
+	cr_expect(!idem_cidr_match(cfg->metrics.allow, 3, "not-an-address"));
+	cr_expect(!idem_cidr_match(cfg->metrics.allow, 3, NULL));
 	idem_config_free(cfg);
 
 	log = load_capture("[metrics]\nallow = any\n", &cfg, &err);
 	cr_assert_eq(err, IDEM_OK, "%s", log);
 	free(log);
-	cr_expect(idem_cidr_match(cfg->metrics_allow, cfg->nmetrics_allow,
+	cr_expect(idem_cidr_match(cfg->metrics.allow, cfg->metrics.nallow,
 	    "203.0.113.9"));
-	cr_expect(idem_cidr_match(cfg->metrics_allow, cfg->nmetrics_allow,
+	cr_expect(idem_cidr_match(cfg->metrics.allow, cfg->metrics.nallow,
 	    "2001:db8::1"));
 	idem_config_free(cfg);
 
@@ -519,16 +519,16 @@ Test(config, connection_keys)
 	char *log;
 
 	cr_assert_eq(idem_config_defaults(&cfg), IDEM_OK);
-	cr_expect_eq(cfg->max_connections, 1024);
-	cr_expect(idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	cr_expect_eq(cfg->server.max_connections, 1024);
+	cr_expect(idem_cidr_match(cfg->server.allow_clients, cfg->server.nallow_clients,
 	    "127.0.0.1"));
-	cr_expect(idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	cr_expect(idem_cidr_match(cfg->server.allow_clients, cfg->server.nallow_clients,
 	    "127.9.8.7"), "all of 127/8 is loopback");
-	cr_expect(idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	cr_expect(idem_cidr_match(cfg->server.allow_clients, cfg->server.nallow_clients,
 	    "::1"));
-	cr_expect(!idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	cr_expect(!idem_cidr_match(cfg->server.allow_clients, cfg->server.nallow_clients,
 	    "10.0.0.1"));
-	cr_expect(!idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	cr_expect(!idem_cidr_match(cfg->server.allow_clients, cfg->server.nallow_clients,
 	    "::2"));
 	/* a peer as accept gives it: an IPv4 peer of a dual-stack socket is
 	 * ::ffff:a.b.c.d and matches as its IPv4 form; a unix peer has no
@@ -536,43 +536,43 @@ Test(config, connection_keys)
 	memset(&in6, 0, sizeof(in6));
 	in6.sin6_family = AF_INET6;
 	memcpy(&in6.sin6_addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x7f\0\0\x05", 16);
-	cr_expect_eq(idem_cidr_match_sockaddr(cfg->allow_clients,
-	    cfg->nallow_clients, (struct sockaddr *)&in6), 1);
+	cr_expect_eq(idem_cidr_match_sockaddr(cfg->server.allow_clients,
+	    cfg->server.nallow_clients, (struct sockaddr *)&in6), 1);
 	memcpy(&in6.sin6_addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x0a\0\0\x05", 16);
-	cr_expect_eq(idem_cidr_match_sockaddr(cfg->allow_clients,
-	    cfg->nallow_clients, (struct sockaddr *)&in6), 0);
+	cr_expect_eq(idem_cidr_match_sockaddr(cfg->server.allow_clients,
+	    cfg->server.nallow_clients, (struct sockaddr *)&in6), 0);
 	memset(&in4, 0, sizeof(in4));
 	in4.sin_family = AF_INET;
 	memcpy(&in4.sin_addr, "\xc0\x00\x02\x01", 4);
-	cr_expect_eq(idem_cidr_match_sockaddr(cfg->allow_clients,
-	    cfg->nallow_clients, (struct sockaddr *)&in4), 0);
+	cr_expect_eq(idem_cidr_match_sockaddr(cfg->server.allow_clients,
+	    cfg->server.nallow_clients, (struct sockaddr *)&in4), 0);
 	in4.sin_family = AF_UNIX;
-	cr_expect_eq(idem_cidr_match_sockaddr(cfg->allow_clients,
-	    cfg->nallow_clients, (struct sockaddr *)&in4), -1);
+	cr_expect_eq(idem_cidr_match_sockaddr(cfg->server.allow_clients,
+	    cfg->server.nallow_clients, (struct sockaddr *)&in4), -1);
 	idem_config_free(cfg);
 
 	log = load_capture("[server]\nthreads = 4\nmax-connections = 4\n"
 	    "allow-clients = 192.0.2.0/24\n  2001:db8::7\n", &cfg, &err);
 	cr_assert_eq(err, IDEM_OK, "%s", log);
 	free(log);
-	cr_expect_eq(cfg->max_connections, 4);
-	cr_expect_eq(cfg->nallow_clients, 2);
-	cr_expect(idem_cidr_match(cfg->allow_clients, 2, "192.0.2.200"));
-	cr_expect(idem_cidr_match(cfg->allow_clients, 2, "2001:db8::7"));
-	cr_expect(!idem_cidr_match(cfg->allow_clients, 2, "127.0.0.1"),
+	cr_expect_eq(cfg->server.max_connections, 4);
+	cr_expect_eq(cfg->server.nallow_clients, 2);
+	cr_expect(idem_cidr_match(cfg->server.allow_clients, 2, "192.0.2.200"));
+	cr_expect(idem_cidr_match(cfg->server.allow_clients, 2, "2001:db8::7"));
+	cr_expect(!idem_cidr_match(cfg->server.allow_clients, 2, "127.0.0.1"),
 	    "a list replaces the loopback default");
 	memcpy(&in4.sin_addr, "\xc0\x00\x02\x01", 4);
 	in4.sin_family = AF_INET;
-	cr_expect_eq(idem_cidr_match_sockaddr(cfg->allow_clients, 2,
+	cr_expect_eq(idem_cidr_match_sockaddr(cfg->server.allow_clients, 2,
 	    (struct sockaddr *)&in4), 1);
 	idem_config_free(cfg);
 
 	log = load_capture("[server]\nallow-clients = any\n", &cfg, &err);
 	cr_assert_eq(err, IDEM_OK, "%s", log);
 	free(log);
-	cr_expect(idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	cr_expect(idem_cidr_match(cfg->server.allow_clients, cfg->server.nallow_clients,
 	    "203.0.113.9"));
-	cr_expect(idem_cidr_match(cfg->allow_clients, cfg->nallow_clients,
+	cr_expect(idem_cidr_match(cfg->server.allow_clients, cfg->server.nallow_clients,
 	    "2001:db8::1"));
 	idem_config_free(cfg);
 
@@ -604,18 +604,18 @@ Test(config, replay_omit_headers)
 	char *log, text[400];
 
 	cr_assert_eq(idem_config_defaults(&cfg), IDEM_OK);
-	cr_expect_eq(cfg->nreplay_omit, 0);
+	cr_expect_eq(cfg->idem.nreplay_omit, 0);
 	idem_config_free(cfg);
 
 	log = load_capture("[idempotency]\nreplay-omit-headers = X-Trace, "
 	    "x-foo\n   X-Bar  # a comment\nlifetime = 1h\n", &cfg, &err);
 	cr_assert_eq(err, IDEM_OK, "%s", log);
 	free(log);
-	cr_assert_eq(cfg->nreplay_omit, 3);
-	cr_expect_str_eq(cfg->replay_omit[0], "X-Trace");
-	cr_expect_str_eq(cfg->replay_omit[1], "x-foo");
-	cr_expect_str_eq(cfg->replay_omit[2], "X-Bar");
-	cr_expect_null(cfg->replay_omit[3]);
+	cr_assert_eq(cfg->idem.nreplay_omit, 3);
+	cr_expect_str_eq(cfg->idem.replay_omit[0], "X-Trace");
+	cr_expect_str_eq(cfg->idem.replay_omit[1], "x-foo");
+	cr_expect_str_eq(cfg->idem.replay_omit[2], "X-Bar");
+	cr_expect_null(cfg->idem.replay_omit[3]);
 	idem_config_free(cfg);
 
 	refused("[idempotency]\nreplay-omit-headers = X-Trace X/Y\n",
@@ -674,10 +674,10 @@ Test(config, enum_names)
 	    &err);
 	cr_assert_eq(err, IDEM_OK, "%s", log);
 	free(log);
-	cr_expect_eq(cfg->log_level, IDEM_LOG_DEBUG);
-	cr_expect_eq(cfg->log_json, 1);
-	cr_expect_eq(cfg->key_format, IDEM_KEY_UUID);
-	cr_expect_eq(cfg->scope, IDEM_SCOPE_REMOTE_USER);
+	cr_expect_eq(cfg->server.log_level, IDEM_LOG_DEBUG);
+	cr_expect_eq(cfg->server.log_json, 1);
+	cr_expect_eq(cfg->idem.key_format, IDEM_KEY_UUID);
+	cr_expect_eq(cfg->idem.scope, IDEM_SCOPE_REMOTE_USER);
 	idem_config_free(cfg);
 
 	refused("[server]\nlog-level = verbose\n", "test.conf:2: [server] "
@@ -702,75 +702,75 @@ expect_defaults(const idem_config *cfg)
 	unsigned s;
 
 	/* [server] */
-	cr_expect_null(cfg->listen);
-	cr_expect_eq(cfg->socket_mode, 0660);
-	cr_expect_eq(cfg->workers, 1);
-	cr_expect_eq(cfg->threads, 8);
-	cr_expect_eq(cfg->max_connections, 1024);
-	cr_assert_eq(cfg->nallow_clients, 2);
-	cr_expect_eq(cfg->allow_clients[0].family, AF_INET);
-	cr_expect_eq(cfg->allow_clients[0].bits, 8);
-	cr_expect_eq(cfg->allow_clients[1].family, AF_INET6);
-	cr_expect_eq(cfg->allow_clients[1].bits, 128);
-	cr_expect_eq(cfg->max_body, 1048576);
-	cr_expect_eq(cfg->max_headers, 100);
-	cr_expect_eq(cfg->max_header_size, 8192);
-	cr_expect_eq(cfg->max_params_size, 65536);
-	cr_expect_str_eq(cfg->mount, "");
-	cr_expect_null(cfg->plugins);
-	cr_expect_eq(cfg->nplugins, 0);
-	cr_expect_eq(cfg->shutdown_grace, 30000);
-	cr_expect_eq(cfg->log_level, IDEM_LOG_INFO);
-	cr_expect_eq(cfg->log_json, 0);
-	cr_expect_str_eq(cfg->policy_path, "/idempotency");
-	cr_expect_null(cfg->ping_path);
-	cr_expect_null(cfg->ready_path);
-	cr_expect_eq(cfg->slow_request, 0);
+	cr_expect_null(cfg->server.listen);
+	cr_expect_eq(cfg->server.socket_mode, 0660);
+	cr_expect_eq(cfg->server.workers, 1);
+	cr_expect_eq(cfg->server.threads, 8);
+	cr_expect_eq(cfg->server.max_connections, 1024);
+	cr_assert_eq(cfg->server.nallow_clients, 2);
+	cr_expect_eq(cfg->server.allow_clients[0].family, AF_INET);
+	cr_expect_eq(cfg->server.allow_clients[0].bits, 8);
+	cr_expect_eq(cfg->server.allow_clients[1].family, AF_INET6);
+	cr_expect_eq(cfg->server.allow_clients[1].bits, 128);
+	cr_expect_eq(cfg->server.max_body, 1048576);
+	cr_expect_eq(cfg->server.max_headers, 100);
+	cr_expect_eq(cfg->server.max_header_size, 8192);
+	cr_expect_eq(cfg->server.max_params_size, 65536);
+	cr_expect_str_eq(cfg->server.mount, "");
+	cr_expect_null(cfg->server.plugins);
+	cr_expect_eq(cfg->server.nplugins, 0);
+	cr_expect_eq(cfg->server.shutdown_grace, 30000);
+	cr_expect_eq(cfg->server.log_level, IDEM_LOG_INFO);
+	cr_expect_eq(cfg->server.log_json, 0);
+	cr_expect_str_eq(cfg->server.policy_path, "/idempotency");
+	cr_expect_null(cfg->server.ping_path);
+	cr_expect_null(cfg->server.ready_path);
+	cr_expect_eq(cfg->server.slow_request, 0);
 	/* [idempotency] */
-	cr_expect_eq(cfg->idem_enabled, 1);
-	cr_expect_eq(cfg->store, IDEM_STORE_MEMORY);
-	cr_expect_eq(cfg->key_format, IDEM_KEY_OPAQUE);
-	cr_expect_eq(cfg->required, 1);
-	cr_expect_eq(cfg->lifetime, 86400000);
-	cr_expect_eq(cfg->inflight_ttl, 30000);
-	cr_expect_eq(cfg->inflight_wait, 0);
+	cr_expect_eq(cfg->idem.enabled, 1);
+	cr_expect_eq(cfg->idem.store, IDEM_STORE_MEMORY);
+	cr_expect_eq(cfg->idem.key_format, IDEM_KEY_OPAQUE);
+	cr_expect_eq(cfg->idem.required, 1);
+	cr_expect_eq(cfg->idem.lifetime, 86400000);
+	cr_expect_eq(cfg->idem.inflight_ttl, 30000);
+	cr_expect_eq(cfg->idem.inflight_wait, 0);
 	for (s = 0; s < 600; s++)
-		cr_expect_eq(cfg->commit_status[s], (s >= 200 && s < 300) ||
+		cr_expect_eq(cfg->idem.commit_status[s], (s >= 200 && s < 300) ||
 		    s == 400 || s == 404 || s == 409 || s == 422,
 		    "commit status %u", s);
-	cr_expect_eq(cfg->conflict_status, 409);
-	cr_expect_eq(cfg->scope, IDEM_SCOPE_NONE);
-	cr_expect_null(cfg->scope_header);
-	cr_expect_eq(cfg->max_entries, 100000);
-	cr_expect_eq(cfg->max_response, 1048576);
-	cr_expect_eq(cfg->cleanup_interval, 300000);
-	cr_expect_null(cfg->replay_omit);
-	cr_expect_eq(cfg->nreplay_omit, 0);
+	cr_expect_eq(cfg->idem.conflict_status, 409);
+	cr_expect_eq(cfg->idem.scope, IDEM_SCOPE_NONE);
+	cr_expect_null(cfg->idem.scope_header);
+	cr_expect_eq(cfg->idem.max_entries, 100000);
+	cr_expect_eq(cfg->idem.max_response, 1048576);
+	cr_expect_eq(cfg->idem.cleanup_interval, 300000);
+	cr_expect_null(cfg->idem.replay_omit);
+	cr_expect_eq(cfg->idem.nreplay_omit, 0);
 	/* [mysql] */
-	cr_expect_str_eq(cfg->mysql_host, "127.0.0.1");
-	cr_expect_eq(cfg->mysql_port, 3306);
-	cr_expect_null(cfg->mysql_socket);
-	cr_expect_null(cfg->mysql_user);
-	cr_expect_null(cfg->mysql_password_file);
-	cr_expect_null(cfg->mysql_database);
-	cr_expect_eq(cfg->mysql_pool_size, 8);
-	cr_expect_eq(cfg->mysql_connect_timeout, 2000);
-	cr_expect_eq(cfg->mysql_read_timeout, 5000);
-	cr_expect_eq(cfg->mysql_write_timeout, 5000);
-	cr_expect_eq(cfg->mysql_batch, 1);
-	cr_expect_eq(cfg->mysql_batch_rows, 16);
+	cr_expect_str_eq(cfg->mysql.host, "127.0.0.1");
+	cr_expect_eq(cfg->mysql.port, 3306);
+	cr_expect_null(cfg->mysql.socket);
+	cr_expect_null(cfg->mysql.user);
+	cr_expect_null(cfg->mysql.password_file);
+	cr_expect_null(cfg->mysql.database);
+	cr_expect_eq(cfg->mysql.pool_size, 8);
+	cr_expect_eq(cfg->mysql.connect_timeout, 2000);
+	cr_expect_eq(cfg->mysql.read_timeout, 5000);
+	cr_expect_eq(cfg->mysql.write_timeout, 5000);
+	cr_expect_eq(cfg->mysql.batch, 1);
+	cr_expect_eq(cfg->mysql.batch_rows, 16);
 	/* [metrics] */
-	cr_expect_eq(cfg->metrics_enabled, 0);
-	cr_expect_str_eq(cfg->metrics_path, "/metrics");
-	cr_assert_eq(cfg->nmetrics_allow, 2);
-	cr_expect_eq(cfg->metrics_allow[0].family, AF_INET);
-	cr_expect_eq(cfg->metrics_allow[0].bits, 32);
-	cr_expect_eq(memcmp(cfg->metrics_allow[0].addr, "\x7f\0\0\1", 4), 0);
-	cr_expect_eq(cfg->metrics_allow[1].family, AF_INET6);
-	cr_expect_eq(cfg->metrics_allow[1].bits, 128);
-	cr_expect_eq(memcmp(cfg->metrics_allow[1].addr,
+	cr_expect_eq(cfg->metrics.enabled, 0);
+	cr_expect_str_eq(cfg->metrics.path, "/metrics");
+	cr_assert_eq(cfg->metrics.nallow, 2);
+	cr_expect_eq(cfg->metrics.allow[0].family, AF_INET);
+	cr_expect_eq(cfg->metrics.allow[0].bits, 32);
+	cr_expect_eq(memcmp(cfg->metrics.allow[0].addr, "\x7f\0\0\1", 4), 0);
+	cr_expect_eq(cfg->metrics.allow[1].family, AF_INET6);
+	cr_expect_eq(cfg->metrics.allow[1].bits, 128);
+	cr_expect_eq(memcmp(cfg->metrics.allow[1].addr,
 	    "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\1", 16), 0);
-	cr_expect_null(cfg->status_path);
+	cr_expect_null(cfg->metrics.status_path);
 	/* no plugin sections, no errors */
 	cr_expect_eq(cfg->nentries, 0);
 	cr_expect_eq(cfg->errors, 0);
@@ -837,8 +837,8 @@ Test(config, mysql_host_lists)
 	cr_assert_eq(idem_config_load_string("[mysql]\nhost = db1 "
 	    "10.0.0.2:3307 [::1]:3308 [fe80::1]\ncausal-reads = true\n",
 	    "t.conf", &cfg), IDEM_OK);
-	cr_expect(cfg->mysql_causal_reads);
-	cr_assert_null(idem_parse_endpoints(cfg->mysql_host, 0, 3306, e, &n));
+	cr_expect(cfg->mysql.causal_reads);
+	cr_assert_null(idem_parse_endpoints(cfg->mysql.host, 0, 3306, e, &n));
 	cr_assert_eq(n, 4);
 	cr_expect_str_eq(e[0].host, "db1");
 	cr_expect_eq(e[0].port, 3306);
@@ -869,7 +869,7 @@ Test(config, mysql_host_lists)
 	    "address");
 	cr_assert_eq(idem_config_load_string("[mysql]\nhost = db1 db1:3307\n"
 	    "failback = 2s\n", "t.conf", &cfg), IDEM_OK);
-	cr_expect_eq(cfg->mysql_failback, 2000);
+	cr_expect_eq(cfg->mysql.failback, 2000);
 	idem_config_free(cfg);
 	refused("[mysql]\nfailback = 10ms\n", "[mysql] failback: bad value");
 }
@@ -905,7 +905,7 @@ Test(route_sections, parsed)
 	cr_expect_str_eq(rs->conf.fp_ignore[1], "/nonce");
 	cr_expect_eq(rs->conf.set, (1u << IDEM_RK_LIFETIME) |
 	    (1u << IDEM_RK_COMMIT_STATUSES) | (1u << IDEM_RK_FP_IGNORE));
-	cr_expect_eq(cfg->lifetime, 3600000);
+	cr_expect_eq(cfg->idem.lifetime, 3600000);
 	rs = &cfg->routes[1];
 	cr_expect_str_eq(rs->tmpl, "/a/very/long/template/{with}/more/than/"
 	    "fifty/bytes/in/it");

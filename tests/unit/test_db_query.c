@@ -21,6 +21,7 @@
 #include "idem_mysql.h"
 #include "harness.h"
 #include "mariadb.h"
+#include "mysql_open.h"
 
 enum { Q_PUT, Q_GET, Q_ALL, Q_NAME, Q_OVER, Q_BUMP, Q_CHILD, NQ };
 static const char *const sql[NQ] = {
@@ -50,7 +51,7 @@ pool_of(unsigned n, const char *init)
 	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n%s",
 	    section);
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
-	cr_assert_eq(idem_mysql_pool_new(cfg, sql, NQ, n, &p), IDEM_OK);
+	cr_assert_eq(test_mysql_pool(cfg, sql, NQ, n, &p), IDEM_OK);
 	if (init != NULL)
 		cr_assert_eq(idem_mysql_pool_init(p, init), IDEM_OK);
 	idem_config_free(cfg);

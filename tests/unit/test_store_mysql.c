@@ -15,6 +15,7 @@
 #include "idem_store_mysql.h"
 #include "harness.h"
 #include "mariadb.h"
+#include "mysql_open.h"
 #include "store_suite.h"
 #include "store_req.h"
 
@@ -45,7 +46,7 @@ suite_open(void)
 	idem_config *cfg = config(64);
 	idem_store *s = NULL;
 
-	cr_assert_eq(idem_store_mysql_new(cfg, 64, &s), IDEM_OK);
+	cr_assert_eq(test_mysql_store(cfg, 64, &s), IDEM_OK);
 	idem_config_free(cfg);
 	return s;
 }
@@ -64,10 +65,10 @@ Test(mysql, refuses_missing_schema)
 	out = mariadb_sql(&m, "CREATE DATABASE empty_db; GRANT ALL ON "
 	    "empty_db.* TO 'idem'@'localhost'");
 	free(out);
-	free(cfg->mysql_database);
-	cfg->mysql_database = strdup("empty_db");
+	free(cfg->mysql.database);
+	cfg->mysql.database = strdup("empty_db");
 	harness_capture_level(&cap, IDEM_LOG_INFO);
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_ERR_STORE);
 	harness_capture_into(&cap, log, sizeof(log));
 	cr_expect_null(s);
 	/* the missing table (1146): the hint, with the installed path */
@@ -93,10 +94,10 @@ Test(mysql, no_schema_hint_for_other_errors)
 	mariadb_from_env(&m);
 	out = mariadb_sql(&m, "CREATE DATABASE IF NOT EXISTS closed_db");
 	free(out);
-	free(cfg->mysql_database);
-	cfg->mysql_database = strdup("closed_db");
+	free(cfg->mysql.database);
+	cfg->mysql.database = strdup("closed_db");
 	harness_capture_level(&cap, IDEM_LOG_INFO);
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_ERR_STORE);
 	harness_capture_into(&cap, log, sizeof(log));
 	cr_expect_null(s);
 	cr_expect(strstr(log, "Access denied") != NULL, "%s", log);
@@ -120,9 +121,9 @@ Test(mysql, refuses_old_schema)
 	    "old_db.idemfcgi_schema VALUES (0); GRANT SELECT ON old_db.* TO "
 	    "'idem'@'localhost'");
 	free(out);
-	free(cfg->mysql_database);
-	cfg->mysql_database = strdup("old_db");
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	free(cfg->mysql.database);
+	cfg->mysql.database = strdup("old_db");
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_ERR_STORE);
 	idem_config_free(cfg);
 }
 
@@ -173,17 +174,17 @@ Test(mysql, schema_migrated_in_place)
 	    "UTC_TIMESTAMP(6) - INTERVAL 5 SECOND, UTC_TIMESTAMP(6) - INTERVAL "
 	    "5 SECOND, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, NULL, NULL, NULL)");
 	free(out);
-	free(cfg->mysql_database);
-	cfg->mysql_database = strdup("v1_db");
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	free(cfg->mysql.database);
+	cfg->mysql.database = strdup("v1_db");
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_ERR_STORE);
 	sql = schema_sql("v1_db", "002_recovery_points.sql");
 	free(mariadb_sql(&m, sql));
 	free(sql);
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_ERR_STORE);
 	sql = schema_sql("v1_db", "003_lease_length.sql");
 	free(mariadb_sql(&m, sql));
 	free(sql);
-	cr_assert_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	cr_assert_eq(test_mysql_store(cfg, 1, &s), IDEM_OK);
 	memset(&k, 0, sizeof(k));
 	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "migrated");
 	memset(fp, 7, sizeof(fp));
@@ -236,7 +237,7 @@ Test(mysql, purge_gives_a_row_without_lease_length_a_day)
 	    "HOUR, UTC_TIMESTAMP(6) - INTERVAL 2 DAY)", (int)getpid(),
 	    (int)getpid());
 	free(mariadb_sql(&m, sql));
-	cr_assert_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	cr_assert_eq(test_mysql_store(cfg, 1, &s), IDEM_OK);
 	do
 		cr_assert_eq(idem_store_purge(s, 100, &n), IDEM_OK);
 	while (n == 100);
@@ -273,9 +274,9 @@ Test(mysql, busy_after_an_unanswered_insert_says_so, .timeout = 60)
 
 	cr_assert_eq(mariadb_from_env(&m), 0);
 	cr_assert_eq(mariadb_new_database(&m, "insert_slow"), 0);
-	free(cfg->mysql_database);
-	cfg->mysql_database = strdup("insert_slow");
-	cr_assert_eq(idem_store_mysql_new(cfg, 2, &s), IDEM_OK);
+	free(cfg->mysql.database);
+	cfg->mysql.database = strdup("insert_slow");
+	cr_assert_eq(test_mysql_store(cfg, 2, &s), IDEM_OK);
 	free(mariadb_sql(&m, "CREATE TRIGGER insert_slow.slow_insert AFTER "
 	    "INSERT ON insert_slow.idempotency_keys FOR EACH ROW SET @d = IF("
 	    "NEW.owner = 'slow.1', SLEEP(6), 0)"));
@@ -311,12 +312,12 @@ Test(mysql, wrong_password)
 
 	fputs("not-the-password\n", fp);
 	fclose(fp);
-	free(cfg->mysql_password_file);
-	cfg->mysql_password_file = strdup("/tmp/idemfcgi-wrong-pw");
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
-	free(cfg->mysql_password_file);
-	cfg->mysql_password_file = strdup("/nonexistent/pw");
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_CONFIG);
+	free(cfg->mysql.password_file);
+	cfg->mysql.password_file = strdup("/tmp/idemfcgi-wrong-pw");
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_ERR_STORE);
+	free(cfg->mysql.password_file);
+	cfg->mysql.password_file = strdup("/nonexistent/pw");
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_ERR_CONFIG);
 	idem_config_free(cfg);
 }
 
@@ -329,7 +330,7 @@ service_with(uint64_t max_response)
 	idem_service *svc = NULL;
 	idem_err err;
 
-	cfg->max_response = max_response;
+	cfg->idem.max_response = max_response;
 	err = idem_service_new(cfg, "/nowhere", &svc);
 	idem_service_free(svc);
 	return err;
@@ -344,8 +345,8 @@ Test(mysql, refuses_max_response_it_cannot_store)
 	idem_config *cfg = config(1);
 	idem_store *s = NULL;
 
-	cfg->max_response = 16ULL << 20;
-	cr_assert_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	cfg->idem.max_response = 16ULL << 20;
+	cr_assert_eq(test_mysql_store(cfg, 1, &s), IDEM_OK);
 	cr_expect_eq(s->limits.headers, 65535);
 	cr_expect_eq(s->limits.body, 16777215);
 	cr_expect_gt(s->limits.total, 1ULL << 20);
@@ -382,7 +383,7 @@ Test(mysql, refuses_a_packet_that_holds_no_answer, .timeout = 120)
 	free(mariadb_sql(&m, "SET GLOBAL max_allowed_packet = 20480"));
 	cr_assert_eq(harness_capture_begin(&cap), 0);
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_ERR_STORE);
 	cr_expect_null(s);
 	idem_store_close(s);
 	s = NULL;
@@ -399,7 +400,7 @@ Test(mysql, refuses_a_packet_that_holds_no_answer, .timeout = 120)
 	/* one step up (the server counts in KiB) holds a stand-in: it opens */
 	free(mariadb_sql(&m, "SET GLOBAL max_allowed_packet = 21504"));
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_OK);
 	if (s != NULL)
 		cr_expect_eq(s->limits.total, 21504 - 4096);
 	idem_store_close(s);
@@ -429,7 +430,7 @@ Test(mysql, packet_lowered_at_run_time, .timeout = 120)
 	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n%s"
 	    "pool-size = 1\n", section);
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
-	cr_assert_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_OK);
+	cr_assert_eq(test_mysql_store(cfg, 1, &s), IDEM_OK);
 	free(mariadb_sql(&m, "SET GLOBAL max_allowed_packet = 1048576"));
 	/* every connection of the store goes: the next one reads 1 MiB */
 	out = mariadb_sql(&m, "SELECT GROUP_CONCAT(CONCAT('KILL ', id) "
@@ -491,9 +492,9 @@ tx_open(const char *extra)
 	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n%s\n%s"
 	    "pool-size = 16\n", extra != NULL ? extra : "", section);
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &e.cfg), IDEM_OK);
-	cr_assert_eq(idem_store_mysql_new(e.cfg, 16, &e.st), IDEM_OK);
-	cr_assert_eq(idem_mysql_pool_new(e.cfg, NULL, 0, 16, &e.pool), IDEM_OK);
-	cr_assert_eq(idem_store_mysql_tx_prepare(e.cfg, e.pool), IDEM_OK);
+	cr_assert_eq(test_mysql_store(e.cfg, 16, &e.st), IDEM_OK);
+	cr_assert_eq(test_mysql_pool(e.cfg, NULL, 0, 16, &e.pool), IDEM_OK);
+	cr_assert_eq(test_mysql_tx_prepare(e.cfg, e.pool), IDEM_OK);
 	return e;
 }
 
@@ -1078,7 +1079,7 @@ Test(mysql, next_host_when_the_first_is_down)
 	    "connect-timeout = 2s\n", dead, m.port, m.dir);
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
 	cr_assert_eq(harness_capture_level(&cap, IDEM_LOG_WARN), 0);
-	cr_expect_eq(idem_store_mysql_new(cfg, 2, &s), IDEM_OK);
+	cr_expect_eq(test_mysql_store(cfg, 2, &s), IDEM_OK);
 	snprintf(key, sizeof(key), "next-host-%d", (int)getpid());
 	if (s != NULL) {
 		cr_expect_eq(reserve_as(s, key, "owner-a"),
@@ -1111,7 +1112,7 @@ Test(mysql, no_host_up)
 	    "database = idem\npool-size = 1\n", harness_free_port(),
 	    harness_free_port());
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
-	cr_expect_eq(idem_store_mysql_new(cfg, 1, &s), IDEM_ERR_STORE);
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_ERR_STORE);
 	cr_expect_null(s);
 	idem_config_free(cfg);
 }
@@ -1124,8 +1125,8 @@ Test(mysql, causal_reads_on_a_plain_server)
 	idem_store *s = NULL;
 	char key[64];
 
-	cfg->mysql_causal_reads = 1;
-	cr_assert_eq(idem_store_mysql_new(cfg, 2, &s), IDEM_OK);
+	cfg->mysql.causal_reads = 1;
+	cr_assert_eq(test_mysql_store(cfg, 2, &s), IDEM_OK);
 	snprintf(key, sizeof(key), "causal-%d", (int)getpid());
 	cr_expect_eq(reserve_as(s, key, "owner-a"), IDEM_RESERVE_ACQUIRED);
 	cr_expect_eq(reserve_as(s, key, "owner-b"), IDEM_RESERVE_IN_FLIGHT);
@@ -1166,9 +1167,9 @@ Test(mysql, replay_cache_same_answer_never_past_expiry, .timeout = 60)
 	idem_stored_response a = { .status = 201 };
 	int i;
 
-	nocfg->mysql_replay_cache = 0;
-	cr_assert_eq(idem_store_mysql_new(cfg, 2, &s), IDEM_OK);
-	cr_assert_eq(idem_store_mysql_new(nocfg, 2, &plain), IDEM_OK);
+	nocfg->mysql.replay_cache = 0;
+	cr_assert_eq(test_mysql_store(cfg, 2, &s), IDEM_OK);
+	cr_assert_eq(test_mysql_store(nocfg, 2, &plain), IDEM_OK);
 	for (i = 0; i < (int)sizeof(body); i++)
 		body[i] = (char)i;
 	a.headers = "Location: /things/1\r\nContent-Type: application/"
@@ -1246,7 +1247,7 @@ Test(mysql, answers_lost_after_the_statement_applied, .timeout = 60)
 	idem_store_key k;
 	char key[64];
 
-	cr_assert_eq(idem_store_mysql_new(cfg, 4, &s), IDEM_OK);
+	cr_assert_eq(test_mysql_store(cfg, 4, &s), IDEM_OK);
 	cr_assert_eq(idem_store_mysql_lose_answer(s, "nothing"), -1);
 	snprintf(key, sizeof(key), "lost-answer-%d", (int)getpid());
 	memset(&k, 0, sizeof(k));

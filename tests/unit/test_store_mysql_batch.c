@@ -19,6 +19,7 @@
 #include "idem_config.h"
 #include "idem_store_mysql.h"
 #include "mariadb.h"
+#include "mysql_open.h"
 #include "store_req.h"
 
 /* A MySQL store on database db of the tests' server, pool connections,
@@ -40,7 +41,7 @@ open_batching_in(const char *db, unsigned pool, const char *extra)
 	    "database = %s\n%spool-size = %u\n%s", section, db,
 	    at + strlen("database = idem\n"), pool, extra);
 	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
-	cr_assert_eq(idem_store_mysql_new(cfg, pool, &s), IDEM_OK);
+	cr_assert_eq(test_mysql_store(cfg, pool, &s), IDEM_OK);
 	idem_config_free(cfg);
 	return s;
 }

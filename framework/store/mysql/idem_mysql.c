@@ -112,23 +112,24 @@ idem_mysql_log_conn_error(idem_mysql_pool *p, const char *what, MYSQL *m)
 		    mysql_error(m), mysql_errno(m));
 }
 
-/* Reads the password: the first line of file, or the environment. */
+/* Reads the password: the first line of my's password-file (named in
+ * messages with the config file, file), or the environment. */
 static idem_err
-read_password(const idem_config *cfg, char **out)
+read_password(const idem_config_mysql *my, const char *file, char **out)
 {
 	const char *env = getenv("IDEMFCGI_MYSQL_PASSWORD");
 	char line[1024];
 	FILE *fp;
 
 	*out = NULL;
-	if (cfg->mysql_password_file == NULL) {
+	if (my->password_file == NULL) {
 		if (env != NULL && (*out = strdup(env)) == NULL)
 			return IDEM_ERR_NOMEM;
 		return IDEM_OK;
 	}
-	if ((fp = fopen(cfg->mysql_password_file, "r")) == NULL) {
+	if ((fp = fopen(my->password_file, "r")) == NULL) {
 		idem_log(NULL, IDEM_LOG_ERROR, "%s: [mysql] password-file %s: %s",
-		    cfg->path, cfg->mysql_password_file, strerror(errno));
+		    file, my->password_file, strerror(errno));
 		return IDEM_ERR_CONFIG;
 	}
 	if (fgets(line, sizeof(line), fp) == NULL)
@@ -262,8 +263,8 @@ idem_request_tx(const idem_request *req)
 }
 
 idem_err
-idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
-    size_t nsql, unsigned size, idem_mysql_pool **out)
+idem_mysql_pool_new(const idem_config_mysql *my, const char *file,
+    const char *const *sql, size_t nsql, unsigned size, idem_mysql_pool **out)
 {
 	idem_mysql_pool *p = calloc(1, sizeof(*p));
 	idem_err err;
@@ -284,22 +285,22 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 	p->size = size;
 	p->sql = sql;
 	p->nsql = nsql;
-	if (idem_parse_endpoints(cfg->mysql_socket != NULL ? cfg->mysql_socket :
-	    cfg->mysql_host != NULL ? cfg->mysql_host : "127.0.0.1",
-	    cfg->mysql_socket != NULL, cfg->mysql_port, p->ends, &p->nends) !=
+	if (idem_parse_endpoints(my->socket != NULL ? my->socket :
+	    my->host != NULL ? my->host : "127.0.0.1",
+	    my->socket != NULL, my->port, p->ends, &p->nends) !=
 	    NULL) {
 		/* the config checked it */
 		idem_mysql_pool_free(p);
 		return IDEM_ERR_CONFIG;
 	}
-	p->connect_timeout = secs(cfg->mysql_connect_timeout);
-	p->read_timeout = secs(cfg->mysql_read_timeout);
-	p->write_timeout = secs(cfg->mysql_write_timeout);
-	p->wait_ms = cfg->mysql_connect_timeout + cfg->mysql_read_timeout;
+	p->connect_timeout = secs(my->connect_timeout);
+	p->read_timeout = secs(my->read_timeout);
+	p->write_timeout = secs(my->write_timeout);
+	p->wait_ms = my->connect_timeout + my->read_timeout;
 	/* a config made without the key table (tests) has 0 */
-	p->failback_ms = cfg->mysql_failback > 0 ? cfg->mysql_failback : 30000;
-	p->user = dup_or_null(cfg->mysql_user);
-	p->database = dup_or_null(cfg->mysql_database);
+	p->failback_ms = my->failback > 0 ? my->failback : 30000;
+	p->user = dup_or_null(my->user);
+	p->database = dup_or_null(my->database);
 	p->conns = calloc(size, sizeof(*p->conns));
 	p->idle = calloc(size, sizeof(*p->idle));
 	if (p->conns == NULL || p->idle == NULL) {
@@ -319,7 +320,7 @@ idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
 		p->conns[i].db.source = &p->db;
 		p->idle[p->nidle++] = &p->conns[i];
 	}
-	if ((err = read_password(cfg, &p->password)) != IDEM_OK) {
+	if ((err = read_password(my, file, &p->password)) != IDEM_OK) {
 		idem_mysql_pool_free(p);
 		return err;
 	}

@@ -61,16 +61,19 @@ idem_mysql_of(idem_db_conn *c)
 idem_db *idem_mysql_pool_source(idem_mysql_pool *p);
 
 /*
- * A pool of size connections to the database of cfg's [mysql] section;
- * each prepares the nsql statements of sql (borrowed: static storage).
+ * A pool of size connections to the database of the [mysql] section my
+ * (of the config file file, named in messages; both borrowed for the
+ * call); each prepares the nsql statements of sql (borrowed: static
+ * storage).
  * idem_mysql_pool_extra adds more, which connections reach as c->extra.
  * The password comes from password-file, else the environment variable
  * IDEMFCGI_MYSQL_PASSWORD; it is never logged.  Connects nothing yet.
  * Returns IDEM_OK with *out (free with idem_mysql_pool_free) or
  * IDEM_ERR_CONFIG after logging (an unreadable password file).
  */
-idem_err idem_mysql_pool_new(const idem_config *cfg, const char *const *sql,
-    size_t nsql, unsigned size, idem_mysql_pool **out);
+idem_err idem_mysql_pool_new(const idem_config_mysql *my, const char *file,
+    const char *const *sql, size_t nsql, unsigned size,
+    idem_mysql_pool **out);
 
 void idem_mysql_pool_free(idem_mysql_pool *p);
 

@@ -55,13 +55,13 @@ idem_store_mysql_lose_answer(idem_store *s, const char *op)
 }
 
 int
-idem_store_mysql_reachable(const idem_config *cfg)
+idem_store_mysql_reachable(const idem_config_mysql *my, const char *file)
 {
 	idem_mysql_pool *pool = NULL;
 	idem_mysql_conn *c;
 	int up = 0;
 
-	if (idem_mysql_pool_new(cfg, NULL, 0, 1, &pool) != IDEM_OK)
+	if (idem_mysql_pool_new(my, file, NULL, 0, 1, &pool) != IDEM_OK)
 		return 0;
 	idem_mysql_pool_quiet(pool);
 	if ((c = idem_mysql_get(pool)) != NULL) {
@@ -73,9 +73,9 @@ idem_store_mysql_reachable(const idem_config *cfg)
 }
 
 uint64_t
-idem_store_mysql_settle_ms(const idem_config *cfg)
+idem_store_mysql_settle_ms(const idem_store_opts *o)
 {
-	uint64_t wait = idem_my_insert_lock_wait(cfg) * 1000;
+	uint64_t wait = idem_my_insert_lock_wait(o) * 1000;
 
 	return wait + idem_mysql_lock_margin_ms(wait) + 1000;
 }
@@ -581,7 +581,7 @@ set_aside(mysql_store *ms, idem_store **out)
 }
 
 idem_err
-idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
+idem_store_mysql_new(const idem_config_mysql *my, const idem_store_opts *o,
     idem_store **out)
 {
 	mysql_store *ms;
@@ -592,15 +592,16 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 		return IDEM_ERR_NOMEM;
 	ms->base.ops = &mysql_ops;
 	ms->base.tx = &idem_my_tx_ops;
-	ms->base.settle_ms = idem_store_mysql_settle_ms(cfg);
+	ms->base.settle_ms = idem_store_mysql_settle_ms(o);
 	ms->base.abandon_ms = IDEM_ABANDON_DEFAULT_MS;
-	idem_my_store_sql(cfg, ms->stmts);
-	idem_my_lock_wait_insert(cfg, ms->insert, sizeof(ms->insert));
+	idem_my_store_sql(my, ms->stmts);
+	idem_my_lock_wait_insert(my, o, ms->insert, sizeof(ms->insert));
 	ms->stmts[S_INSERT] = ms->insert;
-	idem_my_set_lock_waits(cfg, ms->lock_wait_ms);
-	if (cfg->store_aside)
+	idem_my_set_lock_waits(o, ms->lock_wait_ms);
+	if (o->aside)
 		return set_aside(ms, out);
-	err = idem_mysql_pool_new(cfg, ms->stmts, NSTMT, pool_size, &ms->pool);
+	err = idem_mysql_pool_new(my, o->file, ms->stmts, NSTMT, o->pool_size > 0
+	    ? o->pool_size : my->pool_size, &ms->pool);
 	if (err != IDEM_OK) {
 		free(ms);
 		return err;
@@ -618,12 +619,12 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 	if (idem_my_select_ints(ms, S_VERSION, &version, &unused) != IDEM_OK) {
 		/* no connection at all (the pool reads max_allowed_packet
 		 * as each connects): the database is not up yet */
-		if (cfg->store_may_wait && idem_mysql_max_packet(ms->pool) == 0) {
+		if (o->may_wait && idem_mysql_max_packet(ms->pool) == 0) {
 			idem_log(NULL, IDEM_LOG_WARN, "mysql store unavailable: "
 			    "database %s cannot be reached (see the error "
 			    "above); serving anyway: keyed routes answer 503 "
 			    "IDEMPOTENCY_STORE_UNAVAILABLE until it can be",
-			    cfg->mysql_database);
+			    my->database);
 			return set_aside(ms, out);
 		}
 		/* the hint only where it helps: a missing table
@@ -632,11 +633,11 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 			idem_log(NULL, IDEM_LOG_ERROR, "mysql store: database %s "
 			    "lacks the tables of idemfcgi: apply " IDEM_SCHEMADIR
 			    "/" SCHEMA_FILE " and the files after it, in order",
-			    cfg->mysql_database);
+			    my->database);
 		else
 			idem_log(NULL, IDEM_LOG_ERROR, "mysql store: cannot use "
 			    "database %s (see the error above)",
-			    cfg->mysql_database);
+			    my->database);
 		my_close(&ms->base);
 		return IDEM_ERR_STORE;
 	}
@@ -644,15 +645,15 @@ idem_store_mysql_new(const idem_config *cfg, unsigned pool_size,
 		idem_log(NULL, IDEM_LOG_ERROR, "mysql store: database %s has "
 		    "schema version %lld, this idemfcgi needs %d: apply the "
 		    "files of " IDEM_SCHEMADIR "/ after version %lld, in order, "
-		    "up to " SCHEMA_LAST, cfg->mysql_database, version, SCHEMA_VERSION,
+		    "up to " SCHEMA_LAST, my->database, version, SCHEMA_VERSION,
 		    version);
 		my_close(&ms->base);
 		return IDEM_ERR_STORE;
 	}
 	if ((err = set_limits(ms)) != IDEM_OK ||
-	    (err = idem_replay_cache_new(cfg->mysql_replay_cache, &ms->cache))
-	    != IDEM_OK || (cfg->mysql_batch &&
-	    (err = idem_my_batch_new(cfg, ms->pool, &ms->batch)) != IDEM_OK)) {
+	    (err = idem_replay_cache_new(my->replay_cache, &ms->cache))
+	    != IDEM_OK || (my->batch &&
+	    (err = idem_my_batch_new(my, ms->pool, &ms->batch)) != IDEM_OK)) {
 		my_close(&ms->base);
 		return err;
 	}

@@ -10,11 +10,11 @@
 
 #include "idem_store.h"
 
-struct idem_config;
+struct idem_config_mysql;
 
 /*
- * The MySQL store over the database of cfg's [mysql] section (borrowed for
- * the call), with pool_size connections.  Connects once to check that the
+ * The MySQL store over the database of the [mysql] section my, with
+ * o's pool_size connections (my and o borrowed for the call).  Connects once to check that the
  * schema (schema/mysql/) is there and of the version this build needs.
  * Reads the server's max_allowed_packet and sets the store's limits from
  * it and the schema's columns (a commit over the packet limit of the
@@ -22,32 +22,34 @@ struct idem_config;
  * IDEM_ERR_CONFIG (password file) or IDEM_ERR_STORE (unreachable, or a
  * missing or old schema), logged.
  */
-idem_err idem_store_mysql_new(const struct idem_config *cfg,
-    unsigned pool_size, idem_store **out);
+idem_err idem_store_mysql_new(const struct idem_config_mysql *my,
+    const idem_store_opts *o, idem_store **out);
 
 /*
- * The MySQL store's settle_ms for cfg: a reservation's INSERT waits up to
+ * The MySQL store's settle_ms for o: a reservation's INSERT waits up to
  * inflight-wait (at least 1 s) for a row lock, and the server runs it to
  * its end even when its client is gone (a killed worker; one that gave
  * up), so its row may land that long, and the margin of
  * idem_mysql_lock_margin_ms, after it was sent; and a second more.
  */
-uint64_t idem_store_mysql_settle_ms(const struct idem_config *cfg);
+uint64_t idem_store_mysql_settle_ms(const idem_store_opts *o);
 
 struct idem_mysql_pool;
 /*
  * Makes pool (a plugin's, idem_app_mysql_pool) prepare the statements
  * the MySQL store runs inside a transactional route's transaction, with
- * cfg's inflight-wait as the lock wait of a duplicate.  Returns IDEM_OK or
+ * o's inflight-wait as the lock wait of a duplicate.  Returns IDEM_OK or
  * IDEM_ERR_NOMEM.
  */
-idem_err idem_store_mysql_tx_prepare(const struct idem_config *cfg,
-    struct idem_mysql_pool *pool);
+idem_err idem_store_mysql_tx_prepare(const struct idem_config_mysql *my,
+    const idem_store_opts *o, struct idem_mysql_pool *pool);
 
-/* Whether the database of cfg's [mysql] answers now: one connection
- * tried quietly (its failure not logged: a database that is not up yet is
- * tried again and again).  1 or 0. */
-int idem_store_mysql_reachable(const struct idem_config *cfg);
+/* Whether the database of the [mysql] section my (of the config file
+ * file) answers now: one connection tried quietly (its failure not
+ * logged: a database that is not up yet is tried again and again).  1 or
+ * 0. */
+int idem_store_mysql_reachable(const struct idem_config_mysql *my,
+    const char *file);
 
 /* Tests only: the next "insert", "takeover", "commit", "release" or
  * "renew" statement of the MySQL store s is applied and its answer lost,

@@ -166,7 +166,7 @@ batch_sql(int which, unsigned n, int causal)
 }
 
 idem_err
-idem_my_batch_new(const idem_config *cfg, idem_mysql_pool *pool,
+idem_my_batch_new(const idem_config_mysql *my, idem_mysql_pool *pool,
     idem_my_batch **out)
 {
 	idem_mysql_conn *c;
@@ -177,10 +177,10 @@ idem_my_batch_new(const idem_config *cfg, idem_mysql_pool *pool,
 	*out = NULL;
 	if ((b = calloc(1, sizeof(*b))) == NULL)
 		return IDEM_ERR_NOMEM;
-	b->max_rows = cfg->mysql_batch_rows;
+	b->max_rows = my->batch_rows;
 	if (b->max_rows > IDEM_BATCH_ROWS_MAX)
 		b->max_rows = IDEM_BATCH_ROWS_MAX;
-	b->causal = cfg->mysql_causal_reads;
+	b->causal = my->causal_reads;
 	atomic_init(&b->can_insert, -1);
 	pthread_mutex_init(&b->lock, NULL);
 	for (w = 0; w < NLANES; w++) {

@@ -217,13 +217,14 @@ extern const char *const idem_my_sql[NSTMT];
 
 /* idem_store_mysql_sql.c: statements, bindings, rows, the executor */
 void
-idem_my_store_sql(const idem_config *cfg, const char **out);
+idem_my_store_sql(const idem_config_mysql *my, const char **out);
 unsigned long long
-idem_my_insert_lock_wait(const idem_config *cfg);
+idem_my_insert_lock_wait(const idem_store_opts *o);
 void
-idem_my_lock_wait_insert(const idem_config *cfg, char *buf, size_t size);
+idem_my_lock_wait_insert(const idem_config_mysql *my, const idem_store_opts *o,
+    char *buf, size_t size);
 void
-idem_my_set_lock_waits(const idem_config *cfg, uint64_t *waits);
+idem_my_set_lock_waits(const idem_store_opts *o, uint64_t *waits);
 void
 idem_my_p_init(params *p);
 void
@@ -304,12 +305,12 @@ idem_my_owned_answer(mysql_store *ms, int i, params *p, idem_store_req *rq,
     uint64_t size);
 
 /* idem_store_mysql_batch.c */
-/* The batcher of a store made from cfg ([mysql] batch-rows, causal-reads)
+/* The batcher of a store made from my ([mysql] batch-rows, causal-reads)
  * over pool, whose server it asks (and logs) whether it can batch
  * reservations.  Returns IDEM_OK with *out (free with idem_my_batch_free)
  * or IDEM_ERR_NOMEM. */
 idem_err
-idem_my_batch_new(const idem_config *cfg, idem_mysql_pool *pool,
+idem_my_batch_new(const idem_config_mysql *my, idem_mysql_pool *pool,
     idem_my_batch **out);
 void
 idem_my_batch_free(idem_my_batch *b);

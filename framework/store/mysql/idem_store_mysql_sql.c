@@ -120,15 +120,15 @@ static const char *const causal_sql[NSTMT] = {
 	[S_LIST_UNKNOWN] = CAUSAL LIST_UNKNOWN_ROWS,
 };
 
-/* The statements of a store made from cfg: sql, or with causal-reads the
+/* The statements of a store made from my: sql, or with causal-reads the
  * causal variant of a read that has one.  Fills out[NSTMT]. */
 void
-idem_my_store_sql(const idem_config *cfg, const char **out)
+idem_my_store_sql(const idem_config_mysql *my, const char **out)
 {
 	size_t i;
 
 	for (i = 0; i < NSTMT; i++)
-		out[i] = cfg->mysql_causal_reads && causal_sql[i] != NULL ?
+		out[i] = my->causal_reads && causal_sql[i] != NULL ?
 		    causal_sql[i] : idem_my_sql[i];
 }
 
@@ -137,9 +137,9 @@ idem_my_store_sql(const idem_config *cfg, const char **out)
  * would turn any brief lock, concurrent inserts' next-key locks or a
  * purge's gap locks, into a false IN_FLIGHT). */
 unsigned long long
-idem_my_insert_lock_wait(const idem_config *cfg)
+idem_my_insert_lock_wait(const idem_store_opts *o)
 {
-	unsigned long long s = (cfg->inflight_wait + 999) / 1000;
+	unsigned long long s = (o->inflight_wait + 999) / 1000;
 
 	return s > 0 ? s : 1;
 }
@@ -149,13 +149,14 @@ idem_my_insert_lock_wait(const idem_config *cfg)
  * it commits, and a duplicate then answers IN_FLIGHT instead of holding a
  * worker for innodb_lock_wait_timeout (50 s by default). */
 void
-idem_my_lock_wait_insert(const idem_config *cfg, char *buf, size_t size)
+idem_my_lock_wait_insert(const idem_config_mysql *my, const idem_store_opts *o,
+    char *buf, size_t size)
 {
 	/* with causal-reads the INSERT, a transaction's first statement,
 	 * first waits for what the cluster committed (wsrep_sync_wait 4:
 	 * INSERT; a later read inside the transaction could not wait) */
 	snprintf(buf, size, "SET STATEMENT innodb_lock_wait_timeout = %llu%s "
-	    "FOR %s", idem_my_insert_lock_wait(cfg), cfg->mysql_causal_reads ?
+	    "FOR %s", idem_my_insert_lock_wait(o), my->causal_reads ?
 	    ", wsrep_sync_wait = 4" : "", idem_my_sql[S_INSERT]);
 }
 
@@ -164,7 +165,7 @@ idem_my_lock_wait_insert(const idem_config *cfg, char *buf, size_t size)
  * writes and the locking read the second of the store's session
  * (idem_store_mysql_new), the plain reads nothing. */
 void
-idem_my_set_lock_waits(const idem_config *cfg, uint64_t *waits)
+idem_my_set_lock_waits(const idem_store_opts *o, uint64_t *waits)
 {
 	static const int locking[] = { S_TAKEOVER, S_REUSE, S_COMMIT,
 	    S_RELEASE, S_RENEW, S_PURGE, S_RELEASE_BY, S_SELECT_LOCKED,
@@ -177,7 +178,7 @@ idem_my_set_lock_waits(const idem_config *cfg, uint64_t *waits)
 	memset(waits, 0, NSTMT * sizeof(*waits));
 	for (i = 0; i < sizeof(locking) / sizeof(locking[0]); i++)
 		waits[locking[i]] = 1000;
-	waits[S_INSERT] = idem_my_insert_lock_wait(cfg) * 1000;
+	waits[S_INSERT] = idem_my_insert_lock_wait(o) * 1000;
 }
 
 /* ------------------------------------------------------ binding helpers */

@@ -41,7 +41,8 @@ enum { T_INSERT, T_SELECT, T_TAKEOVER, T_REUSE, T_COMMIT, T_OUTCOME,
 #define STR(x) STR_(x)
 
 idem_err
-idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
+idem_store_mysql_tx_prepare(const idem_config_mysql *my,
+    const idem_store_opts *o, idem_mysql_pool *pool)
 {
 	char insert[1024], init[128];
 	const char *tsql[NTX];
@@ -52,15 +53,15 @@ idem_store_mysql_tx_prepare(const idem_config *cfg, idem_mysql_pool *pool)
 	 * path (MariaDB 10.3+; a plain user of the pool has no open write
 	 * transaction when idle) */
 	snprintf(init, sizeof(init), "SET SESSION idle_write_transaction_timeout "
-	    "= %llu", (unsigned long long)(cfg->inflight_ttl + 999) / 1000);
+	    "= %llu", (unsigned long long)(o->inflight_ttl + 999) / 1000);
 	if (idem_mysql_pool_init(pool, init) != IDEM_OK)
 		return IDEM_ERR_NOMEM;
-	idem_my_lock_wait_insert(cfg, insert, sizeof(insert));
+	idem_my_lock_wait_insert(my, o, insert, sizeof(insert));
 	tsql[T_INSERT] = insert;
 	/* a locking read (the INSERT holds that lock already) opens no
 	 * snapshot: the handler's first read does, seeing what committed
 	 * before it */
-	tsql[T_SELECT] = cfg->mysql_causal_reads ? CAUSAL SELECT_LOCKED :
+	tsql[T_SELECT] = my->causal_reads ? CAUSAL SELECT_LOCKED :
 	    SELECT_LOCKED;
 	tsql[T_TAKEOVER] = idem_my_sql[S_TAKEOVER];
 	tsql[T_REUSE] = idem_my_sql[S_REUSE];
