@@ -50,20 +50,21 @@ struct idem_request {
 	size_t body_len;
 	char request_id[IDEM_REQUEST_ID_MAX + 1];
 	const struct idem_route *route;  /* set by the router */
-	/* set by the idempotency middleware once the key is valid: the
-	 * hash of the key in log lines (idem_key_hash), "" before; and with
-	 * a key secret, the base of its downstream keys (idem_downstream.h) */
+	/* what log lines name the request's key by: its hash
+	 * (idem_key_hash), set by the idempotency middleware once the key
+	 * is valid; "" before */
 	char key_hash[17];
-	unsigned char downstream[32];
-	int has_downstream;
 	idem_param params[IDEM_MAX_SEGMENTS];
 	size_t nparams;
 	/* a transactional route's connection while its handler runs, inside
 	 * the open transaction (borrowed from the route's pool) */
 	struct idem_db_conn *tx;
-	/* while a handler (or reconcile hook) runs with a record: the
-	 * middleware's execution of it (idem_middleware_int.h), for
-	 * idem_request_checkpoint; NULL otherwise */
+	/* the idempotency protocol's state of the request, owned by
+	 * protocol/ (idem_middleware_int.h): while a handler (or reconcile
+	 * hook) runs with a record, its execution (the record, its
+	 * progress, its downstream keys' base), for the handler's calls on
+	 * its request (idem_request_checkpoint, _downstream_key, ...); NULL
+	 * otherwise */
 	struct idem_exec *exec;
 };
 

@@ -9,6 +9,7 @@
 #include <openssl/hmac.h>
 
 #include "idem_downstream.h"
+#include "idem_middleware_int.h"
 #include "idem_request.h"
 
 /* What separates downstream keys from every other use of the secret. */
@@ -69,10 +70,10 @@ idem_request_downstream_key(const idem_request *req, const char *purpose,
 	plen = strlen(purpose);
 	if (plen == 0 || plen > IDEM_PURPOSE_MAX)
 		return IDEM_ERR_INVALID;
-	if (req->key_hash[0] == '\0')
+	if (req->exec == NULL)
 		return IDEM_ERR_NOT_FOUND;
-	if (!req->has_downstream)
+	if (!req->exec->has_downstream)
 		return IDEM_ERR_CONFIG;
-	idem_downstream_key(req->downstream, purpose, plen, out);
+	idem_downstream_key(req->exec->downstream, purpose, plen, out);
 	return IDEM_OK;
 }

@@ -720,8 +720,15 @@ idem_err
 idem_mw_exec_run(idem_exec *ex, idem_request *req, idem_response *res,
     idem_next_fn next)
 {
+	const idem_store_req *rq = ex->rq;
 	idem_err err;
 
+	if (ex->mw->cfg->idem.key_secret != NULL) {
+		/* the same for every execution of this record (8) */
+		idem_downstream_base(ex->mw->cfg->idem.key_secret, rq->key.scope,
+		    rq->fp, rq->key.key, rq->key.key_len, ex->downstream);
+		ex->has_downstream = 1;
+	}
 	req->exec = ex;
 	err = ex->reconcile && req->route->reconcile != NULL ?
 	    run_reconcile(req, res) : next(req, res);
@@ -844,12 +851,6 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 		idem_response_refuse(res, 500, "OUT_OF_MEMORY", "out of memory",
 		    0);
 		return;
-	}
-	if (mw->cfg->idem.key_secret != NULL) {
-		/* the same for every execution of this record (8) */
-		idem_downstream_base(mw->cfg->idem.key_secret, rq.key.scope, rq.fp,
-		    rq.key.key, rq.key.key_len, req->downstream);
-		req->has_downstream = 1;
 	}
 	idem_mw_new_owner(mw, rq.owner);
 	idem_copy_string(rq.request_id, sizeof(rq.request_id), req->request_id);

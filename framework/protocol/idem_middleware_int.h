@@ -71,13 +71,17 @@ typedef struct idem_exec {
 	                           * reserve, or written by this execution */
 	int reconcile;            /* the record's outcome was unknown: the
 	                           * reconcile hook runs, not the handler */
+	unsigned char downstream[32]; /* the base of its downstream keys
+	                           * (idem_downstream.h), with a key secret */
+	int has_downstream;
 } idem_exec;
 
 /* Frees what ex owns. */
 void idem_mw_exec_clear(idem_exec *ex);
 
 /* Runs ex's handler, or its reconcile hook (next's route's), with
- * req->exec set.  Returns what it returned. */
+ * req->exec set (and ex's downstream base, with a key secret).  Returns
+ * what it returned. */
 idem_err idem_mw_exec_run(idem_exec *ex, idem_request *req,
     idem_response *res, idem_next_fn next);
 

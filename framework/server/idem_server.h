@@ -1,6 +1,7 @@
 /*
- * idem_server.h - the FastCGI side: the listening socket, the worker
- * threads looping on FCGX_Accept_r, and signals.
+ * idem_server.h - the FastCGI side (idem_server.c): the listening
+ * socket, the worker threads taking requests from the dispatcher
+ * (idem_dispatch.c, which reads them with FCGX_Accept_r), and signals.
  *
  * The threads share one dispatcher (idem_dispatch.c): every open
  * connection has a slot with its own libfcgi request object, and the

@@ -1,7 +1,10 @@
 /*
  * idem_service.h - everything that answers a request, without the sockets:
- * the config, the router with the plugins' routes, and the middleware
- * chain (request id -> body limit -> router -> handler).
+ * the config, the router with the plugins' routes, and the steps every
+ * request takes, in this order (idem_service_handle): its params parsed
+ * within the limits (and its request id), its route matched, its body
+ * read within max-body, then the idempotency middleware (a route with a
+ * policy) or the plain path around the route's handler.
  *
  * idem_server (the FastCGI side) owns one service and calls
  * idem_service_handle from its worker threads; the tests call it directly.

@@ -16,6 +16,7 @@
 #include "harness.h"
 #include "idem_config.h"
 #include "idem_downstream.h"
+#include "idem_middleware_int.h"
 #include "idem_log.h"
 #include "idem_router.h"
 #include "idem_service.h"
@@ -227,11 +228,13 @@ Test(downstream, purposes_checked)
 	char a[IDEM_DOWNSTREAM_KEY_SIZE], b[IDEM_DOWNSTREAM_KEY_SIZE];
 	char purpose[IDEM_PURPOSE_MAX + 2];
 	idem_request req;
+	idem_exec ex;
 
 	memset(&req, 0, sizeof(req));
-	memcpy(req.key_hash, "0123456789abcdef", 17);
-	memcpy(req.downstream, base, 32);
-	req.has_downstream = 1;
+	memset(&ex, 0, sizeof(ex));
+	memcpy(ex.downstream, base, 32);
+	ex.has_downstream = 1;
+	req.exec = &ex;
 	cr_expect_eq(idem_request_downstream_key(&req, "", a),
 	    IDEM_ERR_INVALID);
 	memset(purpose, 'p', sizeof(purpose) - 1);
