@@ -301,3 +301,34 @@ Test(chain, framework_errors, .init = start, .fini = stop)
 	cr_expect(strstr(b, "HANDLER_FAILED") != NULL, "%s", b);
 	free(b);
 }
+
+/* ------------------------------------------ the data API without a database */
+
+#define DBAPI "[server]\nplugins = @BUILDDIR@/tests/plugins/.libs/dbapi.so\n"
+
+/* On the memory store a plugin learns there is no database (IDEM_DB_NONE,
+ * no connection on its routes); a pool, DDL or a transactional route is
+ * refused at setup with the reason, and a NULL statement is named. */
+Test(dbapi, memory_store_has_no_database)
+{
+	char *b, ct[64], *log;
+
+	cr_assert_eq(service(DBAPI "[dbapi]\nstep = dialect\n", &svc, &log),
+	    IDEM_OK, "%s", log);
+	free(log);
+	cr_expect_eq(call("GET", "/dbapi", NULL, &b, ct, sizeof(ct)), 200);
+	cr_expect_str_eq(b, "{\"dialect\":0,\"connection\":false}");
+	free(b);
+	idem_service_free(svc);
+	svc = NULL;
+	refused(DBAPI "[dbapi]\nstep = pool\n", IDEM_ERR_PLUGIN,
+	    "idem_app_db: the store has no database");
+	refused(DBAPI "[dbapi]\nstep = null-sql\n", IDEM_ERR_PLUGIN,
+	    "idem_app_db: statement 0 of 1 is NULL");
+	refused(DBAPI "[dbapi]\nstep = exec\n", IDEM_ERR_PLUGIN,
+	    "idem_app_db_exec: the store has no database");
+	refused(DBAPI "[dbapi]\nstep = tx\n", IDEM_ERR_CONFIG,
+	    "route POST /dbapi is transactional, but the store is not MySQL");
+	refused(DBAPI "[idempotency]\nenabled = false\n[dbapi]\nstep = tx\n",
+	    IDEM_ERR_CONFIG, "is transactional, but idempotency is disabled");
+}
