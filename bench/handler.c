@@ -5,7 +5,7 @@
  *                          effect.  The same handler runs bare
  *                          (idempotency disabled) and under each store.
  *
- * With the MySQL store, two more routes whose side effect is one small
+ * With the MySQL store, two more routes (its statement is MySQL's) whose side effect is one small
  * write (+1 on this worker thread's row of bench_writes), so first
  * executions cost the database what a real mutation does:
  *
@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "idemfcgi_mysql.h"
+#include "idemfcgi_db.h"
 
 enum { Q_WRITE, NQ };
 
@@ -63,24 +63,13 @@ answer(const idem_request *req, idem_response *res, void *data)
 }
 
 /* The write on c (in the request's transaction, or autocommit).  Returns
- * 0, or -1 after logging and marking c lost when the error says so. */
+ * 0, or -1 (the helper logged the error and marked c lost when it was). */
 static int
-write_row(idem_mysql_conn *c)
+write_row(idem_db_conn *c)
 {
-	MYSQL_STMT *st = idem_mysql_stmt(c, Q_WRITE);
-	MYSQL_BIND b;
-	long long id = thread_row();
-
-	memset(&b, 0, sizeof(b));
-	b.buffer_type = MYSQL_TYPE_LONGLONG;
-	b.buffer = &id;
-	if (mysql_stmt_bind_param(st, &b) != 0 || mysql_stmt_execute(st) != 0) {
-		idem_log(NULL, IDEM_LOG_ERROR, "bench: %s", mysql_stmt_error(st));
-		idem_mysql_check(c, mysql_stmt_errno(st));
-		return -1;
-	}
 	/* 1: inserted, 2: updated */
-	return mysql_stmt_affected_rows(st) >= 1 ? 0 : -1;
+	return idem_db_run(c, Q_WRITE, "i", thread_row()) == IDEM_OK &&
+	    idem_db_affected(c, Q_WRITE) >= 1 ? 0 : -1;
 }
 
 /* The answer after a failed write: 503, which is never stored (the
@@ -99,14 +88,14 @@ unavailable(idem_response *res)
 static idem_err
 answer_write(const idem_request *req, idem_response *res, void *data)
 {
-	idem_mysql_pool *pool = data;
-	idem_mysql_conn *c = idem_mysql_get(pool);
+	idem_db *db = data;
+	idem_db_conn *c = idem_db_get(db);
 	int rc;
 
 	if (c == NULL)
 		return unavailable(res);
 	rc = write_row(c);
-	idem_mysql_put(pool, c);
+	idem_db_put(db, c);
 	return rc == 0 ? answer(req, res, NULL) : unavailable(res);
 }
 
@@ -114,7 +103,7 @@ answer_write(const idem_request *req, idem_response *res, void *data)
 static idem_err
 answer_tx(const idem_request *req, idem_response *res, void *data)
 {
-	idem_mysql_conn *c = idem_request_tx(req);
+	idem_db_conn *c = idem_request_db(req);
 
 	(void)data;
 	if (c == NULL || write_row(c) != 0)
@@ -125,19 +114,19 @@ answer_tx(const idem_request *req, idem_response *res, void *data)
 static idem_err
 setup(idem_app *app, void **data)
 {
-	idem_mysql_pool *pool;
+	idem_db *db;
 	idem_err err;
 
 	(void)data;
 	if ((err = idem_route_add(app, "POST", "/bench/{x}",
 	    IDEM_POLICY_DEFAULT, answer, NULL)) != IDEM_OK)
 		return err;
-	if (!idem_app_uses_mysql(app))
+	if (idem_app_db_dialect(app) != IDEM_DB_MYSQL)
 		return IDEM_OK;
-	if ((pool = idem_app_mysql_pool(app, queries, NQ)) == NULL)
+	if ((db = idem_app_db(app, queries, NQ)) == NULL)
 		return IDEM_ERR_STORE;
 	if ((err = idem_route_add(app, "POST", "/bench-write/{x}",
-	    IDEM_POLICY_DEFAULT, answer_write, pool)) != IDEM_OK)
+	    IDEM_POLICY_DEFAULT, answer_write, db)) != IDEM_OK)
 		return err;
 	return idem_route_add_tx(app, "POST", "/bench-tx/{x}",
 	    IDEM_POLICY_DEFAULT, answer_tx, NULL);
@@ -148,8 +137,8 @@ static idem_err
 deploy(idem_app *app, void *data)
 {
 	(void)data;
-	return idem_app_uses_mysql(app) ?
-	    idem_app_mysql_exec(app, create_table) : IDEM_OK;
+	return idem_app_db_dialect(app) == IDEM_DB_MYSQL ?
+	    idem_app_db_exec(app, create_table) : IDEM_OK;
 }
 
 IDEM_PLUGIN("bench", setup, deploy, NULL)

@@ -20,6 +20,16 @@
 
 /* ------------------------------------------------------- error reports */
 
+const char *
+idem_config_db_stores(void)
+{
+#ifdef HAVE_MYSQL
+	return "store = mysql";
+#else
+	return "none in this build, made ./configure --without-mysql";
+#endif
+}
+
 /* Logs one problem of cfg's file and counts it. */
 void
 idem_config_error(idem_config *cfg, unsigned line, const char *section,

@@ -299,6 +299,10 @@ const char *idem_config_closest(const char *word,
 	"store (./configure --without-mysql): use store = memory, or a " \
 	"build with MySQL"
 
+/* The stores with a database this build has, for messages that send an
+ * operator to one: "store = mysql", or, in a build without any, why. */
+const char *idem_config_db_stores(void);
+
 /* Logs "FILE:LINE: [section] key: message" (without the parts that are
  * NULL) and counts the error. */
 void idem_config_error(idem_config *cfg, unsigned line, const char *section,

@@ -331,9 +331,10 @@ idem_config_keys_check(idem_config *cfg,
 	if (cfg->server.workers > 1 && cfg->idem.enabled &&
 	    cfg->idem.store == IDEM_STORE_MEMORY)
 		idem_config_error(cfg, seen_line(seen, "server", "workers"),
-		    "server", "workers", "workers > 1 needs store = mysql: a "
-		    "memory store is per process, and a retry that reaches "
-		    "another worker would run again");
+		    "server", "workers", "workers > 1 needs a store with a "
+		    "database (%s): a memory store is per process, and a retry "
+		    "that reaches another worker would run again",
+		    idem_config_db_stores());
 	if (cfg->server.max_connections < cfg->server.threads)
 		idem_config_error(cfg, seen_line(seen, "server",
 		    "max-connections") != 0 ? seen_line(seen, "server",

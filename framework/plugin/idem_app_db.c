@@ -189,9 +189,8 @@ idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
 	if (!app->cfg->idem.enabled)
 		why = "idempotency is disabled ([idempotency] enabled = false)";
 	else if (idem_app_db_dialect(app) == IDEM_DB_NONE)
-		why = "the store is not MySQL ([idempotency] store = mysql): "
-		    "only a store with a database can commit the handler's "
-		    "writes with the answer";
+		why = "the store has no database: only a store with a "
+		    "database can commit the handler's writes with the answer";
 	else if (app->self->db == NULL)
 		why = "the plugin has no pool: call idem_app_db before "
 		    "idem_route_add_tx";

@@ -111,6 +111,28 @@ name_ok(const char *s)
 	return n > 0;
 }
 
+/* What to add to dlopen's error why: in a build without MySQL, a plugin
+ * that needs the raw MySQL API is told so ("" otherwise). */
+static const char *
+raw_api_hint(const char *why)
+{
+#ifdef HAVE_MYSQL
+	(void)why;
+#else
+	const char *sym;
+
+	if (why != NULL && (sym = strstr(why, "undefined symbol: ")) != NULL &&
+	    (strncmp(sym + 18, "idem_mysql_", 11) == 0 ||
+	    strncmp(sym + 18, "idem_app_mysql_", 15) == 0 ||
+	    strncmp(sym + 18, "idem_app_uses_mysql", 19) == 0 ||
+	    strncmp(sym + 18, "idem_request_tx", 15) == 0))
+		return " (the plugin uses the raw MySQL API, idemfcgi_mysql.h, "
+		    "which this idemfcgi has not: it was built ./configure "
+		    "--without-mysql; write the plugin against idemfcgi_db.h)";
+#endif
+	return "";
+}
+
 /* Room given to idem_plugin_init: an idem_plugin of a later idemfcgi.h,
  * with hooks appended, still fits. */
 #define PLUGIN_ROOM 512
@@ -161,8 +183,10 @@ idem_plugin_open(const char *path, idem_loaded_plugin *lp)
 		return IDEM_ERR_NOMEM;
 	lp->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (lp->dl == NULL) {
-		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: cannot load: %s",
-		    path, dlerror());
+		const char *why = dlerror();
+
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: cannot load: %s%s",
+		    path, why, raw_api_hint(why));
 		return IDEM_ERR_PLUGIN;
 	}
 	dlerror();

@@ -317,13 +317,14 @@ open_store(options *o, idem_config **cfg, idem_store **s)
 		    "the metrics route ([metrics] enabled = true: "
 		    "idemfcgi_memory_store_entries, ..._evictions_total); "
 		    "expired records go every cleanup-interval; restarting "
-		    "idemfcgi empties the store.  Use store = mysql to "
-		    "administer records.", o->config);
+		    "idemfcgi empties the store.  Use a store with a "
+		    "database (%s) to administer records.", o->config,
+		    idem_config_db_stores());
 		idem_config_free(*cfg);
 		return EXIT_USAGE;
 	}
 	if (idem_store_open(*cfg, 1, s) != IDEM_OK) {
-		admin_complain("cannot use the MySQL store of %s "
+		admin_complain("cannot use the store of %s "
 		    "(see above)", o->config);
 		idem_config_free(*cfg);
 		return EXIT_STORE;

@@ -6,7 +6,8 @@
  * service learns nothing of the client's key or scope.
  *
  *   base = HMAC-SHA256(secret, "idemfcgi downstream v1" NUL scope-hash
- *                      fingerprint key-length key)   once per request
+ *                      fingerprint key-length key)   once per
+ *                      execution (none for a replay)
  *   key  = HMAC-SHA256(base, purpose), its first 16 bytes as a UUID of
  *          version 8 (RFC 9562), in lower case
  */

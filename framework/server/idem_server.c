@@ -186,13 +186,14 @@ warn_private_store(const idem_config *cfg)
 		    "store = memory: mod_fcgid sends one request at a time to "
 		    "each process and starts several, and each process has its "
 		    "own memory store, so a retry that reaches another process "
-		    "runs again; use store = mysql, or FcgidMaxProcessesPerClass 1",
-		    parent);
+		    "runs again; use a store with a database (%s), or "
+		    "FcgidMaxProcessesPerClass 1", parent,
+		    idem_config_db_stores());
 	else
 		idem_log(NULL, IDEM_LOG_INFO, "started on fd 0 with store = "
 		    "memory: records are per process; if the web server starts "
-		    "several processes (lighttpd max-procs > 1), use store = "
-		    "mysql");
+		    "several processes (lighttpd max-procs > 1), use a store "
+		    "with a database (%s)", idem_config_db_stores());
 }
 
 int

@@ -705,7 +705,7 @@ Test(admin, bad_arguments)
 	conf = conf_file("[idempotency]\nstore = mysql\n[mysql]\n"
 	    "host = 127.0.0.1\nport = 1\nuser = idem\ndatabase = idem\n"
 	    "connect-timeout = 1s\n");
-	refused(conf, "stats", 3, "cannot use the MySQL store");
+	refused(conf, "stats", 3, "cannot use the store of");
 	unlink(conf);
 }
 

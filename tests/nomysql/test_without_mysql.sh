@@ -3,7 +3,8 @@
 # store = mysql is refused with a reason, by --check and by a start; the
 # installed SDK has idemfcgi_db.h and no raw MySQL header; examples/notes
 # builds against it with pkg-config idemfcgi alone and serves from the
-# memory store, a retried POST answered once.
+# memory store, a retried POST answered once; a plugin written against
+# the raw MySQL API is refused with the reason.
 set -u
 b=${IDEM_BUILDDIR:?} s=${IDEM_SRCDIR:?}
 tmp=$(mktemp -d /tmp/idemfcgi-nomysql.XXXXXX)
@@ -14,7 +15,7 @@ finish() {
 }
 trap finish EXIT
 fail() { echo "not ok $1 - $2"; sed 's/^/# /' "$3"; exit 1; }
-echo 1..4
+echo 1..5
 
 cat > "$tmp/mysql.conf" <<CONF
 [idempotency]
@@ -83,3 +84,29 @@ case "$first" in *'"id":1'*) ;; *) fail 4 "the first POST makes note 1" "$tmp/an
 case "$again" in *'"id":1'*) ;; *) fail 4 "its retry is answered with note 1" "$tmp/answers" ;; esac
 case "$other" in *'"id":2'*) ;; *) fail 4 "another key makes note 2" "$tmp/answers" ;; esac
 echo "ok 4 - examples/notes serves from the memory store, a retry answered once"
+
+# a plugin of the raw MySQL API, built as an outside one is: its setup
+# calls idem_app_mysql_pool, which this server does not have
+cat > "$tmp/raw.c" <<'C'
+#include "idemfcgi.h"
+void *idem_app_mysql_pool(idem_app *, const char *const *, unsigned long);
+static idem_err
+setup(idem_app *app, void **data)
+{
+	static const char *const q[] = { "SELECT 1" };
+	(void)data;
+	return idem_app_mysql_pool(app, q, 1) != 0 ? IDEM_OK : IDEM_ERR_STORE;
+}
+IDEM_PLUGIN("raw", setup, NULL, NULL)
+C
+cc -shared -fPIC $(pkg-config --cflags idemfcgi) -o "$tmp/raw.so" \
+    "$tmp/raw.c" >"$tmp/raw.log" 2>&1 || fail 5 "the raw plugin builds" "$tmp/raw.log"
+cat > "$tmp/raw.conf" <<CONF
+[server]
+plugins = $tmp/raw.so
+CONF
+"$bin" --check -c "$tmp/raw.conf" >"$tmp/raw.log" 2>&1 &&
+	fail 5 "--check refuses a plugin of the raw MySQL API" "$tmp/raw.log"
+grep -q "cannot load: .*undefined symbol: idem_app_mysql_pool (the plugin uses the raw MySQL API" \
+    "$tmp/raw.log" || fail 5 "the refusal names the raw MySQL API" "$tmp/raw.log"
+echo "ok 5 - a plugin of the raw MySQL API is refused, with the reason"

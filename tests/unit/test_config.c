@@ -323,7 +323,7 @@ Test(config, refused_with_file_line_key)
 	refused("[server\nthreads = 4\n", "test.conf:1: syntax error");
 	refused("[server]\njust words\n", "test.conf:2: syntax error");
 	refused("[idempotency]\nstore = mysql\n", "store = mysql needs a user");
-	refused("[server]\nworkers = 2\n", "workers > 1 needs store = mysql");
+	refused("[server]\nworkers = 2\n", "workers > 1 needs a store with a database");
 	refused("[pluginx]\na = 1\na = 2\n", "given twice");
 }
 

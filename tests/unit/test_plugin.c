@@ -328,7 +328,7 @@ Test(dbapi, memory_store_has_no_database)
 	refused(DBAPI "[dbapi]\nstep = exec\n", IDEM_ERR_PLUGIN,
 	    "idem_app_db_exec: the store has no database");
 	refused(DBAPI "[dbapi]\nstep = tx\n", IDEM_ERR_CONFIG,
-	    "route POST /dbapi is transactional, but the store is not MySQL");
+	    "route POST /dbapi is transactional, but the store has no database");
 	refused(DBAPI "[idempotency]\nenabled = false\n[dbapi]\nstep = tx\n",
 	    IDEM_ERR_CONFIG, "is transactional, but idempotency is disabled");
 }
