@@ -23,10 +23,15 @@
 const char *
 idem_config_db_stores(void)
 {
-#ifdef HAVE_MYSQL
+#if defined(HAVE_MYSQL) && defined(HAVE_POSTGRES)
+	return "store = mysql or store = postgres";
+#elif defined(HAVE_MYSQL)
 	return "store = mysql";
+#elif defined(HAVE_POSTGRES)
+	return "store = postgres";
 #else
-	return "none in this build, made ./configure --without-mysql";
+	return "none in this build, made ./configure --without-mysql "
+	    "--without-postgres";
 #endif
 }
 
@@ -43,7 +48,7 @@ idem_config_error(idem_config *cfg, unsigned line, const char *section,
 	va_end(ap);
 	cfg->errors++;
 	if (section != NULL && (strcmp(section, "idempotency") == 0 ||
-	    strcmp(section, "mysql") == 0))
+	    strcmp(section, "mysql") == 0 || strcmp(section, "postgres") == 0))
 		cfg->store_errors++;
 	if (key != NULL && section != NULL)
 		idem_log(NULL, IDEM_LOG_ERROR, "%s:%u: [%s] %s: %s", cfg->path,

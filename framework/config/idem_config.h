@@ -43,9 +43,22 @@ extern const char *const idem_scope_names[IDEM_SCOPE__MAX];
 
 typedef enum idem_store_kind {
 	IDEM_STORE_MEMORY = 0,
-	IDEM_STORE_MYSQL
+	IDEM_STORE_MYSQL,
+	IDEM_STORE_POSTGRES
 } idem_store_kind;
-#define IDEM_STORE__MAX (IDEM_STORE_MYSQL + 1)
+#define IDEM_STORE__MAX (IDEM_STORE_POSTGRES + 1)
+
+/* [postgres] sslmode: libpq's, by the same names */
+typedef enum idem_pg_sslmode {
+	IDEM_PG_SSL_DISABLE = 0,
+	IDEM_PG_SSL_ALLOW,
+	IDEM_PG_SSL_PREFER,
+	IDEM_PG_SSL_REQUIRE,
+	IDEM_PG_SSL_VERIFY_CA,
+	IDEM_PG_SSL_VERIFY_FULL
+} idem_pg_sslmode;
+#define IDEM_PG_SSL__MAX (IDEM_PG_SSL_VERIFY_FULL + 1)
+extern const char *const idem_pg_sslmode_names[IDEM_PG_SSL__MAX];
 
 /* The most requests one batched statement of the MySQL store carries
  * ([mysql] batch-rows). */
@@ -195,6 +208,22 @@ typedef struct idem_config_mysql {
 	unsigned batch_rows;      /* most requests in one statement */
 } idem_config_mysql;
 
+/* [postgres]: the PostgreSQL store's database */
+typedef struct idem_config_postgres {
+	char *host;               /* HOST[:PORT] ..., in failover order */
+	unsigned port;
+	char *user;
+	char *password_file;
+	char *database;
+	unsigned pool_size;
+	uint64_t connect_timeout; /* ms, each host */
+	uint64_t read_timeout;    /* ms */
+	uint64_t write_timeout;   /* ms */
+	idem_pg_sslmode sslmode;
+	uint64_t replay_cache;    /* bytes of committed answers kept
+	                           * per process; 0: none */
+} idem_config_postgres;
+
 /* [metrics]: the Prometheus page and the status route */
 typedef struct idem_config_metrics {
 	int enabled;
@@ -213,6 +242,7 @@ typedef struct idem_config {
 	idem_config_server server;
 	idem_config_idem idem;
 	idem_config_mysql mysql;
+	idem_config_postgres postgres;
 	idem_config_metrics metrics;
 
 	/* the [route METHOD PATH] sections, in the order of the file */
@@ -293,6 +323,11 @@ idem_config_entry *idem_config_find(idem_config *cfg, const char *section,
  */
 const char *idem_config_closest(const char *word,
     const char *const *candidates, size_t n);
+
+/* Why store = postgres is refused by a build without the PostgreSQL
+ * store. */
+#define IDEM_WITHOUT_POSTGRES "this idemfcgi was built without the " \
+	"PostgreSQL store (./configure --without-postgres)"
 
 /* Why store = mysql is refused by a build without the MySQL store. */
 #define IDEM_WITHOUT_MYSQL "this idemfcgi was built without the MySQL " \

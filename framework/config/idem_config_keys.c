@@ -36,12 +36,23 @@ const char *const idem_policy_names[IDEM_POLICY_REQUIRED + 1] = {
 const char *const idem_store_names[IDEM_STORE__MAX] = {
 	[IDEM_STORE_MEMORY] = "memory",
 	[IDEM_STORE_MYSQL] = "mysql",
+	[IDEM_STORE_POSTGRES] = "postgres",
+};
+
+const char *const idem_pg_sslmode_names[IDEM_PG_SSL__MAX] = {
+	[IDEM_PG_SSL_DISABLE] = "disable",
+	[IDEM_PG_SSL_ALLOW] = "allow",
+	[IDEM_PG_SSL_PREFER] = "prefer",
+	[IDEM_PG_SSL_REQUIRE] = "require",
+	[IDEM_PG_SSL_VERIFY_CA] = "verify-ca",
+	[IDEM_PG_SSL_VERIFY_FULL] = "verify-full",
 };
 
 /* An enumeration's field is set as an int. */
 _Static_assert(sizeof(idem_key_format) == sizeof(int) &&
     sizeof(idem_scope_kind) == sizeof(int) &&
     sizeof(idem_store_kind) == sizeof(int) &&
+    sizeof(idem_pg_sslmode) == sizeof(int) &&
     sizeof(idem_log_level) == sizeof(int), "enums are ints");
 
 /* ------------------------------------------------------------ the table */
@@ -162,6 +173,31 @@ static const idem_key_def keys[] = {
 	{ "mysql", "batch", T(bool), FIELD(mysql.batch), .def = "true" },
 	{ "mysql", "batch-rows", T(uint), FIELD(mysql.batch_rows), .min = 2,
 	    .max = IDEM_BATCH_ROWS_MAX, .def = "16" },
+
+	{ "postgres", "host", T(hosts), FIELD(postgres.host),
+	    .def = "127.0.0.1" },
+	{ "postgres", "port", T(uint), FIELD(postgres.port), .min = 1,
+	    .max = 65535, .def = "5432" },
+	{ "postgres", "user", T(string), FIELD(postgres.user) },
+	{ "postgres", "password-file", T(string),
+	    FIELD(postgres.password_file) },
+	{ "postgres", "database", T(string), FIELD(postgres.database) },
+	{ "postgres", "pool-size", T(uint), FIELD(postgres.pool_size),
+	    .min = 1, .max = 1024, .def = "8" },
+	{ "postgres", "connect-timeout", T(duration),
+	    FIELD(postgres.connect_timeout), .min = 1, .max = 3600000,
+	    .def = "2s" },
+	{ "postgres", "read-timeout", T(duration),
+	    FIELD(postgres.read_timeout), .min = 1000, .max = 3600000,
+	    .def = "5s" },
+	{ "postgres", "write-timeout", T(duration),
+	    FIELD(postgres.write_timeout), .min = 1000, .max = 3600000,
+	    .def = "5s" },
+	{ "postgres", "sslmode", T(enum), FIELD(postgres.sslmode),
+	    .names = idem_pg_sslmode_names, .max = IDEM_PG_SSL__MAX - 1,
+	    .def = "prefer" },
+	{ "postgres", "replay-cache", T(size), FIELD(postgres.replay_cache),
+	    .min = 0, .max = 1ULL << 40, .def = "8m" },
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -356,6 +392,21 @@ idem_config_keys_check(idem_config *cfg,
 		    "idempotency", "store", "store = mysql: %s",
 		    IDEM_WITHOUT_MYSQL);
 #endif
+#ifndef HAVE_POSTGRES
+	if (cfg->idem.store == IDEM_STORE_POSTGRES && cfg->idem.enabled)
+		idem_config_error(cfg, seen_line(seen, "idempotency", "store"),
+		    "idempotency", "store", "store = postgres: %s",
+		    IDEM_WITHOUT_POSTGRES);
+#endif
+	if (cfg->idem.store == IDEM_STORE_POSTGRES && cfg->idem.enabled) {
+		unsigned line = seen_line(seen, "idempotency", "store");
+		if (cfg->postgres.user == NULL)
+			idem_config_error(cfg, line, "postgres", "user",
+			    "store = postgres needs a user");
+		if (cfg->postgres.database == NULL)
+			idem_config_error(cfg, line, "postgres", "database",
+			    "store = postgres needs a database");
+	}
 	if (cfg->idem.store == IDEM_STORE_MYSQL && cfg->idem.enabled) {
 		unsigned line = seen_line(seen, "idempotency", "store");
 		if (cfg->mysql.user == NULL)

@@ -17,7 +17,7 @@
 #include "idem_config.h"
 
 /* At least the number of rows (checked where the table is). */
-#define IDEM_CONFIG_MAX_KEYS 64
+#define IDEM_CONFIG_MAX_KEYS 96
 
 /* The row of [section] key.  Returns its index, or -1 for a key that is
  * not in the table. */

@@ -164,7 +164,7 @@ sweep(master *m, pid_t pid, const char *instance, int pass)
 	char prefix[20], list[1024];
 	size_t n = 0, i, used = 0;
 
-	if (!m->cfg->idem.enabled || m->cfg->idem.store != IDEM_STORE_MYSQL)
+	if (!m->cfg->idem.enabled || m->cfg->idem.store == IDEM_STORE_MEMORY)
 		return;
 	snprintf(prefix, sizeof(prefix), "%s.", instance);
 	if (idem_store_open(m->cfg, 1, &s) != IDEM_OK ||
@@ -207,7 +207,7 @@ release_dead(master *m, const worker *w)
 	int i;
 
 	/* a worker whose store was set aside reserved nothing */
-	if (!m->cfg->idem.enabled || m->cfg->idem.store != IDEM_STORE_MYSQL ||
+	if (!m->cfg->idem.enabled || m->cfg->idem.store == IDEM_STORE_MEMORY ||
 	    m->cfg->store_aside)
 		return;
 	sweep(m, w->pid, w->instance, 0);
@@ -378,9 +378,9 @@ reload(master *m, int probed)
 	unsigned i, started = 0;
 
 	if (probed)
-		idem_log(NULL, IDEM_LOG_INFO, "mysql store: the database "
+		idem_log(NULL, IDEM_LOG_INFO, "%s store: the database "
 		    "answers: reading %s to start serving keyed routes",
-		    m->path);
+		    idem_store_names[m->cfg->idem.store], m->path);
 	else
 		idem_log(NULL, IDEM_LOG_INFO, "SIGHUP: reading %s", m->path);
 	if (idem_config_load(m->path, &cfg) != IDEM_OK) {
@@ -420,7 +420,7 @@ reload(master *m, int probed)
 			m->w[i].old = 1;
 	idem_config_free(m->cfg);
 	m->cfg = cfg;
-	/* a probe of the new [mysql], if still waiting */
+	/* a probe of the new store's database, if still waiting */
 	set_waiting(m, WAIT_NONE);
 	set_waiting(m, cfg->store_aside ? WAIT_PROBING : WAIT_NONE);
 	idem_log_set_level(cfg->server.log_level);

@@ -9,6 +9,9 @@
 #include "idem_store_mysql.h"
 #endif
 #include "idem_store_open.h"
+#ifdef HAVE_POSTGRES
+#include "idem_store_postgres.h"
+#endif
 
 idem_err
 idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
@@ -30,6 +33,14 @@ idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
 		    IDEM_WITHOUT_MYSQL);
 #endif
 		break;
+	case IDEM_STORE_POSTGRES:
+#ifdef HAVE_POSTGRES
+		err = idem_store_postgres_new(&cfg->postgres, &o, out);
+#else
+		idem_log(NULL, IDEM_LOG_ERROR, "store = postgres: %s",
+		    IDEM_WITHOUT_POSTGRES);
+#endif
+		break;
 	}
 	if (err == IDEM_OK)
 		idem_store_set_abandon_ms(*out, cfg->idem.abandon_after);
@@ -39,13 +50,17 @@ idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
 uint64_t
 idem_store_settle_for(const idem_config *cfg)
 {
-#ifdef HAVE_MYSQL
 	idem_store_opts o = idem_store_opts_of(cfg, 0);
 
+	(void)o;
+#ifdef HAVE_MYSQL
 	if (cfg->idem.store == IDEM_STORE_MYSQL)
 		return idem_store_mysql_settle_ms(&o);
 #endif
-	(void)cfg;
+#ifdef HAVE_POSTGRES
+	if (cfg->idem.store == IDEM_STORE_POSTGRES)
+		return idem_store_postgres_settle_ms(&cfg->postgres, &o);
+#endif
 	return 0;
 }
 
@@ -56,5 +71,10 @@ idem_store_reachable(const idem_config *cfg)
 	if (cfg->idem.store == IDEM_STORE_MYSQL)
 		return idem_store_mysql_reachable(&cfg->mysql, cfg->path);
 #endif
-	return cfg->idem.store != IDEM_STORE_MYSQL;
+#ifdef HAVE_POSTGRES
+	if (cfg->idem.store == IDEM_STORE_POSTGRES)
+		return idem_store_postgres_reachable(&cfg->postgres,
+		    cfg->path);
+#endif
+	return cfg->idem.store == IDEM_STORE_MEMORY;
 }

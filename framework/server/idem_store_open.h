@@ -11,8 +11,8 @@
 
 /*
  * The store cfg's [idempotency] store names, made from cfg: the memory
- * store of max-entries, or the MySQL store with pool_size connections (0:
- * [mysql] pool-size), with abandon-after.  What the service, the master's sweeps and
+ * store of max-entries, or the MySQL or PostgreSQL store with pool_size
+ * connections (0: its section's pool-size), with abandon-after.  What the service, the master's sweeps and
  * idemfcgi-admin open.  Returns what the constructor returned (IDEM_OK
  * with *out, free with idem_store_close), or IDEM_ERR_CONFIG for a store
  * the config does not name.

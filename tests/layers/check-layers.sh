@@ -3,8 +3,8 @@
 # framework/ may include headers of its own folder and of the folders
 # below it, never above.  The order, bottom first:
 #
-#   base  config  http  store  store/mysql  protocol  observe  plugin
-#   server  programs
+#   base  config  http  store  store/mysql  store/postgres  protocol
+#   observe  plugin  server  programs
 #
 # and the public API (framework/idemfcgi.h, idemfcgi_db.h,
 # idemfcgi_mysql.h) under them
@@ -12,13 +12,16 @@
 # no layer, and is refused until it is placed.
 #
 # A store is known only to the store factory (server/idem_store_open.c)
-# and to its own folder: a header of store/mysql/, or MySQL's client
-# headers (mysql*.h, mysql/..., mariadb*, errmsg.h), is included under
-# store/mysql/ only, by the factory, by the public raw header
-# (idemfcgi_mysql.h), and by the files of NOT_NEUTRAL: the maker of the
-# plugins' pools, which knows each store with a database (as the factory
-# knows each store), and the loader's table of the raw API's functions;
-# the list may only shrink.
+# and to its own folder (a store sits beside the others, none above
+# another): a header of store/mysql/, or MySQL's client headers (mysql*.h,
+# mysql/..., mariadb*, errmsg.h), is included under store/mysql/ only, by
+# the factory, by the public raw header (idemfcgi_mysql.h), and by the
+# files of NOT_NEUTRAL: the maker of the plugins' pools, which knows each
+# store with a database (as the factory knows each store), and the
+# loader's table of the raw API's functions; the list may only shrink.
+# So too a header of store/postgres/, or libpq's (libpq-fe.h, libpq/...,
+# pg_config*.h, postgres_ext.h): under store/postgres/ and by the factory
+# only.
 #
 # An include is matched however it is written ("x.h", <x.h>, "../d/x.h",
 # "# include"): by the file's name.
@@ -27,17 +30,18 @@
 # TAP on stdout; exits 1 when a file breaks a rule, naming it.
 set -eu
 fw=${1:-${IDEM_SRCDIR:?}/framework}
-LAYERS="base config http store store/mysql protocol observe plugin server
-programs"
+LAYERS="base config http store store/mysql store/postgres protocol observe
+plugin server programs"
 FACTORY="server/idem_store_open.c"
 NOT_NEUTRAL="plugin/idem_app_db.c plugin/idem_plugin.c"
 
-# the rank of a folder (0 is the bottom), or nothing for an unknown one
+# the rank of a folder (0 is the bottom), or nothing for an unknown one;
+# the stores share one rank
 rank_of() {
 	r=0
 	for l in $LAYERS; do
 		[ "$l" = "$1" ] && { echo "$r"; return; }
-		r=$((r + 1))
+		case "$l" in store/postgres) ;; *) r=$((r + 1)) ;; esac
 	done
 }
 
@@ -62,6 +66,19 @@ is_mysql() {
 	mysql*.h|mariadb*.h|ma_*.h|errmsg.h|idemfcgi_mysql.h) return 0 ;;
 	esac
 	[ "$(folder_of "$name")" = "store/mysql" ]
+}
+
+# whether include path $1 names PostgreSQL: libpq's headers, or the
+# PostgreSQL store's own
+is_postgres() {
+	name=${1##*/}
+	case "$1" in
+	libpq/*|postgresql/*) return 0 ;;
+	esac
+	case "$name" in
+	libpq-fe.h|libpq-events.h|pg_config*.h|postgres_ext.h) return 0 ;;
+	esac
+	[ "$(folder_of "$name")" = "store/postgres" ]
 }
 
 map=$(mktemp)
@@ -100,6 +117,10 @@ for l in $LAYERS; do
 			    [ "$(rank_of "$dir")" -gt "$mine" ]; then
 				report "$rel includes $inc, of $dir/, a layer above $l/"
 			fi
+			if [ "$l" != store/postgres ] && is_postgres "$inc"; then
+				[ "$rel" = "$FACTORY" ] ||
+				    report "$rel includes $inc: PostgreSQL belongs in store/postgres/ (and the store factory)"
+			fi
 			case "$l" in store/mysql) continue ;; esac
 			is_mysql "$inc" || continue
 			case " $FACTORY $(echo $NOT_NEUTRAL) " in
@@ -129,6 +150,9 @@ for h in idemfcgi.h idemfcgi_db.h idemfcgi_mysql.h; do
 		fi
 		if [ "$h" != idemfcgi_mysql.h ] && is_mysql "$inc"; then
 			report "$h includes $inc: only idemfcgi_mysql.h may"
+		fi
+		if is_postgres "$inc"; then
+			report "$h includes $inc: no public header may"
 		fi
 	done
 done

@@ -30,7 +30,7 @@ scenario() {
 	fi
 }
 
-echo "1..10"
+echo "1..12"
 n=1
 if "$check" "$IDEM_SRCDIR/framework" > "$tmp/out.0" 2>&1; then
 	echo "ok 1 - the tree as it is passes"
@@ -61,6 +61,12 @@ scenario "MySQL's headers by another name" \
 scenario "the master knowing the MySQL store again" \
     "server/idem_master.c includes idem_store_mysql.h" \
     'sed -i "s|#include \"idem_master.h\"|&\n#include \"idem_store_mysql.h\"|" server/idem_master.c'
+scenario "<libpq-fe.h> outside store/postgres/" \
+    "protocol/idem_key.c includes libpq-fe.h: PostgreSQL belongs" \
+    'sed -i "s/#include \"idem_key.h\"/&\n#include <libpq-fe.h>/" protocol/idem_key.c'
+scenario "one store knowing another" \
+    "store/mysql/idem_mysql.c includes idem_pg.h" \
+    'sed -i "s/#include \"idem_mysql.h\"/&\n#include \"idem_pg.h\"/" store/mysql/idem_mysql.c'
 scenario "a folder in no layer" "store/pg/ is in no layer" \
     'mkdir store/pg && echo "int x;" > store/pg/idem_store_pg.c'
 exit "$status"

@@ -303,7 +303,7 @@ Test(config, refused_with_file_line_key)
 	refused("[server]\nmax-body = 1q\n", "test.conf:2: [server] max-body");
 	refused("[idempotency]\nlifetime = forever\n",
 	    "test.conf:2: [idempotency] lifetime");
-	refused("[idempotency]\nstore = redis\n", "expected memory or mysql");
+	refused("[idempotency]\nstore = redis\n", "expected memory, mysql or postgres");
 	refused("[idempotency]\nkey-format = uuid4\n", "opaque, uuid or uuidv7");
 	refused("[idempotency]\nscope = header:\n", "header:NAME");
 	refused("[idempotency]\ncommit-statuses = 2xx 503\n", "transient");
@@ -318,7 +318,7 @@ Test(config, refused_with_file_line_key)
 	    "test.conf:3: [server] threads: given twice (first on line 2)");
 	refused("threads = 4\n", "outside a section");
 	refused("\nthreads = 4\n", "test.conf:2: threads: key outside a section "
-	    "(put it under [server], [idempotency], [metrics], [mysql] or a "
+	    "(put it under [server], [idempotency], [metrics], [mysql], [postgres] or a "
 	    "plugin's section)");
 	refused("[server\nthreads = 4\n", "test.conf:1: syntax error");
 	refused("[server]\njust words\n", "test.conf:2: syntax error");
@@ -663,6 +663,9 @@ Test(config, enum_names)
 	cr_expect_str_eq(idem_scope_names[IDEM_SCOPE_REMOTE_USER],
 	    "remote-user");
 	cr_expect_str_eq(idem_store_names[IDEM_STORE_MYSQL], "mysql");
+	cr_expect_str_eq(idem_store_names[IDEM_STORE_POSTGRES], "postgres");
+	cr_expect_str_eq(idem_pg_sslmode_names[IDEM_PG_SSL_VERIFY_FULL],
+	    "verify-full");
 	cr_expect_str_eq(idem_log_level_names[IDEM_LOG_WARN], "warn");
 	cr_expect_str_eq(idem_log_format_names[IDEM_LOG_JSON], "json");
 	for (i = 0; i < IDEM_LOG__MAX; i++)
@@ -685,7 +688,7 @@ Test(config, enum_names)
 	    "error");
 	refused("[server]\nlog-format = JSON\n", "bad value \"JSON\": expected "
 	    "text or json");
-	refused("[idempotency]\nstore = Memory\n", "expected memory or mysql");
+	refused("[idempotency]\nstore = Memory\n", "expected memory, mysql or postgres");
 	refused("[idempotency]\nkey-format = UUID\n",
 	    "expected opaque, uuid or uuidv7");
 	refused("[idempotency]\nscope = header\n",

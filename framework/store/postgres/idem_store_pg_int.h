@@ -1,0 +1,154 @@
+/*
+ * idem_store_pg_int.h - what the files of the PostgreSQL store share (not
+ * for other modules):
+ *   idem_store_pg_sql.c      the statements, their parameters and rows,
+ *                            and the executor of pooled statements
+ *   idem_store_postgres.c    the request-path operations (reserve,
+ *                            commit, release, renew, checkpoint, purge),
+ *                            the owner-checked resolve, and opening
+ *   idem_store_pg_admin.c    the operations of idemfcgi-admin and the
+ *                            gauges (lookup, census, stats, the records
+ *                            of unknown outcome, a dead worker's keys)
+ */
+#ifndef IDEM_STORE_PG_INT_H
+#define IDEM_STORE_PG_INT_H
+
+#include <libpq-fe.h>
+
+#include "idem_pg.h"
+#include "idem_replay_cache.h"
+#include "idem_store.h"
+#include "idem_store_postgres.h"
+
+#define PG_SCHEMA_VERSION 1
+/* the schema's files, installed in IDEM_PG_SCHEMADIR (configure's
+ * $(pkgdatadir)/schema/postgres) */
+#define PG_SCHEMA_FILE "001_idempotency_keys.sql"
+#define PG_SCHEMA_LAST "001_idempotency_keys.sql"
+
+/* What one answer may hold: a bytea holds up to 1 GB, and a statement's
+ * message as much; the rest of a commit besides headers and body, kept
+ * generously. */
+#define PG_VALUE_MAX (1024ULL * 1024 * 1024 - 1)
+#define PG_MESSAGE_SLACK (64ULL * 1024)
+/* Attempts of a statement that meets a deadlock or a serialization
+ * failure. */
+#define PG_CONTENTION_TRIES 6
+/* Rounds of a reserve whose row keeps vanishing under it. */
+#define PG_RESERVE_ROUNDS 4
+/* The longest a committed answer is served from the replay cache */
+#define PG_CACHE_HOLD_MS 60000
+
+enum { P_RESERVE, P_SELECT, P_TAKEOVER, P_REUSE, P_RESUME, P_RECONCILE,
+    P_COMMIT, P_RELEASE, P_PAUSE, P_RENEW, P_CHECKPOINT, P_UNKNOWN,
+    P_RESOLVE, P_RESOLVE_RELEASE, P_PURGE, P_STATS, P_VERSION, P_OWNED_BY,
+    P_RELEASE_BY, P_PAUSE_BY, P_LOOKUP, P_CENSUS, P_OLDEST,
+    P_LIST_UNKNOWN, PNSTMT };
+
+/* The statements' text, by index (idem_store_pg_sql.c). */
+extern const char *const idem_pg_sql[PNSTMT];
+/* The statement of the schema's version alone (the check at open). */
+extern const char *const idem_pg_version_sql[1];
+
+typedef struct pg_store {
+	idem_store base;
+	idem_pg_pool *pool;
+	idem_replay_cache *cache;     /* committed answers; NULL: none */
+	uint64_t lock_wait_ms;        /* the session's lock_timeout: how
+	                               * long a write may wait for a row
+	                               * lock, so its answer that long too */
+	int lose_answer;              /* tests: 1 + the statement whose next
+	                               * answer is lost (idem_store_postgres_
+	                               * lose_answer); 0: none */
+} pg_store;
+
+/* One row as the reserve and its reads see it. */
+typedef struct pg_row {
+	int found;
+	idem_record_state state;
+	int committed;               /* state is committed */
+	int expired;
+	unsigned char fp[32];
+	char owner[IDEM_OWNER_MAX + 1];
+	char request_id[IDEM_RID_MAX + 1];
+	long long lease_age_us;
+	long long lease_ms;          /* the lease's length */
+	long long left_us;           /* time left until it expires */
+	idem_stored_response resp;   /* committed: owned by the row */
+	idem_progress progress;      /* owned by the row */
+} pg_row;
+
+/* What a reserve asks for: the request, its policy's times. */
+typedef struct pg_reserve_args {
+	idem_store_req *rq;
+	long long life_us, ttl_us;
+	long long lease_ms;
+	long long abandon_us;        /* the store's abandon-after */
+} pg_reserve_args;
+
+/* idem_store_pg_sql.c */
+/* Runs statement i with p on a pooled connection: once more on a fresh
+ * connection when the first lost its session, up to PG_CONTENTION_TRIES
+ * times with a random back-off after a deadlock or serialization failure
+ * (a lock wait, which waited all it may, is not retried); contention is
+ * added to *contended (NULL: counted on no route).  On IDEM_OK *res
+ * holds the result (caller PQclears; NULL when res is NULL).  *retried
+ * (when not NULL) says whether an attempt before the last lost its
+ * answer, so it may have been applied, or still run on the server.
+ * Returns IDEM_OK, IDEM_ERR_BUSY, IDEM_ERR_TOO_LARGE or IDEM_ERR_STORE
+ * (logged). */
+idem_err idem_pgs_run(pg_store *ps, int i, const idem_pg_params *p,
+    unsigned *contended, PGresult **res, int *retried);
+/* Like run, for a write whose result is its count of rows: *n. */
+idem_err idem_pgs_count(pg_store *ps, int i, const idem_pg_params *p,
+    unsigned *contended, unsigned long long *n, int *retried);
+/* Counts one contention, as run does. */
+void idem_pgs_count_contended(pg_store *ps, unsigned *contended);
+/* Sleeps a random 1..2^n ms. */
+void idem_pgs_backoff(int n);
+/* Binds k's scope and key. */
+void idem_pgs_p_key(idem_pg_params *p, const idem_store_key *k);
+/* Binds the length of the lease rq's owner renews: its policy's
+ * lease_ms, or NULL (the record keeps its own). */
+void idem_pgs_p_lease(idem_pg_params *p, const idem_store_req *rq);
+/* Fills *a for the reserve of rq on ps. */
+void idem_pgs_reserve_args(const pg_store *ps, pg_reserve_args *a,
+    idem_store_req *rq);
+/* Reads row 0 of res (a P_RESERVE or P_SELECT result: its second
+ * column on) into r.  Returns IDEM_OK (r->found tells) or
+ * IDEM_ERR_NOMEM. */
+idem_err idem_pgs_row(const PGresult *res, pg_row *r);
+/* Reads k's row with P_SELECT.  Returns IDEM_OK (r->found tells),
+ * IDEM_ERR_BUSY or IDEM_ERR_STORE. */
+idem_err idem_pgs_read_row(pg_store *ps, const idem_store_key *k,
+    unsigned *contended, pg_row *r);
+/* Frees what r owns. */
+void idem_pgs_row_clear(pg_row *r);
+/* The step of the reservation rule for the row r a reserve found. */
+idem_reserve_step idem_pgs_step_of(const pg_reserve_args *a, const pg_row *r);
+/* Fills *out from the live row r, read at read_at (idem_boot_ms before
+ * the statement): COMMITTED with its answer (moved out of r, a copy kept
+ * in the replay cache), or IN_FLIGHT with its owner. */
+void idem_pgs_found_row(pg_store *ps, const pg_reserve_args *a, pg_row *r,
+    uint64_t read_at, idem_reserve_result *out);
+/* Whether k's committed answer is in the replay cache: then *out is
+ * COMMITTED with it, marked cached. */
+int idem_pgs_cached(pg_store *ps, const idem_store_key *k,
+    idem_reserve_result *out);
+/* Copies column col of row 0 of res into buf (size bytes, NUL-
+ * terminated, cut to fit); returns its length as copied. */
+size_t idem_pgs_str(const PGresult *res, int row, int col, char *buf,
+    size_t size);
+
+/* idem_store_pg_admin.c */
+idem_err idem_pgs_release_prefix(idem_store *s, const char *prefix,
+    idem_store_key **keys, size_t *n);
+idem_err idem_pgs_stats(idem_store *s, idem_store_stats *st);
+idem_err idem_pgs_lookup(idem_store *s, const idem_store_key *k,
+    idem_store_record *out);
+idem_err idem_pgs_census(idem_store *s, uint64_t inflight_ttl_ms,
+    idem_store_census *out);
+idem_err idem_pgs_list_unknown(idem_store *s, size_t max,
+    idem_store_key **keys, idem_store_record **recs, size_t *n, int *more);
+
+#endif
