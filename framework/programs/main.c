@@ -39,8 +39,8 @@ usage(FILE *fp)
 	    "                     else %s)\n"
 	    "  -t, --check        check the configuration and plugins, then exit:\n"
 	    "                     0 when good, 1 with every problem on stderr\n"
-	    "      --strict       with --check: a MySQL database that cannot be\n"
-	    "                     reached is an error (1), not a warning\n"
+	    "      --strict       with --check: a store's database that cannot\n"
+	    "                     be reached is an error (1), not a warning\n"
 	    "      --openapi      write the OpenAPI 3.1 document of the routes the\n"
 	    "                     plugins register (JSON, on stdout), then exit\n"
 	    "  -h, --help         this text\n"
@@ -61,6 +61,7 @@ check_all(const char *path, int strict)
 	idem_service *svc;
 	idem_err err = idem_config_load_all(path, &cfg);
 	size_t i, builtin = 0;
+	const char *db;
 	int aside;
 
 	if (cfg == NULL) {
@@ -83,17 +84,19 @@ check_all(const char *path, int strict)
 		builtin += strcmp(idem_router_at(svc->router, i)->owner,
 		    IDEM_BUILTIN_OWNER) == 0;
 	aside = svc->cfg->store_aside;
+	db = svc->cfg->idem.store == IDEM_STORE_POSTGRES ? "PostgreSQL" :
+	    "MySQL";
 	if (aside && strict) {
-		fprintf(stderr, "%s: the MySQL database cannot be reached "
-		    "(--strict)\n", path);
+		fprintf(stderr, "%s: the %s database cannot be reached "
+		    "(--strict)\n", path, db);
 		idem_service_free(svc);
 		return 1;
 	}
-	printf("%s: configuration OK (%zu route(s) of plugins, %zu built in)%s\n",
-	    path, idem_router_count(svc->router) - builtin, builtin, aside ?
-	    "; warning: the MySQL database cannot be reached (keyed routes "
-	    "would answer 503 until it can be; --strict makes this an error)" :
-	    "");
+	printf("%s: configuration OK (%zu route(s) of plugins, %zu built in)%s%s%s"
+	    "\n", path, idem_router_count(svc->router) - builtin, builtin,
+	    aside ? "; warning: the " : "", aside ? db : "", aside ? " database "
+	    "cannot be reached (keyed routes would answer 503 until it can be; "
+	    "--strict makes this an error)" : "");
 	idem_service_free(svc);
 	return 0;
 }

@@ -27,6 +27,7 @@
 #include "harness.h"
 #include "idem_log.h"
 #include "mariadb.h"
+#include "postgres.h"
 
 ssize_t
 harness_read_body(void *ctx, char *buf, size_t len)
@@ -202,7 +203,9 @@ harness_start(harness *h, const harness_opts *opts)
 	int i;
 
 	memset(h, 0, sizeof(*h));
-	if (mysql) {
+	if (o->pg != NULL)
+		postgres_conf(o->pg, my, sizeof(my));
+	else if (mysql) {
 		mariadb env;
 		const mariadb *db = o->db;
 		if (db == NULL) {
@@ -242,7 +245,8 @@ harness_start(harness *h, const harness_opts *opts)
 	    "    @BUILDDIR@/.libs/ledger.so\n%s\n"
 	    "[idempotency]\n%s%s\n%s%s\n[testkit]\nlog = %s\n",
 	    h->addr, o->server != NULL ? o->server : "",
-	    mysql ? "store = mysql\n" : "", o->idem != NULL ? o->idem : "", my,
+	    o->pg != NULL ? "store = postgres\n" : mysql ? "store = mysql\n" :
+	    "", o->idem != NULL ? o->idem : "", my,
 	    o->rest != NULL ? o->rest : "", h->testkit_log);
 	if (harness_write_conf(h->conf, text) != 0)
 		return -1;

@@ -35,6 +35,7 @@ int harness_free_port(void);
 const char *harness_builddir(void);
 
 struct mariadb;
+struct postgres;
 
 /*
  * How to start an instance; every field may be left zero.  The config it
@@ -42,11 +43,13 @@ struct mariadb;
  *
  *   [server]       listen, socket-mode 0666, shutdown-grace 10s, the
  *                  testkit and ledger plugins, then the server lines
- *   [idempotency]  with mysql: store = mysql; then the idem lines
+ *   [idempotency]  with mysql: store = mysql (with pg: store = postgres);
+ *                  then the idem lines
  *   [mysql]        with mysql: the section for db, over its unix socket
- *                  (or TCP)
- *   rest           further sections; with mysql, lines before its first
- *                  section header still belong to [mysql] ("pool-size")
+ *                  (or TCP); with pg: [postgres], the section for pg
+ *   rest           further sections; with mysql or pg, lines before its
+ *                  first section header still belong to that section
+ *                  ("pool-size")
  *   [testkit]      log = the testkit log
  */
 typedef struct harness_opts {
@@ -56,6 +59,7 @@ typedef struct harness_opts {
 	int mysql;                 /* store = mysql on db */
 	int mysql_tcp;             /* with mysql: [mysql] over TCP */
 	const struct mariadb *db;  /* NULL: the program's (mariadb_from_env) */
+	const struct postgres *pg; /* store = postgres on this server */
 	const char *testkit_log;   /* shared by several instances, so
 	                            * executions are counted across them;
 	                            * NULL: a private one in the directory */
