@@ -2,6 +2,10 @@
  * test_admin.c - idemfcgi-admin against a real MariaDB: it shows,
  * releases and purges the right rows, refuses what would be unsafe, and
  * refuses bad arguments.  One private MariaDB for the program.
+ *
+ * Built a second time with ADMIN_ON_POSTGRES (test_admin_postgres): the
+ * same scenarios against a private PostgreSQL, but for what only MySQL
+ * has (transactional routes; the arguments, checked once).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -15,13 +19,57 @@
 
 #include "calls.h"
 #include "harness.h"
+#ifdef ADMIN_ON_POSTGRES
+#include "postgres.h"
+#else
 #include "mariadb.h"
+#endif
 
-/* Starts an instance on the program's MariaDB, keys scoped by X-Api-Key. */
+#ifdef ADMIN_ON_POSTGRES
+/* The program's PostgreSQL (postgres_hooks.c). */
+static const postgres *
+program_pg(void)
+{
+	static postgres pg;
+
+	if (pg.port == 0)
+		cr_assert_eq(postgres_from_env(&pg), 0);
+	return &pg;
+}
+/* The harness options of the program's database. */
+#define DB_OPTS .pg = program_pg()
+/* A key as the table holds it, in a statement. */
+#define KEY_SQL "'%s'::bytea"
+/* The database's clock minus %d of a unit (an int parameter). */
+#define AGO(unit) "clock_timestamp() - interval '%d " unit "'"
+
+/* Runs sql on the program's database; returns its rows (caller frees). */
+static char *
+db_sql(const char *text)
+{
+	return postgres_sql(program_pg(), text);
+}
+#else
+#define DB_OPTS .mysql = 1
+#define KEY_SQL "'%s'"
+#define AGO(unit) "UTC_TIMESTAMP(6) - INTERVAL %d " unit
+
+static char *
+db_sql(const char *text)
+{
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	return mariadb_sql(&m, text);
+}
+#endif
+
+/* Starts an instance on the program's database, keys scoped by
+ * X-Api-Key. */
 static void
 start(harness *h)
 {
-	cr_assert_eq(harness_start(h, &(harness_opts){ .mysql = 1,
+	cr_assert_eq(harness_start(h, &(harness_opts){ DB_OPTS,
 	    .idem = "inflight-ttl = 1s\nscope = header:X-Api-Key" }), 0);
 }
 
@@ -71,12 +119,10 @@ static char *
 row_state(const char *key)
 {
 	char sql[300], *rows;
-	mariadb m;
 
-	cr_assert_eq(mariadb_from_env(&m), 0);
 	snprintf(sql, sizeof(sql), "SELECT state FROM idempotency_keys WHERE "
-	    "idem_key = '%s'", key);
-	rows = mariadb_sql(&m, sql);
+	    "idem_key = " KEY_SQL, key);
+	rows = db_sql(sql);
 	cr_assert_not_null(rows);
 	rows[strcspn(rows, "\n")] = '\0';
 	return rows;
@@ -112,7 +158,6 @@ Test(admin, show_release_purge)
 	call c, slow, doomed;
 	json_t *doc;
 	pthread_t t;
-	mariadb m;
 	int rc;
 
 	start(&h);
@@ -223,11 +268,10 @@ Test(admin, show_release_purge)
 	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/1500", stuck), 1);
 
 	/* purge takes the expired rows and only them */
-	cr_assert_eq(mariadb_from_env(&m), 0);
 	snprintf(sql, sizeof(sql), "UPDATE idempotency_keys SET expires_at = "
-	    "UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE idem_key IN ('%s', '%s')",
+	    AGO("HOUR") " WHERE idem_key IN (" KEY_SQL ", " KEY_SQL ")", 1,
 	    done, live);
-	free(mariadb_sql(&m, sql));
+	free(db_sql(sql));
 	snprintf(args, sizeof(args), "show %s --scope alice", done);
 	cr_expect_eq(admin(h.conf, args, &out, &err), 0);
 	cr_expect(strstr(out, "the next purge deletes it") != NULL, "%s", out);
@@ -258,14 +302,11 @@ Test(admin, show_release_purge)
 static void refused(const char *conf, const char *args, int rc,
     const char *text);
 
-/* Runs sql on the program's MariaDB, ignoring what it returns. */
+/* Runs sql on the program's database, ignoring what it returns. */
 static void
 sql(const char *text)
 {
-	mariadb m;
-
-	cr_assert_eq(mariadb_from_env(&m), 0);
-	free(mariadb_sql(&m, text));
+	free(db_sql(text));
 }
 
 /* Makes key's committed record one of unknown outcome of owner, marked
@@ -279,10 +320,10 @@ make_unknown(const char *key, const char *owner, int minutes,
 
 	snprintf(text, sizeof(text), "UPDATE idempotency_keys SET state = "
 	    "'unknown', owner = '%s', status = NULL, headers = NULL, body = "
-	    "NULL, phase = %s%s%s, lease_at = UTC_TIMESTAMP(6) - INTERVAL %d "
-	    "MINUTE, reserved_at = lease_at WHERE idem_key = '%s'", owner,
+	    "NULL, phase = %s%s%s, lease_at = " AGO("MINUTE") ", reserved_at = "
+	    AGO("MINUTE") " WHERE idem_key = " KEY_SQL, owner,
 	    phase != NULL ? "'" : "", phase != NULL ? phase : "NULL",
-	    phase != NULL ? "'" : "", minutes, key);
+	    phase != NULL ? "'" : "", minutes, minutes, key);
 	sql(text);
 }
 
@@ -327,7 +368,7 @@ Test(admin, unknown_and_resolve)
 	snprintf(kc, sizeof(kc), "%s", call_key("adm-unk-commit"));
 	snprintf(kr, sizeof(kr), "%s", call_key("adm-unk-release"));
 	snprintf(kn, sizeof(kn), "%s", call_key("adm-unk-none"));
-	cr_assert_eq(harness_start(&h, &(harness_opts){ .mysql = 1,
+	cr_assert_eq(harness_start(&h, &(harness_opts){ DB_OPTS,
 	    .idem = "inflight-ttl = 1s\nscope = header:X-Api-Key",
 	    .rest = "[metrics]\nenabled = true\n" }), 0);
 	cr_expect_eq(send_as_alice(h.addr, "/testkit/echo", kc).status, 201);
@@ -532,7 +573,7 @@ Test(admin, resolve_json_and_expired)
 
 	snprintf(kj, sizeof(kj), "%s", call_key("adm-unk-json"));
 	snprintf(kx, sizeof(kx), "%s", call_key("adm-unk-expired"));
-	cr_assert_eq(harness_start(&h, &(harness_opts){ .mysql = 1,
+	cr_assert_eq(harness_start(&h, &(harness_opts){ DB_OPTS,
 	    .idem = "inflight-ttl = 1s\nscope = header:X-Api-Key\n"
 	    "max-response = 1k" }), 0);
 	cr_expect_eq(send_as_alice(h.addr, "/testkit/echo", kj).status, 201);
@@ -540,7 +581,7 @@ Test(admin, resolve_json_and_expired)
 	make_unknown(kj, "0123456789abcdef.unk3", 1, NULL);
 	make_unknown(kx, "0123456789abcdef.unk4", 1, NULL);
 	snprintf(text, sizeof(text), "UPDATE idempotency_keys SET expires_at = "
-	    "UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE WHERE idem_key = '%s'", kx);
+	    AGO("MINUTE") " WHERE idem_key = " KEY_SQL, 1, kx);
 	sql(text);
 	/* within max-response, headers and all */
 	snprintf(body, sizeof(body), "/tmp/idemfcgi-admin-big-%ld",
@@ -595,17 +636,6 @@ Test(admin, resolve_json_and_expired)
 	cr_expect_eq(harness_stop(&h), 0);
 }
 
-/* Writes text to a config file in dir; returns its path (static). */
-static const char *
-conf_file(const char *text)
-{
-	static char path[128];
-
-	snprintf(path, sizeof(path), "/tmp/idemfcgi-admin-%ld.conf",
-	    (long)getpid());
-	cr_assert_eq(harness_write_conf(path, text), 0);
-	return path;
-}
 
 /* Runs admin on conf with args and expects status rc and text in stderr. */
 static void
@@ -619,6 +649,19 @@ refused(const char *conf, const char *args, int rc, const char *text)
 	    text, err);
 	free(out);
 	free(err);
+}
+
+#ifndef ADMIN_ON_POSTGRES
+/* Writes text to a config file in dir; returns its path (static). */
+static const char *
+conf_file(const char *text)
+{
+	static char path[128];
+
+	snprintf(path, sizeof(path), "/tmp/idemfcgi-admin-%ld.conf",
+	    (long)getpid());
+	cr_assert_eq(harness_write_conf(path, text), 0);
+	return path;
 }
 
 Test(admin, bad_arguments)
@@ -698,7 +741,7 @@ Test(admin, bad_arguments)
 	conf = conf_file("[idempotency]\nenabled = false\n");
 	refused(conf, "purge", 2, "enabled = false");
 	/* a bad file: the line and key, as idemfcgi says it */
-	conf = conf_file("[idempotency]\nstore = postgres\n");
+	conf = conf_file("[idempotency]\nstore = cassandra\n");
 	refused(conf, "stats", 2, ":2: [idempotency] store");
 	refused("/nonexistent/idemfcgi.conf", "stats", 2, "cannot read");
 	/* a database that is not there */
@@ -722,7 +765,7 @@ Test(admin, show_names_a_record_held_by_an_open_transaction)
 	pthread_t t;
 
 	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
-	cr_assert_eq(harness_start(&h, &(harness_opts){ .mysql = 1,
+	cr_assert_eq(harness_start(&h, &(harness_opts){ DB_OPTS,
 	    .rest = "pool-size = 4\n" }), 0);
 	first = call_make(h.addr, "/testkit/tx/201?ms=3000", key, NULL);
 	pthread_create(&t, NULL, call_thread, &first);
@@ -749,3 +792,4 @@ Test(admin, show_names_a_record_held_by_an_open_transaction)
 	free(err);
 	harness_stop(&h);
 }
+#endif
