@@ -356,3 +356,70 @@ Test(postgres, down_at_open_set_aside_when_allowed)
 	cr_expect_eq(idem_store_postgres_reachable(&cfg->postgres, "t.conf"), 1);
 	idem_config_free(cfg);
 }
+
+/* A failure at the commit of a statement (here a deferred constraint
+ * trigger raising a serialization failure, as SERIALIZABLE transactions
+ * or a failed WAL write do) comes after the statement's own completion:
+ * the statement was rolled back, and the store must say so, never OK.
+ * A reservation so refused is contention (BUSY) and leaves no row; a
+ * commit so refused is BUSY and leaves the record in flight. */
+Test(postgres, failure_at_commit_is_not_success, .timeout = 60)
+{
+	idem_stored_response resp = { 201, "", 0, "made", 4 };
+	idem_config *cfg;
+	idem_store *s = NULL;
+	idem_reserve_result rr;
+	idem_store_key k;
+	unsigned char fp[32] = { 8 };
+	char *rows;
+	postgres pg;
+
+	cr_assert_eq(postgres_from_env(&pg), 0);
+	cr_assert_eq(postgres_new_database(&pg, "commit_fails"), 0);
+	rows = postgres_sql_on(&pg, "commit_fails", "CREATE FUNCTION refuse() "
+	    "RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.owner = "
+	    "'ci.1' OR (NEW.owner = 'ct.1' AND NEW.state = 'committed') THEN "
+	    "RAISE EXCEPTION 'refused at commit' USING ERRCODE = "
+	    "'serialization_failure'; END IF; RETURN NULL; END $$; "
+	    "CREATE CONSTRAINT TRIGGER refuse AFTER INSERT OR UPDATE ON "
+	    "idempotency_keys DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+	    "EXECUTE FUNCTION refuse()");
+	cr_assert_not_null(rows);
+	free(rows);
+	cfg = config_of(&pg, NULL);
+	free(cfg->postgres.database);
+	cfg->postgres.database = strdup("commit_fails");
+	cr_assert_eq(open_pg(cfg, 2, &s), IDEM_OK);
+	memset(&k, 0, sizeof(k));
+	memset(&rr, 0, sizeof(rr));
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "refused-insert");
+	cr_expect_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "ci.1", "rid",
+	    30000, 60000), &rr), IDEM_ERR_BUSY);
+	idem_reserve_result_clear(&rr);
+	rows = postgres_sql_on(&pg, "commit_fails", "SELECT count(*) FROM "
+	    "idempotency_keys");
+	cr_assert_not_null(rows);
+	cr_expect_eq(atoi(rows), 0, "%s", rows);
+	free(rows);
+	/* another owner reserves it */
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "ok.1", "rid",
+	    30000, 60000), &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	idem_reserve_result_clear(&rr);
+
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "refused-commit");
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "ct.1", "rid",
+	    30000, 60000), &rr), IDEM_OK);
+	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(idem_store_commit(s, TEST_OWNED(&k, "ct.1", 60000), &resp),
+	    IDEM_ERR_BUSY);
+	rows = postgres_sql_on(&pg, "commit_fails", "SELECT owner || '|' || "
+	    "state FROM idempotency_keys WHERE idem_key = 'refused-commit'");
+	cr_assert_not_null(rows);
+	rows[strcspn(rows, "\n")] = '\0';
+	cr_expect_str_eq(rows, "ct.1|in_flight");
+	free(rows);
+	idem_store_close(s);
+	idem_config_free(cfg);
+}

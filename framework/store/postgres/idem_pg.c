@@ -134,16 +134,18 @@ idem_pg_error_code(const char *state)
 
 /* Whether SQLSTATE state means the session is no use any more: a
  * connection error (class 08), a server shutting down or starting
- * (57P01-57P03), a session cut by an operator (57P04 is not; 57P01
- * admin_shutdown is what pg_terminate_backend sends), or a read-only
- * server (25006: a standby, or a primary demoted under us): another
- * connection may be served, perhaps by another host. */
+ * (57P01-57P03; 57P01 admin_shutdown is also what pg_terminate_backend
+ * sends), a read-only server (25006: a standby, or a primary demoted
+ * under us), or a session that lost its prepared statements (26000:
+ * DISCARD ALL, a pooler in between): another connection, opened and
+ * prepared anew, may be served, perhaps by another host. */
 static int
 session_lost(const char *state)
 {
 	return state[0] == '\0' || strncmp(state, "08", 2) == 0 ||
 	    strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 ||
-	    strcmp(state, "57P03") == 0 || strcmp(state, "25006") == 0;
+	    strcmp(state, "57P03") == 0 || strcmp(state, "25006") == 0 ||
+	    strcmp(state, "26000") == 0;
 }
 
 /* Reads the password: the first line of pg's password-file (named in
@@ -337,12 +339,24 @@ next_result(idem_pg_conn *c, uint64_t deadline, PGresult **res)
 	return IDEM_OK;
 }
 
+/* Whether res is a failure. */
+static int
+failed(const PGresult *res)
+{
+	ExecStatusType st = PQresultStatus(res);
+
+	return st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK;
+}
+
 /*
- * Waits for the results of the command just sent on c: the first is
- * kept in *res, the others read and cleared, until the write deadline
- * wdl (for what is left to send) and the read deadline rdl.  Returns
- * IDEM_OK (*res a result, which may be an error) or IDEM_ERR_STORE (c
- * broken, *res NULL).
+ * Waits for the results of the command just sent on c, until the write
+ * deadline wdl (for what is left to send) and the read deadline rdl:
+ * *res is the first failure among them, else the first result.  A
+ * failure may come after a statement's rows or completion: the commit of
+ * an autocommit statement follows them, and what fails there (a
+ * serialization failure, a deferred constraint, the WAL's write) rolls
+ * the statement back.  Returns IDEM_OK (*res a result, which may be a
+ * failure) or IDEM_ERR_STORE (c broken, *res NULL).
  */
 static idem_err
 finish(idem_pg_conn *c, uint64_t wdl, uint64_t rdl, PGresult **res)
@@ -364,7 +378,11 @@ finish(idem_pg_conn *c, uint64_t wdl, uint64_t rdl, PGresult **res)
 		}
 		if (more == NULL)
 			return IDEM_OK;
-		PQclear(more);
+		if (failed(more) && !failed(*res)) {
+			PQclear(*res);
+			*res = more;
+		} else
+			PQclear(more);
 	}
 }
 
@@ -377,9 +395,7 @@ static idem_err
 result_err(idem_pg_conn *c, const PGresult *res)
 {
 	const char *state;
-	ExecStatusType st = PQresultStatus(res);
-
-	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
+	if (!failed(res))
 		return IDEM_OK;
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	snprintf(c->state, sizeof(c->state), "%s", state != NULL ? state : "");

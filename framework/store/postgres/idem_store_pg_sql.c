@@ -43,9 +43,14 @@
     "k.headers, k.body, k.phase, k.progress, k.lease_ms::int8"
 /* an expired record a purge deletes: committed, paused or unknown; in
  * flight only when abandoned, its lease lapsed and unrenewed for
- * abandon-after (the parameter) */
-#define PURGEABLE(p) "expires_at < " NOW " AND (state <> 'in_flight' OR (" \
-    LAPSED " AND lease_at < " NOW " - " USEC(p) "))"
+ * abandon-after (the parameter).  By now(), the statement's start (each
+ * statement is its own transaction): earlier than clock_timestamp(), so
+ * it deletes no more, and stable, so the expires_at index serves it (a
+ * volatile clock_timestamp() would scan the whole table every batch) */
+#define PURGE_NOW "now()"
+#define PURGEABLE(p) "expires_at < " PURGE_NOW " AND (state <> 'in_flight' " \
+    "OR (lease_at < " PURGE_NOW " - " MSEC("lease_ms") " AND lease_at < " \
+    PURGE_NOW " - " USEC(p) "))"
 
 const char *const idem_pg_sql[PNSTMT] = {
 	/* one round trip: the INSERT, and the row it met when the key was

@@ -651,10 +651,13 @@ idem_store_postgres_new(const idem_config_postgres *pg,
 	if (o->aside)
 		return set_aside(ps, out);
 	/* the server ends a statement its client gave up on (settle_ms),
-	 * a row lock is waited for lock_wait_ms, and a backend whose client
-	 * is gone notices within a second */
+	 * a row lock is waited for lock_wait_ms, a backend whose client is
+	 * gone notices within a second, and every statement is READ
+	 * COMMITTED, whatever the database's default (the conditional
+	 * UPDATEs are decided on the row's latest version) */
 	snprintf(options, sizeof(options), "-c statement_timeout=%llu "
-	    "-c lock_timeout=%llu -c client_connection_check_interval=1000",
+	    "-c lock_timeout=%llu -c client_connection_check_interval=1000 "
+	    "-c default_transaction_isolation=read\\ committed",
 	    (unsigned long long)statement_ms(pg, o),
 	    (unsigned long long)ps->lock_wait_ms);
 	if ((err = check_schema(pg, o, options, &reached)) != IDEM_OK) {
