@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "idem_log.h"
 #include "idem_secret.h"
 
 /* Reads all of fd into s (at most IDEM_SECRET_MAX bytes; *over set when
@@ -91,6 +92,34 @@ idem_secret_read(const char *path, idem_secret **out, char *why,
 	}
 	*out = s;
 	return IDEM_OK;
+}
+
+idem_err
+idem_password_read(const char *path, const char *env, const char *what,
+    const char *file, char **out)
+{
+	const char *value = getenv(env);
+	char line[1024];
+	FILE *fp;
+
+	*out = NULL;
+	if (path == NULL) {
+		if (value != NULL && (*out = strdup(value)) == NULL)
+			return IDEM_ERR_NOMEM;
+		return IDEM_OK;
+	}
+	if ((fp = fopen(path, "r")) == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "%s: %s %s: %s", file, what, path,
+		    strerror(errno));
+		return IDEM_ERR_CONFIG;
+	}
+	if (fgets(line, sizeof(line), fp) == NULL)
+		line[0] = '\0';
+	fclose(fp);
+	line[strcspn(line, "\r\n")] = '\0';
+	*out = strdup(line);
+	explicit_bzero(line, sizeof(line));
+	return *out != NULL ? IDEM_OK : IDEM_ERR_NOMEM;
 }
 
 void

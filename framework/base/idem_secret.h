@@ -32,4 +32,15 @@ idem_err idem_secret_read(const char *path, idem_secret **out, char *why,
 /* Wipes and frees s; NULL is fine. */
 void idem_secret_free(idem_secret *s);
 
+/*
+ * A database's password: the first line of the file at path (its line
+ * end cut), or with path NULL the environment variable env, or none
+ * (*out NULL: the client library's own).  A file that cannot be read is
+ * logged with what names it ("[mysql] password-file") and the config
+ * file.  Returns IDEM_OK with *out (caller wipes and frees),
+ * IDEM_ERR_CONFIG or IDEM_ERR_NOMEM.
+ */
+idem_err idem_password_read(const char *path, const char *env,
+    const char *what, const char *file, char **out);
+
 #endif

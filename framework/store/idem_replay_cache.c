@@ -16,6 +16,7 @@
 #include <utlist.h>
 
 #include "idem_replay_cache.h"
+#include "idem_time.h"
 
 typedef struct entry {
 	unsigned char key[32 + IDEM_KEY_MAX];   /* scope, then key bytes */
@@ -187,4 +188,29 @@ idem_replay_cache_size(idem_replay_cache *c, uint64_t *entries,
 	*entries = c->entries;
 	*bytes = c->bytes;
 	pthread_mutex_unlock(&c->lock);
+}
+
+void
+idem_replay_cache_keep(idem_replay_cache *c, const idem_store_key *k,
+    const unsigned char fp[32], const idem_stored_response *resp,
+    uint64_t read_at, int64_t left_us)
+{
+	uint64_t left_ms = left_us > 0 ? (uint64_t)left_us / 1000 : 0;
+
+	if (left_ms > 0)
+		idem_replay_cache_put(c, k, fp, resp, read_at + (left_ms <
+		    IDEM_REPLAY_CACHE_HOLD_MS ? left_ms :
+		    IDEM_REPLAY_CACHE_HOLD_MS));
+}
+
+int
+idem_replay_cache_reserve(idem_replay_cache *c, const idem_store_key *k,
+    idem_reserve_result *out)
+{
+	if (c == NULL || !idem_replay_cache_get(c, k, idem_boot_ms(),
+	    out->fingerprint, &out->response))
+		return 0;
+	out->outcome = IDEM_RESERVE_COMMITTED;
+	out->cached = 1;
+	return 1;
 }

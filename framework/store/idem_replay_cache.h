@@ -1,6 +1,6 @@
 /*
  * idem_replay_cache.h - a bounded, process-local cache of committed
- * answers, in front of the MySQL store.
+ * answers, in front of a store with a database (MySQL, PostgreSQL).
  *
  * A committed record never changes until it expires (commit, release and
  * takeover only touch in-flight records; purge and idemfcgi-admin only
@@ -50,6 +50,34 @@ void idem_replay_cache_put(idem_replay_cache *c, const idem_store_key *k,
  */
 int idem_replay_cache_get(idem_replay_cache *c, const idem_store_key *k,
     uint64_t now_ms, unsigned char fp[32], idem_stored_response *resp);
+
+/* The longest a committed answer is served from a cache: what the
+ * clocks' rates may drift apart, or a row changed by hand, lasts no
+ * longer. */
+#define IDEM_REPLAY_CACHE_HOLD_MS 60000
+
+/*
+ * What a store with a database keeps of the committed answer resp
+ * (borrowed) of k, fingerprint fp, that a statement sent at read_at
+ * (idem_boot_ms before it) found with left_us microseconds left to live:
+ * served until then, counted from before the read (never past its
+ * expires_at), and at most IDEM_REPLAY_CACHE_HOLD_MS.  Nothing when
+ * nothing is left.
+ */
+void idem_replay_cache_keep(idem_replay_cache *c, const idem_store_key *k,
+    const unsigned char fp[32], const idem_stored_response *resp,
+    uint64_t read_at, int64_t left_us);
+
+/*
+ * A reserve answered from c, with no statement: when k's committed answer
+ * is there (on CLOCK_BOOTTIME: an entry also ages while the machine is
+ * suspended), *out is COMMITTED with its fingerprint and a copy of its
+ * answer, marked cached (the middleware counts a replay of it, a request
+ * of the record's fingerprint, as replay_cached; another request is its
+ * conflict), and it returns 1; else 0.
+ */
+int idem_replay_cache_reserve(idem_replay_cache *c, const idem_store_key *k,
+    idem_reserve_result *out);
 
 /* Entries and bytes held now (0 for no cache). */
 void idem_replay_cache_size(idem_replay_cache *c, uint64_t *entries,

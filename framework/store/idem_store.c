@@ -440,6 +440,33 @@ idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
 }
 
 int
+idem_owned_write_applied(idem_owned_write w, int found,
+    idem_record_state state, const char *row_owner, const char *owner)
+{
+	int ours = found && strcmp(row_owner, owner) == 0;
+
+	switch (w) {
+	case IDEM_OWNED_COMMIT:
+	case IDEM_OWNED_RESOLVE:
+		return ours && state == IDEM_RECORD_COMMITTED;
+	case IDEM_OWNED_RELEASE:
+		return !ours;
+	case IDEM_OWNED_PAUSE:
+		return ours && state == IDEM_RECORD_PAUSED;
+	case IDEM_OWNED_UNKNOWN:
+		/* nobody holds it after: unknown it is, whoever marked it */
+		return found && state == IDEM_RECORD_UNKNOWN;
+	case IDEM_OWNED_RESOLVE_RELEASE:
+		/* gone; a record there now (reconciled, or a new request's
+		 * after ours went) counts as changed meanwhile */
+		return !found;
+	case IDEM_OWNED_STAYS:
+		break;
+	}
+	return 0;
+}
+
+int
 idem_record_abandoned(const idem_found *f, int64_t inflight_ttl_us)
 {
 	int64_t ttl_us = f->lease_us > 0 ? f->lease_us : inflight_ttl_us;

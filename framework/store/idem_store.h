@@ -456,6 +456,25 @@ idem_reserve_step idem_reserve_decide(const idem_found *found,
  * request, and a purge deletes. */
 int idem_record_abandoned(const idem_found *found, int64_t inflight_ttl_us);
 
+/* The owner-checked writes of a store whose answer may be lost with its
+ * connection (idem_owned_write_applied). */
+typedef enum idem_owned_write {
+	IDEM_OWNED_COMMIT = 0,      /* the answer stored: committed */
+	IDEM_OWNED_RELEASE,         /* the record deleted */
+	IDEM_OWNED_PAUSE,           /* the record paused with its progress */
+	IDEM_OWNED_UNKNOWN,         /* marked of unknown outcome */
+	IDEM_OWNED_RESOLVE,         /* an operator's answer stored */
+	IDEM_OWNED_RESOLVE_RELEASE, /* an operator's release: deleted */
+	IDEM_OWNED_STAYS            /* a renewal or a checkpoint: sent again,
+	                             * it matches while the record is ours */
+} idem_owned_write;
+
+/* Whether owner-checked write w of owner, sent again after its answer was
+ * lost and then matching no record, was applied the first time, by the
+ * record read since (found; its state and owner).  1 or 0. */
+int idem_owned_write_applied(idem_owned_write w, int found,
+    idem_record_state state, const char *row_owner, const char *owner);
+
 /* Thin wrappers over s->ops, so callers read like function calls. */
 idem_err idem_store_reserve(idem_store *s, idem_store_req *rq,
     idem_reserve_result *out);

@@ -17,6 +17,7 @@
 #include <ma_pvio.h>
 
 #include "idem_log.h"
+#include "idem_secret.h"
 #include "idem_mysql.h"
 #include "idem_request.h"
 #include "idem_time.h"
@@ -110,35 +111,6 @@ idem_mysql_log_conn_error(idem_mysql_pool *p, const char *what, MYSQL *m)
 	if (may_log(p))
 		idem_log(NULL, IDEM_LOG_ERROR, "mysql %s: %s (error %u)", what,
 		    mysql_error(m), mysql_errno(m));
-}
-
-/* Reads the password: the first line of my's password-file (named in
- * messages with the config file, file), or the environment. */
-static idem_err
-read_password(const idem_config_mysql *my, const char *file, char **out)
-{
-	const char *env = getenv("IDEMFCGI_MYSQL_PASSWORD");
-	char line[1024];
-	FILE *fp;
-
-	*out = NULL;
-	if (my->password_file == NULL) {
-		if (env != NULL && (*out = strdup(env)) == NULL)
-			return IDEM_ERR_NOMEM;
-		return IDEM_OK;
-	}
-	if ((fp = fopen(my->password_file, "r")) == NULL) {
-		idem_log(NULL, IDEM_LOG_ERROR, "%s: [mysql] password-file %s: %s",
-		    file, my->password_file, strerror(errno));
-		return IDEM_ERR_CONFIG;
-	}
-	if (fgets(line, sizeof(line), fp) == NULL)
-		line[0] = '\0';
-	fclose(fp);
-	line[strcspn(line, "\r\n")] = '\0';
-	*out = strdup(line);
-	explicit_bzero(line, sizeof(line));
-	return *out != NULL ? IDEM_OK : IDEM_ERR_NOMEM;
 }
 
 static char *
@@ -320,7 +292,9 @@ idem_mysql_pool_new(const idem_config_mysql *my, const char *file,
 		p->conns[i].db.source = &p->db;
 		p->idle[p->nidle++] = &p->conns[i];
 	}
-	if ((err = read_password(my, file, &p->password)) != IDEM_OK) {
+	if ((err = idem_password_read(my->password_file,
+	    "IDEMFCGI_MYSQL_PASSWORD", "[mysql] password-file", file,
+	    &p->password)) != IDEM_OK) {
 		idem_mysql_pool_free(p);
 		return err;
 	}

@@ -206,7 +206,7 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	row r;
 	idem_err err;
 
-	if (idem_my_cached(ms, k, out))
+	if (idem_replay_cache_reserve(ms->cache, k, out))
 		return IDEM_OK;
 	idem_my_reserve_args(ms, &a, rq);
 	/* a row that disappears or changes between statements sends us
@@ -302,33 +302,25 @@ causal_of(int i)
 	return S_RENEW_CAUSAL;
 }
 
-/* Whether owner-checked statement i, sent again after its connection was
- * lost, was applied the first time, by the row r read since (the
- * statements that take the row out of flight; a renewal or a checkpoint
- * run again matches the row while it is still ours). */
-static int
-applied(int i, const row *r, const char *owner)
+/* What owner-checked statement i writes (idem_owned_write_applied). */
+static idem_owned_write
+write_of(int i)
 {
-	int ours = r->found && strcmp(r->owner, owner) == 0;
-
 	switch (i) {
 	case S_COMMIT:
-		return ours && r->state == IDEM_RECORD_COMMITTED;
+		return IDEM_OWNED_COMMIT;
 	case S_RELEASE:
-		return !ours;
+		return IDEM_OWNED_RELEASE;
 	case S_PAUSE:
-		return ours && r->state == IDEM_RECORD_PAUSED;
+		return IDEM_OWNED_PAUSE;
 	case S_UNKNOWN:
-		/* nobody holds it after: unknown it is, whoever marked it */
-		return r->found && r->state == IDEM_RECORD_UNKNOWN;
+		return IDEM_OWNED_UNKNOWN;
 	case S_RESOLVE:
-		return ours && r->state == IDEM_RECORD_COMMITTED;
+		return IDEM_OWNED_RESOLVE;
 	case S_RESOLVE_RELEASE:
-		/* gone; a row there now (reconciled, or a new request's
-		 * after ours went) counts as changed meanwhile */
-		return !r->found;
+		return IDEM_OWNED_RESOLVE_RELEASE;
 	}
-	return 0;
+	return IDEM_OWNED_STAYS;
 }
 
 /*
@@ -361,13 +353,14 @@ owned(mysql_store *ms, int i, params *p, idem_store_req *rq)
 	if (n == 1)
 		return IDEM_OK;
 	retried |= retried2;
-	if (retried && i != S_RENEW && i != S_CHECKPOINT) {
+	if (retried && write_of(i) != IDEM_OWNED_STAYS) {
 		/* did the first attempt apply before the connection died? */
 		if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, k,
 		    &rq->contended, &r)) != IDEM_OK)
 			return err;
 		idem_my_row_clear(&r);
-		if (applied(i, &r, owner))
+		if (idem_owned_write_applied(write_of(i), r.found, r.state,
+		    r.owner, owner))
 			return IDEM_OK;
 	}
 	return IDEM_ERR_NOT_FOUND;

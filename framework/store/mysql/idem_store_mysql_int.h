@@ -43,9 +43,6 @@
 /* Rounds of a reserve whose row keeps vanishing under it. */
 #define RESERVE_ROUNDS 4
 
-/* The longest a committed answer is served from the replay cache */
-#define CACHE_HOLD_MS 60000
-
 enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_RENEW, S_PURGE, S_STATS, S_VERSION, S_OWNED_BY, S_RELEASE_BY,
     S_LOOKUP, S_CENSUS, S_OLDEST, S_SELECT_LOCKED, S_PROBE,
@@ -281,8 +278,6 @@ idem_my_step_of(const reserve_args *a, const row *r);
 void
 idem_my_found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_at,
     idem_reserve_result *out);
-int
-idem_my_cached(mysql_store *ms, const idem_store_key *k, idem_reserve_result *out);
 void
 idem_my_p_answer(params *p, const long long *status, const idem_stored_response *resp,
     const long long *life_us);

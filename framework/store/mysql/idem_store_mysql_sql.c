@@ -659,8 +659,6 @@ void
 idem_my_found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_at,
     idem_reserve_result *out)
 {
-	uint64_t left_ms;
-
 	memcpy(out->fingerprint, r->fp, 32);
 	/* what a takeover, a resume or a reconcile goes on from */
 	idem_progress_clear(&out->progress);
@@ -670,15 +668,8 @@ idem_my_found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_
 		out->outcome = IDEM_RESERVE_COMMITTED;
 		out->response = r->resp;
 		memset(&r->resp, 0, sizeof(r->resp));
-		/* served until the time left, counted from before the read
-		 * (never past expires_at), and at most CACHE_HOLD_MS: what
-		 * the clocks' rates may drift apart, or a row changed by
-		 * hand, lasts no longer */
-		left_ms = (uint64_t)r->left_us / 1000;
-		if (left_ms > 0)
-			idem_replay_cache_put(ms->cache, &a->rq->key, r->fp,
-			    &out->response, read_at + (left_ms < CACHE_HOLD_MS ?
-			    left_ms : CACHE_HOLD_MS));
+		idem_replay_cache_keep(ms->cache, &a->rq->key, r->fp,
+		    &out->response, read_at, r->left_us);
 		return;
 	}
 	snprintf(out->owner, sizeof(out->owner), "%s", r->owner);
@@ -689,22 +680,6 @@ idem_my_found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_
 	out->outcome = IDEM_RESERVE_IN_FLIGHT;
 }
 
-/* Whether k's committed answer is in the replay cache: then *out is
- * COMMITTED with it, marked cached, and no statement is sent (the
- * middleware counts a replay of it, a request of the record's
- * fingerprint, as replay_cached; another request is its conflict).  The
- * cache's times are CLOCK_BOOTTIME: an entry also ages while the machine
- * is suspended. */
-int
-idem_my_cached(mysql_store *ms, const idem_store_key *k, idem_reserve_result *out)
-{
-	if (ms->cache == NULL || !idem_replay_cache_get(ms->cache, k,
-	    idem_boot_ms(), out->fingerprint, &out->response))
-		return 0;
-	out->outcome = IDEM_RESERVE_COMMITTED;
-	out->cached = 1;
-	return 1;
-}
 
 /* The first parameters of S_COMMIT: the answer and its lifetime (the key
  * and owner follow). */

@@ -309,7 +309,7 @@ idem_my_tx_begin(idem_store *s, idem_db_conn *dc, idem_store_req *rq,
 
 	if (rq->key.key_len > 0) {
 		/* a cached answer opens no transaction */
-		if (idem_my_cached(ms, &rq->key, out))
+		if (idem_replay_cache_reserve(ms->cache, &rq->key, out))
 			return IDEM_OK;
 		idem_my_reserve_args(ms, &a, rq);
 	}

@@ -16,6 +16,7 @@
 #include <libpq-fe.h>
 
 #include "idem_log.h"
+#include "idem_secret.h"
 #include "idem_parse.h"
 #include "idem_pg.h"
 #include "idem_time.h"
@@ -148,37 +149,6 @@ session_lost(const char *state)
 	    strcmp(state, "26000") == 0;
 }
 
-/* Reads the password: the first line of pg's password-file (named in
- * messages with the config file, file), or the environment's
- * IDEMFCGI_POSTGRES_PASSWORD; NULL leaves it to libpq (PGPASSWORD,
- * ~/.pgpass). */
-static idem_err
-read_password(const idem_config_postgres *pg, const char *file, char **out)
-{
-	const char *env = getenv("IDEMFCGI_POSTGRES_PASSWORD");
-	char line[1024];
-	FILE *fp;
-
-	*out = NULL;
-	if (pg->password_file == NULL) {
-		if (env != NULL && (*out = strdup(env)) == NULL)
-			return IDEM_ERR_NOMEM;
-		return IDEM_OK;
-	}
-	if ((fp = fopen(pg->password_file, "r")) == NULL) {
-		idem_log(NULL, IDEM_LOG_ERROR, "%s: [postgres] password-file %s: "
-		    "%s", file, pg->password_file, strerror(errno));
-		return IDEM_ERR_CONFIG;
-	}
-	if (fgets(line, sizeof(line), fp) == NULL)
-		line[0] = '\0';
-	fclose(fp);
-	line[strcspn(line, "\r\n")] = '\0';
-	*out = strdup(line);
-	explicit_bzero(line, sizeof(line));
-	return *out != NULL ? IDEM_OK : IDEM_ERR_NOMEM;
-}
-
 static char *
 dup_or_null(const char *s)
 {
@@ -230,7 +200,9 @@ idem_pg_pool_new(const idem_config_postgres *pg, const char *file,
 		p->conns[i].end = -1;
 		p->idle[p->nidle++] = &p->conns[i];
 	}
-	if ((err = read_password(pg, file, &p->password)) != IDEM_OK) {
+	if ((err = idem_password_read(pg->password_file,
+	    "IDEMFCGI_POSTGRES_PASSWORD", "[postgres] password-file", file,
+	    &p->password)) != IDEM_OK) {
 		idem_pg_pool_free(p);
 		return err;
 	}

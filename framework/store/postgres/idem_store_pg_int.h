@@ -36,8 +36,6 @@
 #define PG_CONTENTION_TRIES 6
 /* Rounds of a reserve whose row keeps vanishing under it. */
 #define PG_RESERVE_ROUNDS 4
-/* The longest a committed answer is served from the replay cache */
-#define PG_CACHE_HOLD_MS 60000
 
 enum { P_RESERVE, P_SELECT, P_TAKEOVER, P_REUSE, P_RESUME, P_RECONCILE,
     P_COMMIT, P_RELEASE, P_PAUSE, P_RENEW, P_CHECKPOINT, P_UNKNOWN,
@@ -131,10 +129,6 @@ idem_reserve_step idem_pgs_step_of(const pg_reserve_args *a, const pg_row *r);
  * in the replay cache), or IN_FLIGHT with its owner. */
 void idem_pgs_found_row(pg_store *ps, const pg_reserve_args *a, pg_row *r,
     uint64_t read_at, idem_reserve_result *out);
-/* Whether k's committed answer is in the replay cache: then *out is
- * COMMITTED with it, marked cached. */
-int idem_pgs_cached(pg_store *ps, const idem_store_key *k,
-    idem_reserve_result *out);
 /* Copies column col of row 0 of res into buf (size bytes, NUL-
  * terminated, cut to fit); returns its length as copied. */
 size_t idem_pgs_str(const PGresult *res, int row, int col, char *buf,

@@ -431,8 +431,6 @@ void
 idem_pgs_found_row(pg_store *ps, const pg_reserve_args *a, pg_row *r,
     uint64_t read_at, idem_reserve_result *out)
 {
-	uint64_t left_ms;
-
 	memcpy(out->fingerprint, r->fp, 32);
 	/* what a takeover, a resume or a reconcile goes on from */
 	idem_progress_clear(&out->progress);
@@ -442,13 +440,8 @@ idem_pgs_found_row(pg_store *ps, const pg_reserve_args *a, pg_row *r,
 		out->outcome = IDEM_RESERVE_COMMITTED;
 		out->response = r->resp;
 		memset(&r->resp, 0, sizeof(r->resp));
-		/* served until the time left, counted from before the read,
-		 * and at most PG_CACHE_HOLD_MS (as the MySQL store) */
-		left_ms = r->left_us > 0 ? (uint64_t)r->left_us / 1000 : 0;
-		if (left_ms > 0)
-			idem_replay_cache_put(ps->cache, &a->rq->key, r->fp,
-			    &out->response, read_at + (left_ms <
-			    PG_CACHE_HOLD_MS ? left_ms : PG_CACHE_HOLD_MS));
+		idem_replay_cache_keep(ps->cache, &a->rq->key, r->fp,
+		    &out->response, read_at, r->left_us);
 		return;
 	}
 	idem_copy_string(out->owner, sizeof(out->owner), r->owner);
@@ -458,15 +451,4 @@ idem_pgs_found_row(pg_store *ps, const pg_reserve_args *a, pg_row *r,
 	    (uint64_t)r->lease_age_us / 1000 : 0;
 	out->lease_ms = r->lease_ms > 0 ? (uint64_t)r->lease_ms : 0;
 	out->outcome = IDEM_RESERVE_IN_FLIGHT;
-}
-
-int
-idem_pgs_cached(pg_store *ps, const idem_store_key *k, idem_reserve_result *out)
-{
-	if (ps->cache == NULL || !idem_replay_cache_get(ps->cache, k,
-	    idem_boot_ms(), out->fingerprint, &out->response))
-		return 0;
-	out->outcome = IDEM_RESERVE_COMMITTED;
-	out->cached = 1;
-	return 1;
 }

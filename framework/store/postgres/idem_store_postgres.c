@@ -275,7 +275,7 @@ pg_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	pg_row r;
 	idem_err err;
 
-	if (idem_pgs_cached(ps, &rq->key, out))
+	if (idem_replay_cache_reserve(ps->cache, &rq->key, out))
 		return IDEM_OK;
 	idem_pgs_reserve_args(ps, &a, rq);
 	/* a row that disappears or changes between statements sends us
@@ -340,31 +340,25 @@ pg_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	return IDEM_ERR_BUSY;
 }
 
-/* Whether owner-checked statement i, sent again after its answer was
- * lost, was applied the first time, by the row r read since (the
- * statements that take the row out of flight; a renewal or a checkpoint
- * run again matches the row while it is still ours). */
-static int
-applied(int i, const pg_row *r, const char *owner)
+/* What owner-checked statement i writes (idem_owned_write_applied). */
+static idem_owned_write
+write_of(int i)
 {
-	int ours = r->found && strcmp(r->owner, owner) == 0;
-
 	switch (i) {
 	case P_COMMIT:
-	case P_RESOLVE:
-		return ours && r->state == IDEM_RECORD_COMMITTED;
+		return IDEM_OWNED_COMMIT;
 	case P_RELEASE:
-		return !ours;
+		return IDEM_OWNED_RELEASE;
 	case P_PAUSE:
-		return ours && r->state == IDEM_RECORD_PAUSED;
+		return IDEM_OWNED_PAUSE;
 	case P_UNKNOWN:
-		/* nobody holds it after: unknown it is, whoever marked it */
-		return r->found && r->state == IDEM_RECORD_UNKNOWN;
+		return IDEM_OWNED_UNKNOWN;
+	case P_RESOLVE:
+		return IDEM_OWNED_RESOLVE;
 	case P_RESOLVE_RELEASE:
-		/* gone; a row there now counts as changed meanwhile */
-		return !r->found;
+		return IDEM_OWNED_RESOLVE_RELEASE;
 	}
-	return 0;
+	return IDEM_OWNED_STAYS;
 }
 
 /*
@@ -390,12 +384,13 @@ owned(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq)
 		return err;
 	if (n == 1)
 		return IDEM_OK;
-	if (retried && i != P_RENEW && i != P_CHECKPOINT) {
+	if (retried && write_of(i) != IDEM_OWNED_STAYS) {
 		if ((err = idem_pgs_read_row(ps, &rq->key, &rq->contended, &r))
 		    != IDEM_OK)
 			return err;
 		idem_pgs_row_clear(&r);
-		if (applied(i, &r, rq->owner))
+		if (idem_owned_write_applied(write_of(i), r.found, r.state,
+		    r.owner, rq->owner))
 			return IDEM_OK;
 	}
 	return IDEM_ERR_NOT_FOUND;
