@@ -423,3 +423,83 @@ Test(postgres, failure_at_commit_is_not_success, .timeout = 60)
 	idem_store_close(s);
 	idem_config_free(cfg);
 }
+
+/* The round trips of each kind of request, counted by the store: a first
+ * execution is two statements (the reserve with the row it met, the
+ * commit), a replay none from the replay cache and one without it, a
+ * conflict one, a release one after its reserve. */
+Test(postgres, statements_per_request)
+{
+	idem_stored_response resp = { 201, "", 0, "made", 4 };
+	idem_config *cfg;
+	idem_store *s, *nocache = NULL;
+	idem_reserve_result rr;
+	idem_store_key k;
+	unsigned char fp[32] = { 9 }, other[32] = { 10 };
+	unsigned long long n;
+	postgres pg;
+
+	s = suite_open();
+	memset(&k, 0, sizeof(k));
+	memset(&rr, 0, sizeof(rr));
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "count-%d",
+	    (int)getpid());
+	n = idem_store_postgres_statements(s);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "n.1", "rid", 30000,
+	    60000), &rr), IDEM_OK);
+	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_commit(s, TEST_OWNED(&k, "n.1", 60000), &resp),
+	    IDEM_OK);
+	cr_expect_eq(idem_store_postgres_statements(s) - n, 2,
+	    "a first execution: %llu statements",
+	    idem_store_postgres_statements(s) - n);
+	/* the first replay reads the row (and keeps the answer), the next
+	 * ones send nothing */
+	n = idem_store_postgres_statements(s);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "n.2", "rid", 30000,
+	    60000), &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(rr.cached, 0);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(idem_store_postgres_statements(s) - n, 1);
+	n = idem_store_postgres_statements(s);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "n.3", "rid", 30000,
+	    60000), &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(rr.cached, 1);
+	cr_expect_eq(rr.response.body_len, 4);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(idem_store_postgres_statements(s) - n, 0);
+	/* another request with the key: the cached fingerprint tells */
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, other, "n.4", "rid",
+	    30000, 60000), &rr), IDEM_OK);
+	cr_expect_eq(memcmp(rr.fingerprint, fp, 32), 0);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(idem_store_postgres_statements(s) - n, 0);
+
+	/* without the cache every replay reads */
+	cr_assert_eq(postgres_from_env(&pg), 0);
+	cfg = config_of(&pg, "replay-cache = 0\n");
+	cr_assert_eq(open_pg(cfg, 2, &nocache), IDEM_OK);
+	n = idem_store_postgres_statements(nocache);
+	cr_assert_eq(idem_store_reserve(nocache, TEST_REQ(&k, fp, "n.5", "rid",
+	    30000, 60000), &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_COMMITTED);
+	idem_reserve_result_clear(&rr);
+	cr_assert_eq(idem_store_reserve(nocache, TEST_REQ(&k, fp, "n.6", "rid",
+	    30000, 60000), &rr), IDEM_OK);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(idem_store_postgres_statements(nocache) - n, 2);
+
+	/* a released execution: its reserve and its delete */
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "count-rel-%d",
+	    (int)getpid());
+	n = idem_store_postgres_statements(s);
+	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "n.7", "rid", 30000,
+	    60000), &rr), IDEM_OK);
+	cr_assert_eq(idem_store_release(s, TEST_OWNED(&k, "n.7", 0)), IDEM_OK);
+	cr_expect_eq(idem_store_postgres_statements(s) - n, 2);
+	idem_store_close(nocache);
+	idem_config_free(cfg);
+	idem_store_close(s);
+}

@@ -13,6 +13,8 @@
 #ifndef IDEM_STORE_PG_INT_H
 #define IDEM_STORE_PG_INT_H
 
+#include <stdatomic.h>
+
 #include <libpq-fe.h>
 
 #include "idem_pg.h"
@@ -58,6 +60,8 @@ typedef struct pg_store {
 	int lose_answer;              /* tests: 1 + the statement whose next
 	                               * answer is lost (idem_store_postgres_
 	                               * lose_answer); 0: none */
+	atomic_ullong sent;           /* statements sent, every attempt
+	                               * (idem_store_postgres_statements) */
 } pg_store;
 
 /* One row as the reserve and its reads see it. */

@@ -223,6 +223,7 @@ idem_pgs_run(pg_store *ps, int i, const idem_pg_params *p,
 			fail = IDEM_ERR_STORE;
 			break;
 		}
+		atomic_fetch_add(&ps->sent, 1);
 		err = idem_pg_exec(c, (size_t)i, p, lock_wait(ps, i), &r, state);
 		if (err == IDEM_OK) {
 			if (ps->lose_answer == i + 1) {

@@ -76,6 +76,14 @@ idem_store_postgres_settle_ms(const idem_config_postgres *pg,
 	return statement_ms(pg, o) + 2000;
 }
 
+unsigned long long
+idem_store_postgres_statements(idem_store *s)
+{
+	if (s == NULL || s->ops != &pg_ops)
+		return 0;
+	return atomic_load(&((pg_store *)s)->sent);
+}
+
 int
 idem_store_postgres_reachable(const idem_config_postgres *pg, const char *file)
 {

@@ -44,4 +44,8 @@ int idem_store_postgres_reachable(const struct idem_config_postgres *pg,
  * PostgreSQL store, no such statement). */
 int idem_store_postgres_lose_answer(idem_store *s, const char *op);
 
+/* Tests and benchmarks: the statements the PostgreSQL store s has sent
+ * so far, each attempt counted (0 for another store). */
+unsigned long long idem_store_postgres_statements(idem_store *s);
+
 #endif
