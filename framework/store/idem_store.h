@@ -151,7 +151,8 @@ typedef struct idem_reserve_result {
 	/* COMMITTED: the answer, owned by the result */
 	idem_stored_response response;
 	/* COMMITTED: read from the store's copy of answers read before
-	 * (the MySQL store's replay cache), no statement sent; the caller
+	 * (the replay cache of a store with a database), no statement
+	 * sent; the caller
 	 * counts it as replay_cached when it replays */
 	int cached;
 	/* TAKEN_OVER, RESUMED, RECONCILE: the record's progress, owned by
@@ -513,7 +514,8 @@ idem_err idem_store_ping(idem_store *s);
  * many records went.  Returns IDEM_OK or the first error. */
 idem_err idem_store_purge_all(idem_store *s, unsigned batch,
     unsigned long *total);
-/* The store's name ("memory", "mysql"; static, never freed). */
+/* The store's name ("memory", "mysql", "postgres"; static, never
+ * freed). */
 const char *idem_store_name(const idem_store *s);
 /* What one stored answer may hold in s (owned by s). */
 const idem_store_limits *idem_store_get_limits(const idem_store *s);

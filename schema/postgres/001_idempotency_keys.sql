@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     CHECK (state IN ('in_flight', 'committed', 'paused', 'unknown')),
   -- who holds an in_flight record; a commit or release must name it.
   -- COLLATE "C": crash recovery finds a dead worker's records by owner
-  -- prefix (LIKE 'instance%'), which the index below then serves
+  -- prefix, as the range prefix <= owner < prefix || DEL, which the
+  -- index below then serves
   owner        text      COLLATE "C" NOT NULL
     CHECK (octet_length(owner) <= 64),
   -- the request id of the owner, to follow a request across nodes

@@ -41,7 +41,8 @@ rank_of() {
 	r=0
 	for l in $LAYERS; do
 		[ "$l" = "$1" ] && { echo "$r"; return; }
-		case "$l" in store/postgres) ;; *) r=$((r + 1)) ;; esac
+		# store/mysql and the store after it share a rank
+		case "$l" in store/mysql) ;; *) r=$((r + 1)) ;; esac
 	done
 }
 

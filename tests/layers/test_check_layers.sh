@@ -30,7 +30,7 @@ scenario() {
 	fi
 }
 
-echo "1..12"
+echo "1..13"
 n=1
 if "$check" "$IDEM_SRCDIR/framework" > "$tmp/out.0" 2>&1; then
 	echo "ok 1 - the tree as it is passes"
@@ -64,6 +64,9 @@ scenario "the master knowing the MySQL store again" \
 scenario "<libpq-fe.h> outside store/postgres/" \
     "protocol/idem_key.c includes libpq-fe.h: PostgreSQL belongs" \
     'sed -i "s/#include \"idem_key.h\"/&\n#include <libpq-fe.h>/" protocol/idem_key.c'
+scenario "a store including the protocol above it" \
+    "store/postgres/idem_pg.c includes idem_lease.h, of protocol/, a layer above store/postgres/" \
+    'sed -i "s/#include \"idem_pg.h\"/&\n#include \"idem_lease.h\"/" store/postgres/idem_pg.c'
 scenario "one store knowing another" \
     "store/mysql/idem_mysql.c includes idem_pg.h" \
     'sed -i "s/#include \"idem_mysql.h\"/&\n#include \"idem_pg.h\"/" store/mysql/idem_mysql.c'

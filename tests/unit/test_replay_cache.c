@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 
 #include "idem_replay_cache.h"
+#include "idem_time.h"
 
 static idem_store_key
 key_of(const char *name, unsigned char scope)
@@ -159,5 +160,66 @@ Test(replay_cache, size_zero_is_none)
 	cr_expect_eq(idem_replay_cache_get(c, &k, 0, fp, &got), 0);
 	idem_replay_cache_size(c, &n, &bytes);
 	cr_expect_eq(n, 0);
+	idem_replay_cache_free(c);
+}
+
+/* What a store keeps of an answer it read: until the time the database
+ * gave it left, counted from before the read, and at most a minute;
+ * nothing when no time is left. */
+Test(replay_cache, keep_holds_for_the_time_left_at_most_a_minute)
+{
+	idem_replay_cache *c;
+	idem_store_key k = key_of("kept", 0), brief = key_of("brief", 0),
+	    gone = key_of("gone", 0);
+	unsigned char fp[32] = { 1 }, got_fp[32];
+	char body[10];
+	idem_stored_response a = answer(body, sizeof(body), 'k'), got;
+
+	cr_assert_eq(idem_replay_cache_new(1 << 20, &c), IDEM_OK);
+	/* an hour left: held for the minute only */
+	idem_replay_cache_keep(c, &k, fp, &a, 5000, 3600LL * 1000 * 1000);
+	cr_expect_eq(idem_replay_cache_get(c, &k, 5000 +
+	    IDEM_REPLAY_CACHE_HOLD_MS - 1, got_fp, &got), 1);
+	idem_stored_response_clear(&got);
+	cr_expect_eq(idem_replay_cache_get(c, &k, 5000 +
+	    IDEM_REPLAY_CACHE_HOLD_MS, got_fp, &got), 0);
+	/* 2 s left: held 2 s from the read */
+	idem_replay_cache_keep(c, &brief, fp, &a, 5000, 2000 * 1000);
+	cr_expect_eq(idem_replay_cache_get(c, &brief, 6999, got_fp, &got), 1);
+	idem_stored_response_clear(&got);
+	cr_expect_eq(idem_replay_cache_get(c, &brief, 7000, got_fp, &got), 0);
+	/* nothing left, or less than a millisecond: not kept */
+	idem_replay_cache_keep(c, &gone, fp, &a, 5000, 0);
+	idem_replay_cache_keep(c, &gone, fp, &a, 5000, -1000);
+	idem_replay_cache_keep(c, &gone, fp, &a, 5000, 999);
+	cr_expect_eq(idem_replay_cache_get(c, &gone, 5000, got_fp, &got), 0);
+	idem_replay_cache_free(c);
+}
+
+/* A reserve answered from the cache: COMMITTED, marked cached, with the
+ * record's fingerprint and a copy of its answer; nothing for another key
+ * or for no cache. */
+Test(replay_cache, reserve_answers_from_the_cache)
+{
+	idem_replay_cache *c;
+	idem_store_key k = key_of("served", 0), other = key_of("other", 0);
+	unsigned char fp[32] = { 4, 2 };
+	char body[20];
+	idem_stored_response a = answer(body, sizeof(body), 's');
+	idem_reserve_result r;
+
+	cr_assert_eq(idem_replay_cache_new(1 << 20, &c), IDEM_OK);
+	/* its clock is CLOCK_BOOTTIME: now, and a minute on */
+	idem_replay_cache_keep(c, &k, fp, &a, idem_boot_ms(), 60LL * 1000 * 1000);
+	memset(&r, 0, sizeof(r));
+	cr_assert_eq(idem_replay_cache_reserve(c, &k, &r), 1);
+	cr_expect_eq(r.outcome, IDEM_RESERVE_COMMITTED);
+	cr_expect_eq(r.cached, 1);
+	cr_expect_eq(memcmp(r.fingerprint, fp, 32), 0);
+	cr_expect_eq(r.response.status, 201);
+	cr_expect_eq(r.response.body_len, sizeof(body));
+	idem_reserve_result_clear(&r);
+	cr_expect_eq(idem_replay_cache_reserve(c, &other, &r), 0);
+	cr_expect_eq(idem_replay_cache_reserve(NULL, &k, &r), 0);
 	idem_replay_cache_free(c);
 }

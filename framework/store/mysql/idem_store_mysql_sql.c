@@ -680,7 +680,6 @@ idem_my_found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_
 	out->outcome = IDEM_RESERVE_IN_FLIGHT;
 }
 
-
 /* The first parameters of S_COMMIT: the answer and its lifetime (the key
  * and owner follow). */
 void

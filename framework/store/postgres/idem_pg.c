@@ -197,7 +197,6 @@ idem_pg_pool_new(const idem_config_postgres *pg, const char *file,
 	}
 	for (i = 0; i < p->size; i++) {
 		p->conns[i].pool = p;
-		p->conns[i].end = -1;
 		p->idle[p->nidle++] = &p->conns[i];
 	}
 	if ((err = idem_password_read(pg->password_file,
@@ -536,7 +535,6 @@ open_next(idem_pg_pool *p, idem_pg_conn *c)
 
 		endpoint_name(e, name, sizeof(name));
 		if ((why = open_one(p, c, e, name, buf, sizeof(buf))) == NULL) {
-			c->end = (int)i;
 			/* once per switch of host, not per connection */
 			if (atomic_exchange(&p->last_end, (int)i) != (int)i &&
 			    p->nends > 1)

@@ -34,8 +34,6 @@ typedef struct idem_pg_pool idem_pg_pool;
 typedef struct idem_pg_conn {
 	PGconn *pg;              /* NULL until connected */
 	int broken;              /* close when given back */
-	int end;                 /* the host it is open on: an index into
-	                          * the pool's list */
 	char state[6];           /* the SQLSTATE of its latest failure; "":
 	                          * none, or a lost connection */
 	char error[256];         /* the message of its latest failure */
@@ -53,12 +51,15 @@ typedef struct idem_pg_params {
 	char nums[IDEM_PG_PARAMS_MAX][24];
 } idem_pg_params;
 
+/* Empties p for a new statement. */
 void idem_pg_p_init(idem_pg_params *p);
 /* len bytes of data, a bytea (binary). */
 void idem_pg_p_bytes(idem_pg_params *p, const void *data, size_t len);
 /* A NUL-terminated string; NULL binds SQL NULL. */
 void idem_pg_p_text(idem_pg_params *p, const char *s);
+/* An integer, as its decimal text (copied into p). */
 void idem_pg_p_ll(idem_pg_params *p, long long v);
+/* SQL NULL. */
 void idem_pg_p_null(idem_pg_params *p);
 
 /*

@@ -1,8 +1,8 @@
 /*
  * idem_store_pg_admin.c - the PostgreSQL store's operations for
  * idemfcgi-admin and the gauges: a record as it stands, the census of the
- * table, the counts, and the release of a dead worker's keys by the prefix
- * of their owner tokens.
+ * table, the counts, the records of unknown outcome, and the release of a
+ * dead worker's keys by the prefix of their owner tokens.
  */
 #include "config.h"
 

@@ -4,8 +4,9 @@
  *   idem_store_pg_sql.c      the statements, their parameters and rows,
  *                            and the executor of pooled statements
  *   idem_store_postgres.c    the request-path operations (reserve,
- *                            commit, release, renew, checkpoint, purge),
- *                            the owner-checked resolve, and opening
+ *                            commit, release, renew, checkpoint, mark
+ *                            unknown, purge), the owner-checked resolve,
+ *                            ping, and opening
  *   idem_store_pg_admin.c    the operations of idemfcgi-admin and the
  *                            gauges (lookup, census, stats, the records
  *                            of unknown outcome, a dead worker's keys)
@@ -46,9 +47,9 @@ enum { P_RESERVE, P_SELECT, P_TAKEOVER, P_REUSE, P_RESUME, P_RECONCILE,
     P_LIST_UNKNOWN, PNSTMT };
 
 /* The statements' text, by index (idem_store_pg_sql.c). */
-extern const char *const idem_pg_sql[PNSTMT];
+extern const char *const idem_pgs_sql[PNSTMT];
 /* The statement of the schema's version alone (the check at open). */
-extern const char *const idem_pg_version_sql[1];
+extern const char *const idem_pgs_version_sql[1];
 
 typedef struct pg_store {
 	idem_store base;
@@ -97,8 +98,8 @@ typedef struct pg_reserve_args {
  * holds the result (caller PQclears; NULL when res is NULL).  *retried
  * (when not NULL) says whether an attempt before the last lost its
  * answer, so it may have been applied, or still run on the server.
- * Returns IDEM_OK, IDEM_ERR_BUSY, IDEM_ERR_TOO_LARGE or IDEM_ERR_STORE
- * (logged). */
+ * Returns IDEM_OK, IDEM_ERR_BUSY, IDEM_ERR_EXISTS (a unique violation),
+ * IDEM_ERR_TOO_LARGE or IDEM_ERR_STORE (logged). */
 idem_err idem_pgs_run(pg_store *ps, int i, const idem_pg_params *p,
     unsigned *contended, PGresult **res, int *retried);
 /* Like run, for a write whose result is its count of rows: *n. */
@@ -121,7 +122,7 @@ void idem_pgs_reserve_args(const pg_store *ps, pg_reserve_args *a,
  * IDEM_ERR_NOMEM. */
 idem_err idem_pgs_row(const PGresult *res, pg_row *r);
 /* Reads k's row with P_SELECT.  Returns IDEM_OK (r->found tells),
- * IDEM_ERR_BUSY or IDEM_ERR_STORE. */
+ * IDEM_ERR_BUSY, IDEM_ERR_NOMEM or IDEM_ERR_STORE. */
 idem_err idem_pgs_read_row(pg_store *ps, const idem_store_key *k,
     unsigned *contended, pg_row *r);
 /* Frees what r owns. */
@@ -133,12 +134,14 @@ idem_reserve_step idem_pgs_step_of(const pg_reserve_args *a, const pg_row *r);
  * in the replay cache), or IN_FLIGHT with its owner. */
 void idem_pgs_found_row(pg_store *ps, const pg_reserve_args *a, pg_row *r,
     uint64_t read_at, idem_reserve_result *out);
-/* Copies column col of row 0 of res into buf (size bytes, NUL-
- * terminated, cut to fit); returns its length as copied. */
+/* Copies column col of row row of res into buf (size bytes, NUL-
+ * terminated, cut to fit; NULL reads ""); returns its length as
+ * copied. */
 size_t idem_pgs_str(const PGresult *res, int row, int col, char *buf,
     size_t size);
 
-/* idem_store_pg_admin.c */
+/* idem_store_pg_admin.c: the store's release_prefix, stats, lookup,
+ * census and list_unknown operations (idem_store_ops) */
 idem_err idem_pgs_release_prefix(idem_store *s, const char *prefix,
     idem_store_key **keys, size_t *n);
 idem_err idem_pgs_stats(idem_store *s, idem_store_stats *st);

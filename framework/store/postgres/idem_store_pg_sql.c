@@ -7,7 +7,8 @@
  *
  * Every time is the database's clock_timestamp() (the wall clock; now()
  * is the transaction's start, and would be the same for every statement
- * of a transaction).
+ * of a transaction), but the purge's, which is now() so that its index
+ * serves it (see PURGEABLE).
  */
 #include "config.h"
 
@@ -52,7 +53,7 @@
     "OR (lease_at < " PURGE_NOW " - " MSEC("lease_ms") " AND lease_at < " \
     PURGE_NOW " - " USEC(p) "))"
 
-const char *const idem_pg_sql[PNSTMT] = {
+const char *const idem_pgs_sql[PNSTMT] = {
 	/* one round trip: the INSERT, and the row it met when the key was
 	 * there (a row committed after the statement began is not seen:
 	 * neither inserted nor found, the reserve reads again) */
@@ -167,7 +168,7 @@ const char *const idem_pg_sql[PNSTMT] = {
 	    "'unknown' ORDER BY lease_at, scope_hash, idem_key LIMIT $1",
 };
 
-const char *const idem_pg_version_sql[1] = {
+const char *const idem_pgs_version_sql[1] = {
 	"SELECT max(version)::int8 FROM idemfcgi_schema",
 };
 

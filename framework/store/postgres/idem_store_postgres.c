@@ -602,7 +602,7 @@ check_schema(const idem_config_postgres *pg, const idem_store_opts *o,
 
 	memset(&probe, 0, sizeof(probe));
 	*reached = 0;
-	if ((err = idem_pg_pool_new(pg, o->file, idem_pg_version_sql, 1, 1,
+	if ((err = idem_pg_pool_new(pg, o->file, idem_pgs_version_sql, 1, 1,
 	    options, &probe.pool)) != IDEM_OK)
 		return err;
 	err = read_version(&probe, 0, &version);
@@ -679,7 +679,7 @@ idem_store_postgres_new(const idem_config_postgres *pg,
 		free(ps);
 		return err;
 	}
-	if ((err = idem_pg_pool_new(pg, o->file, idem_pg_sql, PNSTMT,
+	if ((err = idem_pg_pool_new(pg, o->file, idem_pgs_sql, PNSTMT,
 	    o->pool_size > 0 ? o->pool_size : pg->pool_size, options,
 	    &ps->pool)) != IDEM_OK) {
 		free(ps);

@@ -17,8 +17,8 @@ struct idem_config_postgres;
  * Connects once to check that the schema (schema/postgres/) is there and
  * of the version this build needs.  Returns IDEM_OK with *out (a store
  * set aside when o allows it and no server answered),
- * IDEM_ERR_CONFIG (password file) or IDEM_ERR_STORE (unreachable, or a
- * missing or old schema), logged.
+ * IDEM_ERR_CONFIG (password file), IDEM_ERR_NOMEM or IDEM_ERR_STORE
+ * (unreachable, or a missing or old schema), logged.
  */
 idem_err idem_store_postgres_new(const struct idem_config_postgres *pg,
     const idem_store_opts *o, idem_store **out);
@@ -44,7 +44,7 @@ int idem_store_postgres_reachable(const struct idem_config_postgres *pg,
  * PostgreSQL store, no such statement). */
 int idem_store_postgres_lose_answer(idem_store *s, const char *op);
 
-/* Tests and benchmarks: the statements the PostgreSQL store s has sent
+/* Tests: the statements the PostgreSQL store s has sent
  * so far, each attempt counted (0 for another store). */
 unsigned long long idem_store_postgres_statements(idem_store *s);
 
