@@ -227,14 +227,18 @@ disconnect(idem_pg_conn *c)
 
 /*
  * Waits until c's socket is ready for events (POLLIN, POLLOUT) or the
- * CLOCK_MONOTONIC deadline (ms) passes.  Returns the events that came
- * (0: the deadline passed), or -1 when the socket failed.
+ * CLOCK_MONOTONIC deadline (ms) passes.  A deadline that passed while
+ * this thread was busy (libpq's SCRAM, a machine short of CPU) still
+ * gets one look at the socket: what the server sent in time counts, so
+ * the timeouts measure the server, never the caller's own CPU.  Returns
+ * the events that came (0: the deadline passed), or -1 when the socket
+ * failed.
  */
 static int
 wait_io(PGconn *pg, short events, uint64_t deadline)
 {
 	struct pollfd fd;
-	int rc;
+	int rc, ms;
 
 	fd.fd = PQsocket(pg);
 	if (fd.fd < 0)
@@ -243,17 +247,19 @@ wait_io(PGconn *pg, short events, uint64_t deadline)
 	for (;;) {
 		uint64_t now = idem_now_ms();
 
-		if (now >= deadline)
-			return 0;
+		ms = now >= deadline ? 0 : (int)(deadline - now < 60000 ?
+		    deadline - now : 60000);
 		fd.revents = 0;
-		rc = poll(&fd, 1, (int)(deadline - now < 60000 ? deadline - now :
-		    60000));
+		rc = poll(&fd, 1, ms);
 		if (rc < 0 && errno == EINTR)
 			continue;
 		if (rc < 0)
 			return -1;
-		if (rc == 0)
+		if (rc == 0) {
+			if (ms == 0)
+				return 0;
 			continue;
+		}
 		if (fd.revents & (POLLERR | POLLNVAL))
 			return -1;
 		/* a hang-up is read as such by libpq */
@@ -418,13 +424,16 @@ start_connect(idem_pg_pool *p, const idem_endpoint *e)
 	return PQconnectStartParams(keys, vals, 0);
 }
 
-/* Drives c's connection attempt to its end within the connect timeout.
- * Returns NULL, or why not in why. */
+/* Drives c's connection attempt to its end, waiting for the server at
+ * most the connect timeout in all: the time libpq computes in between
+ * (SCRAM's key derivation, long on a machine short of CPU) is the
+ * caller's, not the server's, and is not counted.  Returns NULL, or why
+ * not in why. */
 static const char *
 poll_connect(idem_pg_pool *p, idem_pg_conn *c, char *why, size_t size)
 {
-	uint64_t deadline = idem_now_ms() + p->connect_ms;
 	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+	uint64_t left = p->connect_ms, t0, spent;
 	int ev;
 
 	if (PQstatus(c->pg) == CONNECTION_BAD) {
@@ -438,8 +447,11 @@ poll_connect(idem_pg_pool *p, idem_pg_conn *c, char *why, size_t size)
 			snprintf(why, size, "%s", PQerrorMessage(c->pg));
 			return why;
 		}
+		t0 = idem_now_ms();
 		ev = wait_io(c->pg, st == PGRES_POLLING_READING ? POLLIN :
-		    POLLOUT, deadline);
+		    POLLOUT, t0 + left);
+		spent = idem_now_ms() - t0;
+		left = spent < left ? left - spent : 0;
 		if (ev == 0) {
 			snprintf(why, size, "no answer within connect-timeout "
 			    "(%llu ms)", (unsigned long long)p->connect_ms);
@@ -589,6 +601,29 @@ idem_pg_put(idem_pg_pool *p, idem_pg_conn *c)
 	p->idle[p->nidle++] = c;
 	pthread_cond_signal(&p->freed);
 	pthread_mutex_unlock(&p->lock);
+}
+
+unsigned
+idem_pg_pool_warm(idem_pg_pool *p)
+{
+	idem_pg_conn **taken;
+	unsigned i, n, open = 0;
+
+	if ((taken = calloc(p->size, sizeof(*taken))) == NULL)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	n = p->nidle;
+	memcpy(taken, p->idle, n * sizeof(*taken));
+	p->nidle = 0;
+	pthread_mutex_unlock(&p->lock);
+	for (i = 0; i < n; i++) {
+		if (taken[i]->pg == NULL && open_next(p, taken[i]) < 0)
+			disconnect(taken[i]);
+		open += taken[i]->pg != NULL;
+		idem_pg_put(p, taken[i]);
+	}
+	free(taken);
+	return open;
 }
 
 void

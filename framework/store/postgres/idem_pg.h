@@ -92,6 +92,11 @@ void idem_pg_pool_quiet(idem_pg_pool *p);
 idem_pg_conn *idem_pg_get(idem_pg_pool *p);
 /* Gives c back to p (NULL is ignored); a broken one is closed. */
 void idem_pg_put(idem_pg_pool *p, idem_pg_conn *c);
+/* Opens every free connection of p that is not open yet, one after the
+ * other, so that a request never waits for a connection's handshake
+ * (SCRAM's key derivation costs milliseconds); one that fails stays
+ * closed, to be opened by its first taker.  Returns how many are open. */
+unsigned idem_pg_pool_warm(idem_pg_pool *p);
 
 /*
  * Runs statement i of c's pool with p's parameters, its rows in binary,

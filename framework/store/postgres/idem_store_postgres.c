@@ -693,6 +693,8 @@ idem_store_postgres_new(const idem_config_postgres *pg,
 		return IDEM_ERR_STORE;
 	}
 	idem_pg_put(ps->pool, c);
+	/* and the rest of the pool now, not in the first requests */
+	(void)idem_pg_pool_warm(ps->pool);
 	if ((err = idem_replay_cache_new(pg->replay_cache, &ps->cache)) !=
 	    IDEM_OK) {
 		pg_close(&ps->base);
