@@ -151,9 +151,14 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 		if (cfg->idem.enabled && cfg->store_errors == 0)
 			keep(&err, open_middleware(svc));
 		else if (cfg->idem.enabled)
+			/* the section of the store chosen, which has one */
 			idem_log(NULL, IDEM_LOG_WARN, "%s: the store is not "
-			    "checked: fix the problems of [idempotency] and "
-			    "[mysql] above first", cfg->path);
+			    "checked: fix the problems of [idempotency]%s%s%s "
+			    "above first", cfg->path, cfg->idem.store !=
+			    IDEM_STORE_MEMORY ? " and [" : "", cfg->idem.store
+			    != IDEM_STORE_MEMORY ? idem_store_names[
+			    cfg->idem.store] : "", cfg->idem.store !=
+			    IDEM_STORE_MEMORY ? "]" : "");
 		if (err != IDEM_OK) {
 			idem_service_free(svc);
 			return err;
