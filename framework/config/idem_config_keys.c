@@ -359,6 +359,22 @@ seen_line(const unsigned *seen, const char *section, const char *key)
 	return i >= 0 ? seen[i] : 0;
 }
 
+/* Refuses a store with a database (cfg's, its section named after it)
+ * whose section lacks user or database, at the store line line. */
+static void
+needs_login(idem_config *cfg, unsigned line, const char *user,
+    const char *database)
+{
+	const char *name = idem_store_names[cfg->idem.store];
+
+	if (user == NULL)
+		idem_config_error(cfg, line, name, "user", "store = %s needs a "
+		    "user", name);
+	if (database == NULL)
+		idem_config_error(cfg, line, name, "database", "store = %s "
+		    "needs a database", name);
+}
+
 /* Checks combinations of keys; each problem is logged. */
 void
 idem_config_keys_check(idem_config *cfg,
@@ -398,24 +414,12 @@ idem_config_keys_check(idem_config *cfg,
 		    "idempotency", "store", "store = postgres: %s",
 		    IDEM_WITHOUT_POSTGRES);
 #endif
-	if (cfg->idem.store == IDEM_STORE_POSTGRES && cfg->idem.enabled) {
-		unsigned line = seen_line(seen, "idempotency", "store");
-		if (cfg->postgres.user == NULL)
-			idem_config_error(cfg, line, "postgres", "user",
-			    "store = postgres needs a user");
-		if (cfg->postgres.database == NULL)
-			idem_config_error(cfg, line, "postgres", "database",
-			    "store = postgres needs a database");
-	}
-	if (cfg->idem.store == IDEM_STORE_MYSQL && cfg->idem.enabled) {
-		unsigned line = seen_line(seen, "idempotency", "store");
-		if (cfg->mysql.user == NULL)
-			idem_config_error(cfg, line, "mysql", "user",
-			    "store = mysql needs a user");
-		if (cfg->mysql.database == NULL)
-			idem_config_error(cfg, line, "mysql", "database",
-			    "store = mysql needs a database");
-	}
+	if (cfg->idem.store == IDEM_STORE_POSTGRES && cfg->idem.enabled)
+		needs_login(cfg, seen_line(seen, "idempotency", "store"),
+		    cfg->postgres.user, cfg->postgres.database);
+	if (cfg->idem.store == IDEM_STORE_MYSQL && cfg->idem.enabled)
+		needs_login(cfg, seen_line(seen, "idempotency", "store"),
+		    cfg->mysql.user, cfg->mysql.database);
 }
 
 /* ------------------------------------------------ the keys of a route */
