@@ -365,6 +365,8 @@ struct idem_store_tx_ops;
 
 struct idem_store {
 	const idem_store_ops *ops;
+	struct idem_batch *batch;      /* its group commit (idem_batch.h),
+	                                * owned by the store; NULL: none */
 	const struct idem_store_tx_ops *tx; /* transactional routes
 	                                * (idem_store_tx.h); NULL: none */
 	struct idem_metrics *metrics;  /* borrowed; when set, the wrappers

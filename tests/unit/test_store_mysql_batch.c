@@ -3,8 +3,8 @@
  * concurrent reservations and commits): a statement that carries keys of
  * every kind gives each request what its own statement would have, and a
  * batch whose answer is lost with its connection loses nothing.  Batches
- * are made certain with idem_store_mysql_batch_gather and checked with
- * idem_store_mysql_batch_counts: counts, never times.  Linked into
+ * are made certain with idem_store_batch_gather and checked with
+ * idem_store_batch_counts: counts, never times.  Linked into
  * test_store_mysql (its private MariaDB).
  */
 #include <pthread.h>
@@ -16,6 +16,7 @@
 #include <criterion/criterion.h>
 #include <mysql.h>
 
+#include "idem_batch.h"
 #include "idem_config.h"
 #include "idem_store_mysql.h"
 #include "mariadb.h"
@@ -111,7 +112,7 @@ run_batch(idem_store *s, job *jobs, unsigned n)
 	unsigned i;
 
 	cr_assert_leq(n, 32);
-	cr_assert_eq(idem_store_mysql_batch_gather(s, jobs[0].commit ?
+	cr_assert_eq(idem_store_batch_gather(s, jobs[0].commit ?
 	    "commit" : "insert", n), 0);
 	for (i = 0; i < n; i++) {
 		jobs[i].s = s;
@@ -169,7 +170,7 @@ commit_job(const job *of, const char *owner, const char *body)
 Test(batch, one_statement_for_every_kind_of_key, .timeout = 60)
 {
 	idem_store *s = open_batching(16, "");
-	idem_store_batch_counts c0, c1, c2;
+	idem_batch_counts c0, c1, c2;
 	idem_reserve_result rr;
 	job r[8], cm[7];
 	unsigned char fp7[32] = { 7 }, fp9[32] = { 9 };
@@ -201,9 +202,9 @@ Test(batch, one_statement_for_every_kind_of_key, .timeout = 60)
 	    IDEM_RESERVE_ACQUIRED);
 	usleep(20 * 1000);    /* s.1's lease is older than r[5]'s 1 ms */
 
-	cr_assert_eq(idem_store_mysql_batch_counts(s, &c0), 0);
+	cr_assert_eq(idem_store_batch_counts(s, &c0), 0);
 	run_batch(s, r, 8);
-	cr_assert_eq(idem_store_mysql_batch_counts(s, &c1), 0);
+	cr_assert_eq(idem_store_batch_counts(s, &c1), 0);
 	cr_expect_eq(c1.insert_statements - c0.insert_statements, 1,
 	    "the 8 reservations went in %llu statements",
 	    c1.insert_statements - c0.insert_statements);
@@ -237,7 +238,7 @@ Test(batch, one_statement_for_every_kind_of_key, .timeout = 60)
 	    "t.2" : "t.1", "loser");
 	cm[6] = commit_job(&r[3], "c.1", "again");
 	run_batch(s, cm, 7);
-	cr_assert_eq(idem_store_mysql_batch_counts(s, &c2), 0);
+	cr_assert_eq(idem_store_batch_counts(s, &c2), 0);
 	cr_expect_eq(c2.commit_statements - c1.commit_statements, 1,
 	    "the commits went in %llu statements",
 	    c2.commit_statements - c1.commit_statements);
@@ -282,7 +283,7 @@ Test(batch, a_short_update_told_row_by_row, .timeout = 60)
 {
 	idem_store *s = open_batching(16, "");
 	static const char *const bodies[] = { "mine", "done", "new" };
-	idem_store_batch_counts c0, c1;
+	idem_batch_counts c0, c1;
 	idem_reserve_result rr;
 	unsigned char fp7[32] = { 7 };
 	job r[3], cm[3];
@@ -305,9 +306,9 @@ Test(batch, a_short_update_told_row_by_row, .timeout = 60)
 	}
 	for (i = 0; i < 3; i++)
 		cm[i] = commit_job(&r[i], r[i].owner, bodies[i]);
-	cr_assert_eq(idem_store_mysql_batch_counts(s, &c0), 0);
+	cr_assert_eq(idem_store_batch_counts(s, &c0), 0);
 	run_batch(s, cm, 3);
-	cr_assert_eq(idem_store_mysql_batch_counts(s, &c1), 0);
+	cr_assert_eq(idem_store_batch_counts(s, &c1), 0);
 	cr_expect_eq(c1.commit_statements - c0.commit_statements, 1);
 	cr_expect_eq(c1.commit_rows - c0.commit_rows, 3);
 	cr_expect_eq(cm[0].err, IDEM_OK, "the new answer: %d", (int)cm[0].err);
@@ -478,7 +479,7 @@ Test(batch, a_retry_after_a_batch_slower_than_the_lock_wait, .timeout = 60)
 Test(batch, answer_lost_mid_batch, .timeout = 60)
 {
 	idem_store *s = open_batching(8, "");
-	idem_store_batch_counts c0, c1;
+	idem_batch_counts c0, c1;
 	idem_reserve_result rr;
 	unsigned char fp7[32] = { 7 };
 	job r[6], cm[6];
@@ -490,10 +491,10 @@ Test(batch, answer_lost_mid_batch, .timeout = 60)
 		snprintf(body, sizeof(body), "o.%u", i);
 		r[i] = reserve_job(name, 7, body, 30000);
 	}
-	cr_assert_eq(idem_store_mysql_batch_counts(s, &c0), 0);
+	cr_assert_eq(idem_store_batch_counts(s, &c0), 0);
 	cr_assert_eq(idem_store_mysql_lose_answer(s, "insert"), 0);
 	run_batch(s, r, 6);
-	cr_assert_eq(idem_store_mysql_batch_counts(s, &c1), 0);
+	cr_assert_eq(idem_store_batch_counts(s, &c1), 0);
 	cr_expect_eq(c1.insert_statements - c0.insert_statements, 1);
 	for (i = 0; i < 6; i++) {
 		cr_expect_eq(r[i].err, IDEM_OK);
@@ -589,14 +590,14 @@ Test(batch, a_locked_row_does_not_hold_the_batch, .timeout = 60)
 Test(batch, off, .timeout = 30)
 {
 	idem_store *s = open_batching(4, "batch = false\n");
-	idem_store_batch_counts c;
+	idem_batch_counts c;
 	unsigned char fp7[32] = { 7 };
 	idem_reserve_result rr;
 	char key[64];
 
 	snprintf(key, sizeof(key), "off-%d", (int)getpid());
-	cr_expect_eq(idem_store_mysql_batch_gather(s, "insert", 2), -1);
-	cr_expect_eq(idem_store_mysql_batch_counts(s, &c), -1);
+	cr_expect_eq(idem_store_batch_gather(s, "insert", 2), -1);
+	cr_expect_eq(idem_store_batch_counts(s, &c), -1);
 	cr_expect_eq(reserve1(s, key, fp7, "o.1", 30000, &rr),
 	    IDEM_RESERVE_ACQUIRED);
 	idem_store_close(s);

@@ -646,10 +646,11 @@ idem_store_mysql_new(const idem_config_mysql *my, const idem_store_opts *o,
 	if ((err = set_limits(ms)) != IDEM_OK ||
 	    (err = idem_replay_cache_new(my->replay_cache, &ms->cache))
 	    != IDEM_OK || (my->batch &&
-	    (err = idem_my_batch_new(my, ms->pool, &ms->batch)) != IDEM_OK)) {
+	    (err = idem_my_batch_new(ms, my, &ms->batch)) != IDEM_OK)) {
 		my_close(&ms->base);
 		return err;
 	}
+	ms->base.batch = idem_my_batch_engine(ms->batch);
 	*out = &ms->base;
 	return IDEM_OK;
 }

@@ -57,21 +57,4 @@ int idem_store_mysql_reachable(const struct idem_config_mysql *my,
  * Returns 0, or -1 (not a MySQL store, no such statement). */
 int idem_store_mysql_lose_answer(idem_store *s, const char *op);
 
-/* Tests only: the next statement of the MySQL store s's batching lane op
- * ("insert": reservations; "commit") waits until n requests are queued
- * for it (at most 10 s), so that they go in one statement.  Returns 0, or
- * -1 (not a MySQL store, batching off, no such lane). */
-int idem_store_mysql_batch_gather(idem_store *s, const char *op, unsigned n);
-
-/* What the batching lanes of a MySQL store sent: statements, and the
- * requests they carried. */
-typedef struct idem_store_batch_counts {
-	unsigned long long insert_statements, insert_rows;
-	unsigned long long commit_statements, commit_rows;
-} idem_store_batch_counts;
-
-/* Fills *out with s's counts.  Returns 0, or -1 (not a MySQL store,
- * batching off; *out zero). */
-int idem_store_mysql_batch_counts(idem_store *s, idem_store_batch_counts *out);
-
 #endif

@@ -5,11 +5,8 @@
  * statement each, so the database parses, locks, logs and (at flush 1)
  * fsyncs once for several requests.
  *
- * Each kind of statement has a lane, and a lane has at most one statement
- * in flight.  A thread that finds its lane free sends its own row at once
- * (one connection's latency is unchanged: no timer); threads that arrive
- * meanwhile queue, and when the statement comes back the first of them
- * sends the rows of the queue, up to batch-rows of them, in one statement.
+ * The lanes, their queues and leaders are the engine's (idem_batch.c);
+ * this file is what MySQL's statements are and what they did:
  *
  *   reservations  INSERT IGNORE ... VALUES (...), (...) RETURNING
  *                 scope_hash, idem_key, owner: MariaDB returns exactly the
@@ -37,7 +34,6 @@
  */
 #include "config.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +41,7 @@
 
 #include <mysql.h>
 
+#include "idem_batch.h"
 #include "idem_log.h"
 #include "idem_store_mysql_int.h"
 #include "idem_time.h"
@@ -52,18 +49,13 @@
 /* An answer larger than this commits on its own: batching it saves
  * nothing worth the copy. */
 #define BATCH_ANSWER_MAX (16 * 1024)
-/* The most a test's gather waits for the requests it asked for (ms). */
-#define GATHER_MAX_MS 10000
 /* Parameters of one row of the UPDATE, the most of the lanes'. */
 #define COMMIT_PARAMS 11
 
-/* The lanes, each with its statement (by number of rows). */
-enum { LANE_INSERT, LANE_COMMIT, NLANES };
-
-/* What a lane's statement did for one request. */
+/* What a lane's statement did for one request (idem_batch_member's
+ * result). */
 enum {
-	M_QUEUED = 0,
-	M_APPLIED,     /* inserted; committed (read_returned: returned) */
+	M_APPLIED = 1, /* inserted; committed (read_returned: returned) */
 	M_MISSED,      /* insert: the key was there (read it) */
 	M_ALONE,       /* nothing done: send your own statement */
 	M_UNSURE       /* maybe applied (a lost answer; a commit: fewer rows
@@ -72,41 +64,32 @@ enum {
 	                * row, and says its write went unanswered */
 };
 
-typedef struct member {
-	struct member *next;
-	pthread_cond_t wake;                 /* result set, or may send */
-	idem_store_req *rq;                  /* borrowed */
-	const long long *life_us;            /* borrowed */
-	const long long *lease_ms;           /* insert: borrowed */
-	const idem_stored_response *resp;    /* commit: borrowed */
+/* One request's row: what its statement binds (all borrowed). */
+typedef struct my_row {
+	idem_store_req *rq;
+	const long long *life_us;
+	const long long *lease_ms;           /* insert */
+	const idem_stored_response *resp;    /* commit */
 	long long status;                    /* commit */
-	uint64_t size;                       /* commit: headers and body */
-	int result;                          /* M_* */
-} member;
+} my_row;
 
-typedef struct lane {
-	member *head, **tail;    /* the queue */
-	unsigned queued;         /* members in it */
-	int busy;                /* a statement is in flight */
-	unsigned gather;         /* tests: the next statement waits for this
-	                          * many requests */
-	/* the leader's, while busy */
-	MYSQL_BIND *binds;
-	member **rows;
-	atomic_ullong statements, carried;
-} lane;
+#define ROW(m) ((my_row *)(m)->row)
 
 struct idem_my_batch {
-	pthread_mutex_t lock;
-	unsigned max_rows;
+	mysql_store *ms;         /* borrowed: the store it batches for */
+	idem_batch *engine;
 	int causal;              /* [mysql] causal-reads */
 	atomic_int can_insert;   /* the server has INSERT ... RETURNING: 1
 	                          * yes, 0 no, -1 not known yet */
-	lane lanes[NLANES];
-	char *sql[NLANES][IDEM_BATCH_ROWS_MAX + 1];  /* by number of rows */
+	MYSQL_BIND *binds[IDEM_BATCH_LANES];  /* each lane's leader's */
+	char *sql[IDEM_BATCH_LANES][IDEM_BATCH_ROWS_MAX + 1];  /* by rows */
 };
 
 static int can_insert(idem_my_batch *b, idem_mysql_conn *c);
+static void send_rows(void *ctx, int which, idem_batch_member **rows,
+    unsigned n);
+static int fits(void *ctx, int which, idem_batch_member *const *rows,
+    unsigned t, uint64_t total, const idem_batch_member *m);
 
 /* Appends to s (len of size bytes used) the n terms each naming a row by
  * key and owner, joined by OR, in parentheses.  Returns the new len. */
@@ -134,7 +117,7 @@ batch_sql(int which, unsigned n, int causal)
 
 	if (s == NULL)
 		return NULL;
-	if (which == LANE_INSERT) {
+	if (which == IDEM_BATCH_INSERT) {
 		len = (size_t)snprintf(s, size, "SET STATEMENT "
 		    "innodb_lock_wait_timeout = 0%s FOR " INSERT_HEAD,
 		    causal ? ", wsrep_sync_wait = 4" : "");
@@ -166,49 +149,50 @@ batch_sql(int which, unsigned n, int causal)
 }
 
 idem_err
-idem_my_batch_new(const idem_config_mysql *my, idem_mysql_pool *pool,
+idem_my_batch_new(mysql_store *ms, const idem_config_mysql *my,
     idem_my_batch **out)
 {
 	idem_mysql_conn *c;
 	idem_my_batch *b;
-	unsigned n;
+	unsigned n, max;
 	int w;
 
 	*out = NULL;
 	if ((b = calloc(1, sizeof(*b))) == NULL)
 		return IDEM_ERR_NOMEM;
-	b->max_rows = my->batch_rows;
-	if (b->max_rows > IDEM_BATCH_ROWS_MAX)
-		b->max_rows = IDEM_BATCH_ROWS_MAX;
+	b->ms = ms;
 	b->causal = my->causal_reads;
 	atomic_init(&b->can_insert, -1);
-	pthread_mutex_init(&b->lock, NULL);
-	for (w = 0; w < NLANES; w++) {
-		lane *l = &b->lanes[w];
-
-		l->tail = &l->head;
-		l->binds = calloc((size_t)b->max_rows * COMMIT_PARAMS,
-		    sizeof(*l->binds));
-		l->rows = calloc(b->max_rows, sizeof(*l->rows));
-		if (l->binds == NULL || l->rows == NULL)
+	if (idem_batch_new(my->batch_rows, send_rows, fits, b, &b->engine) !=
+	    IDEM_OK)
+		goto fail;
+	max = idem_batch_max_rows(b->engine);
+	for (w = 0; w < IDEM_BATCH_LANES; w++) {
+		if ((b->binds[w] = calloc((size_t)max * COMMIT_PARAMS,
+		    sizeof(*b->binds[w]))) == NULL)
 			goto fail;
-	}
-	for (w = 0; w < NLANES; w++)
-		for (n = 1; n <= b->max_rows; n++)
+		for (n = 1; n <= max; n++)
 			if ((b->sql[w][n] = batch_sql(w, n, b->causal)) == NULL)
 				goto fail;
+	}
 	/* said at start-up; when no connection opens now, at the first
 	 * statement */
-	if ((c = idem_mysql_get(pool)) != NULL) {
+	if ((c = idem_mysql_get(ms->pool)) != NULL) {
 		if (c->m != NULL)
 			(void)can_insert(b, c);
-		idem_mysql_put(pool, c);
+		idem_mysql_put(ms->pool, c);
 	}
 	*out = b;
 	return IDEM_OK;
 fail:
 	idem_my_batch_free(b);
 	return IDEM_ERR_NOMEM;
+}
+
+idem_batch *
+idem_my_batch_engine(idem_my_batch *b)
+{
+	return b != NULL ? b->engine : NULL;
 }
 
 void
@@ -219,32 +203,13 @@ idem_my_batch_free(idem_my_batch *b)
 
 	if (b == NULL)
 		return;
-	for (w = 0; w < NLANES; w++) {
-		free(b->lanes[w].binds);
-		free(b->lanes[w].rows);
-	}
-	for (w = 0; w < NLANES; w++)
+	idem_batch_free(b->engine);
+	for (w = 0; w < IDEM_BATCH_LANES; w++) {
+		free(b->binds[w]);
 		for (n = 0; n <= IDEM_BATCH_ROWS_MAX; n++)
 			free(b->sql[w][n]);
-	pthread_mutex_destroy(&b->lock);
+	}
 	free(b);
-}
-
-/* Orders members by key: every statement locks its rows in one order, so
- * two batches on the same keys (from two processes) do not deadlock. */
-static int
-by_key(const void *x, const void *y)
-{
-	const idem_store_key *a = &(*(member *const *)x)->rq->key;
-	const idem_store_key *b = &(*(member *const *)y)->rq->key;
-	size_t n = a->key_len < b->key_len ? a->key_len : b->key_len;
-	int c = memcmp(a->scope, b->scope, 32);
-
-	if (c == 0)
-		c = memcmp(a->key, b->key, n);
-	if (c == 0)
-		c = a->key_len < b->key_len ? -1 : a->key_len > b->key_len;
-	return c;
 }
 
 static void
@@ -271,15 +236,15 @@ bind_owner(MYSQL_BIND *b, const idem_store_req *rq)
 	bind_blob(b, rq->owner, strlen(rq->owner), MYSQL_TYPE_STRING);
 }
 
-/* Binds at b the parameters of owned_terms for the n rows of l: each
- * row's key and owner. */
+/* Binds at b the parameters of owned_terms for the n rows: each row's
+ * key and owner. */
 static void
-bind_owned_terms(MYSQL_BIND *b, const lane *l, unsigned n)
+bind_owned_terms(MYSQL_BIND *b, idem_batch_member *const *rows, unsigned n)
 {
 	unsigned i;
 
 	for (i = 0; i < n; i++) {
-		const idem_store_req *rq = l->rows[i]->rq;
+		const idem_store_req *rq = ROW(rows[i])->rq;
 
 		bind_blob(b++, rq->key.scope, 32, MYSQL_TYPE_BLOB);
 		bind_blob(b++, rq->key.key, rq->key.key_len, MYSQL_TYPE_BLOB);
@@ -287,16 +252,16 @@ bind_owned_terms(MYSQL_BIND *b, const lane *l, unsigned n)
 	}
 }
 
-/* Binds the n rows of l for the lane's statement. */
+/* Binds the n rows at b for lane which's statement. */
 static void
-bind_rows(int which, lane *l, unsigned n)
+bind_rows(MYSQL_BIND *b, int which, idem_batch_member *const *rows,
+    unsigned n)
 {
-	MYSQL_BIND *b = l->binds;
 	unsigned i;
 
-	if (which == LANE_INSERT) {
+	if (which == IDEM_BATCH_INSERT) {
 		for (i = 0; i < n; i++) {
-			const idem_store_req *rq = l->rows[i]->rq;
+			const idem_store_req *rq = ROW(rows[i])->rq;
 
 			bind_blob(b++, rq->key.scope, 32, MYSQL_TYPE_BLOB);
 			bind_blob(b++, rq->key.key, rq->key.key_len,
@@ -305,44 +270,44 @@ bind_rows(int which, lane *l, unsigned n)
 			bind_owner(b++, rq);
 			bind_blob(b++, rq->request_id, strlen(rq->request_id),
 			    MYSQL_TYPE_STRING);
-			bind_ll(b++, l->rows[i]->lease_ms);
-			bind_ll(b++, l->rows[i]->life_us);
+			bind_ll(b++, ROW(rows[i])->lease_ms);
+			bind_ll(b++, ROW(rows[i])->life_us);
 		}
 		return;
 	}
 	/* the four CASE columns, then the rows' conditions */
 	for (i = 0; i < n; i++, b += 2) {
-		bind_owner(b, l->rows[i]->rq);
-		bind_ll(b + 1, &l->rows[i]->status);
+		bind_owner(b, ROW(rows[i])->rq);
+		bind_ll(b + 1, &ROW(rows[i])->status);
 	}
 	for (i = 0; i < n; i++, b += 2) {
-		const idem_stored_response *r = l->rows[i]->resp;
+		const idem_stored_response *r = ROW(rows[i])->resp;
 
-		bind_owner(b, l->rows[i]->rq);
+		bind_owner(b, ROW(rows[i])->rq);
 		bind_blob(b + 1, r->headers != NULL ? r->headers : "",
 		    r->headers_len, MYSQL_TYPE_BLOB);
 	}
 	for (i = 0; i < n; i++, b += 2) {
-		const idem_stored_response *r = l->rows[i]->resp;
+		const idem_stored_response *r = ROW(rows[i])->resp;
 
-		bind_owner(b, l->rows[i]->rq);
+		bind_owner(b, ROW(rows[i])->rq);
 		bind_blob(b + 1, r->body != NULL ? r->body : "", r->body_len,
 		    MYSQL_TYPE_BLOB);
 	}
 	for (i = 0; i < n; i++, b += 2) {
-		bind_owner(b, l->rows[i]->rq);
-		bind_ll(b + 1, l->rows[i]->life_us);
+		bind_owner(b, ROW(rows[i])->rq);
+		bind_ll(b + 1, ROW(rows[i])->life_us);
 	}
-	bind_owned_terms(b, l, n);
+	bind_owned_terms(b, rows, n);
 }
 
-/* Sets res[i] of the rows of l from the rows (scope_hash, idem_key,
+/* Sets the result of each of the n rows from the rows (scope_hash, idem_key,
  * owner) that st, an INSERT ... RETURNING, returned (those it inserted):
  * applied for those, missed for the others.  Returns 0, or -1 (a fetch
  * failed). */
 static int
-read_returned(idem_mysql_conn *c, MYSQL_STMT *st, lane *l, unsigned n,
-    int *res)
+read_returned(idem_mysql_conn *c, MYSQL_STMT *st,
+    idem_batch_member *const *rows, unsigned n)
 {
 	unsigned char scope[32];
 	char key[IDEM_KEY_MAX + 1], owner[IDEM_OWNER_MAX + 1];
@@ -359,7 +324,7 @@ read_returned(idem_mysql_conn *c, MYSQL_STMT *st, lane *l, unsigned n,
 	idem_my_r_buf(&r[2], MYSQL_TYPE_STRING, owner, sizeof(owner), &len[2],
 	    &null[2]);
 	for (i = 0; i < n; i++)
-		res[i] = M_MISSED;
+		rows[i]->result = M_MISSED;
 	if (mysql_stmt_bind_result(st, r) != 0)
 		return -1;
 	while ((rc = mysql_stmt_fetch(st)) == 0) {
@@ -368,13 +333,13 @@ read_returned(idem_mysql_conn *c, MYSQL_STMT *st, lane *l, unsigned n,
 			continue;
 		owner[len[2]] = '\0';
 		for (i = 0; i < n; i++) {
-			const idem_store_req *rq = l->rows[i]->rq;
+			const idem_store_req *rq = ROW(rows[i])->rq;
 
 			if (rq->key.key_len == len[1] &&
 			    memcmp(rq->key.scope, scope, 32) == 0 &&
 			    memcmp(rq->key.key, key, len[1]) == 0 &&
 			    strcmp(rq->owner, owner) == 0)
-				res[i] = M_APPLIED;
+				rows[i]->result = M_APPLIED;
 		}
 	}
 	if (rc != MYSQL_NO_DATA) {
@@ -401,30 +366,33 @@ can_insert(idem_my_batch *b, idem_mysql_conn *c)
 	if (can)
 		idem_log(NULL, IDEM_LOG_INFO, "mysql store: concurrent "
 		    "reservations and commits are batched, up to %u in a "
-		    "statement", b->max_rows);
+		    "statement", idem_batch_max_rows(b->engine));
 	else
 		idem_log(NULL, IDEM_LOG_WARN, "mysql store: the server (%s) has "
 		    "no INSERT ... RETURNING (MariaDB 10.5 or later): "
 		    "reservations go one statement each; commits are batched, "
 		    "up to %u in a statement", mysql_get_server_info(c->m),
-		    b->max_rows);
+		    idem_batch_max_rows(b->engine));
 	return can;
 }
 
-/* Executes lane kind's statement for n rows with l's binds on c.  Returns
- * it, executed, or NULL (failed: c marked broken when the connection was
- * lost, other errors logged but a lock met). */
+/* Executes lane kind's statement for n rows (bound at binds) on c.
+ * Returns it, executed, or NULL (failed: c marked broken when the
+ * connection was lost, other errors logged but a lock met). */
 static MYSQL_STMT *
-run_kind(mysql_store *ms, idem_mysql_conn *c, int kind, lane *l, unsigned n)
+run_kind(mysql_store *ms, idem_mysql_conn *c, int kind, MYSQL_BIND *binds,
+    unsigned n)
 {
 	MYSQL_STMT *st = idem_mysql_lazy_stmt(c, (size_t)kind *
 	    IDEM_BATCH_ROWS_MAX + n - 1, ms->batch->sql[kind][n]);
 
 	if (st == NULL)
 		return NULL;
-	if (mysql_stmt_bind_param(st, l->binds) == 0 &&
-	    mysql_stmt_execute(st) == 0)
+	if (mysql_stmt_bind_param(st, binds) == 0 &&
+	    mysql_stmt_execute(st) == 0) {
+		idem_batch_sent(ms->batch->engine, kind, n);
 		return st;
+	}
 	idem_mysql_check(c, mysql_stmt_errno(st));
 	/* a lock held, a deadlock: the requests' own statements meet it as
 	 * they would without batching (and count it) */
@@ -445,221 +413,117 @@ lost_answer(mysql_store *ms, idem_mysql_conn *c, int op)
 	return 1;
 }
 
-/* Sends the INSERT of the lane's n rows (l->rows, sorted here) on c and
- * sets res[i], what it did for l->rows[i]. */
+/* Sends the INSERT of the n rows on c and sets each one's result. */
 static void
-send_inserts(mysql_store *ms, idem_mysql_conn *c, lane *l, unsigned n,
-    int *res)
+send_inserts(mysql_store *ms, idem_mysql_conn *c,
+    idem_batch_member *const *rows, unsigned n)
 {
+	MYSQL_BIND *binds = ms->batch->binds[IDEM_BATCH_INSERT];
 	MYSQL_STMT *st;
 	unsigned i;
 
-	bind_rows(LANE_INSERT, l, n);
-	st = run_kind(ms, c, LANE_INSERT, l, n);
-	if (st != NULL) {
-		atomic_fetch_add(&l->statements, 1);
-		atomic_fetch_add(&l->carried, n);
-	}
+	bind_rows(binds, IDEM_BATCH_INSERT, rows, n);
+	st = run_kind(ms, c, IDEM_BATCH_INSERT, binds, n);
 	if (st == NULL || lost_answer(ms, c, S_INSERT)) {
 		/* lost: it may have been applied, or still run */
 		if (c->broken)
 			for (i = 0; i < n; i++)
-				res[i] = M_UNSURE;
+				rows[i]->result = M_UNSURE;
 		return;
 	}
 	if (n == 1)
-		res[0] = mysql_stmt_affected_rows(st) == 1 ? M_APPLIED : M_MISSED;
-	else if (read_returned(c, st, l, n, res) != 0)
+		rows[0]->result = mysql_stmt_affected_rows(st) == 1 ?
+		    M_APPLIED : M_MISSED;
+	else if (read_returned(c, st, rows, n) != 0)
 		for (i = 0; i < n; i++)
-			res[i] = M_ALONE;
+			rows[i]->result = M_ALONE;
 	mysql_stmt_free_result(st);
 }
 
-/* Sends the commit of the lane's n rows (l->rows) on c and sets res[i],
- * what it did for l->rows[i]: one owner-checked UPDATE of them all.  When
- * it updated every row it named, each request's answer is stored; when
- * fewer, which it updated is not known (a fenced row, a repeated commit,
- * a reservation this node has not applied yet): each request finds out
- * from its row. */
+/* Sends the commit of the n rows on c and sets each one's result: one
+ * owner-checked UPDATE of them all.  When it updated every row it named,
+ * each request's answer is stored; when fewer, which it updated is not
+ * known (a fenced row, a repeated commit, a reservation this node has not
+ * applied yet): each request finds out from its row. */
 static void
-send_commits(mysql_store *ms, idem_mysql_conn *c, lane *l, unsigned n,
-    int *res)
+send_commits(mysql_store *ms, idem_mysql_conn *c,
+    idem_batch_member *const *rows, unsigned n)
 {
+	MYSQL_BIND *binds = ms->batch->binds[IDEM_BATCH_COMMIT];
 	MYSQL_STMT *st;
 	unsigned i;
 
-	bind_rows(LANE_COMMIT, l, n);
-	if ((st = run_kind(ms, c, LANE_COMMIT, l, n)) != NULL) {
-		atomic_fetch_add(&l->statements, 1);
-		atomic_fetch_add(&l->carried, n);
-	}
+	bind_rows(binds, IDEM_BATCH_COMMIT, rows, n);
+	st = run_kind(ms, c, IDEM_BATCH_COMMIT, binds, n);
 	if (st == NULL || lost_answer(ms, c, S_COMMIT)) {
 		/* lost: it may have been applied */
 		for (i = 0; i < n; i++)
-			res[i] = c->broken ? M_UNSURE : M_ALONE;
+			rows[i]->result = c->broken ? M_UNSURE : M_ALONE;
 		return;
 	}
 	for (i = 0; i < n; i++)
-		res[i] = mysql_stmt_affected_rows(st) == n ? M_APPLIED :
-		    n == 1 ? M_ALONE : M_UNSURE;
+		rows[i]->result = mysql_stmt_affected_rows(st) == n ?
+		    M_APPLIED : n == 1 ? M_ALONE : M_UNSURE;
 }
 
-/* Sends the lane's statement for its n rows (l->rows) and sets res[i],
- * what it did for l->rows[i] (M_ALONE unless said otherwise). */
+/* The engine's send: lane which's statement for the n rows (sorted by
+ * key), each row's result set (M_ALONE unless said otherwise). */
 static void
-send_rows(mysql_store *ms, int which, lane *l, unsigned n, int *res)
+send_rows(void *ctx, int which, idem_batch_member **rows, unsigned n)
 {
-	idem_mysql_conn *c = idem_mysql_get(ms->pool);
+	idem_my_batch *b = ctx;
+	idem_mysql_conn *c = idem_mysql_get(b->ms->pool);
 	unsigned i;
 
 	for (i = 0; i < n; i++)
-		res[i] = M_ALONE;
+		rows[i]->result = M_ALONE;
 	if (c == NULL)
 		return;
-	if (which == LANE_INSERT && !can_insert(ms->batch, c)) {
-		idem_mysql_put(ms->pool, c);
+	if (which == IDEM_BATCH_INSERT && !can_insert(b, c)) {
+		idem_mysql_put(b->ms->pool, c);
 		return;
 	}
-	if (n > 1)
-		qsort(l->rows, n, sizeof(*l->rows), by_key);
 	(void)idem_mysql_expect_lock_wait(c, 0);
-	if (which == LANE_INSERT)
-		send_inserts(ms, c, l, n, res);
+	if (which == IDEM_BATCH_INSERT)
+		send_inserts(b->ms, c, rows, n);
 	else
-		send_commits(ms, c, l, n, res);
-	idem_mysql_put(ms->pool, c);
+		send_commits(b->ms, c, rows, n);
+	idem_mysql_put(b->ms->pool, c);
 }
 
-/* Whether m may join the rows taken so far (t of them, their answers
- * total bytes): a commit batch names each owner once (its CASE arms are
- * keyed by owner) and fits the server's packet. */
+/* The engine's fits: a commit batch names each owner once (its CASE arms
+ * are keyed by owner) and fits the server's packet. */
 static int
-fits(mysql_store *ms, int which, lane *l, unsigned t, uint64_t total,
-    const member *m)
+fits(void *ctx, int which, idem_batch_member *const *rows, unsigned t,
+    uint64_t total, const idem_batch_member *m)
 {
-	uint64_t packet = idem_mysql_max_packet(ms->pool);
+	idem_my_batch *b = ctx;
+	uint64_t packet = idem_mysql_max_packet(b->ms->pool);
 	unsigned i;
 
-	if (which == LANE_INSERT)
+	if (which == IDEM_BATCH_INSERT)
 		return 1;
 	if (packet > 0 && total + m->size + (uint64_t)(t + 1) * PACKET_SLACK >
 	    packet)
 		return 0;
 	for (i = 0; i < t; i++)
-		if (strcmp(l->rows[i]->rq->owner, m->rq->owner) == 0)
+		if (strcmp(rows[i]->owner, m->owner) == 0)
 			return 0;
 	return 1;
 }
 
-/* Takes the rows of the lane's next statement off its queue, the first
- * queued first (up to max_rows that fit).  Under the lock.  Returns their
- * number (at least 1: the head). */
-static unsigned
-take_rows(mysql_store *ms, int which, lane *l)
-{
-	member **pm = &l->head, *m;
-	uint64_t total = 0;
-	unsigned t = 0;
-
-	while ((m = *pm) != NULL && t < ms->batch->max_rows) {
-		if (t > 0 && !fits(ms, which, l, t, total, m)) {
-			pm = &m->next;
-			continue;
-		}
-		*pm = m->next;
-		m->next = NULL;
-		l->rows[t++] = m;
-		total += m->size;
-	}
-	l->queued -= t;
-	/* the tail: the last member still queued */
-	l->tail = &l->head;
-	while (*l->tail != NULL)
-		l->tail = &(*l->tail)->next;
-	return t;
-}
-
-/* Whether a thread of lane l is to send its statement now: nothing is in
- * flight and rows are queued (a test's gather: the rows it asked for, or
- * *until passed).  Under the lock. */
-static int
-may_send(lane *l, uint64_t *until)
-{
-	if (l->busy || l->head == NULL)
-		return 0;
-	if (l->gather > 0) {
-		if (*until == 0)
-			*until = idem_now_ms() + GATHER_MAX_MS;
-		if (l->queued < l->gather && idem_now_ms() < *until)
-			return 0;
-		l->gather = 0;
-	}
-	return 1;
-}
-
-/* Sends lane which's statement with the rows at the head of its queue and
- * hands each of them its result.  Called and returns under the lock, which
- * it drops while the statement is in flight. */
+/* Fills m and r for rq's row in a lane. */
 static void
-lead(mysql_store *ms, int which, lane *l)
+member_of(idem_batch_member *m, my_row *r, idem_store_req *rq,
+    const long long *life_us)
 {
-	int res[IDEM_BATCH_ROWS_MAX];
-	unsigned n, i;
-
-	l->busy = 1;
-	n = take_rows(ms, which, l);
-	pthread_mutex_unlock(&ms->batch->lock);
-	send_rows(ms, which, l, n, res);
-	pthread_mutex_lock(&ms->batch->lock);
-	/* results are read under the lock; each waiter is woken alone */
-	for (i = 0; i < n; i++) {
-		l->rows[i]->result = res[i];
-		pthread_cond_signal(&l->rows[i]->wake);
-	}
-	l->busy = 0;
-	/* the lane is free: the first still queued sends next */
-	if (l->head != NULL)
-		pthread_cond_signal(&l->head->wake);
-}
-
-/* Queues m on lane which and returns its result once a statement that
- * carried it came back: sent by m's own thread when the lane is free
- * (with whatever queued meanwhile), else by the thread that finds it
- * free or is woken first in the queue when it frees. */
-static int
-submit(mysql_store *ms, int which, member *m)
-{
-	idem_my_batch *b = ms->batch;
-	lane *l = &b->lanes[which];
-	uint64_t gather_until = 0;
-	struct timespec ts;
-
-	pthread_cond_init(&m->wake, NULL);
-	pthread_mutex_lock(&b->lock);
-	*l->tail = m;
-	l->tail = &m->next;
-	l->queued++;
-	while (m->result == M_QUEUED) {
-		if (may_send(l, &gather_until)) {
-			lead(ms, which, l);
-			continue;
-		}
-		if (gather_until == 0) {
-			pthread_cond_wait(&m->wake, &b->lock);
-			continue;
-		}
-		/* tests: a gather waits for its requests, not forever */
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&m->wake, &b->lock, &ts);
-	}
-	pthread_mutex_unlock(&b->lock);
-	pthread_cond_destroy(&m->wake);
-	return m->result;
+	memset(m, 0, sizeof(*m));
+	memset(r, 0, sizeof(*r));
+	r->rq = rq;
+	r->life_us = life_us;
+	m->key = &rq->key;
+	m->owner = rq->owner;
+	m->row = r;
 }
 
 idem_err
@@ -667,16 +531,16 @@ idem_my_batch_insert(mysql_store *ms, const reserve_args *a,
     unsigned long long *inserted, int *retried)
 {
 	int result = M_ALONE;
+	idem_batch_member m;
 	idem_err err;
-	member m;
+	my_row r;
 	params p;
 
 	if (ms->batch != NULL && atomic_load(&ms->batch->can_insert) != 0) {
-		memset(&m, 0, sizeof(m));
-		m.rq = a->rq;
-		m.life_us = &a->life_us;
-		m.lease_ms = &a->lease_ms;
-		switch (result = submit(ms, LANE_INSERT, &m)) {
+		member_of(&m, &r, a->rq, &a->life_us);
+		r.lease_ms = &a->lease_ms;
+		switch (result = idem_batch_submit(ms->batch->engine,
+		    IDEM_BATCH_INSERT, &m)) {
 		case M_APPLIED:
 			*inserted = 1;
 			return IDEM_OK;
@@ -730,18 +594,18 @@ idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
     const idem_stored_response *resp, const long long *life_us, uint64_t size)
 {
 	long long status = resp->status;
-	member m;
+	idem_batch_member m;
+	my_row r;
 	params p;
 	idem_err err;
 
 	if (ms->batch != NULL && size <= BATCH_ANSWER_MAX) {
-		memset(&m, 0, sizeof(m));
-		m.rq = rq;
-		m.life_us = life_us;
-		m.resp = resp;
-		m.status = status;
+		member_of(&m, &r, rq, life_us);
+		r.resp = resp;
+		r.status = status;
 		m.size = size;
-		switch (submit(ms, LANE_COMMIT, &m)) {
+		switch (idem_batch_submit(ms->batch->engine, IDEM_BATCH_COMMIT,
+		    &m)) {
 		case M_APPLIED:
 			return IDEM_OK;
 		case M_UNSURE:
@@ -764,39 +628,4 @@ idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
 	if (err == IDEM_ERR_NOT_FOUND)
 		err = answer_stored(ms, rq, resp);
 	return err;
-}
-
-int
-idem_store_mysql_batch_gather(idem_store *s, const char *op, unsigned n)
-{
-	mysql_store *ms = (mysql_store *)s;
-	int w;
-
-	if (s == NULL || strcmp(s->ops->name, "mysql") != 0 || ms->batch == NULL)
-		return -1;
-	if (strcmp(op, "insert") == 0)
-		w = LANE_INSERT;
-	else if (strcmp(op, "commit") == 0)
-		w = LANE_COMMIT;
-	else
-		return -1;
-	pthread_mutex_lock(&ms->batch->lock);
-	ms->batch->lanes[w].gather = n;
-	pthread_mutex_unlock(&ms->batch->lock);
-	return 0;
-}
-
-int
-idem_store_mysql_batch_counts(idem_store *s, idem_store_batch_counts *out)
-{
-	mysql_store *ms = (mysql_store *)s;
-
-	memset(out, 0, sizeof(*out));
-	if (s == NULL || strcmp(s->ops->name, "mysql") != 0 || ms->batch == NULL)
-		return -1;
-	out->insert_statements = atomic_load(&ms->batch->lanes[LANE_INSERT].statements);
-	out->insert_rows = atomic_load(&ms->batch->lanes[LANE_INSERT].carried);
-	out->commit_statements = atomic_load(&ms->batch->lanes[LANE_COMMIT].statements);
-	out->commit_rows = atomic_load(&ms->batch->lanes[LANE_COMMIT].carried);
-	return 0;
 }

@@ -300,13 +300,16 @@ idem_my_owned_answer(mysql_store *ms, int i, params *p, idem_store_req *rq,
     uint64_t size);
 
 /* idem_store_mysql_batch.c */
-/* The batcher of a store made from my ([mysql] batch-rows, causal-reads)
- * over pool, whose server it asks (and logs) whether it can batch
- * reservations.  Returns IDEM_OK with *out (free with idem_my_batch_free)
- * or IDEM_ERR_NOMEM. */
+/* The batcher of ms made from my ([mysql] batch-rows, causal-reads),
+ * which asks (and logs) whether ms's server can batch reservations.
+ * Returns IDEM_OK with *out (free with idem_my_batch_free) or
+ * IDEM_ERR_NOMEM. */
 idem_err
-idem_my_batch_new(const idem_config_mysql *my, idem_mysql_pool *pool,
+idem_my_batch_new(mysql_store *ms, const idem_config_mysql *my,
     idem_my_batch **out);
+/* The engine of b (NULL: b is NULL), for ms->base.batch. */
+struct idem_batch *
+idem_my_batch_engine(idem_my_batch *b);
 void
 idem_my_batch_free(idem_my_batch *b);
 /* The first INSERT of a's reserve, in a batch when others reserve at the
