@@ -60,8 +60,8 @@ typedef enum idem_pg_sslmode {
 #define IDEM_PG_SSL__MAX (IDEM_PG_SSL_VERIFY_FULL + 1)
 extern const char *const idem_pg_sslmode_names[IDEM_PG_SSL__MAX];
 
-/* The most requests one batched statement of the MySQL store carries
- * ([mysql] batch-rows). */
+/* The most requests one batched statement of a store carries ([mysql]
+ * and [postgres] batch-rows). */
 #define IDEM_BATCH_ROWS_MAX 64
 extern const char *const idem_store_names[IDEM_STORE__MAX];
 
@@ -222,6 +222,9 @@ typedef struct idem_config_postgres {
 	idem_pg_sslmode sslmode;
 	uint64_t replay_cache;    /* bytes of committed answers kept
 	                           * per process; 0: none */
+	int batch;                /* group concurrent reservations and
+	                           * commits into one statement */
+	unsigned batch_rows;      /* most requests in one statement */
 } idem_config_postgres;
 
 /* [metrics]: the Prometheus page and the status route */

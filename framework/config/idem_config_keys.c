@@ -198,6 +198,9 @@ static const idem_key_def keys[] = {
 	    .def = "prefer" },
 	{ "postgres", "replay-cache", T(size), FIELD(postgres.replay_cache),
 	    .min = 0, .max = 1ULL << 40, .def = "8m" },
+	{ "postgres", "batch", T(bool), FIELD(postgres.batch), .def = "true" },
+	{ "postgres", "batch-rows", T(uint), FIELD(postgres.batch_rows),
+	    .min = 2, .max = IDEM_BATCH_ROWS_MAX, .def = "16" },
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 

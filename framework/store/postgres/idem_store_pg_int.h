@@ -10,6 +10,9 @@
  *   idem_store_pg_admin.c    the operations of idemfcgi-admin and the
  *                            gauges (lookup, census, stats, the records
  *                            of unknown outcome, a dead worker's keys)
+ *   idem_store_pg_batch.c    group commit: concurrent reservations'
+ *                            INSERTs and commits' UPDATEs, one statement
+ *                            each (on idem_batch.c)
  */
 #ifndef IDEM_STORE_PG_INT_H
 #define IDEM_STORE_PG_INT_H
@@ -37,6 +40,9 @@
 /* Attempts of a statement that meets a deadlock or a serialization
  * failure. */
 #define PG_CONTENTION_TRIES 6
+/* How long a batching lane's statement waits for a row lock (ms): one
+ * row held by a transaction must not stall every request behind it. */
+#define PG_LANE_LOCK_MS 1
 /* Rounds of a reserve whose row keeps vanishing under it. */
 #define PG_RESERVE_ROUNDS 4
 
@@ -48,12 +54,18 @@ enum { P_RESERVE, P_SELECT, P_TAKEOVER, P_REUSE, P_RESUME, P_RECONCILE,
 
 /* The statements' text, by index (idem_store_pg_sql.c). */
 extern const char *const idem_pgs_sql[PNSTMT];
+/* The batching lanes' statements, by lane (IDEM_BATCH_INSERT,
+ * IDEM_BATCH_COMMIT): each row's values in arrays, one element a row. */
+extern const char *const idem_pgs_batch_sql[2];
 /* The statement of the schema's version alone (the check at open). */
 extern const char *const idem_pgs_version_sql[1];
+
+typedef struct idem_pg_batch idem_pg_batch;
 
 typedef struct pg_store {
 	idem_store base;
 	idem_pg_pool *pool;
+	idem_pg_batch *batch;         /* NULL: [postgres] batch = false */
 	idem_replay_cache *cache;     /* committed answers; NULL: none */
 	uint64_t lock_wait_ms;        /* the session's lock_timeout: how
 	                               * long a write may wait for a row
@@ -117,10 +129,10 @@ void idem_pgs_p_lease(idem_pg_params *p, const idem_store_req *rq);
 /* Fills *a for the reserve of rq on ps. */
 void idem_pgs_reserve_args(const pg_store *ps, pg_reserve_args *a,
     idem_store_req *rq);
-/* Reads row 0 of res (a P_RESERVE or P_SELECT result: its second
- * column on) into r.  Returns IDEM_OK (r->found tells) or
- * IDEM_ERR_NOMEM. */
-idem_err idem_pgs_row(const PGresult *res, pg_row *r);
+/* Reads row row of res, whose columns from first on are a reserve's
+ * (ROW_COLS: P_RESERVE's and P_SELECT's from 1, a batch's from 2), into
+ * r.  Returns IDEM_OK (r->found tells) or IDEM_ERR_NOMEM. */
+idem_err idem_pgs_row(const PGresult *res, int row, int first, pg_row *r);
 /* Reads k's row with P_SELECT.  Returns IDEM_OK (r->found tells),
  * IDEM_ERR_BUSY, IDEM_ERR_NOMEM or IDEM_ERR_STORE. */
 idem_err idem_pgs_read_row(pg_store *ps, const idem_store_key *k,
@@ -139,6 +151,41 @@ void idem_pgs_found_row(pg_store *ps, const pg_reserve_args *a, pg_row *r,
  * copied. */
 size_t idem_pgs_str(const PGresult *res, int row, int col, char *buf,
     size_t size);
+
+/* idem_store_postgres.c: a request's own statements, which the lanes
+ * send for a statement of one row and fall back on */
+/* One round of a's reserve alone: the INSERT with the row it met, into
+ * *r.  Returns IDEM_OK with *inserted, or the store's error. */
+idem_err idem_pgs_insert_or_read(pg_store *ps, pg_reserve_args *a,
+    int *inserted, pg_row *r);
+/* The owner-checked commit of rq's answer resp alone; unsure: a
+ * statement before it may have stored it (its answer lost), which is
+ * then read back when this one matches no row.  Returns IDEM_OK,
+ * IDEM_ERR_NOT_FOUND (fenced) or the store's error. */
+idem_err idem_pgs_commit_alone(pg_store *ps, idem_store_req *rq,
+    const idem_stored_response *resp, int unsure);
+
+/* idem_store_pg_batch.c */
+/* The batcher of ps for pg ([postgres] batch-rows), its lanes on
+ * connections of their own (pg and file borrowed for the call) whose
+ * sessions have options (copied): the store's, lock_timeout
+ * PG_LANE_LOCK_MS.
+ * Returns IDEM_OK with *out (free with idem_pgb_free), IDEM_ERR_CONFIG or
+ * IDEM_ERR_NOMEM. */
+idem_err idem_pgb_new(pg_store *ps, const idem_config_postgres *pg,
+    const char *file, const char *options, idem_pg_batch **out);
+/* Frees b; NULL is fine. */
+void idem_pgb_free(idem_pg_batch *b);
+/* The engine of b (NULL: b is NULL), for ps->base.batch. */
+struct idem_batch *idem_pgb_engine(idem_pg_batch *b);
+/* One round of a's reserve, in a batch when others reserve at the same
+ * time: as idem_pgs_insert_or_read (which it is without batching). */
+idem_err idem_pgb_reserve(pg_store *ps, pg_reserve_args *a, int *inserted,
+    pg_row *r);
+/* The commit of rq's answer resp, in a batch when others commit at the
+ * same time: as idem_pgs_commit_alone(unsure 0). */
+idem_err idem_pgb_commit(pg_store *ps, idem_store_req *rq,
+    const idem_stored_response *resp);
 
 /* idem_store_pg_admin.c: the store's release_prefix, stats, lookup,
  * census and list_unknown operations (idem_store_ops) */

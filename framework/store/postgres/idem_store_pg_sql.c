@@ -168,6 +168,35 @@ const char *const idem_pgs_sql[PNSTMT] = {
 	    "'unknown' ORDER BY lease_at, scope_hash, idem_key LIMIT $1",
 };
 
+/* A lane's rows arrive as arrays, element i of each the values of row
+ * i, numbered by WITH ORDINALITY in the order sent (sorted by key: every
+ * statement locks in that order).  The reservations: P_RESERVE for
+ * every row, each answered by its number, whether it inserted, and the
+ * row it met when it did not (read as P_RESERVE reads it: a row
+ * inserted by this very statement, for a key sent twice, is not seen).
+ * The commits: P_COMMIT for every row, RETURNING the numbers of those it
+ * stored. */
+const char *const idem_pgs_batch_sql[2] = {
+	"WITH v AS (SELECT * FROM unnest($1::bytea[], $2::bytea[], "
+	    "$3::bytea[], $4::text[], $5::text[], $6::int4[], $7::int8[]) "
+	    "WITH ORDINALITY AS v (s, k, f, o, r, l, u, i)), ins AS (INSERT "
+	    "INTO idempotency_keys (scope_hash, idem_key, fingerprint, state, "
+	    "owner, request_id, reserved_at, lease_at, lease_ms, expires_at) "
+	    "SELECT s, k, f, 'in_flight', o, r, " NOW ", " NOW ", l, " NOW
+	    " + " USEC("u") " FROM v ORDER BY i ON CONFLICT DO NOTHING "
+	    "RETURNING scope_hash, idem_key, owner) SELECT v.i, ins.owner IS "
+	    "NOT NULL, " ROW_COLS " FROM v LEFT JOIN ins ON ins.scope_hash = "
+	    "v.s AND ins.idem_key = v.k AND ins.owner = v.o LEFT JOIN "
+	    "idempotency_keys k ON ins.owner IS NULL AND k.scope_hash = v.s "
+	    "AND k.idem_key = v.k ORDER BY v.i",
+	"UPDATE idempotency_keys k SET state = 'committed', status = v.st, "
+	    "headers = v.h, body = v.b, expires_at = " NOW " + " USEC("v.u")
+	    " FROM unnest($1::bytea[], $2::bytea[], $3::text[], $4::int4[], "
+	    "$5::bytea[], $6::bytea[], $7::int8[]) WITH ORDINALITY AS v (s, "
+	    "kk, o, st, h, b, u, i) WHERE k.scope_hash = v.s AND k.idem_key = "
+	    "v.kk AND k." HELD " AND k.owner = v.o RETURNING v.i",
+};
+
 const char *const idem_pgs_version_sql[1] = {
 	"SELECT max(version)::int8 FROM idemfcgi_schema",
 };
@@ -332,59 +361,64 @@ idem_pgs_str(const PGresult *res, int row, int col, char *buf, size_t size)
 	return n;
 }
 
-/* Copies column col of row 0 of res into a new buffer (NUL-terminated)
- * in *out and *len; NULL stays NULL.  Returns 0 or -1 (no memory). */
+/* Copies column col of row row of res into a new buffer (NUL-
+ * terminated) in *out and *len; NULL stays NULL.  Returns 0 or -1 (no
+ * memory). */
 static int
-dup_col(const PGresult *res, int col, char **out, size_t *len)
+dup_col(const PGresult *res, int row, int col, char **out, size_t *len)
 {
 	size_t n;
 
 	*out = NULL;
 	*len = 0;
-	if (PQgetisnull(res, 0, col))
+	if (PQgetisnull(res, row, col))
 		return 0;
-	n = (size_t)PQgetlength(res, 0, col);
+	n = (size_t)PQgetlength(res, row, col);
 	if ((*out = malloc(n + 1)) == NULL)
 		return -1;
-	memcpy(*out, PQgetvalue(res, 0, col), n);
+	memcpy(*out, PQgetvalue(res, row, col), n);
 	(*out)[n] = '\0';
 	*len = n;
 	return 0;
 }
 
 idem_err
-idem_pgs_row(const PGresult *res, pg_row *r)
+idem_pgs_row(const PGresult *res, int row, int first, pg_row *r)
 {
 	char state[16];
 	int i;
 
 	memset(r, 0, sizeof(*r));
-	/* columns 1.. are ROW_COLS; state is NOT NULL: NULL is no row */
-	if (PQntuples(res) < 1 || PQnfields(res) < 13 || PQgetisnull(res, 0, 1))
+	/* columns first.. are ROW_COLS; state is NOT NULL: NULL is no row */
+	if (PQntuples(res) <= row || PQnfields(res) < first + 12 ||
+	    PQgetisnull(res, row, first))
 		return IDEM_OK;
 	r->found = 1;
-	idem_pgs_str(res, 0, 1, state, sizeof(state));
+	idem_pgs_str(res, row, first, state, sizeof(state));
 	r->state = IDEM_RECORD_IN_FLIGHT;
 	for (i = 0; i < IDEM_RECORD__MAX; i++)
 		if (strcmp(state, idem_record_state_names[i]) == 0)
 			r->state = (idem_record_state)i;
 	r->committed = r->state == IDEM_RECORD_COMMITTED;
-	if (PQgetlength(res, 0, 2) == 32)
-		memcpy(r->fp, PQgetvalue(res, 0, 2), 32);
-	idem_pgs_str(res, 0, 3, r->owner, sizeof(r->owner));
-	idem_pgs_str(res, 0, 4, r->request_id, sizeof(r->request_id));
-	r->lease_age_us = idem_pg_ll(res, 0, 5);
-	r->left_us = idem_pg_ll(res, 0, 6);
+	if (PQgetlength(res, row, first + 1) == 32)
+		memcpy(r->fp, PQgetvalue(res, row, first + 1), 32);
+	idem_pgs_str(res, row, first + 2, r->owner, sizeof(r->owner));
+	idem_pgs_str(res, row, first + 3, r->request_id,
+	    sizeof(r->request_id));
+	r->lease_age_us = idem_pg_ll(res, row, first + 4);
+	r->left_us = idem_pg_ll(res, row, first + 5);
 	r->expired = r->left_us <= 0;
-	idem_pgs_str(res, 0, 10, r->progress.phase, sizeof(r->progress.phase));
-	r->lease_ms = idem_pg_ll(res, 0, 12);
-	if (r->progress.phase[0] != '\0' && dup_col(res, 11,
+	idem_pgs_str(res, row, first + 9, r->progress.phase,
+	    sizeof(r->progress.phase));
+	r->lease_ms = idem_pg_ll(res, row, first + 11);
+	if (r->progress.phase[0] != '\0' && dup_col(res, row, first + 10,
 	    &r->progress.state, &r->progress.state_len) < 0)
 		goto nomem;
 	if (r->committed) {
-		r->resp.status = (int)idem_pg_ll(res, 0, 7);
-		if (dup_col(res, 8, &r->resp.headers, &r->resp.headers_len) < 0 ||
-		    dup_col(res, 9, &r->resp.body, &r->resp.body_len) < 0)
+		r->resp.status = (int)idem_pg_ll(res, row, first + 6);
+		if (dup_col(res, row, first + 7, &r->resp.headers,
+		    &r->resp.headers_len) < 0 || dup_col(res, row, first + 8,
+		    &r->resp.body, &r->resp.body_len) < 0)
 			goto nomem;
 	}
 	return IDEM_OK;
@@ -407,7 +441,7 @@ idem_pgs_read_row(pg_store *ps, const idem_store_key *k, unsigned *contended,
 	if ((err = idem_pgs_run(ps, P_SELECT, &p, contended, &res, NULL)) !=
 	    IDEM_OK)
 		return err;
-	err = idem_pgs_row(res, r);
+	err = idem_pgs_row(res, 0, 1, r);
 	PQclear(res);
 	return err;
 }

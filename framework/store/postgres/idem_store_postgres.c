@@ -245,10 +245,9 @@ reserve_takeover(pg_store *ps, pg_reserve_args *a, const char *old_owner,
 	return IDEM_OK;
 }
 
-/* One round of a reserve: the INSERT with the row it met, into *r.
- * Returns IDEM_OK with *inserted, or the store's error. */
-static idem_err
-insert_or_read(pg_store *ps, pg_reserve_args *a, int *inserted, pg_row *r)
+idem_err
+idem_pgs_insert_or_read(pg_store *ps, pg_reserve_args *a, int *inserted,
+    pg_row *r)
 {
 	int retried = 0;
 	idem_pg_params p;
@@ -266,7 +265,7 @@ insert_or_read(pg_store *ps, pg_reserve_args *a, int *inserted, pg_row *r)
 	if (err != IDEM_OK)
 		return err;
 	*inserted = PQntuples(res) == 1 && idem_pg_ll(res, 0, 0) != 0;
-	err = *inserted ? IDEM_OK : idem_pgs_row(res, r);
+	err = *inserted ? IDEM_OK : idem_pgs_row(res, 0, 1, r);
 	PQclear(res);
 	return err;
 }
@@ -295,7 +294,7 @@ pg_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		idem_progress_clear(&out->progress);
 		out->owner[0] = out->request_id[0] = '\0';
 		read_at = idem_boot_ms();
-		if ((err = insert_or_read(ps, &a, &inserted, &r)) != IDEM_OK)
+		if ((err = idem_pgb_reserve(ps, &a, &inserted, &r)) != IDEM_OK)
 			return err;
 		if (inserted) {
 			out->outcome = IDEM_RESERVE_ACQUIRED;
@@ -373,12 +372,13 @@ write_of(int i)
  * The owner-checked statements: commit, release (and pause), renew,
  * checkpoint, mark unknown, and an operator's resolve, p holding their
  * own parameters (the key and owner are added here).  One that matches
- * no row after its first attempt lost its answer reads the row: was the
- * first applied?  Returns IDEM_OK, IDEM_ERR_NOT_FOUND (not the owner's),
- * or the store's error.
+ * no row after an attempt lost its answer (its own first, or one before
+ * it: unsure) reads the row: was that one applied?  Returns IDEM_OK,
+ * IDEM_ERR_NOT_FOUND (not the owner's), or the store's error.
  */
 static idem_err
-owned(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq)
+owned_after(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq,
+    int unsure)
 {
 	unsigned long long n;
 	int retried = 0;
@@ -392,7 +392,7 @@ owned(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq)
 		return err;
 	if (n == 1)
 		return IDEM_OK;
-	if (retried && write_of(i) != IDEM_OWNED_STAYS) {
+	if ((retried || unsure) && write_of(i) != IDEM_OWNED_STAYS) {
 		if ((err = idem_pgs_read_row(ps, &rq->key, &rq->contended, &r))
 		    != IDEM_OK)
 			return err;
@@ -404,6 +404,13 @@ owned(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq)
 	return IDEM_ERR_NOT_FOUND;
 }
 
+/* owned_after with no attempt before. */
+static idem_err
+owned(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq)
+{
+	return owned_after(ps, i, p, rq, 0);
+}
+
 /* Whether an answer of size bytes is over what the store takes. */
 static int
 too_large(const pg_store *ps, uint64_t size)
@@ -411,20 +418,28 @@ too_large(const pg_store *ps, uint64_t size)
 	return size > ps->base.limits.total;
 }
 
-static idem_err
-pg_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
+idem_err
+idem_pgs_commit_alone(pg_store *ps, idem_store_req *rq,
+    const idem_stored_response *resp, int unsure)
 {
-	pg_store *ps = (pg_store *)s;
 	idem_pg_params p;
 
-	if (too_large(ps, (uint64_t)resp->headers_len + resp->body_len))
-		return IDEM_ERR_TOO_LARGE;
 	idem_pg_p_init(&p);
 	idem_pg_p_ll(&p, resp->status);
 	idem_pg_p_bytes(&p, resp->headers, resp->headers_len);
 	idem_pg_p_bytes(&p, resp->body, resp->body_len);
 	idem_pg_p_ll(&p, (long long)rq->policy->lifetime_ms * 1000);
-	return owned(ps, P_COMMIT, &p, rq);
+	return owned_after(ps, P_COMMIT, &p, rq, unsure);
+}
+
+static idem_err
+pg_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
+{
+	pg_store *ps = (pg_store *)s;
+
+	if (too_large(ps, (uint64_t)resp->headers_len + resp->body_len))
+		return IDEM_ERR_TOO_LARGE;
+	return idem_pgb_commit(ps, rq, resp);
 }
 
 /* Deletes rq's record, or pauses it when it has progress: the one the
@@ -548,6 +563,7 @@ pg_close(idem_store *s)
 {
 	pg_store *ps = (pg_store *)s;
 
+	idem_pgb_free(ps->batch);
 	idem_pg_pool_free(ps->pool);
 	idem_replay_cache_free(ps->cache);
 	free(ps);
@@ -582,6 +598,23 @@ set_aside(pg_store *ps, idem_store **out)
 	ps->base.aside = 1;
 	*out = &ps->base;
 	return IDEM_OK;
+}
+
+/* Writes to buf (size bytes) the settings of the store's sessions, a
+ * row lock waited for lock_ms: the server ends a statement its client
+ * gave up on (settle_ms), a backend whose client is gone notices within
+ * a second, and every statement is READ COMMITTED, whatever the
+ * database's default (the conditional UPDATEs are decided on the row's
+ * latest version). */
+static void
+session_options(char *buf, size_t size, const idem_config_postgres *pg,
+    const idem_store_opts *o, uint64_t lock_ms)
+{
+	snprintf(buf, size, "-c statement_timeout=%llu -c lock_timeout=%llu "
+	    "-c client_connection_check_interval=1000 "
+	    "-c default_transaction_isolation=read\\ committed",
+	    (unsigned long long)statement_ms(pg, o),
+	    (unsigned long long)lock_ms);
 }
 
 /*
@@ -653,16 +686,7 @@ idem_store_postgres_new(const idem_config_postgres *pg,
 	ps->lock_wait_ms = lock_wait_ms(o);
 	if (o->aside)
 		return set_aside(ps, out);
-	/* the server ends a statement its client gave up on (settle_ms),
-	 * a row lock is waited for lock_wait_ms, a backend whose client is
-	 * gone notices within a second, and every statement is READ
-	 * COMMITTED, whatever the database's default (the conditional
-	 * UPDATEs are decided on the row's latest version) */
-	snprintf(options, sizeof(options), "-c statement_timeout=%llu "
-	    "-c lock_timeout=%llu -c client_connection_check_interval=1000 "
-	    "-c default_transaction_isolation=read\\ committed",
-	    (unsigned long long)statement_ms(pg, o),
-	    (unsigned long long)ps->lock_wait_ms);
+	session_options(options, sizeof(options), pg, o, ps->lock_wait_ms);
 	if ((err = check_schema(pg, o, options, &reached)) != IDEM_OK) {
 		if (err == IDEM_ERR_STORE && !reached && o->may_wait) {
 			idem_log(NULL, IDEM_LOG_WARN, "postgres store unavailable: "
@@ -699,6 +723,16 @@ idem_store_postgres_new(const idem_config_postgres *pg,
 	    IDEM_OK) {
 		pg_close(&ps->base);
 		return err;
+	}
+	if (pg->batch) {
+		session_options(options, sizeof(options), pg, o,
+		    PG_LANE_LOCK_MS);
+		if ((err = idem_pgb_new(ps, pg, o->file, options, &ps->batch)) !=
+		    IDEM_OK) {
+			pg_close(&ps->base);
+			return err;
+		}
+		ps->base.batch = idem_pgb_engine(ps->batch);
 	}
 	*out = &ps->base;
 	return IDEM_OK;
