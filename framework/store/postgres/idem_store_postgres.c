@@ -601,20 +601,20 @@ set_aside(pg_store *ps, idem_store **out)
 }
 
 /* Writes to buf (size bytes) the settings of the store's sessions, a
- * row lock waited for lock_ms: the server ends a statement its client
- * gave up on (settle_ms), a backend whose client is gone notices within
- * a second, and every statement is READ COMMITTED, whatever the
- * database's default (the conditional UPDATEs are decided on the row's
- * latest version). */
+ * row lock waited for lock_ms, then extra: the server ends a statement
+ * its client gave up on (settle_ms), a backend whose client is gone
+ * notices within a second, and every statement is READ COMMITTED,
+ * whatever the database's default (the conditional UPDATEs are decided
+ * on the row's latest version). */
 static void
 session_options(char *buf, size_t size, const idem_config_postgres *pg,
-    const idem_store_opts *o, uint64_t lock_ms)
+    const idem_store_opts *o, uint64_t lock_ms, const char *extra)
 {
 	snprintf(buf, size, "-c statement_timeout=%llu -c lock_timeout=%llu "
 	    "-c client_connection_check_interval=1000 "
-	    "-c default_transaction_isolation=read\\ committed",
+	    "-c default_transaction_isolation=read\\ committed%s",
 	    (unsigned long long)statement_ms(pg, o),
-	    (unsigned long long)lock_ms);
+	    (unsigned long long)lock_ms, extra);
 }
 
 /*
@@ -672,7 +672,7 @@ idem_store_postgres_new(const idem_config_postgres *pg,
     const idem_store_opts *o, idem_store **out)
 {
 	pg_store *ps;
-	char options[256];
+	char options[512];
 	idem_pg_conn *c;
 	int reached;
 	idem_err err;
@@ -686,7 +686,7 @@ idem_store_postgres_new(const idem_config_postgres *pg,
 	ps->lock_wait_ms = lock_wait_ms(o);
 	if (o->aside)
 		return set_aside(ps, out);
-	session_options(options, sizeof(options), pg, o, ps->lock_wait_ms);
+	session_options(options, sizeof(options), pg, o, ps->lock_wait_ms, "");
 	if ((err = check_schema(pg, o, options, &reached)) != IDEM_OK) {
 		if (err == IDEM_ERR_STORE && !reached && o->may_wait) {
 			idem_log(NULL, IDEM_LOG_WARN, "postgres store unavailable: "
@@ -725,8 +725,13 @@ idem_store_postgres_new(const idem_config_postgres *pg,
 		return err;
 	}
 	if (pg->batch) {
+		/* the lanes' joins of their arrays with the table are
+		 * planned once per session, maybe on a table still empty:
+		 * index lookups, whatever the statistics say */
 		session_options(options, sizeof(options), pg, o,
-		    PG_LANE_LOCK_MS);
+		    PG_LANE_LOCK_MS, " -c enable_seqscan=off "
+		    "-c enable_hashjoin=off -c enable_mergejoin=off "
+		    "-c plan_cache_mode=force_generic_plan");
 		if ((err = idem_pgb_new(ps, pg, o->file, options, &ps->batch)) !=
 		    IDEM_OK) {
 			pg_close(&ps->base);
