@@ -762,6 +762,12 @@ expect_defaults(const idem_config *cfg)
 	cr_expect_eq(cfg->mysql.write_timeout, 5000);
 	cr_expect_eq(cfg->mysql.batch, 1);
 	cr_expect_eq(cfg->mysql.batch_rows, 16);
+	/* [postgres] */
+	cr_expect_str_eq(cfg->postgres.host, "127.0.0.1");
+	cr_expect_eq(cfg->postgres.port, 5432);
+	cr_expect_eq(cfg->postgres.pool_size, 8);
+	cr_expect_eq(cfg->postgres.batch, 1);
+	cr_expect_eq(cfg->postgres.batch_rows, 16);
 	/* [metrics] */
 	cr_expect_eq(cfg->metrics.enabled, 0);
 	cr_expect_str_eq(cfg->metrics.path, "/metrics");
