@@ -343,6 +343,17 @@ idem_stored_response_clear(idem_stored_response *resp)
 	memset(resp, 0, sizeof(*resp));
 }
 
+int
+idem_stored_response_same(const idem_stored_response *a,
+    const idem_stored_response *b)
+{
+	return a->status == b->status && a->headers_len == b->headers_len &&
+	    a->body_len == b->body_len &&
+	    (a->headers_len == 0 ||
+	    memcmp(a->headers, b->headers, a->headers_len) == 0) &&
+	    (a->body_len == 0 || memcmp(a->body, b->body, a->body_len) == 0);
+}
+
 void
 idem_reserve_result_clear(idem_reserve_result *r)
 {

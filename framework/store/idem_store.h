@@ -565,6 +565,9 @@ int idem_reserve_runs(idem_err err, const idem_reserve_result *r);
 void idem_reserve_result_clear(idem_reserve_result *r);
 /* Frees the buffers of resp and zeroes it. */
 void idem_stored_response_clear(idem_stored_response *resp);
+/* Whether a and b are the same answer: status, headers and body. */
+int idem_stored_response_same(const idem_stored_response *a,
+    const idem_stored_response *b);
 /* A deep copy of src into dst.  Returns IDEM_OK or IDEM_ERR_NOMEM. */
 idem_err idem_stored_response_copy(idem_stored_response *dst,
     const idem_stored_response *src);

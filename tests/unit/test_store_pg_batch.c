@@ -4,9 +4,12 @@
  * read timeout (a trigger that sleeps), a row held by a transaction.
  * Linked into test_store_postgres (its private PostgreSQL).
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
@@ -178,6 +181,68 @@ Test(batch, a_locked_row_does_not_hold_the_batch, .timeout = 60)
 	/* the batch was tried, and did not land */
 	cr_expect_eq(c1.insert_statements, c0.insert_statements,
 	    "a batch that waited for the held row was counted as sent");
+	PQfinish(held);
+	idem_store_close(s);
+}
+
+/* A reservation run in a thread of its own, which says when it ended. */
+typedef struct lone {
+	job j;
+	atomic_int ended;
+} lone;
+
+static void *
+run_lone(void *arg)
+{
+	lone *l = arg;
+	idem_store_key k = key_of(l->j.key);
+	idem_reserve_result rr;
+
+	memset(&rr, 0, sizeof(rr));
+	l->j.err = idem_store_reserve(l->j.s, TEST_REQ(&k, l->j.fp, l->j.owner,
+	    "rid", 30000, 60000), &rr);
+	l->j.outcome = (int)rr.outcome;
+	idem_reserve_result_clear(&rr);
+	atomic_store(&l->ended, 1);
+	return NULL;
+}
+
+/*
+ * A lone reservation whose key's row another transaction holds waits for
+ * it (its lock wait, a second at least) out of the lane: a reservation
+ * of another key sent meanwhile is not queued behind it, and comes back
+ * first.  (Had the lone request's own statement held the lane, every
+ * reservation of the process would wait for that row.)
+ */
+Test(batch, a_lone_request_waiting_for_a_lock_holds_no_lane, .timeout = 60)
+{
+	idem_store *s = batch_open(8, "");
+	unsigned char fp7[32] = { 7 };
+	idem_reserve_result rr;
+	pthread_t t;
+	postgres pg;
+	PGconn *held;
+	char other[64];
+	lone l;
+
+	cr_assert_eq(postgres_from_env(&pg), 0);
+	memset(&l, 0, sizeof(l));
+	l.j = reserve_job("lone-held", 7, "lone.1", 30000);
+	l.j.s = s;
+	atomic_init(&l.ended, 0);
+	snprintf(other, sizeof(other), "lone-free-%d", (int)getpid());
+	held = hold_row(&pg, l.j.key);
+	cr_assert_eq(pthread_create(&t, NULL, run_lone, &l), 0);
+	/* (it waits a second for the row: this only lets it start first) */
+	usleep(200 * 1000);
+	cr_expect_eq(reserve1(s, other, fp7, "lone.2", 30000, &rr),
+	    IDEM_RESERVE_ACQUIRED);
+	idem_reserve_result_clear(&rr);
+	cr_expect_eq(atomic_load(&l.ended), 0, "the reservation of another key "
+	    "came back only after the one waiting for a held row");
+	pthread_join(t, NULL);
+	cr_expect(l.j.err != IDEM_OK || l.j.outcome != IDEM_RESERVE_ACQUIRED,
+	    "a key held elsewhere was reserved");
 	PQfinish(held);
 	idem_store_close(s);
 }

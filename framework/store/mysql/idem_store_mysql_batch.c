@@ -558,17 +558,6 @@ idem_my_batch_insert(mysql_store *ms, const reserve_args *a,
 	return err;
 }
 
-/* Whether a and b are the same answer: status, headers and body. */
-static int
-same_answer(const idem_stored_response *a, const idem_stored_response *b)
-{
-	return a->status == b->status && a->headers_len == b->headers_len &&
-	    a->body_len == b->body_len &&
-	    (a->headers_len == 0 ||
-	    memcmp(a->headers, b->headers, a->headers_len) == 0) &&
-	    (a->body_len == 0 || memcmp(a->body, b->body, a->body_len) == 0);
-}
-
 /* Whether rq's record holds resp, committed under rq's owner (a causal
  * read).  Returns IDEM_OK (it does), IDEM_ERR_NOT_FOUND (it does not), or
  * the read's error. */
@@ -584,7 +573,7 @@ answer_stored(mysql_store *ms, idem_store_req *rq,
 	    &rq->contended, &r)) != IDEM_OK)
 		return err;
 	ours = r.found && r.committed && strcmp(r.owner, rq->owner) == 0 &&
-	    same_answer(&r.resp, resp);
+	    idem_stored_response_same(&r.resp, resp);
 	idem_my_row_clear(&r);
 	return ours ? IDEM_OK : IDEM_ERR_NOT_FOUND;
 }

@@ -20,11 +20,9 @@
  *                 version), so a fenced request stays fenced and no other
  *                 is.
  *
- * A lane whose statement carries one request sends that request's own
- * statement (one connection's latency and statements are unchanged).
- * The lanes' statements run on connections of their own whose sessions
- * wait a millisecond at most for a row lock: one row held by a
- * transaction would stall every request behind it.  When a statement
+ * The lanes' statements, a lone request's too, run on connections of
+ * their own whose sessions wait a millisecond at most for a row lock: one
+ * row held by a transaction would stall every request behind it.  When a statement
  * fails (that lock, a deadlock, a lost connection, values too long),
  * every request it carried sends its own statement as if there were no
  * batching; one that may have been applied before its answer was lost is
@@ -55,22 +53,20 @@
 /* What a lane's statement did for one request (idem_batch_member's
  * result). */
 enum {
-	M_DONE = 1,    /* its own statement ran (a lane of one): err says */
-	M_APPLIED,     /* inserted; committed */
+	M_APPLIED = 1, /* inserted; committed */
 	M_FOUND,       /* insert: the key was there, its row read */
 	M_ALONE,       /* nothing done: send your own statement */
 	M_UNSURE       /* maybe applied (a lost answer): send your own,
 	                * which recognises a row of yours */
 };
 
-/* One request's row in a lane (all borrowed but err). */
+/* One request's row in a lane (all borrowed). */
 typedef struct pg_lane_row {
 	pg_reserve_args *a;                 /* insert */
 	pg_row *r;                          /* insert: the row met */
 	int *inserted;                      /* insert */
 	idem_store_req *rq;                 /* commit */
 	const idem_stored_response *resp;   /* commit */
-	idem_err err;                       /* M_DONE */
 } pg_lane_row;
 
 #define ROW(m) ((pg_lane_row *)(m)->row)
@@ -118,37 +114,46 @@ put32(pg_array *a, uint32_t v)
 }
 
 /* Starts a as an array of n elements of type oid (one dimension, no
- * NULLs, numbered from 1). */
+ * NULLs, numbered from 1).  Returns 0 or -1 (no memory). */
 static int
 arr_begin(pg_array *a, uint32_t oid, unsigned n)
 {
 	a->len = 0;
-	return put32(a, 1) | put32(a, 0) | put32(a, oid) | put32(a, n) |
-	    put32(a, 1);
+	if (put32(a, 1) < 0 || put32(a, 0) < 0 || put32(a, oid) < 0 ||
+	    put32(a, n) < 0 || put32(a, 1) < 0)
+		return -1;
+	return 0;
 }
 
-/* Appends an element of len bytes. */
+/* Appends an element of len bytes.  Returns 0 or -1. */
 static int
 arr_bytes(pg_array *a, const void *data, size_t len)
 {
-	return put32(a, (uint32_t)len) | put(a, data != NULL ? data : "", len);
+	if (put32(a, (uint32_t)len) < 0 ||
+	    put(a, data != NULL ? data : "", len) < 0)
+		return -1;
+	return 0;
 }
 
-/* Appends an int4 element. */
+/* Appends an int4 element.  Returns 0 or -1. */
 static int
 arr_int4(pg_array *a, long long v)
 {
-	return put32(a, 4) | put32(a, (uint32_t)v);
+	if (put32(a, 4) < 0 || put32(a, (uint32_t)v) < 0)
+		return -1;
+	return 0;
 }
 
-/* Appends an int8 element. */
+/* Appends an int8 element, its high half first.  Returns 0 or -1. */
 static int
 arr_int8(pg_array *a, long long v)
 {
 	uint64_t u = (uint64_t)v;
 
-	return put32(a, 8) | put32(a, (uint32_t)(u >> 32)) |
-	    put32(a, (uint32_t)u);
+	if (put32(a, 8) < 0 || put32(a, (uint32_t)(u >> 32)) < 0 ||
+	    put32(a, (uint32_t)u) < 0)
+		return -1;
+	return 0;
 }
 
 /* Fills the arrays of lane w for the n rows and binds them in p.
@@ -210,6 +215,34 @@ row_number(const PGresult *res, int i, int col, unsigned n)
 	return v >= 1 && v <= (long long)n ? (unsigned)v : 0;
 }
 
+/* Whether keys a and b are the same. */
+static int
+same_key(const idem_store_key *a, const idem_store_key *b)
+{
+	return a->key_len == b->key_len && memcmp(a->scope, b->scope, 32) == 0 &&
+	    memcmp(a->key, b->key, a->key_len) == 0;
+}
+
+/* Fills r, found by nobody's read, with the row that row w of the same
+ * statement inserted for the same key (a key sent twice: the statement's
+ * read does not see its own insert), as it is now: in flight, held by
+ * w's request since this statement. */
+static void
+row_inserted_by(pg_row *r, const idem_batch_member *w)
+{
+	const pg_lane_row *lw = ROW(w);
+
+	memset(r, 0, sizeof(*r));
+	r->found = 1;
+	r->state = IDEM_RECORD_IN_FLIGHT;
+	memcpy(r->fp, lw->a->rq->fp, 32);
+	idem_copy_string(r->owner, sizeof(r->owner), lw->a->rq->owner);
+	idem_copy_string(r->request_id, sizeof(r->request_id),
+	    lw->a->rq->request_id);
+	r->lease_ms = lw->a->lease_ms;
+	r->left_us = lw->a->life_us;
+}
+
 /* Sets each row's result from res, the reservations' answer: applied,
  * or found with its row read (M_ALONE for a row the answer lacks, or when
  * memory ran out reading it). */
@@ -217,25 +250,33 @@ static void
 read_reserved(const PGresult *res, idem_batch_member *const *rows,
     unsigned n)
 {
-	int i;
+	unsigned i, j;
+	int t;
 
-	for (i = 0; i < PQntuples(res); i++) {
-		unsigned at = row_number(res, i, 0, n);
+	for (t = 0; t < PQntuples(res); t++) {
+		unsigned at = row_number(res, t, 0, n);
 		pg_lane_row *r;
 
 		if (at == 0 || rows[at - 1]->result != M_ALONE)
 			continue;
 		r = ROW(rows[at - 1]);
-		if (idem_pg_ll(res, i, 1) != 0) {
+		if (idem_pg_ll(res, t, 1) != 0) {
 			*r->inserted = 1;
 			rows[at - 1]->result = M_APPLIED;
-		} else if (idem_pgs_row(res, i, 2, r->r) == IDEM_OK)
+		} else if (idem_pgs_row(res, t, 2, r->r) == IDEM_OK)
 			rows[at - 1]->result = M_FOUND;
+	}
+	for (i = 0; i < n; i++) {
+		if (rows[i]->result != M_FOUND || ROW(rows[i])->r->found)
+			continue;
+		for (j = 0; j < n; j++)
+			if (rows[j]->result == M_APPLIED &&
+			    same_key(rows[j]->key, rows[i]->key))
+				row_inserted_by(ROW(rows[i])->r, rows[j]);
 	}
 }
 
-/* Sends lane w's statement for the n rows (n >= 2) and sets each one's
- * result. */
+/* Sends lane w's statement for the n rows and sets each one's result. */
 static void
 send_batch(idem_pg_batch *b, int w, idem_batch_member *const *rows,
     unsigned n)
@@ -267,9 +308,8 @@ send_batch(idem_pg_batch *b, int w, idem_batch_member *const *rows,
 		return;
 	}
 	idem_batch_sent(b->engine, w, n);
-	if (ps->lose_answer == lose + 1) {
+	if (idem_pgs_lose_answer(ps, lose)) {
 		/* tests: applied, and its answer lost with its connection */
-		ps->lose_answer = 0;
 		c->broken = 1;
 		PQclear(res);
 		idem_pg_put(b->pool, c);
@@ -290,25 +330,18 @@ send_batch(idem_pg_batch *b, int w, idem_batch_member *const *rows,
 	PQclear(res);
 }
 
-/* The engine's send: a lane of one sends the request's own statement;
- * of more, the lane's. */
+/* The engine's send: the lane's statement for the n rows, a lone
+ * request's too (its lock wait is the lane's: a request's own statement,
+ * which may wait inflight-wait for a row lock, is sent out of the lane,
+ * never holding it). */
 static void
 send_rows(void *ctx, int w, idem_batch_member **rows, unsigned n)
 {
-	idem_pg_batch *b = ctx;
-	pg_lane_row *r = ROW(rows[0]);
 	unsigned i;
 
-	if (n == 1) {
-		r->err = w == IDEM_BATCH_INSERT ?
-		    idem_pgs_insert_or_read(b->ps, r->a, r->inserted, r->r) :
-		    idem_pgs_commit_alone(b->ps, r->rq, r->resp, 0);
-		rows[0]->result = M_DONE;
-		return;
-	}
 	for (i = 0; i < n; i++)
 		rows[i]->result = M_ALONE;
-	send_batch(b, w, rows, n);
+	send_batch(ctx, w, rows, n);
 }
 
 /* The engine's fits: a commit batch names each owner once (no row is
@@ -403,8 +436,6 @@ idem_pgb_reserve(pg_store *ps, pg_reserve_args *a, int *inserted, pg_row *r)
 	lr.r = r;
 	lr.inserted = inserted;
 	switch (idem_batch_submit(ps->batch->engine, IDEM_BATCH_INSERT, &m)) {
-	case M_DONE:
-		return lr.err;
 	case M_APPLIED:
 	case M_FOUND:
 		return IDEM_OK;
@@ -423,7 +454,6 @@ idem_pgb_commit(pg_store *ps, idem_store_req *rq,
 {
 	idem_batch_member m;
 	pg_lane_row lr;
-	int result = M_ALONE;
 
 	if (ps->batch != NULL && (uint64_t)resp->headers_len + resp->body_len <=
 	    BATCH_ANSWER_MAX) {
@@ -431,13 +461,11 @@ idem_pgb_commit(pg_store *ps, idem_store_req *rq,
 		lr.rq = rq;
 		lr.resp = resp;
 		m.size = (uint64_t)resp->headers_len + resp->body_len;
-		switch (result = idem_batch_submit(ps->batch->engine,
-		    IDEM_BATCH_COMMIT, &m)) {
-		case M_DONE:
-			return lr.err;
-		case M_APPLIED:
+		/* not stored by it, or maybe (a lost answer): the commit
+		 * alone decides, and reads back when it matches no row */
+		if (idem_batch_submit(ps->batch->engine, IDEM_BATCH_COMMIT, &m)
+		    == M_APPLIED)
 			return IDEM_OK;
-		}
 	}
-	return idem_pgs_commit_alone(ps, rq, resp, result == M_UNSURE);
+	return idem_pgs_commit_alone(ps, rq, resp);
 }

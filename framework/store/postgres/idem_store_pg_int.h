@@ -70,7 +70,7 @@ typedef struct pg_store {
 	uint64_t lock_wait_ms;        /* the session's lock_timeout: how
 	                               * long a write may wait for a row
 	                               * lock, so its answer that long too */
-	int lose_answer;              /* tests: 1 + the statement whose next
+	atomic_int lose_answer;       /* tests: 1 + the statement whose next
 	                               * answer is lost (idem_store_postgres_
 	                               * lose_answer); 0: none */
 	atomic_ullong sent;           /* statements sent, every attempt
@@ -117,6 +117,9 @@ idem_err idem_pgs_run(pg_store *ps, int i, const idem_pg_params *p,
 /* Like run, for a write whose result is its count of rows: *n. */
 idem_err idem_pgs_count(pg_store *ps, int i, const idem_pg_params *p,
     unsigned *contended, unsigned long long *n, int *retried);
+/* Whether the answer of statement i, just applied, is to be taken as
+ * lost (tests: idem_store_postgres_lose_answer), once. */
+int idem_pgs_lose_answer(pg_store *ps, int i);
 /* Counts one contention, as run does. */
 void idem_pgs_count_contended(pg_store *ps, unsigned *contended);
 /* Sleeps a random 1..2^n ms. */
@@ -158,12 +161,13 @@ size_t idem_pgs_str(const PGresult *res, int row, int col, char *buf,
  * *r.  Returns IDEM_OK with *inserted, or the store's error. */
 idem_err idem_pgs_insert_or_read(pg_store *ps, pg_reserve_args *a,
     int *inserted, pg_row *r);
-/* The owner-checked commit of rq's answer resp alone; unsure: a
- * statement before it may have stored it (its answer lost), which is
- * then read back when this one matches no row.  Returns IDEM_OK,
- * IDEM_ERR_NOT_FOUND (fenced) or the store's error. */
+/* The owner-checked commit of rq's answer resp alone.  When it matches
+ * no row, the row is read: this very answer stored under rq's owner (by
+ * an attempt whose answer was lost, a batch's, a commit repeated) is
+ * IDEM_OK.  Returns IDEM_OK, IDEM_ERR_NOT_FOUND (fenced) or the store's
+ * error. */
 idem_err idem_pgs_commit_alone(pg_store *ps, idem_store_req *rq,
-    const idem_stored_response *resp, int unsure);
+    const idem_stored_response *resp);
 
 /* idem_store_pg_batch.c */
 /* The batcher of ps for pg ([postgres] batch-rows), its lanes on
@@ -183,7 +187,7 @@ struct idem_batch *idem_pgb_engine(idem_pg_batch *b);
 idem_err idem_pgb_reserve(pg_store *ps, pg_reserve_args *a, int *inserted,
     pg_row *r);
 /* The commit of rq's answer resp, in a batch when others commit at the
- * same time: as idem_pgs_commit_alone(unsure 0). */
+ * same time: as idem_pgs_commit_alone. */
 idem_err idem_pgb_commit(pg_store *ps, idem_store_req *rq,
     const idem_stored_response *resp);
 

@@ -203,6 +203,14 @@ const char *const idem_pgs_version_sql[1] = {
 
 /* ------------------------------------------------------------ executing */
 
+int
+idem_pgs_lose_answer(pg_store *ps, int i)
+{
+	int want = i + 1;
+
+	return atomic_compare_exchange_strong(&ps->lose_answer, &want, 0);
+}
+
 void
 idem_pgs_count_contended(pg_store *ps, unsigned *contended)
 {
@@ -256,10 +264,9 @@ idem_pgs_run(pg_store *ps, int i, const idem_pg_params *p,
 		atomic_fetch_add(&ps->sent, 1);
 		err = idem_pg_exec(c, (size_t)i, p, lock_wait(ps, i), &r, state);
 		if (err == IDEM_OK) {
-			if (ps->lose_answer == i + 1) {
+			if (idem_pgs_lose_answer(ps, i)) {
 				/* tests: applied, and its answer lost with its
 				 * connection, as if the server had gone away */
-				ps->lose_answer = 0;
 				c->broken = 1;
 				PQclear(r);
 				idem_pg_put(ps->pool, c);

@@ -45,7 +45,8 @@ idem_store_postgres_lose_answer(idem_store *s, const char *op)
 		return -1;
 	for (i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
 		if (strcmp(ops[i].name, op) == 0) {
-			((pg_store *)s)->lose_answer = ops[i].stmt + 1;
+			atomic_store(&((pg_store *)s)->lose_answer,
+			    ops[i].stmt + 1);
 			return 0;
 		}
 	return -1;
@@ -372,13 +373,12 @@ write_of(int i)
  * The owner-checked statements: commit, release (and pause), renew,
  * checkpoint, mark unknown, and an operator's resolve, p holding their
  * own parameters (the key and owner are added here).  One that matches
- * no row after an attempt lost its answer (its own first, or one before
- * it: unsure) reads the row: was that one applied?  Returns IDEM_OK,
- * IDEM_ERR_NOT_FOUND (not the owner's), or the store's error.
+ * no row after its first attempt lost its answer reads the row: was the
+ * first applied?  Returns IDEM_OK, IDEM_ERR_NOT_FOUND (not the owner's),
+ * or the store's error.
  */
 static idem_err
-owned_after(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq,
-    int unsure)
+owned(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq)
 {
 	unsigned long long n;
 	int retried = 0;
@@ -392,7 +392,7 @@ owned_after(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq,
 		return err;
 	if (n == 1)
 		return IDEM_OK;
-	if ((retried || unsure) && write_of(i) != IDEM_OWNED_STAYS) {
+	if (retried && write_of(i) != IDEM_OWNED_STAYS) {
 		if ((err = idem_pgs_read_row(ps, &rq->key, &rq->contended, &r))
 		    != IDEM_OK)
 			return err;
@@ -404,13 +404,6 @@ owned_after(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq,
 	return IDEM_ERR_NOT_FOUND;
 }
 
-/* owned_after with no attempt before. */
-static idem_err
-owned(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq)
-{
-	return owned_after(ps, i, p, rq, 0);
-}
-
 /* Whether an answer of size bytes is over what the store takes. */
 static int
 too_large(const pg_store *ps, uint64_t size)
@@ -418,18 +411,46 @@ too_large(const pg_store *ps, uint64_t size)
 	return size > ps->base.limits.total;
 }
 
+/* Whether rq's record holds resp, committed under rq's owner.  Returns
+ * IDEM_OK (it does), IDEM_ERR_NOT_FOUND (it does not), or the read's
+ * error. */
+static idem_err
+answer_stored(pg_store *ps, idem_store_req *rq,
+    const idem_stored_response *resp)
+{
+	idem_err err;
+	int ours;
+	pg_row r;
+
+	if ((err = idem_pgs_read_row(ps, &rq->key, &rq->contended, &r)) !=
+	    IDEM_OK)
+		return err;
+	ours = r.found && r.committed && strcmp(r.owner, rq->owner) == 0 &&
+	    idem_stored_response_same(&r.resp, resp);
+	idem_pgs_row_clear(&r);
+	return ours ? IDEM_OK : IDEM_ERR_NOT_FOUND;
+}
+
 idem_err
 idem_pgs_commit_alone(pg_store *ps, idem_store_req *rq,
-    const idem_stored_response *resp, int unsure)
+    const idem_stored_response *resp)
 {
 	idem_pg_params p;
+	idem_err err;
 
 	idem_pg_p_init(&p);
 	idem_pg_p_ll(&p, resp->status);
 	idem_pg_p_bytes(&p, resp->headers, resp->headers_len);
 	idem_pg_p_bytes(&p, resp->body, resp->body_len);
 	idem_pg_p_ll(&p, (long long)rq->policy->lifetime_ms * 1000);
-	return owned_after(ps, P_COMMIT, &p, rq, unsure);
+	/* matched no row: fenced, or stored already by an attempt of ours
+	 * whose answer never came (a batch still running on the server
+	 * when its connection timed out, which this commit then waited
+	 * for, or which outlasted its lock wait and made it BUSY before
+	 * this retry): only the row can tell */
+	if ((err = owned(ps, P_COMMIT, &p, rq)) == IDEM_ERR_NOT_FOUND)
+		err = answer_stored(ps, rq, resp);
+	return err;
 }
 
 static idem_err
@@ -724,7 +745,9 @@ idem_store_postgres_new(const idem_config_postgres *pg,
 		pg_close(&ps->base);
 		return err;
 	}
-	if (pg->batch) {
+	/* a store opened for one connection (the master's sweep,
+	 * idemfcgi-admin) has one user at a time: nothing to group */
+	if (pg->batch && o->pool_size != 1) {
 		/* the lanes' joins of their arrays with the table are
 		 * planned once per session, maybe on a table still empty:
 		 * index lookups, whatever the statistics say */
