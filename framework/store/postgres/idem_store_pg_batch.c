@@ -20,9 +20,11 @@
  *                 version), so a fenced request stays fenced and no other
  *                 is.
  *
- * The lanes' statements, a lone request's too, run on connections of
- * their own whose sessions wait a millisecond at most for a row lock: one
- * row held by a transaction would stall every request behind it.  When a statement
+ * A lone request sends its own statement, in its lane (one connection's
+ * latency and statements are unchanged).  The lanes' statements, a lone
+ * request's too, run on connections of their own whose sessions wait a
+ * millisecond at most for a row lock: one row held by a transaction
+ * would stall every request behind it.  When a statement
  * fails (that lock, a deadlock, a lost connection, values too long),
  * every request it carried sends its own statement as if there were no
  * batching; one that may have been applied before its answer was lost is
@@ -276,25 +278,63 @@ read_reserved(const PGresult *res, idem_batch_member *const *rows,
 	}
 }
 
+/* Binds in p the statement of lane w for its n rows: a lone request's
+ * own statement, or the lane's arrays.  Returns the statement's index on
+ * the lanes' connections, or -1 (no memory). */
+static int
+bind_statement(idem_pg_batch *b, int w, idem_batch_member *const *rows,
+    unsigned n, idem_pg_params *p)
+{
+	const pg_lane_row *r = ROW(rows[0]);
+
+	if (n > 1)
+		return bind_rows(b, w, rows, n, p) == 0 ? w : -1;
+	if (w == IDEM_BATCH_INSERT) {
+		idem_pgs_p_reserve(p, r->a);
+		return PG_LANE_RESERVE_1;
+	}
+	idem_pgs_p_commit(p, r->rq, r->resp);
+	idem_pgs_p_key(p, &r->rq->key);
+	idem_pg_p_text(p, r->rq->owner);
+	return PG_LANE_COMMIT_1;
+}
+
+/* Sets a lone request's result from res, its own statement's answer. */
+static void
+read_lone(const PGresult *res, int w, idem_batch_member *m)
+{
+	pg_lane_row *r = ROW(m);
+
+	if (w == IDEM_BATCH_COMMIT) {
+		if (strcmp(PQcmdTuples((PGresult *)res), "1") == 0)
+			m->result = M_APPLIED;
+		return;
+	}
+	if (PQntuples(res) == 1 && idem_pg_ll(res, 0, 0) != 0) {
+		*r->inserted = 1;
+		m->result = M_APPLIED;
+	} else if (idem_pgs_row(res, 0, 1, r->r) == IDEM_OK)
+		m->result = M_FOUND;
+}
+
 /* Sends lane w's statement for the n rows and sets each one's result. */
 static void
 send_batch(idem_pg_batch *b, int w, idem_batch_member *const *rows,
     unsigned n)
 {
 	pg_store *ps = b->ps;
-	int lose = w == IDEM_BATCH_INSERT ? P_RESERVE : P_COMMIT;
+	int lose = w == IDEM_BATCH_INSERT ? P_RESERVE : P_COMMIT, i;
 	idem_pg_params p;
 	idem_pg_conn *c;
 	PGresult *res;
 	char state[6];
-	unsigned i;
-	int j;
+	unsigned k;
 
-	if (bind_rows(b, w, rows, n, &p) != 0 ||
+	if ((i = bind_statement(b, w, rows, n, &p)) < 0 ||
 	    (c = idem_pg_get(b->pool)) == NULL)
 		return;
 	atomic_fetch_add(&ps->sent, 1);
-	if (idem_pg_exec(c, (size_t)w, &p, PG_LANE_LOCK_MS, &res, state) !=
+	if (idem_pg_exec(c, (size_t)i, &p, PG_LANE_LOCK_MS, &res, state) !=
 	    IDEM_OK) {
 		/* a lock held, a deadlock: the requests' own statements meet
 		 * it as they would without batching (and count it); a lost
@@ -302,8 +342,8 @@ send_batch(idem_pg_batch *b, int w, idem_batch_member *const *rows,
 		if (idem_pg_error_code(state) != IDEM_ERR_BUSY || c->broken)
 			idem_pg_log_error(c, "batched statement");
 		if (c->broken)
-			for (i = 0; i < n; i++)
-				rows[i]->result = M_UNSURE;
+			for (k = 0; k < n; k++)
+				rows[k]->result = M_UNSURE;
 		idem_pg_put(b->pool, c);
 		return;
 	}
@@ -313,16 +353,18 @@ send_batch(idem_pg_batch *b, int w, idem_batch_member *const *rows,
 		c->broken = 1;
 		PQclear(res);
 		idem_pg_put(b->pool, c);
-		for (i = 0; i < n; i++)
-			rows[i]->result = M_UNSURE;
+		for (k = 0; k < n; k++)
+			rows[k]->result = M_UNSURE;
 		return;
 	}
 	idem_pg_put(b->pool, c);
-	if (w == IDEM_BATCH_INSERT)
+	if (n == 1)
+		read_lone(res, w, rows[0]);
+	else if (w == IDEM_BATCH_INSERT)
 		read_reserved(res, rows, n);
 	else
-		for (j = 0; j < PQntuples(res); j++) {
-			unsigned at = row_number(res, j, 0, n);
+		for (i = 0; i < PQntuples(res); i++) {
+			unsigned at = row_number(res, i, 0, n);
 
 			if (at > 0)
 				rows[at - 1]->result = M_APPLIED;
@@ -376,7 +418,7 @@ idem_pgb_new(pg_store *ps, const idem_config_postgres *pg, const char *file,
 	if ((err = idem_batch_new(pg->batch_rows, send_rows, fits, b,
 	    &b->engine)) != IDEM_OK ||
 	    (err = idem_pg_pool_new(pg, file, idem_pgs_batch_sql,
-	    IDEM_BATCH_LANES, IDEM_BATCH_LANES, options, &b->pool)) !=
+	    PG_LANE_NSTMT, IDEM_BATCH_LANES, options, &b->pool)) !=
 	    IDEM_OK) {
 		idem_pgb_free(b);
 		return err;

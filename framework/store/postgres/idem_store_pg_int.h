@@ -54,9 +54,11 @@ enum { P_RESERVE, P_SELECT, P_TAKEOVER, P_REUSE, P_RESUME, P_RECONCILE,
 
 /* The statements' text, by index (idem_store_pg_sql.c). */
 extern const char *const idem_pgs_sql[PNSTMT];
-/* The batching lanes' statements, by lane (IDEM_BATCH_INSERT,
- * IDEM_BATCH_COMMIT): each row's values in arrays, one element a row. */
-extern const char *const idem_pgs_batch_sql[2];
+/* The statements of the batching lanes' connections: by lane
+ * (IDEM_BATCH_INSERT, IDEM_BATCH_COMMIT), each row's values in arrays, one
+ * element a row; then, for a lone request, P_RESERVE's and P_COMMIT's. */
+enum { PG_LANE_RESERVE_1 = 2, PG_LANE_COMMIT_1, PG_LANE_NSTMT };
+extern const char *const idem_pgs_batch_sql[PG_LANE_NSTMT];
 /* The statement of the schema's version alone (the check at open). */
 extern const char *const idem_pgs_version_sql[1];
 
@@ -124,6 +126,12 @@ int idem_pgs_lose_answer(pg_store *ps, int i);
 void idem_pgs_count_contended(pg_store *ps, unsigned *contended);
 /* Sleeps a random 1..2^n ms. */
 void idem_pgs_backoff(int n);
+/* Binds P_RESERVE's parameters for a. */
+void idem_pgs_p_reserve(idem_pg_params *p, const pg_reserve_args *a);
+/* Binds P_COMMIT's own parameters for rq's answer resp (its key and
+ * owner follow them). */
+void idem_pgs_p_commit(idem_pg_params *p, const idem_store_req *rq,
+    const idem_stored_response *resp);
 /* Binds k's scope and key. */
 void idem_pgs_p_key(idem_pg_params *p, const idem_store_key *k);
 /* Binds the length of the lease rq's owner renews: its policy's

@@ -53,17 +53,25 @@
     "OR (lease_at < " PURGE_NOW " - " MSEC("lease_ms") " AND lease_at < " \
     PURGE_NOW " - " USEC(p) "))"
 
+/* one round trip: the INSERT, and the row it met when the key was there
+ * (a row committed after the statement began is not seen: neither
+ * inserted nor found, the reserve reads again) */
+#define RESERVE_SQL "WITH ins AS (INSERT INTO idempotency_keys (scope_hash, " \
+	    "idem_key, fingerprint, state, owner, request_id, reserved_at, " \
+	    "lease_at, lease_ms, expires_at) VALUES ($1, $2, $3, 'in_flight', " \
+	    "$4, $5, " NOW ", " NOW ", $6, " NOW " + " USEC("$7") ") ON " \
+	    "CONFLICT DO NOTHING RETURNING 1) SELECT EXISTS (SELECT 1 FROM " \
+	    "ins), " ROW_COLS " FROM (SELECT 1) AS one LEFT JOIN " \
+	    "idempotency_keys k ON k.scope_hash = $1 AND k.idem_key = $2"
+
+/* the owner-checked commit: its own parameters first, then the key and
+ * the owner (owned, idem_store_postgres.c) */
+#define COMMIT_SQL "UPDATE idempotency_keys SET state = 'committed', status " \
+	    "= $1, headers = $2, body = $3, expires_at = " NOW " + " USEC("$4") \
+	    " WHERE " PK("5", "6") " AND " HELD " AND owner = $7"
+
 const char *const idem_pgs_sql[PNSTMT] = {
-	/* one round trip: the INSERT, and the row it met when the key was
-	 * there (a row committed after the statement began is not seen:
-	 * neither inserted nor found, the reserve reads again) */
-	[P_RESERVE] = "WITH ins AS (INSERT INTO idempotency_keys (scope_hash, "
-	    "idem_key, fingerprint, state, owner, request_id, reserved_at, "
-	    "lease_at, lease_ms, expires_at) VALUES ($1, $2, $3, 'in_flight', "
-	    "$4, $5, " NOW ", " NOW ", $6, " NOW " + " USEC("$7") ") ON "
-	    "CONFLICT DO NOTHING RETURNING 1) SELECT EXISTS (SELECT 1 FROM "
-	    "ins), " ROW_COLS " FROM (SELECT 1) AS one LEFT JOIN "
-	    "idempotency_keys k ON k.scope_hash = $1 AND k.idem_key = $2",
+	[P_RESERVE] = RESERVE_SQL,
 	[P_SELECT] = "SELECT false, " ROW_COLS " FROM idempotency_keys k "
 	    "WHERE k.scope_hash = $1 AND k.idem_key = $2",
 	/* the reservation rule's TAKE_OVER and REUSE (idem_reserve_decide),
@@ -93,9 +101,7 @@ const char *const idem_pgs_sql[PNSTMT] = {
 	    "= '' OR " LAPSED ") AND expires_at > " NOW,
 	/* the owner-checked statements: their own parameters first, then
 	 * the key and the owner (owned, idem_store_postgres.c) */
-	[P_COMMIT] = "UPDATE idempotency_keys SET state = 'committed', status "
-	    "= $1, headers = $2, body = $3, expires_at = " NOW " + " USEC("$4")
-	    " WHERE " PK("5", "6") " AND " HELD " AND owner = $7",
+	[P_COMMIT] = COMMIT_SQL,
 	[P_RELEASE] = "DELETE FROM idempotency_keys WHERE " PK("1", "2") " AND "
 	    "state = 'in_flight' AND owner = $3 AND phase IS NULL",
 	/* a release of a record with progress: paused, for the same
@@ -176,7 +182,7 @@ const char *const idem_pgs_sql[PNSTMT] = {
  * inserted by this very statement, for a key sent twice, is not seen).
  * The commits: P_COMMIT for every row, RETURNING the numbers of those it
  * stored. */
-const char *const idem_pgs_batch_sql[2] = {
+const char *const idem_pgs_batch_sql[PG_LANE_NSTMT] = {
 	"WITH v AS (SELECT * FROM unnest($1::bytea[], $2::bytea[], "
 	    "$3::bytea[], $4::text[], $5::text[], $6::int4[], $7::int8[]) "
 	    "WITH ORDINALITY AS v (s, k, f, o, r, l, u, i)), ins AS (INSERT "
@@ -195,6 +201,9 @@ const char *const idem_pgs_batch_sql[2] = {
 	    "$5::bytea[], $6::bytea[], $7::int8[]) WITH ORDINALITY AS v (s, "
 	    "kk, o, st, h, b, u, i) WHERE k.scope_hash = v.s AND k.idem_key = "
 	    "v.kk AND k." HELD " AND k.owner = v.o RETURNING v.i",
+	/* a lone request's, on a lane's connection */
+	RESERVE_SQL,
+	COMMIT_SQL,
 };
 
 const char *const idem_pgs_version_sql[1] = {
@@ -323,6 +332,29 @@ idem_pgs_count(pg_store *ps, int i, const idem_pg_params *p,
 }
 
 /* ------------------------------------------------------ parameters, rows */
+
+void
+idem_pgs_p_reserve(idem_pg_params *p, const pg_reserve_args *a)
+{
+	idem_pg_p_init(p);
+	idem_pgs_p_key(p, &a->rq->key);
+	idem_pg_p_bytes(p, a->rq->fp, 32);
+	idem_pg_p_text(p, a->rq->owner);
+	idem_pg_p_text(p, a->rq->request_id);
+	idem_pg_p_ll(p, a->lease_ms);
+	idem_pg_p_ll(p, a->life_us);
+}
+
+void
+idem_pgs_p_commit(idem_pg_params *p, const idem_store_req *rq,
+    const idem_stored_response *resp)
+{
+	idem_pg_p_init(p);
+	idem_pg_p_ll(p, resp->status);
+	idem_pg_p_bytes(p, resp->headers, resp->headers_len);
+	idem_pg_p_bytes(p, resp->body, resp->body_len);
+	idem_pg_p_ll(p, (long long)rq->policy->lifetime_ms * 1000);
+}
 
 void
 idem_pgs_p_key(idem_pg_params *p, const idem_store_key *k)

@@ -103,19 +103,6 @@ idem_store_postgres_reachable(const idem_config_postgres *pg, const char *file)
 	return up;
 }
 
-/* The parameters of P_RESERVE. */
-static void
-p_reserve(idem_pg_params *p, const pg_reserve_args *a)
-{
-	idem_pg_p_init(p);
-	idem_pgs_p_key(p, &a->rq->key);
-	idem_pg_p_bytes(p, a->rq->fp, 32);
-	idem_pg_p_text(p, a->rq->owner);
-	idem_pg_p_text(p, a->rq->request_id);
-	idem_pg_p_ll(p, a->lease_ms);
-	idem_pg_p_ll(p, a->life_us);
-}
-
 /* After a takeover, resume or reconcile whose answer was lost and whose
  * second attempt matched no row: the first may have been applied.  Reads
  * the row and makes out->outcome outcome when it is ours.  Returns
@@ -257,7 +244,7 @@ idem_pgs_insert_or_read(pg_store *ps, pg_reserve_args *a, int *inserted,
 
 	memset(r, 0, sizeof(*r));
 	*inserted = 0;
-	p_reserve(&p, a);
+	idem_pgs_p_reserve(&p, a);
 	err = idem_pgs_run(ps, P_RESERVE, &p, &a->rq->contended, &res,
 	    &retried);
 	/* a row of ours may land after all, whatever is said now */
@@ -438,11 +425,7 @@ idem_pgs_commit_alone(pg_store *ps, idem_store_req *rq,
 	idem_pg_params p;
 	idem_err err;
 
-	idem_pg_p_init(&p);
-	idem_pg_p_ll(&p, resp->status);
-	idem_pg_p_bytes(&p, resp->headers, resp->headers_len);
-	idem_pg_p_bytes(&p, resp->body, resp->body_len);
-	idem_pg_p_ll(&p, (long long)rq->policy->lifetime_ms * 1000);
+	idem_pgs_p_commit(&p, rq, resp);
 	/* matched no row: fenced, or stored already by an attempt of ours
 	 * whose answer never came (a batch still running on the server
 	 * when its connection timed out, which this commit then waited
