@@ -15,7 +15,25 @@
 #include <criterion/criterion.h>
 
 #include "batch_suite.h"
+#include "idem_config.h"
 #include "store_req.h"
+
+idem_config *
+batch_config(const char *store, const char *section, const char *db,
+    unsigned pool, const char *extra)
+{
+	char text[1024];
+	const char *at = strstr(section, "database = idem\n");
+	idem_config *cfg;
+
+	cr_assert_not_null(at, "%s", section);
+	snprintf(text, sizeof(text), "[idempotency]\nstore = %s\n%.*s"
+	    "database = %s\n%spool-size = %u\n%s", store, (int)(at - section),
+	    section, db, at + strlen("database = idem\n"), pool, extra);
+	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK,
+	    "%s", text);
+	return cfg;
+}
 
 idem_store_key
 key_of(const char *key)

@@ -23,6 +23,12 @@ idem_store *batch_open(unsigned pool, const char *extra);
  * per store. */
 int batch_lose_answer(idem_store *s, const char *op);
 
+/* The config of store (its name) whose section, as the tests' server
+ * helper writes it (naming database idem), names database db instead,
+ * with pool-size pool and extra appended (the caller frees it). */
+struct idem_config *batch_config(const char *store, const char *section,
+    const char *db, unsigned pool, const char *extra);
+
 /* One request of a batch: its key, fingerprint, owner and lease; what
  * the store answered. */
 typedef struct job {

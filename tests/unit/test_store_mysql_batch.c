@@ -26,20 +26,14 @@
 static idem_store *
 open_batching_in(const char *db, unsigned pool, const char *extra)
 {
-	char text[1024], section[600], *at;
+	char section[600];
 	idem_config *cfg;
 	idem_store *s = NULL;
 	mariadb m;
 
 	cr_assert_eq(mariadb_from_env(&m), 0);
 	mariadb_conf(&m, section, sizeof(section));
-	/* the section names database idem: cut there, name db instead */
-	cr_assert_not_null(at = strstr(section, "database = idem\n"));
-	*at = '\0';
-	snprintf(text, sizeof(text), "[idempotency]\nstore = mysql\n%s"
-	    "database = %s\n%spool-size = %u\n%s", section, db,
-	    at + strlen("database = idem\n"), pool, extra);
-	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
+	cfg = batch_config("mysql", section, db, pool, extra);
 	cr_assert_eq(test_mysql_store(cfg, pool, &s), IDEM_OK);
 	idem_config_free(cfg);
 	return s;

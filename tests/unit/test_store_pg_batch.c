@@ -25,7 +25,7 @@
 static idem_store *
 open_batching_in(const char *db, unsigned pool, const char *extra)
 {
-	char text[1024], section[600], *at;
+	char section[600];
 	idem_store_opts o;
 	idem_config *cfg;
 	idem_store *s = NULL;
@@ -33,14 +33,7 @@ open_batching_in(const char *db, unsigned pool, const char *extra)
 
 	cr_assert_eq(postgres_from_env(&pg), 0);
 	postgres_conf(&pg, section, sizeof(section));
-	/* the section names database idem: cut there, name db instead */
-	cr_assert_not_null(at = strstr(section, "database = idem\n"));
-	*at = '\0';
-	snprintf(text, sizeof(text), "[idempotency]\nstore = postgres\n%s"
-	    "database = %s\n%spool-size = %u\n%s", section, db,
-	    at + strlen("database = idem\n"), pool, extra);
-	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK,
-	    "%s", text);
+	cfg = batch_config("postgres", section, db, pool, extra);
 	o = idem_store_opts_of(cfg, pool);
 	cr_assert_eq(idem_store_postgres_new(&cfg->postgres, &o, &s), IDEM_OK);
 	idem_config_free(cfg);
@@ -62,11 +55,12 @@ batch_lose_answer(idem_store *s, const char *op)
 /*
  * A commit batch still running on the server when its connection times
  * out (write- and read-timeout 1 s: 2 s; a trigger makes the UPDATE of
- * late-a's row sleep 2.5 s): each request commits alone after it, on a new connection; its
- * UPDATE waits for the batch's row lock and then finds the row committed
- * by the batch with this very answer (read back: stored, not fenced), or
- * stores it itself when the server ended the batch whose client was gone.
- * Every request is told its answer is stored, and it is.
+ * late-a's row sleep 2.5 s): each request commits alone after it, on a
+ * new connection; its UPDATE waits for the batch's row lock and then
+ * finds the row committed by the batch with this very answer (read back:
+ * stored, not fenced), or stores it itself when the server ended the
+ * batch whose client was gone.  Every request is told its answer is
+ * stored, and it is.
  */
 Test(batch, a_batch_slower_than_the_read_timeout, .timeout = 60)
 {
