@@ -240,3 +240,34 @@ Test(batch, a_lone_request_waiting_for_a_lock_holds_no_lane, .timeout = 60)
 	PQfinish(held);
 	idem_store_close(s);
 }
+
+/*
+ * A commit that matches no row reads it: its very answer stored under
+ * its owner (by a batch that landed after its client gave up, the lease
+ * thread's retry after BUSY) is OK, not fenced; another answer, or
+ * another owner, is fenced and changes nothing.
+ */
+Test(batch, a_commit_matching_no_row_reads_it_back, .timeout = 30)
+{
+	idem_store *s = batch_open(4, "batch = false\n");
+	unsigned char fp7[32] = { 7 };
+	idem_reserve_result rr;
+	job r = reserve_job("again", 7, "again.1", 30000);
+	idem_store_key k = key_of(r.key);
+	idem_stored_response a = { .status = 201, .body = "first",
+	    .body_len = 5 }, b = { .status = 201, .body = "other",
+	    .body_len = 5 };
+
+	cr_assert_eq(reserve1(s, r.key, fp7, r.owner, 30000, &rr),
+	    IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_commit(s, TEST_OWNED(&k, r.owner, 60000), &a),
+	    IDEM_OK);
+	cr_expect_eq(idem_store_commit(s, TEST_OWNED(&k, r.owner, 60000), &a),
+	    IDEM_OK, "the very answer, stored under its owner: not fenced");
+	cr_expect_eq(idem_store_commit(s, TEST_OWNED(&k, r.owner, 60000), &b),
+	    IDEM_ERR_NOT_FOUND, "another answer was said stored");
+	cr_expect_eq(idem_store_commit(s, TEST_OWNED(&k, "again.2", 60000),
+	    &a), IDEM_ERR_NOT_FOUND, "another owner was said to have stored");
+	expect_stored(s, r.key, "first");
+	idem_store_close(s);
+}
