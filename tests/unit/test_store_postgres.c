@@ -190,12 +190,29 @@ owner_of(const postgres *pg, const char *key, char *out, size_t size)
 	free(rows);
 }
 
+/* A store of 16 connections that sends every statement alone ([postgres]
+ * batch = false): the lost answers of a request's own statements. */
+static idem_store *
+open_unbatched(void)
+{
+	postgres pg;
+	idem_config *cfg;
+	idem_store *s = NULL;
+
+	cr_assert_eq(postgres_from_env(&pg), 0);
+	cfg = config_of(&pg, "batch = false\n");
+	cr_assert_eq(open_pg(cfg, 16, &s), IDEM_OK);
+	idem_config_free(cfg);
+	return s;
+}
+
 /* A reservation whose answer is lost (applied, its connection gone) is
  * sent again: the second meets the row of its own owner and the reserve
- * is ACQUIRED, saying its write went unanswered. */
-Test(postgres, lost_insert_answer_is_ours)
+ * is ACQUIRED, saying its write went unanswered.  On s, the keys named
+ * with tag. */
+static void
+lost_insert(idem_store *s, const char *tag)
 {
-	idem_store *s = suite_open();
 	idem_reserve_result rr;
 	idem_store_req *rq;
 	idem_store_key k;
@@ -205,8 +222,8 @@ Test(postgres, lost_insert_answer_is_ours)
 
 	cr_assert_eq(postgres_from_env(&pg), 0);
 	memset(&k, 0, sizeof(k));
-	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "lost-insert-%d",
-	    (int)getpid());
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "lost-insert-%s-%d",
+	    tag, (int)getpid());
 	cr_assert_eq(idem_store_postgres_lose_answer(s, "insert"), 0);
 	rq = TEST_REQ(&k, fp, "li.1", "rid", 30000, 60000);
 	memset(&rr, 0, sizeof(rr));
@@ -219,12 +236,25 @@ Test(postgres, lost_insert_answer_is_ours)
 	idem_store_close(s);
 }
 
+/* Through a batching lane (the statement of one lone request), and
+ * alone. */
+Test(postgres, lost_insert_answer_is_ours)
+{
+	lost_insert(suite_open(), "lane");
+}
+
+Test(postgres, lost_insert_answer_is_ours_unbatched)
+{
+	lost_insert(open_unbatched(), "alone");
+}
+
 /* An owner-checked write whose answer is lost, sent again, matches
  * nothing: the row read back says it was applied (commit: committed and
- * ours; release: gone), so the answer is IDEM_OK, never a false "fenced". */
-Test(postgres, lost_commit_and_release_answers_read_back)
+ * ours; release: gone), so the answer is IDEM_OK, never a false "fenced".
+ * On s, the keys named with tag. */
+static void
+lost_commit_and_release(idem_store *s, const char *tag)
 {
-	idem_store *s = suite_open();
 	idem_stored_response resp = { 201, "", 0, "made", 4 };
 	idem_reserve_result rr;
 	idem_store_key k;
@@ -234,8 +264,8 @@ Test(postgres, lost_commit_and_release_answers_read_back)
 
 	cr_assert_eq(postgres_from_env(&pg), 0);
 	memset(&k, 0, sizeof(k));
-	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "lost-commit-%d",
-	    (int)getpid());
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "lost-commit-%s-%d",
+	    tag, (int)getpid());
 	memset(&rr, 0, sizeof(rr));
 	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "lc.1", "rid",
 	    30000, 60000), &rr), IDEM_OK);
@@ -246,8 +276,8 @@ Test(postgres, lost_commit_and_release_answers_read_back)
 	owner_of(&pg, k.key, owner, sizeof(owner));
 	cr_expect_str_eq(owner, "lc.1|committed");
 
-	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "lost-release-%d",
-	    (int)getpid());
+	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "lost-release-%s-%d",
+	    tag, (int)getpid());
 	cr_assert_eq(idem_store_reserve(s, TEST_REQ(&k, fp, "lr.1", "rid",
 	    30000, 60000), &rr), IDEM_OK);
 	cr_assert_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
@@ -260,6 +290,16 @@ Test(postgres, lost_commit_and_release_answers_read_back)
 	cr_expect_eq(idem_store_release(s, TEST_OWNED(&k, "lr.2", 0)),
 	    IDEM_ERR_NOT_FOUND);
 	idem_store_close(s);
+}
+
+Test(postgres, lost_commit_and_release_answers_read_back)
+{
+	lost_commit_and_release(suite_open(), "lane");
+}
+
+Test(postgres, lost_commit_and_release_answers_read_back_unbatched)
+{
+	lost_commit_and_release(open_unbatched(), "alone");
 }
 
 /* A takeover whose answer is lost: the row read back is ours, so the

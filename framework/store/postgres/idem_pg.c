@@ -286,8 +286,10 @@ flush(idem_pg_conn *c, uint64_t deadline)
 	int rc, ev;
 
 	while ((rc = PQflush(c->pg)) == 1) {
-		if ((ev = wait_io(c->pg, POLLOUT | POLLIN, deadline)) == 0)
+		if ((ev = wait_io(c->pg, POLLOUT | POLLIN, deadline)) == 0) {
+			c->timed_out = 1;
 			return lost(c, "write timed out");
+		}
 		if (ev < 0)
 			return lost(c, PQerrorMessage(c->pg));
 		/* the server may answer (an error) before it reads it all */
@@ -307,8 +309,10 @@ next_result(idem_pg_conn *c, uint64_t deadline, PGresult **res)
 
 	*res = NULL;
 	while (PQisBusy(c->pg)) {
-		if ((ev = wait_io(c->pg, POLLIN, deadline)) == 0)
+		if ((ev = wait_io(c->pg, POLLIN, deadline)) == 0) {
+			c->timed_out = 1;
 			return lost(c, "read timed out");
+		}
 		if (ev < 0 || !PQconsumeInput(c->pg))
 			return lost(c, PQerrorMessage(c->pg));
 	}
@@ -680,6 +684,7 @@ idem_pg_exec(idem_pg_conn *c, size_t i, const idem_pg_params *p,
 
 	*res = NULL;
 	c->state[0] = '\0';
+	c->timed_out = 0;
 	if (sqlstate != NULL)
 		sqlstate[0] = '\0';
 	if (c->pg == NULL || i >= pool->nsql)

@@ -34,6 +34,8 @@ typedef struct idem_pg_pool idem_pg_pool;
 typedef struct idem_pg_conn {
 	PGconn *pg;              /* NULL until connected */
 	int broken;              /* close when given back */
+	int timed_out;           /* its latest statement waited for the
+	                          * server all it may (then broken too) */
 	char state[6];           /* the SQLSTATE of its latest failure; "":
 	                          * none, or a lost connection */
 	char error[256];         /* the message of its latest failure */

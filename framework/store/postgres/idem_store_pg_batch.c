@@ -57,9 +57,14 @@
 enum {
 	M_APPLIED = 1, /* inserted; committed */
 	M_FOUND,       /* insert: the key was there, its row read */
+	M_MISSED,      /* commit of one: matched no row (its latest version:
+	                * fenced, or stored already) */
 	M_ALONE,       /* nothing done: send your own statement */
-	M_UNSURE       /* maybe applied (a lost answer): send your own,
+	M_UNSURE,      /* maybe applied (a lost answer): send your own,
 	                * which recognises a row of yours */
+	M_HUNG         /* maybe applied, and the server answered nothing
+	                * within the timeouts: the store is away (a second
+	                * statement would wait as long again) */
 };
 
 /* One request's row in a lane (all borrowed). */
@@ -306,8 +311,8 @@ read_lone(const PGresult *res, int w, idem_batch_member *m)
 	pg_lane_row *r = ROW(m);
 
 	if (w == IDEM_BATCH_COMMIT) {
-		if (strcmp(PQcmdTuples((PGresult *)res), "1") == 0)
-			m->result = M_APPLIED;
+		m->result = strcmp(PQcmdTuples((PGresult *)res), "1") == 0 ?
+		    M_APPLIED : M_MISSED;
 		return;
 	}
 	if (PQntuples(res) == 1 && idem_pg_ll(res, 0, 0) != 0) {
@@ -343,7 +348,8 @@ send_batch(idem_pg_batch *b, int w, idem_batch_member *const *rows,
 			idem_pg_log_error(c, "batched statement");
 		if (c->broken)
 			for (k = 0; k < n; k++)
-				rows[k]->result = M_UNSURE;
+				rows[k]->result = c->timed_out ? M_HUNG :
+				    M_UNSURE;
 		idem_pg_put(b->pool, c);
 		return;
 	}
@@ -481,6 +487,11 @@ idem_pgb_reserve(pg_store *ps, pg_reserve_args *a, int *inserted, pg_row *r)
 	case M_APPLIED:
 	case M_FOUND:
 		return IDEM_OK;
+	case M_HUNG:
+		/* the row may land: the request that does not run deletes
+		 * it (FORGET) */
+		a->rq->unanswered = 1;
+		return IDEM_ERR_STORE;
 	case M_UNSURE:
 		/* a row of ours may be there, or land: its own statement
 		 * recognises the first, and the request says the second */
@@ -503,11 +514,20 @@ idem_pgb_commit(pg_store *ps, idem_store_req *rq,
 		lr.rq = rq;
 		lr.resp = resp;
 		m.size = (uint64_t)resp->headers_len + resp->body_len;
-		/* not stored by it, or maybe (a lost answer): the commit
-		 * alone decides, and reads back when it matches no row */
-		if (idem_batch_submit(ps->batch->engine, IDEM_BATCH_COMMIT, &m)
-		    == M_APPLIED)
+		switch (idem_batch_submit(ps->batch->engine,
+		    IDEM_BATCH_COMMIT, &m)) {
+		case M_APPLIED:
 			return IDEM_OK;
+		case M_MISSED:
+			/* decided on the row's latest version: read it */
+			return idem_pgs_answer_stored(ps, rq, resp);
+		case M_HUNG:
+			/* the lease thread commits again, and reads back */
+			return IDEM_ERR_STORE;
+		}
+		/* not stored by it (a batch's join read an older version),
+		 * or maybe (a lost answer): the commit alone decides, and
+		 * reads back when it matches no row */
 	}
 	return idem_pgs_commit_alone(ps, rq, resp);
 }

@@ -163,8 +163,8 @@ void idem_pgs_found_row(pg_store *ps, const pg_reserve_args *a, pg_row *r,
 size_t idem_pgs_str(const PGresult *res, int row, int col, char *buf,
     size_t size);
 
-/* idem_store_postgres.c: a request's own statements, which the lanes
- * send for a statement of one row and fall back on */
+/* idem_store_postgres.c: a request's own statements, which a request
+ * falls back on when its lane's statement did not decide */
 /* One round of a's reserve alone: the INSERT with the row it met, into
  * *r.  Returns IDEM_OK with *inserted, or the store's error. */
 idem_err idem_pgs_insert_or_read(pg_store *ps, pg_reserve_args *a,
@@ -175,6 +175,11 @@ idem_err idem_pgs_insert_or_read(pg_store *ps, pg_reserve_args *a,
  * IDEM_OK.  Returns IDEM_OK, IDEM_ERR_NOT_FOUND (fenced) or the store's
  * error. */
 idem_err idem_pgs_commit_alone(pg_store *ps, idem_store_req *rq,
+    const idem_stored_response *resp);
+/* Whether rq's record holds resp, committed under rq's owner.  Returns
+ * IDEM_OK (it does), IDEM_ERR_NOT_FOUND (it does not: fenced), or the
+ * read's error. */
+idem_err idem_pgs_answer_stored(pg_store *ps, idem_store_req *rq,
     const idem_stored_response *resp);
 
 /* idem_store_pg_batch.c */

@@ -398,11 +398,8 @@ too_large(const pg_store *ps, uint64_t size)
 	return size > ps->base.limits.total;
 }
 
-/* Whether rq's record holds resp, committed under rq's owner.  Returns
- * IDEM_OK (it does), IDEM_ERR_NOT_FOUND (it does not), or the read's
- * error. */
-static idem_err
-answer_stored(pg_store *ps, idem_store_req *rq,
+idem_err
+idem_pgs_answer_stored(pg_store *ps, idem_store_req *rq,
     const idem_stored_response *resp)
 {
 	idem_err err;
@@ -432,7 +429,7 @@ idem_pgs_commit_alone(pg_store *ps, idem_store_req *rq,
 	 * for, or which outlasted its lock wait and made it BUSY before
 	 * this retry): only the row can tell */
 	if ((err = owned(ps, P_COMMIT, &p, rq)) == IDEM_ERR_NOT_FOUND)
-		err = answer_stored(ps, rq, resp);
+		err = idem_pgs_answer_stored(ps, rq, resp);
 	return err;
 }
 
@@ -728,7 +725,7 @@ idem_store_postgres_new(const idem_config_postgres *pg,
 		pg_close(&ps->base);
 		return err;
 	}
-	/* a store opened for one connection (the master's sweep,
+	/* a store its opener asks one connection of (the master's sweep,
 	 * idemfcgi-admin) has one user at a time: nothing to group */
 	if (pg->batch && o->pool_size != 1) {
 		/* the lanes' joins of their arrays with the table are
