@@ -343,16 +343,6 @@ idem_stored_response_clear(idem_stored_response *resp)
 	memset(resp, 0, sizeof(*resp));
 }
 
-int
-idem_stored_response_same(const idem_stored_response *a,
-    const idem_stored_response *b)
-{
-	return a->status == b->status && a->headers_len == b->headers_len &&
-	    a->body_len == b->body_len &&
-	    (a->headers_len == 0 ||
-	    memcmp(a->headers, b->headers, a->headers_len) == 0) &&
-	    (a->body_len == 0 || memcmp(a->body, b->body, a->body_len) == 0);
-}
 
 void
 idem_reserve_result_clear(idem_reserve_result *r)
@@ -475,6 +465,21 @@ idem_owned_write_applied(idem_owned_write w, int found,
 		break;
 	}
 	return 0;
+}
+
+int
+idem_owned_answer_stored(int found, idem_record_state state,
+    const char *row_owner, const idem_stored_response *stored,
+    const char *owner, const idem_stored_response *want)
+{
+	return idem_owned_write_applied(IDEM_OWNED_COMMIT, found, state,
+	    row_owner, owner) && stored->status == want->status &&
+	    stored->headers_len == want->headers_len &&
+	    stored->body_len == want->body_len &&
+	    (want->headers_len == 0 ||
+	    memcmp(stored->headers, want->headers, want->headers_len) == 0) &&
+	    (want->body_len == 0 ||
+	    memcmp(stored->body, want->body, want->body_len) == 0);
 }
 
 int

@@ -477,6 +477,14 @@ typedef enum idem_owned_write {
  * record read since (found; its state and owner).  1 or 0. */
 int idem_owned_write_applied(idem_owned_write w, int found,
     idem_record_state state, const char *row_owner, const char *owner);
+/* Whether a commit of want by owner that matched no record was stored
+ * already, by an attempt of its own whose answer never came (a batch, a
+ * statement still running when its client gave up), by the record read
+ * since (found; its state, owner and stored answer): committed, owner's,
+ * and want itself, status, headers and body.  1 or 0. */
+int idem_owned_answer_stored(int found, idem_record_state state,
+    const char *row_owner, const idem_stored_response *stored,
+    const char *owner, const idem_stored_response *want);
 
 /* Thin wrappers over s->ops, so callers read like function calls. */
 idem_err idem_store_reserve(idem_store *s, idem_store_req *rq,
@@ -565,9 +573,6 @@ int idem_reserve_runs(idem_err err, const idem_reserve_result *r);
 void idem_reserve_result_clear(idem_reserve_result *r);
 /* Frees the buffers of resp and zeroes it. */
 void idem_stored_response_clear(idem_stored_response *resp);
-/* Whether a and b are the same answer: status, headers and body. */
-int idem_stored_response_same(const idem_stored_response *a,
-    const idem_stored_response *b);
 /* A deep copy of src into dst.  Returns IDEM_OK or IDEM_ERR_NOMEM. */
 idem_err idem_stored_response_copy(idem_stored_response *dst,
     const idem_stored_response *src);

@@ -572,8 +572,8 @@ answer_stored(mysql_store *ms, idem_store_req *rq,
 	if ((err = idem_my_read_row_with(ms, S_SELECT_CAUSAL, &rq->key,
 	    &rq->contended, &r)) != IDEM_OK)
 		return err;
-	ours = r.found && r.committed && strcmp(r.owner, rq->owner) == 0 &&
-	    idem_stored_response_same(&r.resp, resp);
+	ours = idem_owned_answer_stored(r.found, r.state, r.owner, &r.resp,
+	    rq->owner, resp);
 	idem_my_row_clear(&r);
 	return ours ? IDEM_OK : IDEM_ERR_NOT_FOUND;
 }

@@ -379,7 +379,9 @@ owned(pg_store *ps, int i, idem_pg_params *p, idem_store_req *rq)
 		return err;
 	if (n == 1)
 		return IDEM_OK;
-	if (retried && write_of(i) != IDEM_OWNED_STAYS) {
+	/* a commit reads back itself, its answer compared
+	 * (idem_pgs_commit_alone) */
+	if (retried && i != P_COMMIT && write_of(i) != IDEM_OWNED_STAYS) {
 		if ((err = idem_pgs_read_row(ps, &rq->key, &rq->contended, &r))
 		    != IDEM_OK)
 			return err;
@@ -409,8 +411,8 @@ idem_pgs_answer_stored(pg_store *ps, idem_store_req *rq,
 	if ((err = idem_pgs_read_row(ps, &rq->key, &rq->contended, &r)) !=
 	    IDEM_OK)
 		return err;
-	ours = r.found && r.committed && strcmp(r.owner, rq->owner) == 0 &&
-	    idem_stored_response_same(&r.resp, resp);
+	ours = idem_owned_answer_stored(r.found, r.state, r.owner, &r.resp,
+	    rq->owner, resp);
 	idem_pgs_row_clear(&r);
 	return ours ? IDEM_OK : IDEM_ERR_NOT_FOUND;
 }
