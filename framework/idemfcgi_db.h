@@ -35,8 +35,7 @@ typedef struct idem_db_conn idem_db_conn;
 typedef enum idem_db_dialect {
 	IDEM_DB_NONE = 0,   /* none: the memory store, or idempotency off */
 	IDEM_DB_MYSQL,      /* MySQL or MariaDB ([idempotency] store = mysql) */
-	IDEM_DB_POSTGRES    /* PostgreSQL: reserved for its store, which this
-	                     * version does not have yet */
+	IDEM_DB_POSTGRES    /* PostgreSQL ([idempotency] store = postgres) */
 } idem_db_dialect;
 
 /* The dialect of the store's database, IDEM_DB_NONE when there is none:
@@ -91,8 +90,12 @@ idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
  * On a transactional route, the connection inside the request's open
  * transaction: run the handler's statements on it.  The handler never
  * commits or rolls back, nor runs statements that do so implicitly (DDL,
- * LOCK TABLES, START TRANSACTION).  Borrowed until the handler returns;
- * NULL on other routes.
+ * LOCK TABLES, START TRANSACTION).  On PostgreSQL a statement that fails
+ * aborts the whole transaction (MySQL undoes the statement alone): its
+ * answer then cannot be stored, and the request answers 503
+ * TRANSACTION_ROLLED_BACK; write expected outcomes so that they are no
+ * error (ON CONFLICT, a WHERE that matches nothing).  Borrowed until the
+ * handler returns; NULL on other routes.
  */
 IDEM_API idem_db_conn *idem_request_db(const idem_request *req);
 
@@ -117,10 +120,11 @@ IDEM_API void idem_db_put(idem_db *db, idem_db_conn *c);
  *                       a deadlock or a serialization failure (the
  *                       server rolled the whole transaction back; on a
  *                       transactional route the framework reserves the
- *                       key again), or a lock wait that timed out (only
- *                       the statement failed); answer 503, and a
- *                       transactional route's transaction is rolled
- *                       back;
+ *                       key again), or a lock wait that timed out (on
+ *                       MySQL only the statement failed; on PostgreSQL
+ *                       the transaction is aborted, as after a
+ *                       deadlock); answer 503, and a transactional
+ *                       route's transaction is rolled back;
  *   IDEM_ERR_EXISTS     a unique violation (a duplicate key);
  *   IDEM_ERR_TOO_LARGE  a value that can never succeed (too long for its
  *                       column, out of range, over the server's packet

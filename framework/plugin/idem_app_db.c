@@ -2,8 +2,9 @@
  * idem_app_db.c - the setup side of the data API (idemfcgi_db.h, and
  * idemfcgi_mysql.h's older calls): the dialect of the store's database, a
  * plugin's pool of it, DDL for its deploy hook, transactional routes.
- * The one file of plugin/ that knows each store with a database: it
- * makes their pools.
+ * The one file of plugin/ that knows a store with a database: MySQL's, for
+ * its raw API (idemfcgi_mysql.h); the others' pools the store factory's
+ * maker makes (idem_store_db_maker).
  */
 #include "config.h"
 
@@ -22,13 +23,20 @@
 #include "idem_store_mysql.h"
 #endif
 
+
 idem_db_dialect
 idem_app_db_dialect(const idem_app *app)
 {
 	if (!app->cfg->idem.enabled)
 		return IDEM_DB_NONE;
-	return app->cfg->idem.store == IDEM_STORE_MYSQL ? IDEM_DB_MYSQL :
-	    IDEM_DB_NONE;
+	switch (app->cfg->idem.store) {
+	case IDEM_STORE_MYSQL:
+		return IDEM_DB_MYSQL;
+	case IDEM_STORE_POSTGRES:
+		return IDEM_DB_POSTGRES;
+	default:
+		return IDEM_DB_NONE;
+	}
 }
 
 /* Refuses a change in the configuration check (what names the call).
@@ -129,6 +137,40 @@ idem_app_mysql_pool(idem_app *app, const char *const *sql, size_t nsql)
 
 #endif /* HAVE_MYSQL */
 
+/* ----------------------------------------- the others' (the factory's) */
+
+/* Runs sql on a connection of the store's database of its own, through
+ * the factory's maker.  Returns as idem_app_db_exec. */
+static idem_err
+maker_exec(idem_app *app, const char *sql)
+{
+	idem_err err = app->maker->exec(app->cfg, sql);
+
+	if (err != IDEM_OK)
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: a statement of "
+		    "its %s failed", app->path, app->deploying ? "deploy" :
+		    "setup");
+	return err;
+}
+
+/* A pool of the store's database for app's plugin, through the factory's
+ * maker: sql and the store's statements of transactional routes.
+ * Returns it, kept as the plugin's, or NULL (logged). */
+static idem_db *
+maker_pool(idem_app *app, const char *const *sql, size_t nsql)
+{
+	idem_db *db = NULL;
+
+	if (app->maker->pool(app->cfg, sql, nsql, &db) != IDEM_OK) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: its pool of the "
+		    "store's database could not be made", app->path);
+		return NULL;
+	}
+	app->self->db = db;
+	return db;
+}
+
+
 /* ------------------------------------------------------- the neutral API */
 
 idem_err
@@ -147,6 +189,8 @@ idem_app_db_exec(idem_app *app, const char *sql)
 		return mysql_exec(app, sql);
 #endif
 	default:
+		if (app->maker != NULL)
+			return maker_exec(app, sql);
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_db_exec: "
 		    "the store has no database (idem_app_db_dialect is "
 		    "IDEM_DB_NONE)", app->path);
@@ -172,6 +216,8 @@ idem_app_db(idem_app *app, const char *const *sql, size_t nsql)
 		    NULL;
 #endif
 	default:
+		if (app->maker != NULL)
+			return maker_pool(app, sql, nsql);
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: idem_app_db: the "
 		    "store has no database (idem_app_db_dialect is "
 		    "IDEM_DB_NONE): keep the data elsewhere", app->path);

@@ -259,10 +259,11 @@ resolve(const char *entry, const char *cfg_path, const char *plugin_dir)
 
 /* Fills the context a plugin's hooks get. */
 static void
-app_init(idem_app *app, idem_config *cfg, idem_router *router,
-    idem_loaded_plugin *lp, int check)
+app_init(idem_app *app, const idem_plugins *ps, idem_config *cfg,
+    idem_router *router, idem_loaded_plugin *lp, int check)
 {
 	memset(app, 0, sizeof(*app));
+	app->maker = ps->maker;
 	app->cfg = cfg;
 	app->router = router;
 	app->name = lp->desc.name;
@@ -273,7 +274,8 @@ app_init(idem_app *app, idem_config *cfg, idem_router *router,
 
 idem_err
 idem_plugins_load(idem_config *cfg, idem_router *router,
-    const char *plugin_dir, int check, int all, idem_plugins **out)
+    const char *plugin_dir, const idem_db_maker *maker, int check, int all,
+    idem_plugins **out)
 {
 	idem_plugins *ps;
 	idem_err err = IDEM_OK, first = IDEM_OK;
@@ -286,6 +288,7 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 		idem_plugins_free(ps);
 		return IDEM_ERR_NOMEM;
 	}
+	ps->maker = maker;
 	for (i = 0; i < cfg->server.nplugins; i++) {
 		idem_loaded_plugin *lp = &ps->items[i];
 		idem_app app;
@@ -326,7 +329,7 @@ idem_plugins_load(idem_config *cfg, idem_router *router,
 			continue;
 		}
 		ps->names[nnames++] = lp->desc.name;
-		app_init(&app, cfg, router, lp, check);
+		app_init(&app, ps, cfg, router, lp, check);
 		if ((err = lp->desc.setup(&app, &lp->data)) != IDEM_OK) {
 			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: setup failed: %s",
 			    lp->path, idem_strerror(err));
@@ -376,7 +379,7 @@ idem_plugins_deploy(idem_plugins *ps, idem_config *cfg, idem_router *router)
 
 		if (lp->desc.deploy == NULL)
 			continue;
-		app_init(&app, cfg, router, lp, 0);
+		app_init(&app, ps, cfg, router, lp, 0);
 		app.deploying = 1;
 		if ((err = lp->desc.deploy(&app, lp->data)) != IDEM_OK) {
 			idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: deploy failed: "

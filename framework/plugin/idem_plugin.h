@@ -14,6 +14,7 @@
 #include "idemfcgi.h"
 #include "idem_config.h"
 #include "idem_router.h"
+#include "idem_store_tx.h"
 
 typedef struct idem_loaded_plugin {
 	char *path;          /* owned: the file as resolved */
@@ -32,6 +33,8 @@ typedef struct idem_plugins {
 	int incomplete;              /* a plugin could not be opened or set
 	                              * up (--check goes on): its routes are
 	                              * missing */
+	const idem_db_maker *maker;  /* borrowed: of plugins' pools, NULL:
+	                              * none (idem_store_db_maker) */
 } idem_plugins;
 
 /* The context a plugin's setup gets (see idemfcgi.h). */
@@ -43,6 +46,8 @@ struct idem_app {
 	idem_loaded_plugin *self;    /* borrowed: where its pool is kept */
 	int check;                   /* the master's check (idem_app_is_check) */
 	int deploying;               /* in deploy: no routes, no pool */
+	const idem_db_maker *maker;  /* borrowed: of its pool (NULL: the
+	                              * store has none, or MySQL's) */
 };
 
 /* Refuses what only setup may do when app is deploy's (what names the
@@ -54,8 +59,9 @@ int idem_app_setup_only(const idem_app *app, const char *what);
  * registers routes in router; check says whether this is the master's
  * check (idem_app_is_check).  Then refuses config keys no plugin read.  A
  * relative path is taken from the directory of the config file, a bare
- * file name from plugin_dir.  cfg and router are borrowed and must outlive
- * *out.  Returns IDEM_OK with *out (caller frees with idem_plugins_free),
+ * file name from plugin_dir.  maker makes the plugins' pools of the
+ * store's database (NULL: the store has none, or they are MySQL's).  cfg,
+ * router and maker are borrowed and must outlive *out.  Returns IDEM_OK with *out (caller frees with idem_plugins_free),
  * or IDEM_ERR_PLUGIN / IDEM_ERR_CONFIG after logging.  With all (for
  * --check) a plugin that fails is logged and the next one loaded all the
  * same; the keys of a plugin whose setup failed are not judged (it may
@@ -64,7 +70,8 @@ int idem_app_setup_only(const idem_app *app, const char *what);
  * set even on failure.
  */
 idem_err idem_plugins_load(idem_config *cfg, idem_router *router,
-    const char *plugin_dir, int check, int all, idem_plugins **out);
+    const char *plugin_dir, const idem_db_maker *maker, int check, int all,
+    idem_plugins **out);
 
 /*
  * Runs each plugin's deploy hook, in order, with the data of its setup.

@@ -144,7 +144,8 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 		/* --check: every stage that can run does, each problem
 		 * logged; the first error is the answer */
 		err = cfg->errors > 0 ? IDEM_ERR_CONFIG : IDEM_OK;
-		keep(&err, idem_plugins_load(cfg, svc->router, plugin_dir, 1, 1,
+		keep(&err, idem_plugins_load(cfg, svc->router, plugin_dir,
+		    idem_store_db_maker(cfg), 1, 1,
 		    &svc->plugins));
 		keep(&err, apply_sections(svc));
 		keep(&err, idem_builtin_check(svc));
@@ -165,8 +166,8 @@ build(idem_config *cfg, const char *plugin_dir, int check, int deploy,
 		}
 	}
 	if (err == IDEM_OK && !all)
-		err = idem_plugins_load(cfg, svc->router, plugin_dir, check, 0,
-		    &svc->plugins);
+		err = idem_plugins_load(cfg, svc->router, plugin_dir,
+		    idem_store_db_maker(cfg), check, 0, &svc->plugins);
 	if (err == IDEM_OK && !all)
 		err = apply_sections(svc);
 	if (err == IDEM_OK && !all)

@@ -78,3 +78,37 @@ idem_store_reachable(const idem_config *cfg)
 #endif
 	return cfg->idem.store == IDEM_STORE_MEMORY;
 }
+
+#ifdef HAVE_POSTGRES
+/* idem_db_maker.pool for PostgreSQL. */
+static idem_err
+postgres_pool(const idem_config *cfg, const char *const *sql, size_t nsql,
+    idem_db **out)
+{
+	idem_store_opts o = idem_store_opts_of(cfg, 0);
+
+	return idem_store_postgres_db_new(&cfg->postgres, &o, sql, nsql,
+	    cfg->postgres.pool_size, out);
+}
+
+/* idem_db_maker.exec for PostgreSQL. */
+static idem_err
+postgres_exec(const idem_config *cfg, const char *sql)
+{
+	return idem_store_postgres_db_exec(&cfg->postgres, cfg->path, sql);
+}
+
+static const idem_db_maker postgres_maker = { postgres_pool, postgres_exec };
+#endif
+
+const idem_db_maker *
+idem_store_db_maker(const idem_config *cfg)
+{
+#ifdef HAVE_POSTGRES
+	if (cfg->idem.enabled && cfg->idem.store == IDEM_STORE_POSTGRES)
+		return &postgres_maker;
+#else
+	(void)cfg;
+#endif
+	return NULL;
+}

@@ -8,6 +8,7 @@
 
 #include "idem_config.h"
 #include "idem_store.h"
+#include "idem_store_tx.h"
 
 /*
  * The store cfg's [idempotency] store names, made from cfg: the memory
@@ -30,5 +31,10 @@ uint64_t idem_store_settle_for(const idem_config *cfg);
  * (a database not up yet is tried again and again): 1 or 0; a store with
  * no database of its own (memory) always answers. */
 int idem_store_reachable(const idem_config *cfg);
+
+/* The maker of plugins' pools of the database of the store cfg names
+ * (borrowed, static), NULL for a store without one, or whose pools the
+ * plugin layer makes itself (MySQL's, for its raw API). */
+const idem_db_maker *idem_store_db_maker(const idem_config *cfg);
 
 #endif

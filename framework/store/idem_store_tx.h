@@ -93,6 +93,24 @@ int idem_db_broken(idem_db_conn *c);
  * failure (idemfcgi_db.h).  Stops at an unknown conversion. */
 void idem_db_null_texts(const char *in, const char *out, va_list *ap);
 
+/* How the store factory (server/idem_store_open.c) makes a plugin's pool
+ * of its store's database and runs a plugin's DDL there, for a store
+ * whose database plugins may share; the plugin layer calls it without
+ * knowing the store (static, borrowed). */
+struct idem_config;
+typedef struct idem_db_maker {
+	/* A pool of cfg's store's database for a plugin: its pool-size
+	 * connections, each preparing the nsql statements of sql (borrowed:
+	 * static storage; '?' placeholders) and the store's statements of
+	 * transactional routes.  Returns IDEM_OK with *out (free with
+	 * idem_db_free), or the error (logged). */
+	idem_err (*pool)(const struct idem_config *cfg, const char *const *sql,
+	    size_t nsql, idem_db **out);
+	/* Runs sql (one statement, DDL) on a connection of its own to cfg's
+	 * store's database.  Returns IDEM_OK or the error (logged). */
+	idem_err (*exec)(const struct idem_config *cfg, const char *sql);
+} idem_db_maker;
+
 struct idem_store_tx_ops {
 	/*
 	 * c is a connection of the plugin's pool (a data source of the

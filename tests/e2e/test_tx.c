@@ -1,12 +1,17 @@
 /*
- * test_tx.c - transactional routes end to end (issue 14): the real
- * idemfcgi with the testkit's POST /testkit/tx/{code} on a private MariaDB,
- * whose side effect is a row of testkit_effects written in the request's
- * transaction.  Workers are killed at each point of a first execution
- * (X-Testkit-Crash in the handler, X-Idemfcgi-Fault in the framework, with
- * IDEMFCGI_TEST_FAULTS=1); every retry's answer is checked against the
- * database: a side effect is there exactly once, with the answer that
- * replays.
+ * test_tx.c - transactional routes end to end (issue 14; on PostgreSQL,
+ * issue 38): the real idemfcgi with the testkit's POST /testkit/tx/{code}
+ * on a private database, whose side effect is a row of testkit_effects
+ * written in the request's transaction.  Workers are killed at each point
+ * of a first execution (X-Testkit-Crash in the handler, X-Idemfcgi-Fault
+ * in the framework, with IDEMFCGI_TEST_FAULTS=1); every retry's answer is
+ * checked against the database: a side effect is there exactly once,
+ * with the answer that replays.
+ *
+ * Built twice: test_tx on MySQL (a private MariaDB) and test_tx_postgres
+ * (TX_POSTGRES) on PostgreSQL.  The scenarios both stores share come
+ * first, then each store's own (how its server is made to kill a
+ * session, hold a lock, purge).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -19,19 +24,74 @@
 
 #include "calls.h"
 #include "harness.h"
+#ifdef TX_POSTGRES
+#include "postgres.h"
+#else
 #include "mariadb.h"
+#endif
 
 static harness h;
 
-/* Starts h on MySQL with faults allowed, 8 threads, and idem under
- * [idempotency]. */
+#ifdef TX_POSTGRES
+/* The program's PostgreSQL (its runner's). */
+static postgres *
+server(void)
+{
+	static postgres pg;
+
+	cr_assert_eq(postgres_from_env(&pg), 0);
+	return &pg;
+}
+
+/* Runs sql in the program's database; its rows (caller frees) or NULL. */
+static char *
+db_sql(const char *sql)
+{
+	return postgres_sql(server(), sql);
+}
+
+/* o, on the program's database. */
+static harness_opts
+on_store(harness_opts o)
+{
+	o.pg = server();
+	return o;
+}
+#else
+static char *
+db_sql(const char *sql)
+{
+	mariadb m;
+
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	return mariadb_sql(&m, sql);
+}
+
+static harness_opts
+on_store(harness_opts o)
+{
+	o.mysql = 1;
+	return o;
+}
+#endif
+
+/* Starts hn on the program's database with srv under [server], idem
+ * under [idempotency], a pool of 8, faults allowed. */
+static void
+start_on(harness *hn, const char *srv, const char *idem)
+{
+	harness_opts o = on_store((harness_opts){ .server = srv,
+	    .rest = "pool-size = 8\n", .idem = idem });
+
+	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
+	cr_assert_eq(harness_start(hn, &o), 0);
+}
+
+/* Starts h with 8 threads, one worker. */
 static void
 start(const char *idem)
 {
-	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
-	cr_assert_eq(harness_start(&h, &(harness_opts){
-	    .server = "threads = 8\nworkers = 1", .mysql = 1,
-	    .rest = "pool-size = 8\n", .idem = idem }), 0);
+	start_on(&h, "threads = 8\nworkers = 1", idem);
 }
 
 /* Rows of testkit_effects for key, and of them with exec (NULL: any). */
@@ -40,29 +100,24 @@ effects(const char *key, const char *exec)
 {
 	char sql[512], *out;
 	int n;
-	mariadb m;
 
-	cr_assert_eq(mariadb_from_env(&m), 0);
 	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM testkit_effects WHERE "
 	    "idem_key = '%s'%s%s%s", key, exec != NULL ? " AND exec = '" : "",
 	    exec != NULL ? exec : "", exec != NULL ? "'" : "");
-	out = mariadb_sql(&m, sql);
+	out = db_sql(sql);
 	cr_assert_not_null(out);
 	n = atoi(out);
 	free(out);
 	return n;
 }
 
-/* The state of key's record in m ("committed", "in_flight") or "none". */
+/* The state of key's record ("committed", "in_flight") or "none", in the
+ * rows out of a query (freed). */
 static const char *
-record_state_in(const mariadb *m, const char *key)
+state_of(char *out)
 {
 	static char state[32];
-	char sql[256], *out;
 
-	snprintf(sql, sizeof(sql), "SELECT state FROM idempotency_keys WHERE "
-	    "idem_key = '%s'", key);
-	out = mariadb_sql(m, sql);
 	snprintf(state, sizeof(state), "%s", out != NULL && *out != '\0' ? out :
 	    "none");
 	state[strcspn(state, "\n")] = '\0';
@@ -70,14 +125,31 @@ record_state_in(const mariadb *m, const char *key)
 	return state;
 }
 
-/* The same in the program's MariaDB. */
+/* The state of key's record in the program's database. */
 static const char *
 record_state(const char *key)
 {
-	mariadb m;
+	char sql[256];
 
-	cr_assert_eq(mariadb_from_env(&m), 0);
-	return record_state_in(&m, key);
+	snprintf(sql, sizeof(sql), "SELECT state FROM idempotency_keys WHERE "
+	    "idem_key = '%s'", key);
+	return state_of(db_sql(sql));
+}
+
+/* The count of rows of testkit_effects matching the SQL condition cond. */
+static int
+effects_where(const char *cond)
+{
+	char sql[512], *out;
+	int n;
+
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM testkit_effects WHERE "
+	    "%s", cond);
+	out = db_sql(sql);
+	cr_assert_not_null(out);
+	n = atoi(out);
+	free(out);
+	return n;
 }
 
 /* Sends c until it gets an answer other than IN_FLIGHT (the transaction
@@ -155,87 +227,19 @@ Test(tx, transient_answers_roll_back)
  * committed for a 2xx, rolled back for a 5xx. */
 Test(tx, keyless_requests_have_their_own_transaction)
 {
+	int before, after, after5;
 	call a;
-	mariadb m;
-	char *before, *after, *after5;
 
-	cr_assert_eq(mariadb_from_env(&m), 0);
 	start("required = false");
-	before = mariadb_sql(&m, "SELECT COUNT(*) FROM testkit_effects WHERE "
-	    "idem_key IS NULL");
+	before = effects_where("idem_key IS NULL");
 	a = call_one(h.addr, "/testkit/tx/201", NULL, NULL);
 	cr_expect_eq(a.status, 201);
-	after = mariadb_sql(&m, "SELECT COUNT(*) FROM testkit_effects WHERE "
-	    "idem_key IS NULL");
+	after = effects_where("idem_key IS NULL");
 	a = call_one(h.addr, "/testkit/tx/500", NULL, NULL);
 	cr_expect_eq(a.status, 500);
-	after5 = mariadb_sql(&m, "SELECT COUNT(*) FROM testkit_effects WHERE "
-	    "idem_key IS NULL");
-	cr_assert(before != NULL && after != NULL && after5 != NULL);
-	cr_expect_eq(atoi(after), atoi(before) + 1);
-	cr_expect_eq(atoi(after5), atoi(after));
-	free(before);
-	free(after);
-	free(after5);
-	harness_stop(&h);
-}
-
-/* Runs sql in the program's MariaDB; its rows (caller frees) or NULL. */
-static char *
-db_sql(const char *sql)
-{
-	mariadb m;
-
-	cr_assert_eq(mariadb_from_env(&m), 0);
-	return mariadb_sql(&m, sql);
-}
-
-/* Issue 35.4: a keyless request whose handler loses a deadlock and
- * ignores it (then writes again, in what is a new transaction, and
- * answers 201): the server rolled its transaction back; what it wrote
- * after must not commit alone.  503 TRANSACTION_ROLLED_BACK, no side
- * effect (before: 201, and the write after the deadlock committed). */
-Test(tx, keyless_handler_ignoring_a_deadlock_commits_nothing, .timeout = 90)
-{
-	char release[400], *out;
-	call a;
-	pthread_t t;
-	mariadb m;
-	FILE *fp;
-	int i, waiting = 0;
-
-	start("required = false");
-	a = call_make(h.addr, "/testkit/tx/203?deadlock=1", NULL, NULL);
-	cr_assert_eq(pthread_create(&t, NULL, call_thread, &a), 0);
-	cr_assert(harness_await_started(&h, "/testkit/tx/203", "-", 1));
-	/* rows 2 to 201, then row 1, which the handler holds: the heavier
-	 * transaction, so the handler's is the deadlock's victim */
-	cr_assert_eq(mariadb_from_env(&m), 0);
-	cr_assert_eq(mariadb_sql_background(&m, "START TRANSACTION; UPDATE "
-	    "testkit_locks SET n = n + 1 WHERE id >= 2; UPDATE testkit_locks SET "
-	    "n = n + 1 WHERE id = 1; DO SLEEP(1); ROLLBACK"), 0);
-	for (i = 0; i < 200 && !waiting; i++) {
-		out = db_sql("SELECT COUNT(*) FROM information_schema."
-		    "innodb_trx WHERE trx_state = 'LOCK WAIT' AND "
-		    "trx_rows_modified >= 200");
-		waiting = out != NULL && atoi(out) == 1;
-		free(out);
-		if (!waiting)
-			call_sleep(50);
-	}
-	cr_assert(waiting, "the other transaction never waited for row 1");
-	snprintf(release, sizeof(release), "%s.release", h.testkit_log);
-	cr_assert_not_null(fp = fopen(release, "w"));
-	fclose(fp);
-	pthread_join(t, NULL);
-	unlink(release);
-	cr_expect_eq(a.status, 503, "%d %s", a.status, a.body_out);
-	cr_expect_str_eq(a.code, "TRANSACTION_ROLLED_BACK");
-	out = db_sql("SELECT COUNT(*) FROM testkit_effects WHERE "
-	    "path = '/testkit/tx/203'");
-	cr_assert_not_null(out);
-	cr_expect_eq(atoi(out), 0, "the write after the deadlock committed");
-	free(out);
+	after5 = effects_where("idem_key IS NULL");
+	cr_expect_eq(after, before + 1);
+	cr_expect_eq(after5, after);
 	harness_stop(&h);
 }
 
@@ -400,50 +404,6 @@ Test(tx, duplicate_waits_and_replays, .timeout = 60)
 	harness_stop(&h);
 }
 
-/* Fencing, checked in SQL: a transaction that loses its key (here the
- * server kills its connection, as it does to a partitioned node) cannot
- * commit its side effect; the retry that takes the key is the one that
- * counts, and the first is told nothing was done.  On a MariaDB of its
- * own, so the one open transaction there is the first request's. */
-Test(tx, fenced_transaction_cannot_commit, .timeout = 120)
-{
-	const char *key = call_key("tx-fence");
-	char sql[256], *out;
-	call first, retry;
-	pthread_t t;
-	mariadb m;
-
-	cr_assert_eq(mariadb_start(&m), 0);
-	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "threads = 8",
-	    .mysql = 1, .db = &m, .rest = "pool-size = 8\n" }), 0);
-	first = call_make(h.addr, "/testkit/tx/201?ms=2000", key, NULL);
-	pthread_create(&t, NULL, call_thread, &first);
-	cr_assert(harness_await_started(&h, "/testkit/tx/201", key, 1));
-	out = mariadb_sql(&m, "SELECT trx_mysql_thread_id FROM "
-	    "information_schema.innodb_trx WHERE trx_rows_modified > 0");
-	cr_assert(out != NULL && atoi(out) > 0, "no open transaction: %s",
-	    out != NULL ? out : "?");
-	snprintf(sql, sizeof(sql), "KILL %d", atoi(out));
-	free(out);
-	free(mariadb_sql(&m, sql));
-	retry = call_make(h.addr, "/testkit/tx/201", key, NULL);
-	send_until_settled(&retry);
-	cr_expect_eq(retry.status, 201, "%d %s", retry.status, retry.body_out);
-	pthread_join(t, NULL);
-	cr_expect_eq(first.status, 503, "%d %s", first.status, first.body_out);
-	cr_expect_str_eq(first.code, "TRANSACTION_ROLLED_BACK");
-	snprintf(sql, sizeof(sql), "SELECT COUNT(*), SUM(exec = '%s') FROM "
-	    "testkit_effects WHERE idem_key = '%s'", retry.exec, key);
-	out = mariadb_sql(&m, sql);
-	cr_expect(out != NULL && strncmp(out, "1\t1", 3) == 0,
-	    "side effects (all, the retry's): %s", out != NULL ? out : "?");
-	free(out);
-	retry = call_one(h.addr, "/testkit/tx/201", key, NULL);
-	cr_expect_str_eq(retry.replayed, "true");
-	harness_stop(&h);
-	mariadb_destroy(&m);
-}
-
 /* ---------------------------------- how long a key can be held (review) */
 
 static long long
@@ -453,14 +413,6 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-start_on(harness *hn, const char *server, const char *idem)
-{
-	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
-	cr_assert_eq(harness_start(hn, &(harness_opts){ .server = server,
-	    .mysql = 1, .rest = "pool-size = 8\n", .idem = idem }), 0);
 }
 
 /* DESIGN 2.7: "A duplicate's INSERT IGNORE waits on its row lock for at
@@ -559,6 +511,113 @@ Test(tx, hung_node_does_not_hold_the_key_past_inflight_ttl,
 	    "inflight-ttl = 1s (last retry: %d %s)", r.status, r.code);
 	harness_stop(&a);
 	harness_stop(&b);
+}
+
+#ifndef TX_POSTGRES
+/* ------------------------------------------------------ MySQL's own */
+
+/* The state of key's record in m's database. */
+static const char *
+record_state_in(const mariadb *m, const char *key)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql), "SELECT state FROM idempotency_keys WHERE "
+	    "idem_key = '%s'", key);
+	return state_of(mariadb_sql(m, sql));
+}
+
+/* Issue 35.4: a keyless request whose handler loses a deadlock and
+ * ignores it (then writes again, in what is a new transaction, and
+ * answers 201): the server rolled its transaction back; what it wrote
+ * after must not commit alone.  503 TRANSACTION_ROLLED_BACK, no side
+ * effect (before: 201, and the write after the deadlock committed). */
+Test(tx, keyless_handler_ignoring_a_deadlock_commits_nothing, .timeout = 90)
+{
+	char release[400], *out;
+	call a;
+	pthread_t t;
+	mariadb m;
+	FILE *fp;
+	int i, waiting = 0;
+
+	start("required = false");
+	a = call_make(h.addr, "/testkit/tx/203?deadlock=1", NULL, NULL);
+	cr_assert_eq(pthread_create(&t, NULL, call_thread, &a), 0);
+	cr_assert(harness_await_started(&h, "/testkit/tx/203", "-", 1));
+	/* rows 2 to 201, then row 1, which the handler holds: the heavier
+	 * transaction, so the handler's is the deadlock's victim */
+	cr_assert_eq(mariadb_from_env(&m), 0);
+	cr_assert_eq(mariadb_sql_background(&m, "START TRANSACTION; UPDATE "
+	    "testkit_locks SET n = n + 1 WHERE id >= 2; UPDATE testkit_locks SET "
+	    "n = n + 1 WHERE id = 1; DO SLEEP(1); ROLLBACK"), 0);
+	for (i = 0; i < 200 && !waiting; i++) {
+		out = db_sql("SELECT COUNT(*) FROM information_schema."
+		    "innodb_trx WHERE trx_state = 'LOCK WAIT' AND "
+		    "trx_rows_modified >= 200");
+		waiting = out != NULL && atoi(out) == 1;
+		free(out);
+		if (!waiting)
+			call_sleep(50);
+	}
+	cr_assert(waiting, "the other transaction never waited for row 1");
+	snprintf(release, sizeof(release), "%s.release", h.testkit_log);
+	cr_assert_not_null(fp = fopen(release, "w"));
+	fclose(fp);
+	pthread_join(t, NULL);
+	unlink(release);
+	cr_expect_eq(a.status, 503, "%d %s", a.status, a.body_out);
+	cr_expect_str_eq(a.code, "TRANSACTION_ROLLED_BACK");
+	out = db_sql("SELECT COUNT(*) FROM testkit_effects WHERE "
+	    "path = '/testkit/tx/203'");
+	cr_assert_not_null(out);
+	cr_expect_eq(atoi(out), 0, "the write after the deadlock committed");
+	free(out);
+	harness_stop(&h);
+}
+
+/* Fencing, checked in SQL: a transaction that loses its key (here the
+ * server kills its connection, as it does to a partitioned node) cannot
+ * commit its side effect; the retry that takes the key is the one that
+ * counts, and the first is told nothing was done.  On a MariaDB of its
+ * own, so the one open transaction there is the first request's. */
+Test(tx, fenced_transaction_cannot_commit, .timeout = 120)
+{
+	const char *key = call_key("tx-fence");
+	char sql[256], *out;
+	call first, retry;
+	pthread_t t;
+	mariadb m;
+
+	cr_assert_eq(mariadb_start(&m), 0);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "threads = 8",
+	    .mysql = 1, .db = &m, .rest = "pool-size = 8\n" }), 0);
+	first = call_make(h.addr, "/testkit/tx/201?ms=2000", key, NULL);
+	pthread_create(&t, NULL, call_thread, &first);
+	cr_assert(harness_await_started(&h, "/testkit/tx/201", key, 1));
+	out = mariadb_sql(&m, "SELECT trx_mysql_thread_id FROM "
+	    "information_schema.innodb_trx WHERE trx_rows_modified > 0");
+	cr_assert(out != NULL && atoi(out) > 0, "no open transaction: %s",
+	    out != NULL ? out : "?");
+	snprintf(sql, sizeof(sql), "KILL %d", atoi(out));
+	free(out);
+	free(mariadb_sql(&m, sql));
+	retry = call_make(h.addr, "/testkit/tx/201", key, NULL);
+	send_until_settled(&retry);
+	cr_expect_eq(retry.status, 201, "%d %s", retry.status, retry.body_out);
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 503, "%d %s", first.status, first.body_out);
+	cr_expect_str_eq(first.code, "TRANSACTION_ROLLED_BACK");
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*), SUM(exec = '%s') FROM "
+	    "testkit_effects WHERE idem_key = '%s'", retry.exec, key);
+	out = mariadb_sql(&m, sql);
+	cr_expect(out != NULL && strncmp(out, "1\t1", 3) == 0,
+	    "side effects (all, the retry's): %s", out != NULL ? out : "?");
+	free(out);
+	retry = call_one(h.addr, "/testkit/tx/201", key, NULL);
+	cr_expect_str_eq(retry.replayed, "true");
+	harness_stop(&h);
+	mariadb_destroy(&m);
 }
 
 /* Regression on the two-phase path: S_INSERT now runs under
@@ -765,3 +824,94 @@ Test(tx, killed_worker_insert_landing_late_is_released, .timeout = 120)
 	harness_stop(&b);
 	mariadb_destroy(&m);
 }
+
+#else
+/* -------------------------------------------------- PostgreSQL's own */
+
+/* Issue 35.4 on PostgreSQL: a keyless request whose handler loses a
+ * deadlock and ignores it.  The server aborted its transaction; nothing
+ * of it commits: 503 TRANSACTION_ROLLED_BACK, no side effect.  The other
+ * session waits deadlock_timeout 10 s, so the handler's (1 s) is the one
+ * that finds the deadlock, and loses it; its lock waits end at
+ * lock_timeout (inflight-wait, 5 s here) only after that. */
+Test(tx, keyless_handler_ignoring_a_deadlock_commits_nothing, .timeout = 90)
+{
+	char release[400], *out;
+	call a;
+	pthread_t t;
+	FILE *fp;
+	int i, waiting = 0;
+
+	start("required = false\ninflight-wait = 5s");
+	a = call_make(h.addr, "/testkit/tx/203?deadlock=1", NULL, NULL);
+	cr_assert_eq(pthread_create(&t, NULL, call_thread, &a), 0);
+	cr_assert(harness_await_started(&h, "/testkit/tx/203", "-", 1));
+	cr_assert_eq(postgres_sql_background(server(), "BEGIN; SET LOCAL "
+	    "deadlock_timeout = '10s'; UPDATE testkit_locks SET n = n + 1 "
+	    "WHERE id >= 2; UPDATE testkit_locks SET n = n + 1 WHERE id = 1; "
+	    "SELECT pg_sleep(1); ROLLBACK"), 0);
+	for (i = 0; i < 200 && !waiting; i++) {
+		out = db_sql("SELECT COUNT(*) FROM pg_stat_activity WHERE "
+		    "wait_event_type = 'Lock' AND query LIKE '%id = 1%'");
+		waiting = out != NULL && atoi(out) == 1;
+		free(out);
+		if (!waiting)
+			call_sleep(50);
+	}
+	cr_assert(waiting, "the other transaction never waited for row 1");
+	snprintf(release, sizeof(release), "%s.release", h.testkit_log);
+	cr_assert_not_null(fp = fopen(release, "w"));
+	fclose(fp);
+	pthread_join(t, NULL);
+	unlink(release);
+	cr_expect_eq(a.status, 503, "%d %s", a.status, a.body_out);
+	cr_expect_str_eq(a.code, "TRANSACTION_ROLLED_BACK");
+	cr_expect_eq(effects_where("path = '/testkit/tx/203'"), 0,
+	    "the write after the deadlock committed");
+	harness_stop(&h);
+}
+
+/* Fencing on PostgreSQL: the server ends the session of a transaction
+ * that holds its key (pg_terminate_backend, as it ends one idle past
+ * inflight-ttl): its side effect never commits, the retry's does, and
+ * the first is told nothing was done.  On a server of its own, so the
+ * one session idle in a transaction there is the first request's. */
+Test(tx, fenced_transaction_cannot_commit, .timeout = 120)
+{
+	const char *key = call_key("tx-fence");
+	char sql[256], *out;
+	call first, retry;
+	pthread_t t;
+	postgres own;
+
+	cr_assert_eq(postgres_start(&own), 0);
+	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "threads = 8",
+	    .pg = &own, .rest = "pool-size = 8\n" }), 0);
+	first = call_make(h.addr, "/testkit/tx/201?ms=2000", key, NULL);
+	pthread_create(&t, NULL, call_thread, &first);
+	cr_assert(harness_await_started(&h, "/testkit/tx/201", key, 1));
+	out = postgres_sql(&own, "SELECT pg_terminate_backend(pid) FROM "
+	    "pg_stat_activity WHERE state = 'idle in transaction'");
+	cr_assert(out != NULL && strncmp(out, "t", 1) == 0, "no session in a "
+	    "transaction: %s", out != NULL ? out : "?");
+	free(out);
+	retry = call_make(h.addr, "/testkit/tx/201", key, NULL);
+	send_until_settled(&retry);
+	cr_expect_eq(retry.status, 201, "%d %s", retry.status, retry.body_out);
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 503, "%d %s", first.status, first.body_out);
+	cr_expect_str_eq(first.code, "TRANSACTION_ROLLED_BACK");
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*), COUNT(*) FILTER (WHERE "
+	    "exec = '%s') FROM testkit_effects WHERE idem_key = '%s'",
+	    retry.exec, key);
+	out = postgres_sql(&own, sql);
+	cr_expect(out != NULL && strncmp(out, "1\t1", 3) == 0,
+	    "side effects (all, the retry's): %s", out != NULL ? out : "?");
+	free(out);
+	retry = call_one(h.addr, "/testkit/tx/201", key, NULL);
+	cr_expect_str_eq(retry.replayed, "true");
+	harness_stop(&h);
+	postgres_destroy(&own);
+}
+#endif

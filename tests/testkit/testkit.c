@@ -30,9 +30,6 @@
 #include <uuid.h>
 
 #include "idemfcgi_db.h"
-#ifdef HAVE_MYSQL
-#include "idemfcgi_mysql.h"
-#endif
 
 typedef struct testkit {
 	int log_fd;
@@ -400,18 +397,31 @@ hold(const idem_request *req, idem_response *res, void *data)
 	return finish(data, req, res, 201, NULL);
 }
 
-#ifdef HAVE_MYSQL
-/* The side effects of /testkit/tx, one row per execution that commits. */
-static const char effects_table[] = "CREATE TABLE IF NOT EXISTS "
-    "testkit_effects (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
-    "path VARCHAR(255) NOT NULL, idem_key VARBINARY(255) NULL, "
-    "exec CHAR(36) NOT NULL) ENGINE = InnoDB";
-/* Rows that /testkit/tx?deadlock=1 locks, 1 to 201. */
-static const char locks_table[] = "CREATE TABLE IF NOT EXISTS "
-    "testkit_locks (id INT NOT NULL PRIMARY KEY, n BIGINT NOT NULL) "
-    "ENGINE = InnoDB";
-static const char locks_rows[] = "INSERT IGNORE INTO testkit_locks "
-    "SELECT seq, 0 FROM seq_1_to_201";
+/* The side effects of /testkit/tx, one row per execution that commits,
+ * and the rows that /testkit/tx?deadlock=1 locks, 1 to 201: by dialect
+ * (idem_app_db_dialect), in the store's database. */
+static const char *const tx_tables[][3] = {
+	[IDEM_DB_MYSQL] = {
+		"CREATE TABLE IF NOT EXISTS testkit_effects (id BIGINT NOT "
+		"NULL AUTO_INCREMENT PRIMARY KEY, path VARCHAR(255) NOT NULL, "
+		"idem_key VARBINARY(255) NULL, exec CHAR(36) NOT NULL) "
+		"ENGINE = InnoDB",
+		"CREATE TABLE IF NOT EXISTS testkit_locks (id INT NOT NULL "
+		"PRIMARY KEY, n BIGINT NOT NULL) ENGINE = InnoDB",
+		"INSERT IGNORE INTO testkit_locks SELECT seq, 0 FROM "
+		"seq_1_to_201",
+	},
+	[IDEM_DB_POSTGRES] = {
+		"CREATE TABLE IF NOT EXISTS testkit_effects (id BIGSERIAL "
+		"PRIMARY KEY, path VARCHAR(255) NOT NULL, idem_key BYTEA NULL, "
+		"exec CHAR(36) NOT NULL)",
+		"CREATE TABLE IF NOT EXISTS testkit_locks (id INT NOT NULL "
+		"PRIMARY KEY, n BIGINT NOT NULL)",
+		"INSERT INTO testkit_locks SELECT g, 0 FROM generate_series(1, "
+		"201) g ON CONFLICT DO NOTHING",
+	},
+};
+/* The same text in either dialect. */
 enum { Q_EFFECT, Q_LOCK };
 static const char *const effects_sql[] = {
 	[Q_EFFECT] = "INSERT INTO testkit_effects (path, idem_key, exec) "
@@ -422,19 +432,20 @@ static const char *const effects_sql[] = {
 /* ?deadlock=1 of /testkit/tx: locks row 1, notes itself in <log>.started,
  * waits for <log>.release (the test holds rows 2 to 201 by then and waits
  * for row 1), then locks row 2: a deadlock, which this transaction, the
- * lighter, loses.  The handler ignores it, as a faulty one would (the
- * statement helper told the connection), and goes on. */
+ * lighter (on PostgreSQL: the first to wait), loses.  The handler ignores
+ * it, as a faulty one would (the statement helper told the connection),
+ * and goes on. */
 static idem_err
 lose_a_deadlock(const testkit *tk, const idem_request *req)
 {
-	idem_mysql_conn *c = idem_request_tx(req);
+	idem_db_conn *c = idem_request_db(req);
 	idem_err err;
 
-	if ((err = idem_mysql_run(c, Q_LOCK, "i", 1LL)) != IDEM_OK)
+	if ((err = idem_db_run(c, Q_LOCK, "i", 1LL)) != IDEM_OK)
 		return err;
 	(void)put_line(tk->started_fd, req, NULL);
 	await_release(tk);
-	err = idem_mysql_run(c, Q_LOCK, "i", 2LL);
+	err = idem_db_run(c, Q_LOCK, "i", 2LL);
 	idem_log(req, IDEM_LOG_WARN, "testkit: row 2: %s (ignored)",
 	    idem_strerror(err));
 	return IDEM_OK;
@@ -461,10 +472,8 @@ tx(const idem_request *req, idem_response *res, void *data)
 	long code = num_param(req, "code", 200, 599);
 	const char *key = idem_request_header(req, "Idempotency-Key");
 	const char *q = idem_request_query(req);
-	MYSQL_STMT *st = idem_mysql_stmt(idem_request_tx(req), Q_EFFECT);
-	MYSQL_BIND b[3];
-	unsigned long len[3];
 	char exec[37];
+	idem_err err;
 	long ms = 0;
 
 	if (code < 0)
@@ -477,23 +486,11 @@ tx(const idem_request *req, idem_response *res, void *data)
 	    IDEM_OK)
 		return IDEM_ERR_STORE;
 	new_exec(exec);
-	memset(b, 0, sizeof(b));
-	len[0] = strlen(idem_request_path(req));
-	len[1] = key != NULL ? strlen(key) : 0;
-	len[2] = 36;
-	b[0].buffer_type = MYSQL_TYPE_STRING;
-	b[0].buffer = (void *)idem_request_path(req);
-	b[1].buffer_type = key != NULL ? MYSQL_TYPE_BLOB : MYSQL_TYPE_NULL;
-	b[1].buffer = (void *)key;
-	b[2].buffer_type = MYSQL_TYPE_STRING;
-	b[2].buffer = exec;
-	for (int i = 0; i < 3; i++) {
-		b[i].buffer_length = len[i];
-		b[i].length = &len[i];
-	}
-	if (mysql_stmt_bind_param(st, b) != 0 || mysql_stmt_execute(st) != 0) {
-		idem_log(req, IDEM_LOG_ERROR, "testkit: %s", mysql_stmt_error(st));
-		idem_mysql_check(idem_request_tx(req), mysql_stmt_errno(st));
+	if ((err = idem_db_run(idem_request_db(req), Q_EFFECT, "sbs",
+	    idem_request_path(req), key, key != NULL ? strlen(key) : 0,
+	    exec)) != IDEM_OK) {
+		idem_log(req, IDEM_LOG_ERROR, "testkit: its side effect: %s",
+		    idem_strerror(err));
 		return IDEM_ERR_STORE;
 	}
 	crash_at(req, "after-writes");
@@ -504,18 +501,6 @@ tx(const idem_request *req, idem_response *res, void *data)
 	return idem_response_json(res, (int)code, json_pack("{s:i, s:s}",
 	    "status", (int)code, "exec", exec));
 }
-#else
-/* Without the MySQL store a transactional route is refused at setup
- * (tx-route = true shows it): this never runs. */
-static idem_err
-tx(const idem_request *req, idem_response *res, void *data)
-{
-	(void)req;
-	(void)res;
-	(void)data;
-	return IDEM_ERR_HANDLER;
-}
-#endif
 
 /* POST /testkit/crash */
 static idem_err
@@ -704,16 +689,13 @@ setup(idem_app *app, void **data)
 	/* tx-route = true registers it on any store, to see it refused */
 	if ((err = idem_config_bool(app, "tx-route", 0, &tx_route)) != IDEM_OK)
 		goto fail;
-#ifdef HAVE_MYSQL
-	if (idem_app_uses_mysql(app)) {
-		if (idem_app_mysql_pool(app, effects_sql, sizeof(effects_sql) /
-		    sizeof(effects_sql[0])) == NULL) {
-			err = IDEM_ERR_STORE;
-			goto fail;
-		}
+	if (idem_app_db_dialect(app) != IDEM_DB_NONE &&
+	    idem_app_db(app, effects_sql, sizeof(effects_sql) /
+	    sizeof(effects_sql[0])) == NULL) {
+		err = IDEM_ERR_STORE;
+		goto fail;
 	}
-#endif
-	if ((idem_app_db_dialect(app) == IDEM_DB_MYSQL || tx_route) &&
+	if ((idem_app_db_dialect(app) != IDEM_DB_NONE || tx_route) &&
 	    (err = idem_route_add_tx(app, "POST", "/testkit/tx/{code}",
 	    IDEM_POLICY_DEFAULT, tx, tk)) != IDEM_OK)
 		goto fail;
@@ -731,19 +713,17 @@ fail:
 static idem_err
 deploy(idem_app *app, void *data)
 {
-	idem_err err = IDEM_OK;
+	idem_db_dialect d = idem_app_db_dialect(app);
+	idem_err err;
+	size_t i;
 
 	lifecycle(data, "deploy", 0);
-#ifdef HAVE_MYSQL
-	if (idem_app_uses_mysql(app) && ((err = idem_app_mysql_exec(app,
-	    effects_table)) != IDEM_OK || (err = idem_app_mysql_exec(app,
-	    locks_table)) != IDEM_OK || (err = idem_app_mysql_exec(app,
-	    locks_rows)) != IDEM_OK))
-		return err;
-#else
-	(void)app;
-#endif
-	return err;
+	if (d == IDEM_DB_NONE)
+		return IDEM_OK;
+	for (i = 0; i < 3; i++)
+		if ((err = idem_app_db_exec(app, tx_tables[d][i])) != IDEM_OK)
+			return err;
+	return IDEM_OK;
 }
 
 IDEM_PLUGIN("testkit", setup, deploy, teardown)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <libpq-fe.h>
@@ -674,8 +675,9 @@ idem_pg_p_null(idem_pg_params *p)
 }
 
 idem_err
-idem_pg_exec(idem_pg_conn *c, size_t i, const idem_pg_params *p,
-    uint64_t extra_ms, PGresult **res, char *sqlstate)
+idem_pg_exec_params(idem_pg_conn *c, size_t i, int n,
+    const char *const *values, const int *lengths, const int *formats,
+    int binary, uint64_t extra_ms, PGresult **res, char *sqlstate)
 {
 	idem_pg_pool *pool = c->pool;
 	char name[24];
@@ -690,8 +692,8 @@ idem_pg_exec(idem_pg_conn *c, size_t i, const idem_pg_params *p,
 	if (c->pg == NULL || i >= pool->nsql)
 		return lost(c, "not connected");
 	snprintf(name, sizeof(name), "s%zu", i);
-	if (!PQsendQueryPrepared(c->pg, name, p->n, p->values, p->lengths,
-	    p->formats, 1))
+	if (!PQsendQueryPrepared(c->pg, name, n, values, lengths, formats,
+	    binary))
 		return lost(c, PQerrorMessage(c->pg));
 	now = idem_now_ms();
 	err = finish(c, now + pool->write_ms, now + pool->write_ms +
@@ -703,6 +705,57 @@ idem_pg_exec(idem_pg_conn *c, size_t i, const idem_pg_params *p,
 	if (sqlstate != NULL)
 		memcpy(sqlstate, c->state, sizeof(c->state));
 	return err;
+}
+
+idem_err
+idem_pg_exec(idem_pg_conn *c, size_t i, const idem_pg_params *p,
+    uint64_t extra_ms, PGresult **res, char *sqlstate)
+{
+	return idem_pg_exec_params(c, i, p->n, p->values, p->lengths,
+	    p->formats, 1, extra_ms, res, sqlstate);
+}
+
+idem_err
+idem_pg_send(idem_pg_conn *c, size_t i, const idem_pg_params *p)
+{
+	char name[24];
+
+	if (c->pg == NULL || i >= c->pool->nsql)
+		return lost(c, "not connected");
+	snprintf(name, sizeof(name), "s%zu", i);
+	if (!PQsendQueryPrepared(c->pg, name, p->n, p->values, p->lengths,
+	    p->formats, 1))
+		return lost(c, PQerrorMessage(c->pg));
+	return flush(c, idem_now_ms() + c->pool->write_ms);
+}
+
+void
+idem_pg_cut(idem_pg_conn *c)
+{
+	int fd = c->pg != NULL ? PQsocket(c->pg) : -1;
+
+	c->broken = 1;
+	if (fd >= 0)
+		shutdown(fd, SHUT_RDWR);
+}
+
+int
+idem_pg_reopen(idem_pg_conn *c)
+{
+	disconnect(c);
+	return open_next(c->pool, c);
+}
+
+unsigned
+idem_pg_conn_index(const idem_pg_conn *c)
+{
+	return (unsigned)(c - c->pool->conns);
+}
+
+unsigned
+idem_pg_pool_size(const idem_pg_pool *p)
+{
+	return p->size;
 }
 
 long long

@@ -25,6 +25,7 @@
 
 #include "idemfcgi.h"
 #include "idem_config.h"
+#include "idem_store_tx.h"
 
 /* The most parameters a statement binds. */
 #define IDEM_PG_PARAMS_MAX 12
@@ -32,6 +33,9 @@
 typedef struct idem_pg_pool idem_pg_pool;
 
 typedef struct idem_pg_conn {
+	idem_db_conn db;         /* what the store-neutral layers see when
+	                          * the pool is a data source (idem_pg_db.c,
+	                          * idem_store_tx.h): first */
 	PGconn *pg;              /* NULL until connected */
 	int broken;              /* close when given back */
 	int timed_out;           /* its latest statement waited for the
@@ -115,6 +119,38 @@ unsigned idem_pg_pool_warm(idem_pg_pool *p);
  */
 idem_err idem_pg_exec(idem_pg_conn *c, size_t i, const idem_pg_params *p,
     uint64_t extra_ms, PGresult **res, char *sqlstate);
+
+/*
+ * idem_pg_exec with the parameters as libpq takes them (n values, their
+ * lengths and formats: borrowed for the call) and the rows in text
+ * (binary 0) or binary (1): for the data API, whose statements take any
+ * number of parameters and whose columns are read whatever their type.
+ */
+idem_err idem_pg_exec_params(idem_pg_conn *c, size_t i, int n,
+    const char *const *values, const int *lengths, const int *formats,
+    int binary, uint64_t extra_ms, PGresult **res, char *sqlstate);
+
+/* Sends statement i of c's pool with p's parameters and returns at once,
+ * without waiting for its answer (tests: a COMMIT that reaches the
+ * server while its connection is cut, or its process killed).  Returns
+ * IDEM_OK or IDEM_ERR_STORE (c broken). */
+idem_err idem_pg_send(idem_pg_conn *c, size_t i, const idem_pg_params *p);
+
+/* Cuts c's socket (the server sees the connection end, and rolls back
+ * what it has not committed) and marks c broken. */
+void idem_pg_cut(idem_pg_conn *c);
+
+/* Closes c and opens it again, on the first host of the list that takes
+ * it: for a connection found lost before its first statement.  Returns 0,
+ * or -1 (logged, c left unconnected). */
+int idem_pg_reopen(idem_pg_conn *c);
+
+/* The position of c in its pool, from 0 to the pool's size - 1: where a
+ * user of the pool keeps what it holds for each connection. */
+unsigned idem_pg_conn_index(const idem_pg_conn *c);
+
+/* The pool's size (its connections). */
+unsigned idem_pg_pool_size(const idem_pg_pool *p);
 
 /* What a failure of SQLSTATE state means, as idem_pg_exec returns it. */
 idem_err idem_pg_error_code(const char *state);

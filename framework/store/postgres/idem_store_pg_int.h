@@ -50,7 +50,7 @@ enum { P_RESERVE, P_SELECT, P_TAKEOVER, P_REUSE, P_RESUME, P_RECONCILE,
     P_COMMIT, P_RELEASE, P_PAUSE, P_RENEW, P_CHECKPOINT, P_UNKNOWN,
     P_RESOLVE, P_RESOLVE_RELEASE, P_PURGE, P_STATS, P_VERSION, P_OWNED_BY,
     P_RELEASE_BY, P_PAUSE_BY, P_LOOKUP, P_CENSUS, P_OLDEST,
-    P_LIST_UNKNOWN, PNSTMT };
+    P_LIST_UNKNOWN, P_XACT_STATUS, PNSTMT };
 
 /* The statements' text, by index (idem_store_pg_sql.c). */
 extern const char *const idem_pgs_sql[PNSTMT];
@@ -59,6 +59,15 @@ extern const char *const idem_pgs_sql[PNSTMT];
  * element a row; then, for a lone request, P_RESERVE's and P_COMMIT's. */
 enum { PG_LANE_RESERVE_1 = 2, PG_LANE_COMMIT_1, PG_LANE_NSTMT };
 extern const char *const idem_pgs_batch_sql[PG_LANE_NSTMT];
+/* The statements of transactional routes, prepared on a plugin's pool
+ * after its own (idem_pg_db_extra numbers them): BEGIN, the reserve's
+ * (P_RESERVE ... P_RECONCILE), the record's (P_COMMIT, returning the
+ * transaction's id), the checkpoint's and the unknown mark's, the id of
+ * a keyless transaction, COMMIT and ROLLBACK (idem_store_pg_tx.c). */
+enum { PT_BEGIN, PT_RESERVE, PT_TAKEOVER, PT_REUSE, PT_RESUME,
+    PT_RECONCILE, PT_RECORD, PT_CHECKPOINT, PT_UNKNOWN, PT_XID, PT_COMMIT,
+    PT_ROLLBACK, PT_NSTMT };
+extern const char *const idem_pgs_tx_sql[PT_NSTMT];
 /* The statement of the schema's version alone (the check at open). */
 extern const char *const idem_pgs_version_sql[1];
 
@@ -132,6 +141,19 @@ void idem_pgs_p_reserve(idem_pg_params *p, const pg_reserve_args *a);
  * owner follow them). */
 void idem_pgs_p_commit(idem_pg_params *p, const idem_store_req *rq,
     const idem_stored_response *resp);
+/* Binds P_TAKEOVER's parameters for a, taking old_owner's reservation
+ * over. */
+void idem_pgs_p_takeover(idem_pg_params *p, const pg_reserve_args *a,
+    const char *old_owner);
+/* Binds P_CHECKPOINT's own parameters: rq's progress pr and lease. */
+void idem_pgs_p_progress(idem_pg_params *p, const idem_progress *pr,
+    const idem_store_req *rq);
+/* Binds P_REUSE's parameters for a. */
+void idem_pgs_p_reuse(idem_pg_params *p, const pg_reserve_args *a);
+/* Binds P_RESUME's parameters for a (old_owner NULL), or P_RECONCILE's
+ * (the unknown record held by old_owner). */
+void idem_pgs_p_held(idem_pg_params *p, const pg_reserve_args *a,
+    const char *old_owner);
 /* Binds k's scope and key. */
 void idem_pgs_p_key(idem_pg_params *p, const idem_store_key *k);
 /* Binds the length of the lease rq's owner renews: its policy's
@@ -181,6 +203,15 @@ idem_err idem_pgs_commit_alone(pg_store *ps, idem_store_req *rq,
  * read's error. */
 idem_err idem_pgs_answer_stored(pg_store *ps, idem_store_req *rq,
     const idem_stored_response *resp);
+
+/* The settings of the store's sessions (libpq's options: statement and
+ * lock timeouts, READ COMMITTED), then extra, into buf (size bytes). */
+void idem_pgs_session_options(char *buf, size_t size,
+    const idem_config_postgres *pg, const idem_store_opts *o,
+    const char *extra);
+
+/* idem_store_pg_tx.c: the operations of transactional routes */
+extern const struct idem_store_tx_ops idem_pgs_tx_ops;
 
 /* idem_store_pg_batch.c */
 /* The batcher of ps for pg ([postgres] batch-rows), its lanes on

@@ -70,35 +70,51 @@
 	    "= $1, headers = $2, body = $3, expires_at = " NOW " + " USEC("$4") \
 	    " WHERE " PK("5", "6") " AND " HELD " AND owner = $7"
 
+/* which server a transaction ran on: its postmaster's start, which a
+ * restart or a promoted standby changes */
+#define TX_SERVER "pg_postmaster_start_time()::text"
+#define TX_ID "pg_current_xact_id()::text, " TX_SERVER
+
+#define TAKEOVER_SQL "UPDATE idempotency_keys SET owner = $1, request_id = " \
+	    "$2, lease_at = " NOW ", lease_ms = $3, expires_at = " NOW " + " \
+	    USEC("$4") " WHERE " PK("5", "6") " AND state = 'in_flight' AND " \
+	    "owner = $7 AND fingerprint = $8 AND " LAPSED
+#define REUSE_SQL "UPDATE idempotency_keys SET state = 'in_flight', " \
+	    "fingerprint = $1, owner = $2, request_id = $3, reserved_at = " NOW \
+	    ", lease_at = " NOW ", lease_ms = $4, expires_at = " NOW " + " \
+	    USEC("$5") ", status = NULL, headers = NULL, body = NULL, phase = " \
+	    "NULL, progress = NULL WHERE " PK("6", "7") " AND expires_at <= " \
+	    NOW " AND (state <> 'in_flight' OR (" LAPSED " AND lease_at < " NOW \
+	    " - " USEC("$8") "))"
+#define RESUME_SQL "UPDATE idempotency_keys SET state = 'in_flight', owner = " \
+	    "$1, request_id = $2, lease_at = " NOW ", lease_ms = $3 WHERE " \
+	    PK("4", "5") " AND state = 'paused' AND fingerprint = $6 AND " \
+	    "expires_at > " NOW
+#define RECONCILE_SQL "UPDATE idempotency_keys SET owner = $1, request_id = " \
+	    "$2, lease_at = " NOW ", lease_ms = $3 WHERE " PK("4", "5") " AND " \
+	    "state = 'unknown' AND fingerprint = $6 AND owner = $7 AND (owner " \
+	    "= '' OR " LAPSED ") AND expires_at > " NOW
+#define CHECKPOINT_SQL "UPDATE idempotency_keys SET phase = $1, progress = " \
+	    "$2, lease_at = " NOW ", lease_ms = COALESCE($3::integer, " \
+	    "lease_ms) WHERE " PK("4", "5") " AND " HELD " AND owner = $6"
+#define UNKNOWN_SQL "UPDATE idempotency_keys SET state = 'unknown', owner = " \
+	    "'', lease_at = " NOW " WHERE " PK("1", "2") " AND " HELD " AND " \
+	    "owner = $3"
+
 const char *const idem_pgs_sql[PNSTMT] = {
 	[P_RESERVE] = RESERVE_SQL,
 	[P_SELECT] = "SELECT false, " ROW_COLS " FROM idempotency_keys k "
 	    "WHERE k.scope_hash = $1 AND k.idem_key = $2",
 	/* the reservation rule's TAKE_OVER and REUSE (idem_reserve_decide),
 	 * made conditional on what was read */
-	[P_TAKEOVER] = "UPDATE idempotency_keys SET owner = $1, request_id = "
-	    "$2, lease_at = " NOW ", lease_ms = $3, expires_at = " NOW " + "
-	    USEC("$4") " WHERE " PK("5", "6") " AND state = 'in_flight' AND "
-	    "owner = $7 AND fingerprint = $8 AND " LAPSED,
-	[P_REUSE] = "UPDATE idempotency_keys SET state = 'in_flight', "
-	    "fingerprint = $1, owner = $2, request_id = $3, reserved_at = " NOW
-	    ", lease_at = " NOW ", lease_ms = $4, expires_at = " NOW " + "
-	    USEC("$5") ", status = NULL, headers = NULL, body = NULL, phase = "
-	    "NULL, progress = NULL WHERE " PK("6", "7") " AND expires_at <= "
-	    NOW " AND (state <> 'in_flight' OR (" LAPSED " AND lease_at < " NOW
-	    " - " USEC("$8") "))",
+	[P_TAKEOVER] = TAKEOVER_SQL,
+	[P_REUSE] = REUSE_SQL,
 	/* the rule's RESUME: a paused record, by the same request; its
 	 * lifetime is the one it was reserved with */
-	[P_RESUME] = "UPDATE idempotency_keys SET state = 'in_flight', owner = "
-	    "$1, request_id = $2, lease_at = " NOW ", lease_ms = $3 WHERE "
-	    PK("4", "5") " AND state = 'paused' AND fingerprint = $6 AND "
-	    "expires_at > " NOW,
+	[P_RESUME] = RESUME_SQL,
 	/* the rule's RECONCILE: held by nobody, or by an execution whose
 	 * lease is past its length, conditionally on that holder */
-	[P_RECONCILE] = "UPDATE idempotency_keys SET owner = $1, request_id = "
-	    "$2, lease_at = " NOW ", lease_ms = $3 WHERE " PK("4", "5") " AND "
-	    "state = 'unknown' AND fingerprint = $6 AND owner = $7 AND (owner "
-	    "= '' OR " LAPSED ") AND expires_at > " NOW,
+	[P_RECONCILE] = RECONCILE_SQL,
 	/* the owner-checked statements: their own parameters first, then
 	 * the key and the owner (owned, idem_store_postgres.c) */
 	[P_COMMIT] = COMMIT_SQL,
@@ -113,14 +129,10 @@ const char *const idem_pgs_sql[PNSTMT] = {
 	[P_RENEW] = "UPDATE idempotency_keys SET lease_at = " NOW ", lease_ms = "
 	    "COALESCE($1::integer, lease_ms) WHERE " PK("2", "3") " AND " HELD
 	    " AND owner = $4",
-	[P_CHECKPOINT] = "UPDATE idempotency_keys SET phase = $1, progress = "
-	    "$2, lease_at = " NOW ", lease_ms = COALESCE($3::integer, "
-	    "lease_ms) WHERE " PK("4", "5") " AND " HELD " AND owner = $6",
+	[P_CHECKPOINT] = CHECKPOINT_SQL,
 	/* kept of unknown outcome, held by nobody (owner ''): the next retry
 	 * may take it to reconcile */
-	[P_UNKNOWN] = "UPDATE idempotency_keys SET state = 'unknown', owner = "
-	    "'', lease_at = " NOW " WHERE " PK("1", "2") " AND " HELD " AND "
-	    "owner = $3",
+	[P_UNKNOWN] = UNKNOWN_SQL,
 	/* an operator's answer for a record of unknown outcome (its expiry
 	 * kept), or its release: owner-checked as the owner's are */
 	[P_RESOLVE] = "UPDATE idempotency_keys SET state = 'committed', status "
@@ -172,6 +184,32 @@ const char *const idem_pgs_sql[PNSTMT] = {
 	    UTC("expires_at") ", " AGE("reserved_at") ", " AGE("lease_at") ", "
 	    US("expires_at - " NOW) " FROM idempotency_keys WHERE state = "
 	    "'unknown' ORDER BY lease_at, scope_hash, idem_key LIMIT $1",
+	/* a lost COMMIT's transaction ($1, an xid8) asked of the server
+	 * that ran it ($2, its postmaster's start: TX_SERVER): another
+	 * server's answer would be about another transaction of that id */
+	[P_XACT_STATUS] = "SELECT " TX_SERVER " = $2, CASE WHEN " TX_SERVER
+	    " = $2 THEN pg_xact_status($1::xid8) END",
+};
+
+/* The statements of transactional routes, on a plugin's pool (the
+ * transaction is the handler's).  The writes that end one (its record,
+ * its mark of unknown outcome), and the read of a keyless one's id,
+ * return the transaction's id and its server, so that a COMMIT whose
+ * answer is lost can be asked about. */
+const char *const idem_pgs_tx_sql[PT_NSTMT] = {
+	[PT_BEGIN] = "BEGIN",
+	[PT_RESERVE] = RESERVE_SQL,
+	[PT_TAKEOVER] = TAKEOVER_SQL,
+	[PT_REUSE] = REUSE_SQL,
+	[PT_RESUME] = RESUME_SQL,
+	[PT_RECONCILE] = RECONCILE_SQL,
+	[PT_RECORD] = COMMIT_SQL " RETURNING " TX_ID,
+	[PT_CHECKPOINT] = CHECKPOINT_SQL,
+	[PT_UNKNOWN] = UNKNOWN_SQL " RETURNING " TX_ID,
+	/* NULL: no write, so no transaction id, nothing to commit */
+	[PT_XID] = "SELECT pg_current_xact_id_if_assigned()::text, " TX_SERVER,
+	[PT_COMMIT] = "COMMIT",
+	[PT_ROLLBACK] = "ROLLBACK",
 };
 
 /* A lane's rows arrive as arrays, element i of each the values of row
@@ -244,6 +282,7 @@ lock_wait(const pg_store *ps, int i)
 	switch (i) {
 	case P_SELECT: case P_STATS: case P_VERSION: case P_OWNED_BY:
 	case P_LOOKUP: case P_CENSUS: case P_OLDEST: case P_LIST_UNKNOWN:
+	case P_XACT_STATUS:
 		return 0;
 	}
 	return ps->lock_wait_ms;
@@ -383,6 +422,57 @@ idem_pgs_reserve_args(const pg_store *ps, pg_reserve_args *a,
 	a->life_us = (long long)rq->policy->lifetime_ms * 1000;
 	a->ttl_us = (long long)rq->policy->lease_ms * 1000;
 	a->lease_ms = (long long)rq->policy->lease_ms;
+}
+
+void
+idem_pgs_p_progress(idem_pg_params *p, const idem_progress *pr,
+    const idem_store_req *rq)
+{
+	idem_pg_p_init(p);
+	idem_pg_p_text(p, pr->phase);
+	idem_pg_p_bytes(p, pr->state, pr->state_len);
+	idem_pgs_p_lease(p, rq);
+}
+
+void
+idem_pgs_p_takeover(idem_pg_params *p, const pg_reserve_args *a,
+    const char *old_owner)
+{
+	idem_pg_p_init(p);
+	idem_pg_p_text(p, a->rq->owner);
+	idem_pg_p_text(p, a->rq->request_id);
+	idem_pg_p_ll(p, a->lease_ms);
+	idem_pg_p_ll(p, a->life_us);
+	idem_pgs_p_key(p, &a->rq->key);
+	idem_pg_p_text(p, old_owner);
+	idem_pg_p_bytes(p, a->rq->fp, 32);
+}
+
+void
+idem_pgs_p_reuse(idem_pg_params *p, const pg_reserve_args *a)
+{
+	idem_pg_p_init(p);
+	idem_pg_p_bytes(p, a->rq->fp, 32);
+	idem_pg_p_text(p, a->rq->owner);
+	idem_pg_p_text(p, a->rq->request_id);
+	idem_pg_p_ll(p, a->lease_ms);
+	idem_pg_p_ll(p, a->life_us);
+	idem_pgs_p_key(p, &a->rq->key);
+	idem_pg_p_ll(p, a->abandon_us);
+}
+
+void
+idem_pgs_p_held(idem_pg_params *p, const pg_reserve_args *a,
+    const char *old_owner)
+{
+	idem_pg_p_init(p);
+	idem_pg_p_text(p, a->rq->owner);
+	idem_pg_p_text(p, a->rq->request_id);
+	idem_pg_p_ll(p, a->lease_ms);
+	idem_pgs_p_key(p, &a->rq->key);
+	idem_pg_p_bytes(p, a->rq->fp, 32);
+	if (old_owner != NULL)
+		idem_pg_p_text(p, old_owner);
 }
 
 size_t

@@ -142,14 +142,7 @@ reserve_held(pg_store *ps, pg_reserve_args *a, pg_row *r, uint64_t read_at,
 
 	idem_copy_string(old_owner, sizeof(old_owner), r->owner);
 	idem_pgs_found_row(ps, a, r, read_at, out);
-	idem_pg_p_init(&p);
-	idem_pg_p_text(&p, a->rq->owner);
-	idem_pg_p_text(&p, a->rq->request_id);
-	idem_pg_p_ll(&p, a->lease_ms);
-	idem_pgs_p_key(&p, &a->rq->key);
-	idem_pg_p_bytes(&p, a->rq->fp, 32);
-	if (!resume)
-		idem_pg_p_text(&p, old_owner);
+	idem_pgs_p_held(&p, a, resume ? NULL : old_owner);
 	err = idem_pgs_count(ps, resume ? P_RESUME : P_RECONCILE, &p,
 	    &a->rq->contended, &n, &retried);
 	if (retried)
@@ -177,14 +170,7 @@ reserve_reuse(pg_store *ps, pg_reserve_args *a, const pg_row *r,
 	idem_pg_params p;
 	idem_err err;
 
-	idem_pg_p_init(&p);
-	idem_pg_p_bytes(&p, a->rq->fp, 32);
-	idem_pg_p_text(&p, a->rq->owner);
-	idem_pg_p_text(&p, a->rq->request_id);
-	idem_pg_p_ll(&p, a->lease_ms);
-	idem_pg_p_ll(&p, a->life_us);
-	idem_pgs_p_key(&p, &a->rq->key);
-	idem_pg_p_ll(&p, a->abandon_us);
+	idem_pgs_p_reuse(&p, a);
 	err = idem_pgs_count(ps, P_REUSE, &p, &a->rq->contended, n, &retried);
 	if (retried)
 		a->rq->unanswered = 1;
@@ -212,14 +198,7 @@ reserve_takeover(pg_store *ps, pg_reserve_args *a, const char *old_owner,
 	idem_pg_params p;
 	idem_err err;
 
-	idem_pg_p_init(&p);
-	idem_pg_p_text(&p, a->rq->owner);
-	idem_pg_p_text(&p, a->rq->request_id);
-	idem_pg_p_ll(&p, a->lease_ms);
-	idem_pg_p_ll(&p, a->life_us);
-	idem_pgs_p_key(&p, &a->rq->key);
-	idem_pg_p_text(&p, old_owner);
-	idem_pg_p_bytes(&p, a->rq->fp, 32);
+	idem_pgs_p_takeover(&p, a, old_owner);
 	err = idem_pgs_count(ps, P_TAKEOVER, &p, &a->rq->contended, &n,
 	    &retried);
 	if (retried)
@@ -477,10 +456,7 @@ pg_checkpoint(idem_store *s, idem_store_req *rq, const idem_progress *pr)
 {
 	idem_pg_params p;
 
-	idem_pg_p_init(&p);
-	idem_pg_p_text(&p, pr->phase);
-	idem_pg_p_bytes(&p, pr->state, pr->state_len);
-	idem_pgs_p_lease(&p, rq);
+	idem_pgs_p_progress(&p, pr, rq);
 	return owned((pg_store *)s, P_CHECKPOINT, &p, rq);
 }
 
@@ -620,6 +596,14 @@ session_options(char *buf, size_t size, const idem_config_postgres *pg,
 	    (unsigned long long)lock_ms, extra);
 }
 
+void
+idem_pgs_session_options(char *buf, size_t size,
+    const idem_config_postgres *pg, const idem_store_opts *o,
+    const char *extra)
+{
+	session_options(buf, size, pg, o, lock_wait_ms(o), extra);
+}
+
 /*
  * Checks the schema of pg's database on a connection of its own that
  * prepares nothing but the version's read (the store's statements would
@@ -683,6 +667,7 @@ idem_store_postgres_new(const idem_config_postgres *pg,
 	if ((ps = calloc(1, sizeof(*ps))) == NULL)
 		return IDEM_ERR_NOMEM;
 	ps->base.ops = &pg_ops;
+	ps->base.tx = &idem_pgs_tx_ops;
 	ps->base.settle_ms = idem_store_postgres_settle_ms(pg, o);
 	ps->base.abandon_ms = IDEM_ABANDON_DEFAULT_MS;
 	ps->base.limits.total = PG_VALUE_MAX - PG_MESSAGE_SLACK;

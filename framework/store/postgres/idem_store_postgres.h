@@ -10,6 +10,7 @@
 #include "idem_store.h"
 
 struct idem_config_postgres;
+struct idem_db;
 
 /*
  * The PostgreSQL store over the database of the [postgres] section pg,
@@ -37,6 +38,27 @@ uint64_t idem_store_postgres_settle_ms(const struct idem_config_postgres *pg,
  * file) answers now: one connection tried quietly.  1 or 0. */
 int idem_store_postgres_reachable(const struct idem_config_postgres *pg,
     const char *file);
+
+/*
+ * A pool of the database of the [postgres] section pg for a plugin (its
+ * data source, idemfcgi_db.h): size connections, each preparing the nsql
+ * statements of sql (borrowed: static storage; '?' placeholders) and the
+ * store's statements of transactional routes, in sessions set as the
+ * store's, whose transaction, left idle longer than o's inflight_ttl (a
+ * hung worker), the server ends.  Returns IDEM_OK with *out (free with
+ * idem_db_free), IDEM_ERR_INVALID (a statement's placeholders),
+ * IDEM_ERR_CONFIG (password file) or IDEM_ERR_NOMEM, logged.
+ */
+idem_err idem_store_postgres_db_new(const struct idem_config_postgres *pg,
+    const idem_store_opts *o, const char *const *sql, size_t nsql,
+    unsigned size, struct idem_db **out);
+
+/* Runs sql (one statement, DDL) on a connection of its own to the
+ * database of the [postgres] section pg (of the config file file).
+ * Returns IDEM_OK, IDEM_ERR_STORE (logged), IDEM_ERR_CONFIG or
+ * IDEM_ERR_NOMEM. */
+idem_err idem_store_postgres_db_exec(const struct idem_config_postgres *pg,
+    const char *file, const char *sql);
 
 /* Tests only: the next "insert" (a reservation), "takeover", "commit",
  * "release" or "renew" statement of the PostgreSQL store s is applied
