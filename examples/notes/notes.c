@@ -12,8 +12,9 @@
  *
  * Where the notes live follows [idempotency] store:
  *  - memory: in the worker's memory, under a mutex; POST is a plain route.
- *  - mysql: in the table "notes" of the store's database, through the
- *    data API (idemfcgi_db.h); POST is a
+ *  - mysql, postgres: in the table "notes" of the store's database,
+ *    through the data API (idemfcgi_db.h), each statement written in the
+ *    store's dialect (idem_app_db_dialect); POST is a
  *    transactional route (idem_route_add_tx): its INSERT runs in the
  *    transaction in which the framework reserves the key and stores the
  *    answer, so the note and its answer commit together, once per key,
@@ -49,29 +50,43 @@
 
 typedef struct notes {
 	long long max_notes, max_length;
-	/* a store with a database (MySQL) */
+	/* a store with a database (MySQL, PostgreSQL) */
 	idem_db *db;               /* owned by the server; NULL in memory */
+	idem_db_dialect dialect;   /* its statements' */
 	/* memory store */
 	pthread_mutex_t lock;      /* handlers run on many threads */
 	char **text;               /* text[i] is note i + 1 */
 	long long count;
 } notes;
 
-/* ------------------------------------------------------------- MySQL */
+/* ------------------------------------------- the store's database */
 
-/* Run by deploy (see above), through idem_app_db_exec.  DDL commits
- * implicitly: it belongs there, never in a transactional handler. */
-static const char create_table[] = "CREATE TABLE IF NOT EXISTS notes ("
-    "id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
-    "text MEDIUMTEXT CHARACTER SET utf8mb4 NOT NULL) ENGINE = InnoDB";
+/* Run by deploy (see above), through idem_app_db_exec, in the store's
+ * dialect.  DDL commits implicitly: it belongs there, never in a
+ * transactional handler. */
+static const char *const create_table[] = {
+	[IDEM_DB_MYSQL] = "CREATE TABLE IF NOT EXISTS notes (id BIGINT NOT "
+	    "NULL AUTO_INCREMENT PRIMARY KEY, text MEDIUMTEXT CHARACTER SET "
+	    "utf8mb4 NOT NULL) ENGINE = InnoDB",
+	[IDEM_DB_POSTGRES] = "CREATE TABLE IF NOT EXISTS notes (id BIGSERIAL "
+	    "PRIMARY KEY, text TEXT NOT NULL)",
+};
 
 /* Prepared once on each connection of the plugin's pool, when it
  * connects; the statement helper (idem_db_run, idem_db_one) runs
- * them by their index. */
+ * them by their index.  The new note's id: MySQL's AUTO_INCREMENT comes
+ * with the statement's result (idem_db_insert_id), PostgreSQL's as a row
+ * (RETURNING). */
 enum { Q_INSERT, Q_SELECT, NQ };
-static const char *const queries[NQ] = {
-	[Q_INSERT] = "INSERT INTO notes (text) VALUES (?)",
-	[Q_SELECT] = "SELECT text FROM notes WHERE id = ?",
+static const char *const queries[][NQ] = {
+	[IDEM_DB_MYSQL] = {
+		[Q_INSERT] = "INSERT INTO notes (text) VALUES (?)",
+		[Q_SELECT] = "SELECT text FROM notes WHERE id = ?",
+	},
+	[IDEM_DB_POSTGRES] = {
+		[Q_INSERT] = "INSERT INTO notes (text) VALUES (?) RETURNING id",
+		[Q_SELECT] = "SELECT text FROM notes WHERE id = ?",
+	},
 };
 
 /*
@@ -88,10 +103,11 @@ static const char *const queries[NQ] = {
  *    (a call to another system: HTTP, mail, a queue, another database;
  *    a file; the process's memory): the framework may still roll back
  *    after the handler returned;
- *  - after a statement fails (but for an error it expects, such as a
- *    duplicate key), runs no other one and answers 503: a deadlock has
- *    already rolled the whole transaction back (the key's reservation
- *    too), and a further statement would commit on its own;
+ *  - after a statement fails, runs no other one and answers 503: a
+ *    deadlock has already rolled the whole transaction back (the key's
+ *    reservation too), and on PostgreSQL any failure aborts it; an
+ *    outcome it expects (a duplicate key) is better written as no error
+ *    (ON CONFLICT, INSERT IGNORE);
  *  - answers a 4xx of commit-statuses (400, 404, 409, 422 by default)
  *    only when its writes so far may commit: it is stored, and commits;
  *  - is quick: the key's record and the rows it wrote stay locked until
@@ -103,8 +119,11 @@ static const char *const queries[NQ] = {
  * Returns 201 with *id set, or 503 (the transaction is rolled back).
  */
 static int
-db_insert(idem_db_conn *c, const char *text, long long *id)
+db_insert(const notes *n, idem_db_conn *c, const char *text, long long *id)
 {
+	if (n->dialect == IDEM_DB_POSTGRES)
+		return idem_db_one(c, Q_INSERT, "s", "i", text, id) == IDEM_OK ?
+		    201 : 503;
 	if (idem_db_run(c, Q_INSERT, "s", text) != IDEM_OK)
 		return 503;
 	*id = (long long)idem_db_insert_id(c, Q_INSERT);
@@ -197,7 +216,7 @@ created(const idem_request *req, idem_response *res, long long id,
 	    (json_int_t)id, "text", text));
 }
 
-/* POST /notes.  On MySQL a transactional route: idem_request_db is the
+/* POST /notes.  On a store with a database a transactional route: idem_request_db is the
  * connection inside the request's transaction (NULL in memory). */
 static idem_err
 create(const idem_request *req, idem_response *res, void *data)
@@ -216,7 +235,7 @@ create(const idem_request *req, idem_response *res, void *data)
 		return idem_response_problem(res, 422, "INVALID_NOTE",
 		    "expected {\"text\": \"...\"} within max-length");
 	}
-	status = tx != NULL ? db_insert(tx, text, &id) :
+	status = tx != NULL ? db_insert(n, tx, text, &id) :
 	    mem_insert(n, text, &id);
 	if (status == 201) {
 		idem_log(req, IDEM_LOG_INFO, "notes: created note %lld", id);
@@ -283,11 +302,13 @@ setup(idem_app *app, void **data)
 	    (err = idem_config_int(app, "max-length", 280, 1, 65536,
 	    &n->max_length)) != IDEM_OK)
 		goto fail;
-	if (idem_app_db_dialect(app) == IDEM_DB_MYSQL) {
+	n->dialect = idem_app_db_dialect(app);
+	if (n->dialect != IDEM_DB_NONE) {
 		/* the pool, which idem_route_add_tx needs; its connections
 		 * prepare statements naming the table when they connect, in
 		 * the workers, after deploy made it */
-		if ((n->db = idem_app_db(app, queries, NQ)) == NULL) {
+		if ((n->db = idem_app_db(app, queries[n->dialect], NQ)) ==
+		    NULL) {
 			err = IDEM_ERR_STORE;
 			goto fail;
 		}
@@ -315,9 +336,11 @@ fail:
 static idem_err
 deploy(idem_app *app, void *data)
 {
+	idem_db_dialect d = idem_app_db_dialect(app);
+
 	(void)data;
-	return idem_app_db_dialect(app) == IDEM_DB_MYSQL ?
-	    idem_app_db_exec(app, create_table) : IDEM_OK;
+	return d != IDEM_DB_NONE ? idem_app_db_exec(app, create_table[d]) :
+	    IDEM_OK;
 }
 
 IDEM_PLUGIN("notes", setup, deploy, teardown)

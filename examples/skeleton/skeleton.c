@@ -11,9 +11,10 @@
  * required says): a retry with the same Idempotency-Key gets the first
  * answer, Location and all, and makes no second thing.
  *
- * On the MySQL store the things live in the table skeleton_things of its
- * database, and POST is a transactional route: its INSERT commits with
- * the stored answer, once per key, across crashes.  On the memory store
+ * On a store with a database (MySQL, PostgreSQL) the things live in the
+ * table skeleton_things of its database, in statements of its dialect,
+ * and POST is a transactional route: its INSERT commits with the stored
+ * answer, once per key, across crashes.  On the memory store
  * they live in this process, under a mutex.
  *
  *   [skeleton]
@@ -31,24 +32,37 @@
 typedef struct skeleton {
 	long long max_name, max_things;
 	idem_db *db;                 /* the server's; NULL in memory */
+	idem_db_dialect dialect;     /* the store's database's */
 	pthread_mutex_t lock;        /* memory: handlers run on many threads */
 	char **names;                /* memory: names[i] is thing i + 1 */
 	long long count;
 } skeleton;
 
-/* ------------------------------------------------------------- MySQL */
+/* ------------------------------------------- the store's database */
 
-/* Made by deploy, once per start: DDL never runs in a handler. */
-static const char create_table[] = "CREATE TABLE IF NOT EXISTS "
-    "skeleton_things (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
-    "name VARCHAR(255) CHARACTER SET utf8mb4 NOT NULL) ENGINE = InnoDB";
+/* Made by deploy, once per start: DDL never runs in a handler.  By
+ * dialect (idem_app_db_dialect). */
+static const char *const create_table[] = {
+	[IDEM_DB_MYSQL] = "CREATE TABLE IF NOT EXISTS skeleton_things (id "
+	    "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, name VARCHAR(255) "
+	    "CHARACTER SET utf8mb4 NOT NULL) ENGINE = InnoDB",
+	[IDEM_DB_POSTGRES] = "CREATE TABLE IF NOT EXISTS skeleton_things (id "
+	    "BIGSERIAL PRIMARY KEY, name VARCHAR(255) NOT NULL)",
+};
 
 /* Prepared on each connection of the pool; run by index (static: the
- * pool keeps them). */
+ * pool keeps them).  PostgreSQL returns the new id as a row. */
 enum { Q_INSERT, Q_SELECT, NQ };
-static const char *const queries[NQ] = {
-	[Q_INSERT] = "INSERT INTO skeleton_things (name) VALUES (?)",
-	[Q_SELECT] = "SELECT name FROM skeleton_things WHERE id = ?",
+static const char *const queries[][NQ] = {
+	[IDEM_DB_MYSQL] = {
+		[Q_INSERT] = "INSERT INTO skeleton_things (name) VALUES (?)",
+		[Q_SELECT] = "SELECT name FROM skeleton_things WHERE id = ?",
+	},
+	[IDEM_DB_POSTGRES] = {
+		[Q_INSERT] = "INSERT INTO skeleton_things (name) VALUES (?) "
+		    "RETURNING id",
+		[Q_SELECT] = "SELECT name FROM skeleton_things WHERE id = ?",
+	},
 };
 
 /* ---------------------------------------------------------- handlers */
@@ -64,9 +78,10 @@ unavailable(idem_response *res)
 	    idem_response_header(res, "Retry-After", "1");
 }
 
-/* Makes a thing named name: in the request's transaction on MySQL (the
- * framework commits it with the answer), else in memory.  Returns IDEM_OK
- * with *id, IDEM_ERR_TOO_LARGE (memory full) or another error. */
+/* Makes a thing named name: in the request's transaction in the store's
+ * database (the framework commits it with the answer), else in memory.
+ * Returns IDEM_OK with *id, IDEM_ERR_TOO_LARGE (memory full) or another
+ * error. */
 static idem_err
 make_thing(skeleton *sk, const idem_request *req, const char *name,
     long long *id)
@@ -75,8 +90,11 @@ make_thing(skeleton *sk, const idem_request *req, const char *name,
 	char *copy;
 	idem_err err;
 
-	if (tx != NULL) {
+	if (tx != NULL && sk->dialect == IDEM_DB_POSTGRES)
 		/* a failure (logged, told to the connection) rolls back */
+		return idem_db_one(tx, Q_INSERT, "s", "i", name, id) == IDEM_OK ?
+		    IDEM_OK : IDEM_ERR_STORE;
+	if (tx != NULL) {
 		if (idem_db_run(tx, Q_INSERT, "s", name) != IDEM_OK)
 			return IDEM_ERR_STORE;
 		*id = (long long)idem_db_insert_id(tx, Q_INSERT);
@@ -201,8 +219,10 @@ setup(idem_app *app, void **data)
 	    &sk->max_name)) != IDEM_OK || (err = idem_config_int(app,
 	    "max-things", 1000, 1, 1000000, &sk->max_things)) != IDEM_OK)
 		goto fail;
-	if (idem_app_db_dialect(app) == IDEM_DB_MYSQL) {
-		if ((sk->db = idem_app_db(app, queries, NQ)) == NULL) {
+	sk->dialect = idem_app_db_dialect(app);
+	if (sk->dialect != IDEM_DB_NONE) {
+		if ((sk->db = idem_app_db(app, queries[sk->dialect], NQ)) ==
+		    NULL) {
 			err = IDEM_ERR_STORE;
 			goto fail;
 		}
@@ -229,9 +249,11 @@ fail:
 static idem_err
 deploy(idem_app *app, void *data)
 {
+	idem_db_dialect d = idem_app_db_dialect(app);
+
 	(void)data;
-	return idem_app_db_dialect(app) == IDEM_DB_MYSQL ?
-	    idem_app_db_exec(app, create_table) : IDEM_OK;
+	return d != IDEM_DB_NONE ? idem_app_db_exec(app, create_table[d]) :
+	    IDEM_OK;
 }
 
 IDEM_PLUGIN("skeleton", setup, deploy, teardown)

@@ -8,12 +8,14 @@
  *
  * n is a positive integer up to max-amount; malformed JSON is a 400, a bad
  * amount a 422.  Balances live in memory (one table per process, under a
- * mutex, bounded by max-accounts) or, when the idempotency store is MySQL,
- * in the table ledger_accounts of the same database (through the data
- * API, idemfcgi_db.h), each operation one statement.  On MySQL, deposits and withdrawals are transactional routes
- * ([ledger] transactional = true, the default): the balance changes in
- * the transaction that stores the answer, so a change happens exactly
- * once per key even when a worker is killed at any instant.
+ * mutex, bounded by max-accounts) or, when the idempotency store has a
+ * database (MySQL, PostgreSQL), in the table ledger_accounts of that
+ * database (through the data API, idemfcgi_db.h), each operation one
+ * statement, written in the store's dialect.  There, deposits and
+ * withdrawals are transactional routes ([ledger] transactional = true,
+ * the default): the balance changes in the transaction that stores the
+ * answer, so a change happens exactly once per key even when a worker is
+ * killed at any instant.
  */
 #include <ctype.h>
 #include <pthread.h>
@@ -51,6 +53,7 @@ typedef struct ledger {
 	unsigned long long count;
 	/* in the store's database */
 	idem_db *db;                /* owned by the server */
+	idem_db_dialect dialect;    /* its statements' */
 } ledger;
 
 /* ------------------------------------------------------------- memory */
@@ -101,13 +104,14 @@ mem_balance(ledger *lg, const char *id, long long *balance)
 	return acc != NULL ? DONE : NO_ACCOUNT;
 }
 
-/* -------------------------------------------------------------- MySQL */
+/* ------------------------------------------------- the store's database */
 
 enum { Q_DEPOSIT, Q_WITHDRAW, Q_BALANCE, NQ };
 
-/* LAST_INSERT_ID(expr) hands the new balance back with the statement's
- * result, so each change is one atomic round trip. */
-static const char *const queries[NQ] = {
+/* MySQL: LAST_INSERT_ID(expr) hands the new balance back with the
+ * statement's result, so each change is one atomic round trip; a BIGINT
+ * overflow is an error (1690). */
+static const char *const mysql_queries[NQ] = {
 	[Q_DEPOSIT] = "INSERT INTO ledger_accounts (id, balance) VALUES "
 	    "(?, LAST_INSERT_ID(?)) ON DUPLICATE KEY UPDATE balance = "
 	    "LAST_INSERT_ID(balance + VALUES(balance))",
@@ -116,9 +120,26 @@ static const char *const queries[NQ] = {
 	[Q_BALANCE] = "SELECT balance FROM ledger_accounts WHERE id = ?",
 };
 
-static const char create_table[] = "CREATE TABLE IF NOT EXISTS "
-    "ledger_accounts (id VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin "
-    "NOT NULL PRIMARY KEY, balance BIGINT NOT NULL) ENGINE = InnoDB";
+/* PostgreSQL: RETURNING hands the new balance back as a row; an error
+ * would abort the request's transaction, so a deposit that would
+ * overflow matches no row instead. */
+static const char *const postgres_queries[NQ] = {
+	[Q_DEPOSIT] = "INSERT INTO ledger_accounts AS a (id, balance) VALUES "
+	    "(?, ?) ON CONFLICT (id) DO UPDATE SET balance = a.balance + "
+	    "EXCLUDED.balance WHERE a.balance <= 9223372036854775807 - "
+	    "EXCLUDED.balance RETURNING balance",
+	[Q_WITHDRAW] = "UPDATE ledger_accounts SET balance = balance - ? "
+	    "WHERE id = ? AND balance >= ? RETURNING balance",
+	[Q_BALANCE] = "SELECT balance FROM ledger_accounts WHERE id = ?",
+};
+
+static const char *const create_table[] = {
+	[IDEM_DB_MYSQL] = "CREATE TABLE IF NOT EXISTS ledger_accounts (id "
+	    "VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL "
+	    "PRIMARY KEY, balance BIGINT NOT NULL) ENGINE = InnoDB",
+	[IDEM_DB_POSTGRES] = "CREATE TABLE IF NOT EXISTS ledger_accounts (id "
+	    "VARCHAR(64) NOT NULL PRIMARY KEY, balance BIGINT NOT NULL)",
+};
 
 /* The outcome of a statement that failed with err: contention or an
  * outage (logged by the helper) leaves the ledger unavailable. */
@@ -152,17 +173,27 @@ db_move(ledger *lg, idem_db_conn *tx, const char *id, long long amount,
 
 	if (c == NULL)
 		return UNAVAILABLE;
-	/* a BIGINT overflow (1690) is IDEM_ERR_TOO_LARGE */
-	err = amount > 0 ? idem_db_run(c, q, "si", id, abs) :
-	    idem_db_run(c, q, "isi", abs, id, abs);
-	if (err != IDEM_OK) {
-		o = failed(err);
-	} else if (idem_db_affected(c, q) == 0) {
+	if (lg->dialect == IDEM_DB_POSTGRES) {
+		/* the new balance as a row; none: an overflow, or a
+		 * withdrawal from an unknown or too poor account */
+		err = amount > 0 ? idem_db_one(c, q, "si", "i", id, abs,
+		    balance) : idem_db_one(c, q, "isi", "i", abs, id, abs,
+		    balance);
+		if (err == IDEM_ERR_NOT_FOUND && amount > 0)
+			err = IDEM_ERR_TOO_LARGE;
+	} else
+		/* a BIGINT overflow (1690) is IDEM_ERR_TOO_LARGE */
+		err = amount > 0 ? idem_db_run(c, q, "si", id, abs) :
+		    idem_db_run(c, q, "isi", abs, id, abs);
+	if (err == IDEM_ERR_NOT_FOUND || (err == IDEM_OK &&
+	    idem_db_affected(c, q) == 0)) {
 		/* a withdrawal that matched no row: unknown, or too poor */
 		o = db_balance_on(c, id, balance);
 		if (o == DONE)
 			o = INSUFFICIENT;
-	} else {
+	} else if (err != IDEM_OK) {
+		o = failed(err);
+	} else if (lg->dialect == IDEM_DB_MYSQL) {
 		*balance = (long long)idem_db_insert_id(c, q);
 	}
 	if (tx == NULL)
@@ -362,14 +393,16 @@ setup(idem_app *app, void **data)
 		goto fail;
 	if ((err = idem_config_bool(app, "transactional", 1, &tx)) != IDEM_OK)
 		goto fail;
-	if (idem_app_db_dialect(app) == IDEM_DB_MYSQL) {
-		if ((lg->db = idem_app_db(app, queries, NQ)) == NULL) {
-			err = IDEM_ERR_STORE;
-			goto fail;
-		}
+	lg->dialect = idem_app_db_dialect(app);
+	if (lg->dialect != IDEM_DB_NONE &&
+	    (lg->db = idem_app_db(app, lg->dialect == IDEM_DB_POSTGRES ?
+	    postgres_queries : mysql_queries, NQ)) == NULL) {
+		err = IDEM_ERR_STORE;
+		goto fail;
 	}
-	/* on MySQL a change and its answer commit together (exactly once
-	 * across crashes); in memory there is nothing to share */
+	/* in the store's database a change and its answer commit together
+	 * (exactly once across crashes); in memory there is nothing to
+	 * share */
 	add = lg->db != NULL && tx ? idem_route_add_tx : idem_route_add;
 	if ((err = add(app, "POST", "/accounts/{id}/deposit",
 	    IDEM_POLICY_DEFAULT, deposit, lg)) != IDEM_OK ||
@@ -389,9 +422,11 @@ fail:
 static idem_err
 deploy(idem_app *app, void *data)
 {
+	idem_db_dialect d = idem_app_db_dialect(app);
+
 	(void)data;
-	return idem_app_db_dialect(app) == IDEM_DB_MYSQL ?
-	    idem_app_db_exec(app, create_table) : IDEM_OK;
+	return d != IDEM_DB_NONE ? idem_app_db_exec(app, create_table[d]) :
+	    IDEM_OK;
 }
 
 IDEM_PLUGIN("ledger", setup, deploy, teardown)

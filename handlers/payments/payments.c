@@ -25,7 +25,8 @@
  *     IDEM_ERR_OUTCOME_UNKNOWN; the route's reconcile hook is the handler
  *     itself, which asks the provider again with the same key;
  *   - the payment is stored under the downstream key "payment": in memory,
- *     or on MySQL in the request's transaction (a transactional route).
+ *     or in the store's database (MySQL, PostgreSQL) in the request's
+ *     transaction (a transactional route).
  * [payments] recovery = false sends a fresh key on every execution and
  * records no progress, as a handler written without this framework's help
  * would: a timeout after charging then charges again on the retry (the
@@ -180,23 +181,40 @@ out:
 
 enum { Q_INSERT, Q_SELECT, NQ };
 
-static const char *const queries[NQ] = {
-	/* the same payment id on every execution: stored once */
-	[Q_INSERT] = "INSERT INTO payments (id, account, amount, charge, "
-	    "created_at) VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY "
-	    "UPDATE id = id",
-	[Q_SELECT] = "SELECT account, amount, charge FROM payments WHERE id = ?",
+/* By dialect (idem_app_db_dialect); the same payment id on every
+ * execution is stored once. */
+static const char *const queries[][NQ] = {
+	[IDEM_DB_MYSQL] = {
+		[Q_INSERT] = "INSERT INTO payments (id, account, amount, "
+		    "charge, created_at) VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6)) "
+		    "ON DUPLICATE KEY UPDATE id = id",
+		[Q_SELECT] = "SELECT account, amount, charge FROM payments "
+		    "WHERE id = ?",
+	},
+	[IDEM_DB_POSTGRES] = {
+		[Q_INSERT] = "INSERT INTO payments (id, account, amount, "
+		    "charge, created_at) VALUES (?, ?, ?, ?, now()) ON CONFLICT "
+		    "(id) DO NOTHING",
+		[Q_SELECT] = "SELECT account, amount, charge FROM payments "
+		    "WHERE id = ?",
+	},
 };
 
-static const char create_table[] = "CREATE TABLE IF NOT EXISTS payments ("
-    "id CHAR(36) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, "
-    "account VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, "
-    "amount BIGINT NOT NULL, charge VARCHAR(255) CHARACTER SET ascii "
-    "COLLATE ascii_bin NOT NULL, created_at DATETIME(6) NOT NULL) "
-    "ENGINE = InnoDB";
+static const char *const create_table[] = {
+	[IDEM_DB_MYSQL] = "CREATE TABLE IF NOT EXISTS payments (id CHAR(36) "
+	    "CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, "
+	    "account VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT "
+	    "NULL, amount BIGINT NOT NULL, charge VARCHAR(255) CHARACTER SET "
+	    "ascii COLLATE ascii_bin NOT NULL, created_at DATETIME(6) NOT "
+	    "NULL) ENGINE = InnoDB",
+	[IDEM_DB_POSTGRES] = "CREATE TABLE IF NOT EXISTS payments (id "
+	    "CHAR(36) NOT NULL PRIMARY KEY, account VARCHAR(64) NOT NULL, "
+	    "amount BIGINT NOT NULL, charge VARCHAR(255) NOT NULL, created_at "
+	    "TIMESTAMPTZ NOT NULL)",
+};
 
-/* Stores p, once: in the request's transaction (tx) or autocommit on
- * MySQL, else in memory.  Returns IDEM_OK, IDEM_ERR_TOO_LARGE (the memory
+/* Stores p, once: in the request's transaction (tx) or autocommit in the
+ * store's database, else in memory.  Returns IDEM_OK, IDEM_ERR_TOO_LARGE (the memory
  * table is full) or IDEM_ERR_STORE. */
 static idem_err
 store(payments *pm, idem_db_conn *tx, const payment *p)
@@ -543,12 +561,13 @@ setup(idem_app *app, void **data)
 	if ((err = configure(app, pm)) != IDEM_OK ||
 	    (err = idem_config_bool(app, "transactional", 1, &tx)) != IDEM_OK)
 		goto fail;
-	if (idem_app_db_dialect(app) == IDEM_DB_MYSQL &&
-	    (pm->db = idem_app_db(app, queries, NQ)) == NULL) {
+	if (idem_app_db_dialect(app) != IDEM_DB_NONE && (pm->db =
+	    idem_app_db(app, queries[idem_app_db_dialect(app)], NQ)) == NULL) {
 		err = IDEM_ERR_STORE;
 		goto fail;
 	}
-	/* on MySQL the payment and its answer commit together */
+	/* in the store's database the payment and its answer commit
+	 * together */
 	add = pm->db != NULL && tx ? idem_route_add_tx : idem_route_add;
 	if ((err = add(app, "POST", "/payments", IDEM_POLICY_REQUIRED, pay,
 	    pm)) != IDEM_OK || (pm->recovery && (err = idem_route_reconcile(app,
@@ -567,9 +586,11 @@ fail:
 static idem_err
 deploy(idem_app *app, void *data)
 {
+	idem_db_dialect d = idem_app_db_dialect(app);
+
 	(void)data;
-	return idem_app_db_dialect(app) == IDEM_DB_MYSQL ?
-	    idem_app_db_exec(app, create_table) : IDEM_OK;
+	return d != IDEM_DB_NONE ? idem_app_db_exec(app, create_table[d]) :
+	    IDEM_OK;
 }
 
 IDEM_PLUGIN("payments", setup, deploy, teardown)

@@ -6,12 +6,13 @@
 # store of a private MariaDB (tests/lib/mariadb-ctl), where its POST is a
 # transactional route.  Then does with examples/skeleton what
 # docs/plugins.md walks through: a copy built with its own Makefile, its
-# own test (make test) run on both stores.  The staging root has the Grafana dashboard and the
+# own test (make test) run on both stores.  Then both plugins, unchanged,
+# on the PostgreSQL store of a private PostgreSQL (tests/lib/postgres-ctl).  The staging root has the Grafana dashboard and the
 # alerting rules too.
 set -u
 b=${IDEM_BUILDDIR:?} s=${IDEM_SRCDIR:?}
 tmp=$(mktemp -d /tmp/idemfcgi-sdk.XXXXXX)
-pid='' db=''
+pid='' db='' pg=''
 stop_server() {
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
 	pid=
@@ -22,11 +23,15 @@ finish() {
 		"$s/tests/lib/mariadb-ctl" stop "$db"
 		[ -n "${IDEM_KEEP:-}" ] || rm -rf "$db"
 	fi
+	if [ -n "$pg" ]; then
+		"$s/tests/lib/postgres-ctl" stop "$pg" >/dev/null 2>&1
+		[ -n "${IDEM_KEEP:-}" ] || rm -rf "$pg"
+	fi
 	rm -rf "$tmp"
 }
 trap finish EXIT
 fail() { echo "not ok $1 - $2"; sed 's/^/# /' "$3"; exit 1; }
-echo 1..12
+echo 1..16
 
 make -C "$b" install DESTDIR="$tmp/root" >"$tmp/install.log" 2>&1 ||
 	fail 1 "make install into a staging root" "$tmp/install.log"
@@ -232,3 +237,88 @@ echo "rows: $rows" >>"$tmp/skeleton-test.log"
 	fail 12 "on MySQL the skeleton's test passes and makes one row" \
 	    "$tmp/skeleton-test.log"
 echo "ok 12 - on MySQL the skeleton's test passes and makes one row"
+
+# ------------------------------------------------- the PostgreSQL store
+# The same two plugins, unbuilt again: each asks the store's dialect.
+stop_server
+pg=$(mktemp -d "$b/tmp/postgres.XXXXXX")
+chmod 755 "$b/tmp" "$pg"
+# a free port can be taken before PostgreSQL binds it: three tries
+for try in 1 2 3; do
+	port=$(python3 -c 'import socket; s = socket.socket(); \
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	"$s/tests/lib/postgres-ctl" start "$pg" "$port" \
+	    >"$tmp/postgres.log" 2>&1 && break
+	port=
+done
+pgsql() { "$s/tests/lib/postgres-ctl" sql "$pg" "$1" 2>&1; }
+cat > "$tmp/idemfcgi-postgres.conf" <<CONF
+[server]
+listen = unix:$tmp/idemfcgi.sock
+plugins = $tmp/notes/notes.so
+[idempotency]
+store = postgres
+[postgres]
+host = 127.0.0.1
+port = $port
+user = idem
+password-file = $pg/password
+database = idem
+CONF
+: >"$tmp/server.log"
+[ -n "$port" ] && start_server "$tmp/idemfcgi-postgres.conf"
+[ -n "$port" ] && [ -S "$tmp/idemfcgi.sock" ] &&
+[ "$(pgsql "SELECT to_regclass('notes')")" = notes ] ||
+	{ cat "$tmp/postgres.log" >>"$tmp/server.log"
+	  fail 13 "on the PostgreSQL store the plugin starts and creates its \
+table" "$tmp/server.log"; }
+echo "ok 13 - on the PostgreSQL store the plugin starts and creates its table"
+
+first=$(post pg-1 '{"text":"hello"}')
+again=$(post pg-1 '{"text":"hello"}')
+rows=$(pgsql 'SELECT id, text FROM notes')
+{ echo "$first"; echo "$again"; echo "rows: $rows"; cat "$tmp/server.log"
+} >"$tmp/calls.log"
+echo "$first" | grep -q '^Status: 201' &&
+echo "$first" | grep -q '{"id":1,"text":"hello"}' &&
+echo "$again" | grep -q 'Idempotent-Replayed: true' &&
+echo "$again" | grep -q '{"id":1,"text":"hello"}' &&
+[ "$rows" = "$(printf '1\thello')" ] ||
+	fail 14 "on PostgreSQL a keyed POST inserts one row, and a retry \
+replays it" "$tmp/calls.log"
+echo "ok 14 - on PostgreSQL a keyed POST inserts one row, and a retry replays it"
+
+post pg-2 '{"text":"world"}' HTTP_X_IDEMFCGI_FAULT=after-handler \
+	>"$tmp/killed.out" 2>&1
+before=$(pgsql 'SELECT COUNT(*) FROM notes')
+i=0
+until retry=$(post pg-2 '{"text":"world"}') &&
+    echo "$retry" | grep -q '^Status: 201'; do
+	i=$((i + 1))
+	[ $i -gt 100 ] && break
+	sleep 0.1
+done
+again=$(post pg-2 '{"text":"world"}')
+rows=$(pgsql 'SELECT text, COUNT(*) FROM notes GROUP BY text ORDER BY text')
+{ cat "$tmp/killed.out"; echo "rows after the kill: $before"; echo "$retry"
+  echo "$again"; echo "rows: $rows"; cat "$tmp/server.log"; } >"$tmp/calls.log"
+[ "$before" = 1 ] &&
+echo "$retry" | grep -q '"text":"world"' &&
+echo "$again" | grep -q 'Idempotent-Replayed: true' &&
+[ "$rows" = "$(printf 'hello\t1\nworld\t1')" ] ||
+	fail 15 "on PostgreSQL a worker killed before the COMMIT leaves no \
+row; the retry inserts once" "$tmp/calls.log"
+echo "ok 15 - on PostgreSQL a worker killed before the COMMIT leaves no row; the retry inserts once"
+
+stop_server
+sed -n '/^\[idempotency\]/,$p' "$tmp/idemfcgi-postgres.conf" \
+	>"$tmp/skeleton-postgres.conf"
+IDEMFCGI=$bin sh "$tmp/things/test.sh" "$tmp/things/skeleton.so" \
+	"$tmp/skeleton-postgres.conf" >"$tmp/skeleton-test.log" 2>&1
+rc=$?
+rows=$(pgsql 'SELECT name, COUNT(*) FROM skeleton_things GROUP BY name')
+echo "rows: $rows" >>"$tmp/skeleton-test.log"
+[ $rc = 0 ] && [ "$rows" = "$(printf 'first\t1')" ] ||
+	fail 16 "on PostgreSQL the skeleton's test passes and makes one row" \
+	    "$tmp/skeleton-test.log"
+echo "ok 16 - on PostgreSQL the skeleton's test passes and makes one row"

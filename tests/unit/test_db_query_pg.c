@@ -339,3 +339,54 @@ Test(query_pg, put_back_in_a_transaction_is_rolled_back)
 	free(out);
 	cr_expect_eq(v1, v0);
 }
+
+typedef struct ddl_run {
+	idem_config *cfg;
+	const char *sql;
+	idem_err err;
+} ddl_run;
+
+static void *
+ddl_thread(void *arg)
+{
+	ddl_run *r = arg;
+
+	r->err = idem_store_postgres_db_exec(&r->cfg->postgres, "t.conf",
+	    r->sql);
+	return NULL;
+}
+
+/* The same CREATE TABLE IF NOT EXISTS from many instances at once (each
+ * one's deploy): every one succeeds.  Two sessions running it together
+ * fail on the catalog's unique index unless they take turns. */
+Test(query_pg, ddl_at_once_all_succeed)
+{
+	char text[1024], section[600], ddl[20][160];
+	ddl_run runs[20][8];
+	pthread_t t[20][8];
+	idem_config *cfg;
+	int i, k;
+
+	postgres_conf(&server, section, sizeof(section));
+	snprintf(text, sizeof(text), "[idempotency]\nstore = postgres\n%s",
+	    section);
+	cr_assert_eq(idem_config_load_string(text, "t.conf", &cfg), IDEM_OK);
+	/* twenty tables, each made by eight at once */
+	for (k = 0; k < 20; k++) {
+		snprintf(ddl[k], sizeof(ddl[k]), "CREATE TABLE IF NOT EXISTS "
+		    "q_ddl_%d_%d (id BIGSERIAL PRIMARY KEY, v TEXT)",
+		    (int)getpid(), k);
+		for (i = 0; i < 8; i++) {
+			runs[k][i] = (ddl_run){ cfg, ddl[k], IDEM_ERR_STORE };
+			pthread_create(&t[k][i], NULL, ddl_thread, &runs[k][i]);
+		}
+	}
+	for (k = 0; k < 20; k++)
+		for (i = 0; i < 8; i++) {
+			pthread_join(t[k][i], NULL);
+			cr_expect_eq(runs[k][i].err, IDEM_OK, "table %d, "
+			    "instance %d: %s", k, i,
+			    idem_strerror(runs[k][i].err));
+		}
+	idem_config_free(cfg);
+}

@@ -761,28 +761,38 @@ idem_pg_db_extra(const idem_db *db, size_t i)
 	return ((const pg_db *)db)->nsql + i;
 }
 
+/* The session lock every instance's DDL takes (an arbitrary number,
+ * idemfcgi's own): PostgreSQL's CREATE ... IF NOT EXISTS run by two
+ * sessions at once may fail on the catalog's unique index. */
+#define DDL_LOCK "4954611037"
+
 idem_err
 idem_pg_db_exec(const idem_config_postgres *pg, const char *file,
     const char *sql)
 {
 	static const idem_pg_params none = { 0 };
-	const char *one[1] = { sql };
+	const char *steps[3] = { "SELECT pg_advisory_lock(" DDL_LOCK ")", sql,
+	    "SELECT pg_advisory_unlock(" DDL_LOCK ")" };
 	idem_pg_pool *p;
 	idem_pg_conn *c;
 	PGresult *res;
 	idem_err err;
+	size_t i;
 
-	if ((err = idem_pg_pool_new(pg, file, one, 1, 1, NULL, &p)) != IDEM_OK)
+	if ((err = idem_pg_pool_new(pg, file, steps, 3, 1, NULL, &p)) != IDEM_OK)
 		return err;
-	/* a statement that does not prepare is logged by the pool */
+	/* a statement that does not prepare is logged by the pool; the lock
+	 * goes with the connection */
 	if ((c = idem_pg_get(p)) == NULL)
 		err = IDEM_ERR_STORE;
-	else {
-		if ((err = idem_pg_exec(c, 0, &none, 0, &res, NULL)) != IDEM_OK)
-			idem_pg_log_error(c, "statement");
+	for (i = 0; c != NULL && i < 3 && err == IDEM_OK; i++) {
+		if ((err = idem_pg_exec(c, i, &none, 0, &res, NULL)) != IDEM_OK)
+			idem_pg_log_error(c, i != 1 ? "the lock of DDL" :
+			    "statement");
 		PQclear(res);
-		idem_pg_put(p, c);
 	}
+	if (c != NULL)
+		idem_pg_put(p, c);
 	idem_pg_pool_free(p);
 	return err;
 }

@@ -57,7 +57,9 @@ void idem_pg_db_drop_rows(idem_db_conn *c);
 
 /* Runs sql (borrowed; one statement, DDL say, as written) on a
  * connection of its own to the database of the [postgres] section pg
- * (of the config file file).  Returns IDEM_OK, IDEM_ERR_STORE (the
+ * (of the config file file), holding a session lock that every
+ * instance's takes for it: PostgreSQL's CREATE ... IF NOT EXISTS run by
+ * two sessions at once may fail.  Returns IDEM_OK, IDEM_ERR_STORE (the
  * statement or the connection failed: logged), IDEM_ERR_CONFIG or
  * IDEM_ERR_NOMEM. */
 idem_err idem_pg_db_exec(const idem_config_postgres *pg, const char *file,
