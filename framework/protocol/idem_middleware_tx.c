@@ -75,6 +75,32 @@ not_committed(idem_middleware *mw, idem_request *req, idem_response *res,
 }
 
 /*
+ * After the transaction of rq, whose handler could not tell whether its
+ * side effect outside happened, did not commit (rolled back under it:
+ * its database writes and its reservation are gone): keeps the key of
+ * unknown outcome all the same, reserved anew on the two-phase path and
+ * marked so, so that a retry reconciles instead of running afresh.  A
+ * key someone else holds by then (or a record still there: one this
+ * execution was reconciling) is left as it is.  Returns IDEM_OK when the
+ * mark is kept, else the error (logged by the caller).
+ */
+static idem_err
+keep_unknown_outside(idem_middleware *mw, idem_store_req *rq)
+{
+	idem_reserve_result rr;
+	idem_err err;
+
+	memset(&rr, 0, sizeof(rr));
+	err = idem_store_reserve(mw->store, rq, &rr);
+	if (err == IDEM_OK && rr.outcome == IDEM_RESERVE_ACQUIRED)
+		err = idem_store_mark_unknown(mw->store, rq);
+	else if (err == IDEM_OK && rr.outcome != IDEM_RESERVE_UNKNOWN)
+		err = IDEM_ERR_NOT_FOUND;
+	idem_reserve_result_clear(&rr);
+	return err;
+}
+
+/*
  * After a transactional route's handler ran in c's transaction: writes the
  * answer into rq's record (rq's key empty: no record) and commits, or
  * rolls back when the answer is not stored.  A committable answer the
@@ -98,6 +124,34 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_db_conn *c,
 	const char *owner = keyed ? rq->owner : NULL;
 	idem_err err = IDEM_OK;
 
+	if (keyed && idem_mw_stays_unknown(ex, res, herr)) {
+		/* 8: kept of unknown outcome with what the handler wrote, in
+		 * its transaction.  Never run again here, even after a lost
+		 * race: its call outside may have been made.  Should the
+		 * transaction not commit, the mark is kept outside it (its
+		 * writes gone; a retry reconciles) */
+		err = lost ? IDEM_ERR_BUSY :
+		    idem_store_tx_mark_unknown(mw->store, c, rq);
+		if (err == IDEM_OK)
+			err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
+		else if (lost)
+			idem_store_tx_end(mw->store, c, rq, 0, &unknown);
+		if (err != IDEM_OK && !unknown)
+			err = keep_unknown_outside(mw, rq);
+		idem_mw_count_contended(mw, req, rq);
+		idem_mw_count(mw, req, err == IDEM_OK ?
+		    IDEM_OUTCOME_OUTCOME_UNKNOWN : unknown ?
+		    IDEM_OUTCOME_TX_UNKNOWN : IDEM_OUTCOME_TX_ROLLED_BACK);
+		idem_log_event(req, err == IDEM_OK ? IDEM_LOG_WARN :
+		    IDEM_LOG_ERROR, "outcome_unknown", owner, "the handler could "
+		    "not tell whether its side effect happened: %s",
+		    err == IDEM_OK ? "the record is kept of unknown outcome" :
+		    unknown ? "and whether its transaction keeping it so "
+		    "committed could not be learned" : "and the record could "
+		    "not be kept so; a retry runs again");
+		idem_mw_refuse_unknown(req, res);
+		return 0;
+	}
 	/* the server rolled the transaction back under the handler (a
 	 * deadlock; on Galera, another node's commit of this key won):
 	 * whatever the handler answered, nothing of it was done, and what it
@@ -108,26 +162,6 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_db_conn *c,
 		idem_mw_count_contended(mw, req, rq);
 		err = IDEM_ERR_BUSY;
 		goto not_committed;
-	}
-	if (keyed && idem_mw_stays_unknown(ex, res, herr)) {
-		/* 8: kept of unknown outcome with what the handler wrote, in
-		 * its transaction; should it not commit, nothing of this
-		 * execution stays (a retry runs again: its downstream keys
-		 * are the same) */
-		err = idem_store_tx_mark_unknown(mw->store, c, rq);
-		if (err == IDEM_OK)
-			err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
-		idem_mw_count_contended(mw, req, rq);
-		idem_mw_count(mw, req, err == IDEM_OK ?
-		    IDEM_OUTCOME_OUTCOME_UNKNOWN : IDEM_OUTCOME_TX_ROLLED_BACK);
-		idem_log_event(req, err == IDEM_OK ? IDEM_LOG_WARN :
-		    IDEM_LOG_ERROR, "outcome_unknown", owner, "the handler could "
-		    "not tell whether its side effect happened: %s",
-		    err == IDEM_OK ? "the record is kept of unknown outcome" :
-		    "and the transaction keeping it so did not commit; a retry "
-		    "runs again");
-		idem_mw_refuse_unknown(req, res);
-		return 0;
 	}
 	if (!idem_mw_committable(rq->policy, res, herr)) {
 		idem_store_tx_end(mw->store, c, rq, 0, &unknown);

@@ -422,11 +422,12 @@ static const char *const tx_tables[][3] = {
 	},
 };
 /* The same text in either dialect. */
-enum { Q_EFFECT, Q_LOCK };
+enum { Q_EFFECT, Q_LOCK, Q_DUPLICATE };
 static const char *const effects_sql[] = {
 	[Q_EFFECT] = "INSERT INTO testkit_effects (path, idem_key, exec) "
 	    "VALUES (?, ?, ?)",
 	[Q_LOCK] = "UPDATE testkit_locks SET n = n + 1 WHERE id = ?",
+	[Q_DUPLICATE] = "INSERT INTO testkit_locks (id, n) VALUES (1, 0)",
 };
 
 /* ?deadlock=1 of /testkit/tx: locks row 1, notes itself in <log>.started,
@@ -464,7 +465,10 @@ crash_at(const idem_request *req, const char *point)
 /* POST /testkit/tx/{code}: a transactional route.  Inserts its execution
  * into testkit_effects in the request's transaction, sleeps ?ms=N, and
  * answers code like status/{code}; ?deadlock=1 first loses a deadlock
- * and ignores it (lose_a_deadlock).  X-Testkit-Crash: before-writes or
+ * and ignores it (lose_a_deadlock); ?unknown=1 then runs a statement
+ * that fails (a duplicate key: on PostgreSQL the transaction is aborted)
+ * and says it cannot tell what became of its side effect
+ * (IDEM_ERR_OUTCOME_UNKNOWN).  X-Testkit-Crash: before-writes or
  * after-writes kills the worker there. */
 static idem_err
 tx(const idem_request *req, idem_response *res, void *data)
@@ -498,6 +502,12 @@ tx(const idem_request *req, idem_response *res, void *data)
 		started_then_sleep(data, req, ms);
 	if (record(data, req, exec) != IDEM_OK)
 		return IDEM_ERR_IO;
+	if (strcmp(q, "unknown=1") == 0) {
+		err = idem_db_run(idem_request_db(req), Q_DUPLICATE, "");
+		idem_log(req, IDEM_LOG_WARN, "testkit: a duplicate row: %s",
+		    idem_strerror(err));
+		return IDEM_ERR_OUTCOME_UNKNOWN;
+	}
 	return idem_response_json(res, (int)code, json_pack("{s:i, s:s}",
 	    "status", (int)code, "exec", exec));
 }

@@ -39,6 +39,7 @@ typedef struct pg_db {
 	int *nparams;                /* each plugin statement's parameters */
 	size_t nsql, nextra;
 	unsigned size;
+	uint64_t lock_ms;            /* the sessions' lock_timeout */
 	pg_rows *rows;               /* size * nsql: connection-major */
 	int *lost;                   /* by connection: a deadlock or a
 	                              * serialization failure rolled its
@@ -409,7 +410,7 @@ run(pg_db *d, idem_pg_conn *c, size_t i, const char *in, va_list *ap)
 		return bad_format(i, in, "not as many parameters as the "
 		    "statement's placeholders");
 	if ((err = idem_pg_exec_params(c, i, n, b.values, b.lengths,
-	    b.formats, 0, 0, &res, NULL)) != IDEM_OK)
+	    b.formats, 0, d->lock_ms, &res, NULL)) != IDEM_OK)
 		return failed(d, c, i, err);
 	tuples = PQcmdTuples(res);
 	r->affected = tuples[0] != '\0' ? strtoull(tuples, NULL, 10) : 0;
@@ -702,7 +703,8 @@ static const idem_db_ops pg_db_ops = {
 idem_err
 idem_pg_db_new(const idem_config_postgres *pg, const char *file,
     const char *const *sql, size_t nsql, const char *const *extra,
-    size_t nextra, unsigned size, const char *options, idem_db **out)
+    size_t nextra, unsigned size, const char *options, uint64_t lock_ms,
+    idem_db **out)
 {
 	pg_db *d = calloc(1, sizeof(*d));
 	idem_err err = IDEM_ERR_NOMEM;
@@ -714,6 +716,7 @@ idem_pg_db_new(const idem_config_postgres *pg, const char *file,
 	d->base.ops = &pg_db_ops;
 	d->base.dialect = IDEM_DB_POSTGRES;
 	d->size = size > 0 ? size : 1;
+	d->lock_ms = lock_ms;
 	d->sql = calloc(nsql + nextra + 1, sizeof(*d->sql));
 	d->nparams = calloc(nsql + 1, sizeof(*d->nparams));
 	d->rows = calloc((size_t)d->size * nsql + 1, sizeof(*d->rows));

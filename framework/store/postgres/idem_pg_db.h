@@ -17,7 +17,10 @@
 /*
  * A data source of size connections to the database of the [postgres]
  * section pg (of the config file file; both borrowed for the call), whose
- * sessions start with options (copied, or NULL).  Each connection
+ * sessions start with options (copied, or NULL) and wait lock_ms for a
+ * row lock (their lock_timeout, which each statement's answer is given on
+ * top of the timeouts: a lock wait ends as contention, never as a lost
+ * connection).  Each connection
  * prepares the nsql statements of sql (borrowed: static storage; '?'
  * placeholders, numbered here), then the nextra of extra (borrowed:
  * static storage; $n placeholders as written), which idem_pg_db_extra
@@ -27,7 +30,8 @@
  */
 idem_err idem_pg_db_new(const idem_config_postgres *pg, const char *file,
     const char *const *sql, size_t nsql, const char *const *extra,
-    size_t nextra, unsigned size, const char *options, idem_db **out);
+    size_t nextra, unsigned size, const char *options, uint64_t lock_ms,
+    idem_db **out);
 
 /* The pool's statement index of extra statement i of db. */
 size_t idem_pg_db_extra(const idem_db *db, size_t i);

@@ -204,6 +204,9 @@ idem_err idem_pgs_commit_alone(pg_store *ps, idem_store_req *rq,
 idem_err idem_pgs_answer_stored(pg_store *ps, idem_store_req *rq,
     const idem_stored_response *resp);
 
+/* The lock wait of a session for o, in ms: inflight-wait, at least a
+ * second (a shorter one would turn a brief lock into contention). */
+uint64_t idem_pgs_lock_wait_ms(const idem_store_opts *o);
 /* The settings of the store's sessions (libpq's options: statement and
  * lock timeouts, READ COMMITTED), then extra, into buf (size bytes). */
 void idem_pgs_session_options(char *buf, size_t size,

@@ -70,9 +70,17 @@
 	    "= $1, headers = $2, body = $3, expires_at = " NOW " + " USEC("$4") \
 	    " WHERE " PK("5", "6") " AND " HELD " AND owner = $7"
 
-/* which server a transaction ran on: its postmaster's start, which a
- * restart or a promoted standby changes */
-#define TX_SERVER "pg_postmaster_start_time()::text"
+/* which server a transaction ran on: its postmaster's start (in
+ * microseconds: text of a time would follow the session's TimeZone),
+ * which a restart or a promoted standby changes; a crash the postmaster
+ * recovers from in place does not, and may hand a lost transaction's id
+ * out again: TX_SERVER_STRICT adds the latest checkpoint's redo point,
+ * which that recovery moves (a keyed transaction's outcome is checked
+ * against its record instead) */
+#define TX_SERVER "(extract(epoch FROM pg_postmaster_start_time()) * " \
+	    "1000000)::int8::text"
+#define TX_SERVER_STRICT TX_SERVER " || '/' || " \
+	    "(pg_control_checkpoint()).redo_lsn::text"
 #define TX_ID "pg_current_xact_id()::text, " TX_SERVER
 
 #define TAKEOVER_SQL "UPDATE idempotency_keys SET owner = $1, request_id = " \
@@ -185,10 +193,13 @@ const char *const idem_pgs_sql[PNSTMT] = {
 	    US("expires_at - " NOW) " FROM idempotency_keys WHERE state = "
 	    "'unknown' ORDER BY lease_at, scope_hash, idem_key LIMIT $1",
 	/* a lost COMMIT's transaction ($1, an xid8) asked of the server
-	 * that ran it ($2, its postmaster's start: TX_SERVER): another
-	 * server's answer would be about another transaction of that id */
-	[P_XACT_STATUS] = "SELECT " TX_SERVER " = $2, CASE WHEN " TX_SERVER
-	    " = $2 THEN pg_xact_status($1::xid8) END",
+	 * that ran it ($2: TX_SERVER, or TX_SERVER_STRICT with its '/'):
+	 * another server's answer would be about another transaction of
+	 * that id */
+	[P_XACT_STATUS] = "SELECT s = $2, CASE WHEN s = $2 THEN "
+	    "pg_xact_status($1::xid8) END FROM (SELECT CASE WHEN strpos($2, "
+	    "'/') > 0 THEN " TX_SERVER_STRICT " ELSE " TX_SERVER " END AS s) "
+	    "AS server",
 };
 
 /* The statements of transactional routes, on a plugin's pool (the
@@ -207,7 +218,8 @@ const char *const idem_pgs_tx_sql[PT_NSTMT] = {
 	[PT_CHECKPOINT] = CHECKPOINT_SQL,
 	[PT_UNKNOWN] = UNKNOWN_SQL " RETURNING " TX_ID,
 	/* NULL: no write, so no transaction id, nothing to commit */
-	[PT_XID] = "SELECT pg_current_xact_id_if_assigned()::text, " TX_SERVER,
+	[PT_XID] = "SELECT pg_current_xact_id_if_assigned()::text, "
+	    TX_SERVER_STRICT,
 	[PT_COMMIT] = "COMMIT",
 	[PT_ROLLBACK] = "ROLLBACK",
 };

@@ -442,38 +442,51 @@ xact_outcome(pg_store *ps, const idem_pg_txid *id, unsigned *contended)
 	}
 }
 
+/* Whether rq's record is committed under its owner: read by a
+ * connection of the store's pool.  1, 0, or -1 (the read failed). */
+static int
+committed_ours(pg_store *ps, idem_store_req *rq)
+{
+	idem_err err;
+	pg_row r;
+	int ours;
+
+	err = idem_pgs_read_row(ps, &rq->key, &rq->contended, &r);
+	ours = r.found && r.committed && strcmp(r.owner, rq->owner) == 0;
+	idem_pgs_row_clear(&r);
+	return err != IDEM_OK ? -1 : ours;
+}
+
 /*
  * After c's COMMIT was lost (c cut): whether it committed.  Asked by the
- * transaction's id of its server; when that server cannot be asked
- * (another answers at its address: a promoted standby, a restart), by
- * rq's record, committed under its owner (only our own commit is an
- * answer there: what a promoted standby lacks was lost with the handler's
+ * transaction's id of its server: aborted is final (had it committed, its
+ * id could not have been handed out again); committed is taken from a
+ * keyed transaction only once its record says so too (a crash recovered
+ * in place may have lost ours and given its id to another: only our own
+ * commit under the owner proves it), and from a keyless one only when
+ * no checkpoint came between (its server's strict name).  When that
+ * server cannot be asked (another answers at its address: a promoted
+ * standby, a restart), rq's record committed under its owner is the
+ * only answer (what a promoted standby lacks was lost with the handler's
  * writes).  Returns IDEM_OK (committed), IDEM_ERR_STORE (not, or
  * *unknown set: cannot tell).
  */
 static idem_err
-lost_commit(pg_store *ps, idem_store_req *rq, const idem_pg_txid *id, int *unknown)
+lost_commit(pg_store *ps, idem_store_req *rq, const idem_pg_txid *id,
+    int *unknown)
 {
-	idem_err err;
-	pg_row r;
+	int keyed = rq->key.key_len > 0, said = -1;
 
 	if (id->xid[0] == '\0' && id->server[0] != '\0')
 		return IDEM_OK;   /* no write: nothing to commit */
-	if (id->xid[0] != '\0') {
-		switch (xact_outcome(ps, id, &rq->contended)) {
-		case 1:
-			return IDEM_OK;
-		case 0:
-			return IDEM_ERR_STORE;
-		}
-	}
-	if (rq->key.key_len > 0) {
-		err = idem_pgs_read_row(ps, &rq->key, &rq->contended, &r);
-		idem_pgs_row_clear(&r);
-		if (err == IDEM_OK && r.found && r.committed &&
-		    strcmp(r.owner, rq->owner) == 0)
-			return IDEM_OK;
-	}
+	if (id->xid[0] != '\0')
+		said = xact_outcome(ps, id, &rq->contended);
+	if (said == 0)
+		return IDEM_ERR_STORE;
+	if (said == 1 && !keyed)
+		return IDEM_OK;
+	if (keyed && committed_ours(ps, rq) == 1)
+		return IDEM_OK;
 	*unknown = 1;
 	return IDEM_ERR_STORE;
 }
@@ -561,12 +574,14 @@ idem_store_postgres_db_new(const idem_config_postgres *pg,
 {
 	char options[512], extra[96];
 
+	/* in whole seconds, as MySQL's idle_write_transaction_timeout: a
+	 * handler between two statements gets at least inflight-ttl */
 	snprintf(extra, sizeof(extra), " -c idle_in_transaction_session_"
 	    "timeout=%llu", (unsigned long long)(o->inflight_ttl > 0 ?
-	    o->inflight_ttl : 30000));
+	    (o->inflight_ttl + 999) / 1000 * 1000 : 30000));
 	idem_pgs_session_options(options, sizeof(options), pg, o, extra);
 	return idem_pg_db_new(pg, o->file, sql, nsql, idem_pgs_tx_sql,
-	    PT_NSTMT, size, options, out);
+	    PT_NSTMT, size, options, idem_pgs_lock_wait_ms(o), out);
 }
 
 idem_err

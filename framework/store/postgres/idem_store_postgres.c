@@ -52,10 +52,8 @@ idem_store_postgres_lose_answer(idem_store *s, const char *op)
 	return -1;
 }
 
-/* The lock wait of a session for o, in ms: inflight-wait, at least a
- * second (a shorter one would turn a brief lock into contention). */
-static uint64_t
-lock_wait_ms(const idem_store_opts *o)
+uint64_t
+idem_pgs_lock_wait_ms(const idem_store_opts *o)
 {
 	return o->inflight_wait > 1000 ? o->inflight_wait : 1000;
 }
@@ -67,7 +65,7 @@ statement_ms(const idem_config_postgres *pg, const idem_store_opts *o)
 	uint64_t w = pg->write_timeout > 0 ? pg->write_timeout : 5000,
 	    r = pg->read_timeout > 0 ? pg->read_timeout : 5000;
 
-	return w + r + lock_wait_ms(o);
+	return w + r + idem_pgs_lock_wait_ms(o);
 }
 
 uint64_t
@@ -601,7 +599,7 @@ idem_pgs_session_options(char *buf, size_t size,
     const idem_config_postgres *pg, const idem_store_opts *o,
     const char *extra)
 {
-	session_options(buf, size, pg, o, lock_wait_ms(o), extra);
+	session_options(buf, size, pg, o, idem_pgs_lock_wait_ms(o), extra);
 }
 
 /*
@@ -671,7 +669,7 @@ idem_store_postgres_new(const idem_config_postgres *pg,
 	ps->base.settle_ms = idem_store_postgres_settle_ms(pg, o);
 	ps->base.abandon_ms = IDEM_ABANDON_DEFAULT_MS;
 	ps->base.limits.total = PG_VALUE_MAX - PG_MESSAGE_SLACK;
-	ps->lock_wait_ms = lock_wait_ms(o);
+	ps->lock_wait_ms = idem_pgs_lock_wait_ms(o);
 	if (o->aside)
 		return set_aside(ps, out);
 	session_options(options, sizeof(options), pg, o, ps->lock_wait_ms, "");
