@@ -5,9 +5,10 @@
  *                          effect.  The same handler runs bare
  *                          (idempotency disabled) and under each store.
  *
- * With the MySQL store, two more routes (its statement is MySQL's) whose side effect is one small
- * write (+1 on this worker thread's row of bench_writes), so first
- * executions cost the database what a real mutation does:
+ * With a store with a database (MySQL, PostgreSQL: the statement in its
+ * dialect), two more routes whose side effect is one small write (+1 on
+ * this worker thread's row of bench_writes), so first executions cost
+ * the database what a real mutation does:
  *
  *   POST /bench-write/{x}  the write as one autocommit statement on a
  *                          connection of the plugin's pool, under the
@@ -19,7 +20,14 @@
  *                          between the reservation and the record of the
  *                          answer (one durable commit)
  *
- * Both answer 201 like /bench/{x}.  Each worker thread writes its own row,
+ * and on PostgreSQL the bare transaction, for comparison:
+ *
+ *   POST /bench-txbare/{x} no key, no record (policy off): BEGIN, the
+ *                          write, COMMIT on a connection of the plugin's
+ *                          pool; what a transactional route costs
+ *                          without its key
+ *
+ * All answer 201 like /bench/{x}.  Each worker thread writes its own row,
  * so no two requests wait on one row lock: what is measured is the
  * protocol, not contention on a hot row.
  */
@@ -30,15 +38,30 @@
 
 #include "idemfcgi_db.h"
 
-enum { Q_WRITE, NQ };
+enum { Q_WRITE, Q_BEGIN, Q_COMMIT, NQ };
 
-static const char *const queries[NQ] = {
-	[Q_WRITE] = "INSERT INTO bench_writes (id, n) VALUES (?, 1) "
-	    "ON DUPLICATE KEY UPDATE n = n + 1",
+/* By dialect; BEGIN and COMMIT for the bare transaction (PostgreSQL). */
+static const char *const queries[][NQ] = {
+	[IDEM_DB_MYSQL] = {
+		[Q_WRITE] = "INSERT INTO bench_writes (id, n) VALUES (?, 1) "
+		    "ON DUPLICATE KEY UPDATE n = n + 1",
+		[Q_BEGIN] = "DO 0",
+		[Q_COMMIT] = "DO 0",
+	},
+	[IDEM_DB_POSTGRES] = {
+		[Q_WRITE] = "INSERT INTO bench_writes AS w (id, n) VALUES (?, 1) "
+		    "ON CONFLICT (id) DO UPDATE SET n = w.n + 1",
+		[Q_BEGIN] = "BEGIN",
+		[Q_COMMIT] = "COMMIT",
+	},
 };
 
-static const char create_table[] = "CREATE TABLE IF NOT EXISTS bench_writes "
-    "(id BIGINT NOT NULL PRIMARY KEY, n BIGINT NOT NULL) ENGINE = InnoDB";
+static const char *const create_table[] = {
+	[IDEM_DB_MYSQL] = "CREATE TABLE IF NOT EXISTS bench_writes (id BIGINT "
+	    "NOT NULL PRIMARY KEY, n BIGINT NOT NULL) ENGINE = InnoDB",
+	[IDEM_DB_POSTGRES] = "CREATE TABLE IF NOT EXISTS bench_writes (id "
+	    "BIGINT NOT NULL PRIMARY KEY, n BIGINT NOT NULL)",
+};
 
 static atomic_int next_slot;
 static _Thread_local long long row = -1;
@@ -111,9 +134,27 @@ answer_tx(const idem_request *req, idem_response *res, void *data)
 	return answer(req, res, NULL);
 }
 
+/* POST /bench-txbare/{x}: BEGIN, the write, COMMIT, on a connection of
+ * the pool: the transaction without its key. */
+static idem_err
+answer_txbare(const idem_request *req, idem_response *res, void *data)
+{
+	idem_db *db = data;
+	idem_db_conn *c = idem_db_get(db);
+	int rc;
+
+	if (c == NULL)
+		return unavailable(res);
+	rc = idem_db_run(c, Q_BEGIN, "") == IDEM_OK && write_row(c) == 0 &&
+	    idem_db_run(c, Q_COMMIT, "") == IDEM_OK ? 0 : -1;
+	idem_db_put(db, c);
+	return rc == 0 ? answer(req, res, NULL) : unavailable(res);
+}
+
 static idem_err
 setup(idem_app *app, void **data)
 {
+	idem_db_dialect d = idem_app_db_dialect(app);
 	idem_db *db;
 	idem_err err;
 
@@ -121,12 +162,16 @@ setup(idem_app *app, void **data)
 	if ((err = idem_route_add(app, "POST", "/bench/{x}",
 	    IDEM_POLICY_DEFAULT, answer, NULL)) != IDEM_OK)
 		return err;
-	if (idem_app_db_dialect(app) != IDEM_DB_MYSQL)
+	if (d == IDEM_DB_NONE)
 		return IDEM_OK;
-	if ((db = idem_app_db(app, queries, NQ)) == NULL)
+	if ((db = idem_app_db(app, queries[d], NQ)) == NULL)
 		return IDEM_ERR_STORE;
 	if ((err = idem_route_add(app, "POST", "/bench-write/{x}",
 	    IDEM_POLICY_DEFAULT, answer_write, db)) != IDEM_OK)
+		return err;
+	if (d == IDEM_DB_POSTGRES && (err = idem_route_add(app, "POST",
+	    "/bench-txbare/{x}", IDEM_POLICY_OFF, answer_txbare, db)) !=
+	    IDEM_OK)
 		return err;
 	return idem_route_add_tx(app, "POST", "/bench-tx/{x}",
 	    IDEM_POLICY_DEFAULT, answer_tx, NULL);
@@ -136,9 +181,11 @@ setup(idem_app *app, void **data)
 static idem_err
 deploy(idem_app *app, void *data)
 {
+	idem_db_dialect d = idem_app_db_dialect(app);
+
 	(void)data;
-	return idem_app_db_dialect(app) == IDEM_DB_MYSQL ?
-	    idem_app_db_exec(app, create_table) : IDEM_OK;
+	return d != IDEM_DB_NONE ? idem_app_db_exec(app, create_table[d]) :
+	    IDEM_OK;
 }
 
 IDEM_PLUGIN("bench", setup, deploy, NULL)

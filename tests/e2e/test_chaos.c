@@ -1,5 +1,7 @@
 /*
- * test_chaos.c - two idemfcgi instances of two workers each on one MariaDB.
+ * test_chaos.c - two idemfcgi instances of two workers each on one MariaDB
+ * (test_chaos), or one PostgreSQL (test_chaos_postgres, CHAOS_POSTGRES:
+ * the ledger's tests, issue 38).
  *
  * kill_workers_under_load (the testkit, two-phase):
  * 1,000 requests over 200 keys, every key sent five times at once, while
@@ -29,7 +31,11 @@
 #include "calls.h"
 #include "harness.h"
 #include "idem_key.h"
+#ifdef CHAOS_POSTGRES
+#include "postgres.h"
+#else
 #include "mariadb.h"
+#endif
 
 #define KEYS 200
 #define SENDS 5
@@ -37,6 +43,64 @@
 #define MAX_KILLS 8
 
 static harness node[2];
+
+#ifdef CHAOS_POSTGRES
+typedef postgres db_server;
+
+/* The program's database server (its runner's), into *m. */
+static void
+db_env(db_server *m)
+{
+	cr_assert_eq(postgres_from_env(m), 0);
+}
+
+/* Runs sql on m; its rows (caller frees) or NULL. */
+static char *
+db_sql(const db_server *m, const char *sql)
+{
+	return postgres_sql(m, sql);
+}
+
+/* o, on m. */
+static harness_opts
+on_db(harness_opts o, const db_server *m)
+{
+	o.pg = m;
+	return o;
+}
+
+/* The columns naming a record left in flight: its key, owner, request,
+ * ms since reserved and since its lease. */
+#define IN_FLIGHT_COLS "idem_key, owner, request_id, (extract(epoch FROM " \
+	"clock_timestamp() - reserved_at) * 1000)::int8, (extract(epoch " \
+	"FROM clock_timestamp() - lease_at) * 1000)::int8"
+#else
+typedef mariadb db_server;
+
+static void
+db_env(db_server *m)
+{
+	cr_assert_eq(mariadb_from_env(m), 0);
+}
+
+static char *
+db_sql(const db_server *m, const char *sql)
+{
+	return mariadb_sql(m, sql);
+}
+
+static harness_opts
+on_db(harness_opts o, const db_server *m)
+{
+	o.mysql = 1;
+	o.db = m;
+	return o;
+}
+
+#define IN_FLIGHT_COLS "idem_key, owner, request_id, " \
+	"TIMESTAMPDIFF(MICROSECOND, reserved_at, UTC_TIMESTAMP(6)) DIV 1000, " \
+	"TIMESTAMPDIFF(MICROSECOND, lease_at, UTC_TIMESTAMP(6)) DIV 1000"
+#endif
 static volatile int running;
 static int kills;
 
@@ -65,22 +129,20 @@ killer(void *arg)
  * count over the whole table would see the others' keys in flight.
  */
 static void
-expect_none_in_flight(const mariadb *m, const char *prefix)
+expect_none_in_flight(const db_server *m, const char *prefix)
 {
 	char sql[512], *out;
 
 	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM idempotency_keys "
 	    "WHERE state = 'in_flight' AND idem_key LIKE '%s%%'", prefix);
-	out = mariadb_sql(m, sql);
+	out = db_sql(m, sql);
 	cr_assert_not_null(out);
 	if (atoi(out) != 0) {
 		char *rows;
-		snprintf(sql, sizeof(sql), "SELECT idem_key, owner, request_id, "
-		    "TIMESTAMPDIFF(MICROSECOND, reserved_at, UTC_TIMESTAMP(6)) "
-		    "DIV 1000, TIMESTAMPDIFF(MICROSECOND, lease_at, "
-		    "UTC_TIMESTAMP(6)) DIV 1000 FROM idempotency_keys WHERE "
-		    "state = 'in_flight' AND idem_key LIKE '%s%%'", prefix);
-		rows = mariadb_sql(m, sql);
+		snprintf(sql, sizeof(sql), "SELECT " IN_FLIGHT_COLS " FROM "
+		    "idempotency_keys WHERE state = 'in_flight' AND idem_key "
+		    "LIKE '%s%%'", prefix);
+		rows = db_sql(m, sql);
 		cr_expect_fail("left in flight: %s (key, owner, request, ms since "
 		    "reserved, ms since its lease):\n%s", out, rows != NULL ?
 		    rows : "?");
@@ -89,6 +151,7 @@ expect_none_in_flight(const mariadb *m, const char *prefix)
 	free(out);
 }
 
+#ifndef CHAOS_POSTGRES
 /* Whether a master's "released ... of dead worker ..." line of log names
  * the key hash (every request line names its key too). */
 static int
@@ -191,6 +254,8 @@ Test(chaos, kill_workers_under_load, .timeout = 240)
 	harness_log_reset(log);
 }
 
+#endif
+
 /* ------------------------------------------- the ledger, exactly once */
 
 #define LKEYS 240
@@ -207,14 +272,14 @@ amount_of(int i)
 
 /* The sum of the balances of this run's accounts, from the database. */
 static long long
-ledger_sum(const mariadb *m, const char *run)
+ledger_sum(const db_server *m, const char *run)
 {
 	char sql[256], *out;
 	long long sum;
 
 	snprintf(sql, sizeof(sql), "SELECT COALESCE(SUM(balance), 0) FROM "
 	    "ledger_accounts WHERE id LIKE '%s-%%'", run);
-	out = mariadb_sql(m, sql);
+	out = db_sql(m, sql);
 	cr_assert_not_null(out);
 	sum = atoll(out);
 	free(out);
@@ -223,18 +288,20 @@ ledger_sum(const mariadb *m, const char *run)
 
 /* Starts the two nodes of the ledger test, transactional or not. */
 static void
-start_ledger_nodes(const mariadb *m, int tx, const char *log)
+start_ledger_nodes(const db_server *m, int tx, const char *log)
 {
 	int i;
 
 	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
-	for (i = 0; i < 2; i++)
-		cr_assert_eq(harness_start(&node[i], &(harness_opts){
-		    .server = "workers = 2\nthreads = 16", .mysql = 1, .db = m,
+	for (i = 0; i < 2; i++) {
+		harness_opts o = on_db((harness_opts){
+		    .server = "workers = 2\nthreads = 16",
 		    .idem = "inflight-ttl = 60s", .rest = tx ?
 		    "pool-size = 16\n[ledger]\ntransactional = true\n" :
 		    "pool-size = 16\n[ledger]\ntransactional = false\n",
-		    .testkit_log = log }), 0);
+		    .testkit_log = log }, m);
+		cr_assert_eq(harness_start(&node[i], &o), 0);
+	}
 }
 
 /* The fault a send carries: every 8th key's first send is killed at a
@@ -286,9 +353,9 @@ Test(chaos, ledger_exactly_once, .timeout = 300)
 	long long expected = 0, got;
 	pthread_t kt, rt;
 	int i, j, r;
-	mariadb m;
+	db_server m;
 
-	cr_assert_eq(mariadb_from_env(&m), 0);
+	db_env(&m);
 	snprintf(run, sizeof(run), "%s", call_key("lx"));
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-lchaos-%d.log", (int)getpid());
 	harness_log_reset(log);
@@ -328,11 +395,12 @@ Test(chaos, ledger_exactly_once, .timeout = 300)
 		}
 		pthread_join(rt, NULL);
 		if (r == LKEYS / LROUND / 2) {
-			cr_assert_eq(harness_start(&node[1], &(harness_opts){
-			    .server = "workers = 2\nthreads = 16", .mysql = 1,
-			    .db = &m, .idem = "inflight-ttl = 60s",
+			harness_opts o = on_db((harness_opts){
+			    .server = "workers = 2\nthreads = 16",
+			    .idem = "inflight-ttl = 60s",
 			    .rest = "pool-size = 16\n[ledger]\ntransactional = "
-			    "true\n", .testkit_log = log }), 0);
+			    "true\n", .testkit_log = log }, &m);
+			cr_assert_eq(harness_start(&node[1], &o), 0);
 		}
 		for (i = 0; i < LROUND; i++)
 			for (j = 0; j < LSENDS; j++)
@@ -379,9 +447,9 @@ Test(chaos, ledger_two_phase_is_at_least_once, .timeout = 120)
 	char run[32], path[96], key[48], log[128];
 	long long expected = 0, got;
 	int i, faulted = 0;
-	mariadb m;
+	db_server m;
 
-	cr_assert_eq(mariadb_from_env(&m), 0);
+	db_env(&m);
 	snprintf(run, sizeof(run), "%s", call_key("l2"));
 	snprintf(log, sizeof(log), "/tmp/idemfcgi-l2chaos-%d.log", (int)getpid());
 	harness_log_reset(log);

@@ -7,6 +7,7 @@ teardown() removes them all (namespaces, their veths and nft tables go with
 them) and every process started.
 """
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -35,7 +36,8 @@ def alive(pid):
 
 
 class Cluster:
-    """One run's hosts.  topology: "single" (one MariaDB) or "galera"."""
+    """One run's hosts.  topology: "single" (one MariaDB), "galera" or
+    "postgres" (one PostgreSQL)."""
 
     def __init__(self, builddir, srcdir, workdir, topology, tag):
         self.builddir, self.srcdir = builddir, srcdir
@@ -45,7 +47,11 @@ class Cluster:
         self.ip = {}            # role -> address
         self.procs = {}         # role -> Popen (idemfcgi masters, lighttpd)
         self.skew_files = {}
-        self.dbs = ["d1", "d2", "d3"] if topology == "galera" else ["db"]
+        self.dbs = {"galera": ["d1", "d2", "d3"], "postgres": ["d1", "d2"]}\
+            .get(topology, ["db"])
+        # postgres: d1 the primary, d2 its synchronous standby, until a
+        # promotion swaps them
+        self.primary = self.dbs[0]
         self.insts = ["i1", "i2", "i3"]
         self.dbport = {}
         # --sabotage: payments without recovery points, so that the
@@ -53,6 +59,8 @@ class Cluster:
         self.recovery = True
         # --payments-two-phase: [payments] transactional = false
         self.pay_tx = True
+        # --sabotage-ledger: [ledger] transactional = false
+        self.ledger_tx = True
         self.ctl_env = dict(os.environ, IDEM_SRCDIR=srcdir)
         if topology == "galera":
             self.ctl_env["IDEM_GALERA_ADDRS"] = " ".join(
@@ -90,14 +98,23 @@ class Cluster:
         return [int(p) for p in out.split()]
 
     # ----------------------------------------------------------- database
-    def db_dir(self):
-        # its name names the socket (/tmp/idemfcgi-mdb-NAME.sock): one a run
+    def db_dir(self, role=None):
+        # its name names the socket (/tmp/idemfcgi-mdb-NAME.sock, or
+        # /tmp/idemfcgi-pg-NAME): one a run; on postgres one a node, the
+        # primary's by default
+        if self.topology == "postgres":
+            return os.path.join(self.dir, "nm%d-%s" % (self.tag,
+                                                       role or self.primary))
         return os.path.join(self.dir, "nm%d-db" % self.tag)
 
     def db_sql(self, sql, node=1):
-        """Rows (lists of strings) of sql as root on database idem."""
+        """Rows (lists of strings) of sql as root (postgres) on database
+        idem."""
         lib = os.path.join(self.srcdir, "tests", "lib")
-        if self.topology == "galera":
+        if self.topology == "postgres":
+            out = sh(os.path.join(lib, "postgres-ctl"), "sql", self.db_dir(),
+                     sql, env=self.ctl_env)
+        elif self.topology == "galera":
             out = sh(os.path.join(lib, "galera-ctl"), "sql", self.db_dir(),
                      str(node), sql, env=self.ctl_env)
         else:
@@ -109,6 +126,24 @@ class Cluster:
         """The database (or the cluster), and a user for the instances'
         subnet."""
         lib = os.path.join(self.srcdir, "tests", "lib")
+        if self.topology == "postgres":
+            self.pg_start("d1")
+            for r in self.dbs:
+                self.dbport[r] = 5432
+            # the instances' subnet, with the password as from 127.0.0.1,
+            # and the standby's replication (copied to it with the data)
+            hba = os.path.join(self.db_dir("d1"), "data", "pg_hba.conf")
+            with open(hba, "a") as f:
+                f.write("host replication all %s.0/24 trust\n"
+                        "host all all %s.0/24 scram-sha-256\n"
+                        % (self.net, self.net))
+            self.db_sql("SELECT pg_reload_conf()")
+            self.pg_standby("d2")
+            # the instances' copy: a node made a standby again rewrites
+            # its own, which an instance starting then would miss
+            shutil.copy(os.path.join(self.db_dir("d1"), "password"),
+                        os.path.join(self.dir, "pg-password"))
+            return
         if self.topology == "galera":
             sh(os.path.join(lib, "galera-ctl"), "start", self.db_dir(),
                "13306", env=self.ctl_env, timeout=240)
@@ -123,6 +158,51 @@ class Cluster:
                     "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON idem.* "
                     "TO %s" % (who, pw, who))
 
+    def pg_ctl(self, role, *args, env=None, timeout=120):
+        """postgres-ctl ARGS in role's namespace."""
+        return sh("ip", "netns", "exec", self.ns[role],
+                  os.path.join(self.srcdir, "tests", "lib", "postgres-ctl"),
+                  *args, env=env or self.ctl_env, timeout=timeout)
+
+    def pg_start(self, role):
+        """PostgreSQL node role (installed the first time; a standby stays
+        one) on its address."""
+        self.pg_ctl(role, "start", self.db_dir(role), "5432", "-c",
+                    "listen_addresses=" + self.ip[role])
+
+    def pg_standby(self, role):
+        """Makes node role (its old data dropped) a streaming standby of
+        the primary, and the primary wait for it at every commit
+        (synchronous replication: what a promotion takes over has every
+        commit a client was told of)."""
+        env = dict(self.ctl_env, IDEM_PG_PRIMARY_HOST=self.ip[self.primary])
+        self.pg_ctl(role, "standby", self.db_dir(role),
+                    self.db_dir(self.primary), "5432", "-c",
+                    "listen_addresses=" + self.ip[role], env=env)
+        self.db_sql("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        self.db_sql("SELECT pg_reload_conf()")
+
+    def pg_promote(self):
+        """Kills the primary and promotes its standby, which the instances
+        find by target_session_attrs=read-write.  Returns the old primary,
+        to be made the new one's standby."""
+        old = self.primary
+        new = [r for r in self.dbs if r != old][0]
+        self.db_kill(old)
+        self.pg_ctl(new, "promote", self.db_dir(new))
+        self.primary = new
+        return old
+
+    def pg_synced(self):
+        """Whether the primary has its standby streaming, synchronous."""
+        try:
+            rows = self.db_sql("SELECT count(*) FROM pg_stat_replication "
+                               "WHERE state = 'streaming' AND sync_state = "
+                               "'sync'")
+        except Exception:
+            return False
+        return rows == [["1"]]
+
     def db_single_start(self):
         sh("ip", "netns", "exec", self.ns["db"],
            os.path.join(self.srcdir, "tests", "lib", "mariadb-ctl"), "start",
@@ -130,8 +210,10 @@ class Cluster:
            env=self.ctl_env, timeout=120)
 
     def db_pid(self, role):
-        """The mariadbd of db host role, or 0."""
-        if self.topology == "galera":
+        """The mariadbd (postmaster) of db host role, or 0."""
+        if self.topology == "postgres":
+            f = os.path.join(self.db_dir(role), "pid")
+        elif self.topology == "galera":
             d = os.path.join(self.db_dir(), "nm%d-db-%s" % (self.tag, role[1]))
             f = os.path.join(d, "pid")
         else:
@@ -141,9 +223,20 @@ class Cluster:
         except (OSError, ValueError, IndexError):
             return 0
 
+    def db_pids(self, role):
+        """Every process of db host role's server (PostgreSQL's are many:
+        its postmaster and each backend)."""
+        if self.topology == "postgres":
+            return self.pids_in(role)
+        pid = self.db_pid(role)
+        return [pid] if pid else []
+
     def db_kill(self, role):
         lib = os.path.join(self.srcdir, "tests", "lib")
-        if self.topology == "galera":
+        if self.topology == "postgres":
+            sh(os.path.join(lib, "postgres-ctl"), "kill", self.db_dir(role),
+               env=self.ctl_env)
+        elif self.topology == "galera":
             sh(os.path.join(lib, "galera-ctl"), "kill-node", self.db_dir(),
                role[1], env=self.ctl_env)
         else:
@@ -153,7 +246,9 @@ class Cluster:
     def db_restart(self, role):
         """Starts db host role again after a kill (a Galera node joins)."""
         lib = os.path.join(self.srcdir, "tests", "lib")
-        if self.topology == "galera":
+        if self.topology == "postgres":
+            self.pg_start(role)
+        elif self.topology == "galera":
             sh(os.path.join(lib, "galera-ctl"), "start-node", self.db_dir(),
                role[1], env=self.ctl_env, timeout=120)
         else:
@@ -161,6 +256,18 @@ class Cluster:
 
     def db_stop(self):
         lib = os.path.join(self.srcdir, "tests", "lib")
+        if self.topology == "postgres":
+            for r in self.dbs:
+                if not os.path.exists(os.path.join(self.db_dir(r), "pid")):
+                    continue
+                for pid in self.db_pids(r):
+                    try:
+                        os.kill(pid, signal.SIGCONT)
+                    except OSError:
+                        pass
+                sh(os.path.join(lib, "postgres-ctl"), "stop", self.db_dir(r),
+                   env=self.ctl_env, check=False, timeout=60)
+            return
         if not os.path.exists(os.path.join(self.db_dir(), "password")):
             return
         if self.topology == "galera":
@@ -189,11 +296,18 @@ class Cluster:
     # ---------------------------------------------------------- instances
     def write_instance_conf(self, role, secret, testkit_log, provider_url):
         i = self.insts.index(role)
+        store, section = "mysql", "mysql"
         if self.topology == "galera":
             order = self.dbs[i:] + self.dbs[:i]
             hosts = " ".join("%s:%d" % (self.ip[r], self.dbport[r])
                              for r in order)
             extra = "causal-reads = true\n"
+        elif self.topology == "postgres":
+            # the failover list: a connection opens on whichever of them
+            # takes writes (the primary, or the standby once promoted)
+            store, section = "postgres", "postgres"
+            hosts = " ".join("%s:5432" % self.ip[r] for r in self.dbs)
+            extra = ""
         else:
             hosts = "%s:3306" % self.ip["db"]
             extra = ""
@@ -206,19 +320,23 @@ class Cluster:
                 "mount = /api\nready-path = /ready\n"
                 "plugins = %s/tests/testkit/.libs/testkit.so\n"
                 "    %s/.libs/ledger.so\n    %s/.libs/payments.so\n"
-                "[idempotency]\nstore = mysql\ninflight-ttl = 3s\n"
+                "[idempotency]\nstore = %s\ninflight-ttl = 3s\n"
                 "key-secret-file = %s\n"
-                "[mysql]\nhost = %s\nuser = idem\npassword-file = %s\n"
+                "[%s]\nhost = %s\nuser = idem\npassword-file = %s\n"
                 "database = idem\npool-size = 16\nconnect-timeout = 2s\n"
                 "read-timeout = 2s\nwrite-timeout = 2s\n%s"
                 "[metrics]\nallow = %s 127.0.0.1\n"
                 "[testkit]\nlog = %s\n"
-                "[ledger]\ntransactional = true\n"
+                "[ledger]\ntransactional = %s\n"
                 "[payments]\nprovider-url = %s\nprovider-timeout = 700ms\n"
                 "recovery = %s\ntransactional = %s\n"
-                % (self.ip[role], self.ip["web"], b, b, b, secret, hosts,
+                % (self.ip[role], self.ip["web"], b, b, b, store, secret,
+                   section, hosts,
+                   os.path.join(self.dir, "pg-password")
+                   if self.topology == "postgres" else
                    os.path.join(self.db_dir(), "password"), extra,
-                   self.ip["web"], testkit_log, provider_url,
+                   self.ip["web"], testkit_log,
+                   "true" if self.ledger_tx else "false", provider_url,
                    "true" if self.recovery else "false",
                    "true" if self.pay_tx else "false"))
         return conf

@@ -18,7 +18,7 @@ from cluster import sh
 # leases and expiry are read from the database's clock, so a second
 # execution under a skewed instance clock is an anomaly.
 CRASH_WINDOWS = {"kill-inst", "kill-worker", "pause-inst", "pause-worker",
-                 "partition-inst-db", "kill-db", "pause-db",
+                 "partition-inst-db", "kill-db", "pause-db", "promote-db",
                  "isolate-db-node", "loss-db", "loss-inst", "slow-db",
                  "slow-inst"}
 
@@ -96,8 +96,7 @@ class Nemesis:
             w = cl.inst_workers(t)
             self._stop(w[:1])
         elif k == "pause-db":
-            pid = cl.db_pid(t)
-            self._stop([pid] if pid else [])
+            self._stop(cl.db_pids(t))
         elif k == "skew-inst":
             set_offset(cl.skew_files[t], "%+d" % self.arg)
         elif k == "kill-inst":
@@ -111,6 +110,9 @@ class Nemesis:
                     pass
         elif k == "kill-db":
             cl.db_kill(t)
+        elif k == "promote-db":
+            # the primary, whichever node that is now
+            self.target = cl.pg_promote()
         else:
             raise ValueError(k)
 
@@ -134,12 +136,15 @@ class Nemesis:
             cl.inst_start(t)
         elif k == "kill-db":
             cl.db_restart(t)
+        elif k == "promote-db":
+            cl.pg_standby(t)
 
 
 def kinds(topology):
     """The (kind, targets) a schedule picks from."""
-    insts, dbs = ["i1", "i2", "i3"], (["d1", "d2", "d3"]
-                                       if topology == "galera" else ["db"])
+    insts = ["i1", "i2", "i3"]
+    dbs = {"galera": ["d1", "d2", "d3"], "postgres": ["d1", "d2"]}.get(
+        topology, ["db"])
     k = [("partition-inst-db", insts), ("partition-inst-web", insts),
          ("loss-inst", insts), ("slow-inst", insts), ("pause-inst", insts),
          ("pause-worker", insts), ("skew-inst", insts),
@@ -148,6 +153,10 @@ def kinds(topology):
          ("kill-db", dbs)]
     if topology == "galera":
         k.append(("isolate-db-node", dbs))
+    if topology == "postgres":
+        # the primary killed and its standby promoted (the target named
+        # is replaced by the primary of the moment)
+        k.append(("promote-db", dbs))
     return k
 
 
@@ -208,9 +217,12 @@ def run_schedule(rng, cl, hist, stop_at, only=None):
 
 
 def settle(cl, limit=60):
-    """Waits (bounded) for a Galera cluster to be whole again."""
-    if cl.topology != "galera":
-        return
+    """Waits (bounded) for a Galera cluster to be whole again, or for a
+    PostgreSQL primary to have its synchronous standby streaming again."""
     deadline = time.time() + limit
-    while time.time() < deadline and cl.galera_size() < 3:
-        time.sleep(0.2)
+    if cl.topology == "galera":
+        while time.time() < deadline and cl.galera_size() < 3:
+            time.sleep(0.2)
+    elif cl.topology == "postgres":
+        while time.time() < deadline and not cl.pg_synced():
+            time.sleep(0.2)

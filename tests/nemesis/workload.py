@@ -79,16 +79,20 @@ def request_for(workload, key, variant):
                              "amount": 100 + variant}
 
 
-def send(sock, hist, phase, workload, key, variant, timeout=4):
-    """Sends one request and records it.  Returns the record."""
+def send(sock, hist, phase, workload, key, variant, timeout=4, fault=None):
+    """Sends one request (with fault: X-Idemfcgi-Fault, which kills its
+    worker at that point) and records it.  Returns the record."""
     path, body = request_for(workload, key, variant)
     data = json.dumps(body, sort_keys=True)
     rec = {"op": workload, "phase": phase, "key": key, "variant": variant,
            "path": path, "body": data, "t0": time.time()}
+    headers = {"Idempotency-Key": key, "Content-Type": "application/json"}
+    if fault:
+        headers["X-Idemfcgi-Fault"] = fault
+        rec["fault"] = fault
     c = UnixHTTP(sock, timeout)
     try:
-        c.request("POST", path, body=data, headers={
-            "Idempotency-Key": key, "Content-Type": "application/json"})
+        c.request("POST", path, body=data, headers=headers)
         r = c.getresponse()
         raw = r.read().decode("utf-8", "replace")
         rec["status"] = r.status
@@ -127,6 +131,9 @@ class Clients:
         self.keys = {}               # key -> workload
         self.lock = threading.Lock()
         self.seq = 0
+        # every tenth new ledger key's first send kills its worker after
+        # the handler, before the answer's commit (--sabotage-ledger)
+        self.kill_ledger = False
 
     def _new_key(self, w):
         with self.lock:
@@ -148,8 +155,12 @@ class Clients:
         10 s (over inflight-ttl, 3 s: a dead instance's key is freed by
         then) and until stop_at."""
         give_up = time.time() + 10
+        fault = "after-handler" if self.kill_ledger and w == "ledger" and \
+            int(k.rsplit("-", 1)[1] if k[-1].isdigit() else 1) % 10 == 0 \
+            else None
         while True:
-            rec = send(self.sock, self.hist, "load", w, k, 0)
+            rec = send(self.sock, self.hist, "load", w, k, 0, fault=fault)
+            fault = None
             if final(rec) or time.time() >= min(stop_at, give_up):
                 return
             time.sleep(0.2)
