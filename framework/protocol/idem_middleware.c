@@ -756,12 +756,9 @@ idem_mw_refuse_unknown(const idem_request *req, idem_response *res)
 	    "service's operators; retry later", hook ? 5 : 60);
 }
 
-/* The handler could not tell what became of its side effect: rq's record
- * is kept so (a store away: retried by the lease thread, renewing the
- * lease meanwhile, so that no takeover runs it again), and res says so. */
-static void
-keep_unknown(idem_middleware *mw, const idem_request *req, idem_store_req *rq,
-    idem_response *res)
+void
+idem_mw_keep_unknown(idem_middleware *mw, const idem_request *req,
+    idem_store_req *rq, idem_response *res)
 {
 	idem_err err = idem_store_mark_unknown(mw->store, rq);
 
@@ -809,7 +806,7 @@ run_and_finish(idem_middleware *mw, idem_request *req, idem_response *res,
 	 * slow commit is never taken over */
 	idem_leases_finishing(mw->leases, lease);
 	if (idem_mw_stays_unknown(ex, res, err)) {
-		keep_unknown(mw, req, rq, res);
+		idem_mw_keep_unknown(mw, req, rq, res);
 	} else if (idem_mw_committable(rq->policy, res, err)) {
 		if (ex->reconcile)
 			idem_mw_count(mw, req, IDEM_OUTCOME_RECONCILED);

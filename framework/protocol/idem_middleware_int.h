@@ -92,6 +92,13 @@ idem_err idem_mw_exec_run(idem_exec *ex, idem_request *req,
  */
 void idem_mw_refuse_unknown(const idem_request *req, idem_response *res);
 
+/* The handler could not tell what became of its side effect: rq's record,
+ * held by rq's owner, is kept so (a store away: retried by the lease
+ * thread, renewing the lease meanwhile, so that no takeover runs it
+ * again), counted and logged, and res says so. */
+void idem_mw_keep_unknown(idem_middleware *mw, const idem_request *req,
+    idem_store_req *rq, idem_response *res);
+
 /* Whether ex's record is to be kept of unknown outcome after its run
  * returned herr with res. */
 int idem_mw_stays_unknown(const idem_exec *ex, const idem_response *res,

@@ -76,28 +76,60 @@ not_committed(idem_middleware *mw, idem_request *req, idem_response *res,
 
 /*
  * After the transaction of rq, whose handler could not tell whether its
- * side effect outside happened, did not commit (rolled back under it:
- * its database writes and its reservation are gone): keeps the key of
- * unknown outcome all the same, reserved anew on the two-phase path and
- * marked so, so that a retry reconciles instead of running afresh.  A
- * key someone else holds by then (or a record still there: one this
- * execution was reconciling) is left as it is.  Returns IDEM_OK when the
- * mark is kept, else the error (logged by the caller).
+ * side effect outside happened, did not commit, or its COMMIT's outcome
+ * could not be learned: keeps the key of unknown outcome all the same,
+ * so that a retry reconciles instead of running afresh.  The key is
+ * reserved anew on the two-phase path: a record that is ours then
+ * (acquired, or one this execution was taking over, resuming or
+ * reconciling, back as it was before the transaction) is marked as the
+ * two-phase path marks it (idem_mw_keep_unknown: deferred to the lease
+ * thread while the store is away).  One of unknown outcome already (the
+ * COMMIT that was lost kept the mark) is left so; one another request
+ * holds or committed meanwhile is not touched.  res says so.
  */
-static idem_err
-keep_unknown_outside(idem_middleware *mw, idem_store_req *rq)
+static void
+keep_unknown_outside(idem_middleware *mw, const idem_request *req,
+    idem_store_req *rq, idem_response *res)
 {
 	idem_reserve_result rr;
+	idem_reserve_outcome o;
 	idem_err err;
+	int runs;
 
 	memset(&rr, 0, sizeof(rr));
+	rq->unanswered = 0;
 	err = idem_store_reserve(mw->store, rq, &rr);
-	if (err == IDEM_OK && rr.outcome == IDEM_RESERVE_ACQUIRED)
-		err = idem_store_mark_unknown(mw->store, rq);
-	else if (err == IDEM_OK && rr.outcome != IDEM_RESERVE_UNKNOWN)
-		err = IDEM_ERR_NOT_FOUND;
+	runs = idem_reserve_runs(err, &rr);
+	o = rr.outcome;
 	idem_reserve_result_clear(&rr);
-	return err;
+	if (runs) {
+		idem_mw_keep_unknown(mw, req, rq, res);
+		return;
+	}
+	/* a reservation that may land after all is marked when it does */
+	if (err != IDEM_OK && rq->unanswered)
+		(void)idem_leases_add(mw->leases, IDEM_LEASE_UNKNOWN, req, rq,
+		    NULL);
+	idem_mw_count_contended(mw, req, rq);
+	if (err == IDEM_OK && o == IDEM_RESERVE_UNKNOWN) {
+		idem_mw_count(mw, req, IDEM_OUTCOME_OUTCOME_UNKNOWN);
+		idem_log_event(req, IDEM_LOG_WARN, "outcome_unknown", rq->owner,
+		    "the handler could not tell whether its side effect "
+		    "happened: the record is of unknown outcome");
+	} else if (err == IDEM_OK) {
+		idem_mw_count(mw, req, IDEM_OUTCOME_FENCED);
+		idem_log_event(req, IDEM_LOG_ERROR, "fenced", rq->owner, "an "
+		    "unknown outcome not recorded: another request %s the key "
+		    "meanwhile", o == IDEM_RESERVE_COMMITTED ? "committed" :
+		    "holds");
+	} else {
+		idem_mw_count(mw, req, IDEM_OUTCOME_TX_ROLLED_BACK);
+		idem_log_event(req, IDEM_LOG_ERROR, "unknown_failed", rq->owner,
+		    "an unknown outcome not recorded: its transaction did not "
+		    "keep it, and reserving the key again failed: %s; a retry "
+		    "runs again", idem_strerror(err));
+	}
+	idem_mw_refuse_unknown(req, res);
 }
 
 /*
@@ -128,27 +160,24 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_db_conn *c,
 		/* 8: kept of unknown outcome with what the handler wrote, in
 		 * its transaction.  Never run again here, even after a lost
 		 * race: its call outside may have been made.  Should the
-		 * transaction not commit, the mark is kept outside it (its
-		 * writes gone; a retry reconciles) */
+		 * transaction not commit (or its COMMIT's outcome not be
+		 * learned), the mark is kept outside it (its writes gone; a
+		 * retry reconciles) */
 		err = lost ? IDEM_ERR_BUSY :
 		    idem_store_tx_mark_unknown(mw->store, c, rq);
 		if (err == IDEM_OK)
 			err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
 		else if (lost)
 			idem_store_tx_end(mw->store, c, rq, 0, &unknown);
-		if (err != IDEM_OK && !unknown)
-			err = keep_unknown_outside(mw, rq);
+		if (err != IDEM_OK) {
+			keep_unknown_outside(mw, req, rq, res);
+			return 0;
+		}
 		idem_mw_count_contended(mw, req, rq);
-		idem_mw_count(mw, req, err == IDEM_OK ?
-		    IDEM_OUTCOME_OUTCOME_UNKNOWN : unknown ?
-		    IDEM_OUTCOME_TX_UNKNOWN : IDEM_OUTCOME_TX_ROLLED_BACK);
-		idem_log_event(req, err == IDEM_OK ? IDEM_LOG_WARN :
-		    IDEM_LOG_ERROR, "outcome_unknown", owner, "the handler could "
-		    "not tell whether its side effect happened: %s",
-		    err == IDEM_OK ? "the record is kept of unknown outcome" :
-		    unknown ? "and whether its transaction keeping it so "
-		    "committed could not be learned" : "and the record could "
-		    "not be kept so; a retry runs again");
+		idem_mw_count(mw, req, IDEM_OUTCOME_OUTCOME_UNKNOWN);
+		idem_log_event(req, IDEM_LOG_WARN, "outcome_unknown", owner, "the "
+		    "handler could not tell whether its side effect happened: "
+		    "the record is kept of unknown outcome");
 		idem_mw_refuse_unknown(req, res);
 		return 0;
 	}

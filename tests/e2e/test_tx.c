@@ -351,6 +351,32 @@ Test(tx, unknown_outcome_is_kept_when_the_transaction_is_lost, .timeout = 60)
 	harness_stop(&h);
 }
 
+/* The same on a route whose retry reconciles (the handler is its own
+ * hook): each retry reconciles, and when the reconcile cannot tell either
+ * (its statement failed again) the record is kept of unknown outcome
+ * again, never left held in flight.  Before, the record was left held
+ * by the failed reconcile on PostgreSQL, and the next retry got 409
+ * IDEMPOTENCY_IN_FLIGHT instead of reconciling. */
+Test(tx, failed_reconcile_keeps_the_key_unknown, .timeout = 60)
+{
+	const char *key = call_key("tx-reconcile");
+	call a;
+	int i;
+
+	start(NULL);
+	for (i = 0; i < 3; i++) {
+		a = call_one(h.addr, "/testkit/txr/201?unknown=1", key, NULL);
+		cr_expect_eq(a.status, 503, "call %d: %d %s", i, a.status,
+		    a.body_out);
+		cr_expect_str_eq(a.code, "IDEMPOTENCY_OUTCOME_UNKNOWN",
+		    "call %d", i);
+		cr_expect_str_eq(record_state(key), "unknown", "call %d", i);
+	}
+	/* the first run, then one reconcile a retry */
+	cr_expect_eq(harness_count_key(&h, "/testkit/txr/201", key), 3);
+	harness_stop(&h);
+}
+
 /* A transactional handler that runs a while: duplicates get 409 (after
  * a lock wait of a second: inflight-wait 0) and never run it again; then
  * they replay. */

@@ -709,6 +709,13 @@ setup(idem_app *app, void **data)
 	    (err = idem_route_add_tx(app, "POST", "/testkit/tx/{code}",
 	    IDEM_POLICY_DEFAULT, tx, tk)) != IDEM_OK)
 		goto fail;
+	/* the same with a reconcile hook (itself) */
+	if (idem_app_db_dialect(app) != IDEM_DB_NONE &&
+	    ((err = idem_route_add_tx(app, "POST", "/testkit/txr/{code}",
+	    IDEM_POLICY_DEFAULT, tx, tk)) != IDEM_OK ||
+	    (err = idem_route_reconcile(app, "POST", "/testkit/txr/{code}",
+	    tx)) != IDEM_OK))
+		goto fail;
 	*data = tk;
 	lifecycle(tk, "setup", idem_app_is_check(app));
 	return IDEM_OK;
