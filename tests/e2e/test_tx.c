@@ -592,28 +592,45 @@ Test(tx, keyless_handler_ignoring_a_deadlock_commits_nothing, .timeout = 90)
 	FILE *fp;
 	int i, waiting = 0;
 
-	start("required = false");
+	/* a MariaDB of its own: the only transactions there are the
+	 * handler's and the one below (the program's tests run at once, and
+	 * hold transactions of their own on the shared one) */
+	cr_assert_eq(mariadb_start(&m), 0);
+	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "threads = "
+	    "8\nworkers = 1", .mysql = 1, .db = &m, .rest = "pool-size = 8\n",
+	    .idem = "required = false" }), 0);
+	/* the rows it locks: filled here, never by an instance's deploy */
+	out = mariadb_sql(&m, "INSERT IGNORE INTO testkit_locks SELECT seq, 0 "
+	    "FROM seq_1_to_201; SELECT COUNT(*) FROM testkit_locks");
+	cr_assert(out != NULL && atoi(out) == 201, "rows: %s", out != NULL ?
+	    out : "?");
+	free(out);
 	a = call_make(h.addr, "/testkit/tx/203?deadlock=1", NULL, NULL);
 	cr_assert_eq(pthread_create(&t, NULL, call_thread, &a), 0);
 	cr_assert(harness_await_started(&h, "/testkit/tx/203", "-", 1));
 	/* rows 2 to 201, then row 1, which the handler holds: the heavier
 	 * transaction, so the handler's is the deadlock's victim */
-	cr_assert_eq(mariadb_from_env(&m), 0);
 	cr_assert_eq(mariadb_sql_background(&m, "START TRANSACTION; UPDATE "
 	    "testkit_locks SET n = n + 1 WHERE id >= 2; UPDATE testkit_locks SET "
 	    "n = n + 1 WHERE id = 1; DO SLEEP(1); ROLLBACK"), 0);
+	/* it waits once it runs its second UPDATE (its statements run in
+	 * order; the handler's session is idem's): information_schema's
+	 * innodb_trx, cached, was seen to leave such a wait out for
+	 * seconds */
 	for (i = 0; i < 200 && !waiting; i++) {
-		out = db_sql("SELECT COUNT(*) FROM information_schema."
-		    "innodb_trx WHERE trx_state = 'LOCK WAIT' AND "
-		    "trx_rows_modified >= 200");
+		out = mariadb_sql(&m, "SELECT COUNT(*) FROM information_schema."
+		    "processlist WHERE user = 'root' AND info = 'UPDATE "
+		    "testkit_locks SET n = n + 1 WHERE id = 1'");
 		waiting = out != NULL && atoi(out) == 1;
 		free(out);
 		if (!waiting)
 			call_sleep(50);
 	}
-	/* what the server had open, should it not have waited */
-	out = waiting ? NULL : db_sql("SELECT trx_mysql_thread_id, trx_state, "
-	    "trx_rows_modified, trx_query FROM information_schema.innodb_trx");
+	/* what the server ran, should it not have waited */
+	out = waiting ? NULL : mariadb_sql(&m, "SELECT id, user, command, "
+	    "state, info FROM information_schema.processlist WHERE command <> "
+	    "'Sleep'");
 	/* the handler goes on either way: it holds row 1 till then */
 	snprintf(release, sizeof(release), "%s.release", h.testkit_log);
 	cr_assert_not_null(fp = fopen(release, "w"));
@@ -624,12 +641,13 @@ Test(tx, keyless_handler_ignoring_a_deadlock_commits_nothing, .timeout = 90)
 	unlink(release);
 	cr_expect_eq(a.status, 503, "%d %s", a.status, a.body_out);
 	cr_expect_str_eq(a.code, "TRANSACTION_ROLLED_BACK");
-	out = db_sql("SELECT COUNT(*) FROM testkit_effects WHERE "
+	out = mariadb_sql(&m, "SELECT COUNT(*) FROM testkit_effects WHERE "
 	    "path = '/testkit/tx/203'");
 	cr_assert_not_null(out);
 	cr_expect_eq(atoi(out), 0, "the write after the deadlock committed");
 	free(out);
 	harness_stop(&h);
+	mariadb_destroy(&m);
 }
 
 /* Fencing, checked in SQL: a transaction that loses its key (here the
@@ -895,27 +913,37 @@ Test(tx, keyless_handler_ignoring_a_deadlock_commits_nothing, .timeout = 90)
 	char release[400], *out;
 	call a;
 	pthread_t t;
+	postgres own;
 	FILE *fp;
 	int i, waiting = 0;
 
-	start("required = false\ninflight-wait = 5s");
+	/* a server of its own, as on MySQL */
+	cr_assert_eq(postgres_start(&own), 0);
+	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
+	cr_assert_eq(harness_start(&h, &(harness_opts){ .server = "threads = "
+	    "8\nworkers = 1", .pg = &own, .rest = "pool-size = 8\n",
+	    .idem = "required = false\ninflight-wait = 5s" }), 0);
+	/* the rows it locks: filled here, never by an instance's deploy */
+	free(postgres_sql(&own, "INSERT INTO testkit_locks SELECT g, 0 FROM "
+	    "generate_series(1, 201) g ON CONFLICT DO NOTHING"));
 	a = call_make(h.addr, "/testkit/tx/203?deadlock=1", NULL, NULL);
 	cr_assert_eq(pthread_create(&t, NULL, call_thread, &a), 0);
 	cr_assert(harness_await_started(&h, "/testkit/tx/203", "-", 1));
-	cr_assert_eq(postgres_sql_background(server(), "BEGIN; SET LOCAL "
+	cr_assert_eq(postgres_sql_background(&own, "BEGIN; SET LOCAL "
 	    "deadlock_timeout = '10s'; UPDATE testkit_locks SET n = n + 1 "
 	    "WHERE id >= 2; UPDATE testkit_locks SET n = n + 1 WHERE id = 1; "
 	    "SELECT pg_sleep(1); ROLLBACK"), 0);
 	for (i = 0; i < 200 && !waiting; i++) {
-		out = db_sql("SELECT COUNT(*) FROM pg_stat_activity WHERE "
-		    "wait_event_type = 'Lock' AND query LIKE '%id = 1%'");
+		out = postgres_sql(&own, "SELECT COUNT(*) FROM pg_stat_activity "
+		    "WHERE wait_event_type = 'Lock' AND query LIKE '%id = 1%'");
 		waiting = out != NULL && atoi(out) == 1;
 		free(out);
 		if (!waiting)
 			call_sleep(50);
 	}
-	out = waiting ? NULL : db_sql("SELECT pid, state, wait_event_type, "
-	    "query FROM pg_stat_activity WHERE xact_start IS NOT NULL");
+	out = waiting ? NULL : postgres_sql(&own, "SELECT pid, state, "
+	    "wait_event_type, query FROM pg_stat_activity WHERE xact_start IS "
+	    "NOT NULL");
 	/* the handler goes on either way: it holds row 1 till then */
 	snprintf(release, sizeof(release), "%s.release", h.testkit_log);
 	cr_assert_not_null(fp = fopen(release, "w"));
@@ -926,9 +954,13 @@ Test(tx, keyless_handler_ignoring_a_deadlock_commits_nothing, .timeout = 90)
 	unlink(release);
 	cr_expect_eq(a.status, 503, "%d %s", a.status, a.body_out);
 	cr_expect_str_eq(a.code, "TRANSACTION_ROLLED_BACK");
-	cr_expect_eq(effects_where("path = '/testkit/tx/203'"), 0,
-	    "the write after the deadlock committed");
+	out = postgres_sql(&own, "SELECT COUNT(*) FROM testkit_effects WHERE "
+	    "path = '/testkit/tx/203'");
+	cr_assert_not_null(out);
+	cr_expect_eq(atoi(out), 0, "the write after the deadlock committed");
+	free(out);
 	harness_stop(&h);
+	postgres_destroy(&own);
 }
 
 /* Fencing on PostgreSQL: the server ends the session of a transaction
