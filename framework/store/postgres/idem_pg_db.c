@@ -768,6 +768,9 @@ idem_pg_db_extra(const idem_db *db, size_t i)
  * idemfcgi's own): PostgreSQL's CREATE ... IF NOT EXISTS run by two
  * sessions at once may fail on the catalog's unique index. */
 #define DDL_LOCK "4954611037"
+/* How long the lock and the DDL may take on top of the timeouts (ms):
+ * another instance's deploy may run slow DDL (an index on a big table) */
+#define DDL_WAIT_MS 120000
 
 idem_err
 idem_pg_db_exec(const idem_config_postgres *pg, const char *file,
@@ -789,7 +792,8 @@ idem_pg_db_exec(const idem_config_postgres *pg, const char *file,
 	if ((c = idem_pg_get(p)) == NULL)
 		err = IDEM_ERR_STORE;
 	for (i = 0; c != NULL && i < 3 && err == IDEM_OK; i++) {
-		if ((err = idem_pg_exec(c, i, &none, 0, &res, NULL)) != IDEM_OK)
+		if ((err = idem_pg_exec(c, i, &none, DDL_WAIT_MS, &res, NULL)) !=
+		    IDEM_OK)
 			idem_pg_log_error(c, i != 1 ? "the lock of DDL" :
 			    "statement");
 		PQclear(res);
