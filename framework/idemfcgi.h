@@ -218,6 +218,21 @@ idem_response_problem(idem_response *res, int status, const char *code,
 /* The status set so far. */
 IDEM_API int idem_response_get_status(const idem_response *res);
 
+/*
+ * An error format: writes into res the answer to an error of status (400
+ * to 599), named by code (a stable upper-case name: the framework's, such
+ * as "IDEMPOTENCY_IN_FLIGHT" (DESIGN.md 5), or a handler's) and detail (a
+ * sentence for a person; may be NULL).  All three are borrowed for the
+ * call; data is the pointer given with the format.  It sets the body and
+ * its Content-Type (idem_response_json, say); the status stays status
+ * whatever it sets, and headers the framework adds (Retry-After) come
+ * after.  Returns IDEM_OK, or an error after which the default problem
+ * (RFC 9457) is written instead.  Runs on a worker's threads at once:
+ * thread-safe.
+ */
+typedef idem_err (*idem_error_fn)(idem_response *res, int status,
+    const char *code, const char *detail, void *data);
+
 /* ---------------------------------------------------------------- plugins */
 
 typedef enum idem_policy {
@@ -306,6 +321,58 @@ idem_route_set(idem_app *app, const char *method, const char *tmpl,
 IDEM_API IDEM_WUR idem_err
 idem_route_describe(idem_app *app, const char *method, const char *tmpl,
     const char *summary, json_t *request_schema, json_t *response_schema);
+
+/*
+ * Names schema (a JSON Schema object; borrowed: a reference is taken) in
+ * the OpenAPI document's components, so that route descriptions and error
+ * formats refer to it as {"$ref": "#/components/schemas/NAME"}.  name: 1
+ * to 64 letters, digits, '.', '_' or '-'.  Only in setup.  Returns
+ * IDEM_OK; IDEM_ERR_EXISTS (a name taken, by this plugin, another, or the
+ * framework's "Problem"); IDEM_ERR_INVALID (a bad name, a schema that is
+ * not an object, a call from deploy); IDEM_ERR_NOMEM.  Logged.
+ */
+IDEM_API IDEM_WUR idem_err
+idem_app_schema(idem_app *app, const char *name, json_t *schema);
+
+/*
+ * Gives the plugin's routes an error format: every answer that
+ * idem_response_problem or the framework itself writes for a request of
+ * these routes (a malformed key, a key in flight, a key reused for
+ * another request, the store away, a handler that failed) is written by
+ * render instead of as an RFC 9457 problem, the default.  Answers to
+ * requests no route matched (404, 405) and the stand-in of an answer too
+ * large to store (IDEMPOTENCY_ANSWER_NOT_STORED) stay problems.
+ * media_type ("application/json") and schema (a JSON Schema of the body;
+ * borrowed: a reference is taken) describe it in the OpenAPI document.
+ * idem_app_error_format sets it for every route the plugin registers,
+ * before the call or after; idem_route_error_format for one route of the
+ * plugin, which then keeps it.  data is the plugin's, passed to each call
+ * of render.  Only in setup.  Returns IDEM_OK; IDEM_ERR_NOT_FOUND (no such
+ * route of this plugin); IDEM_ERR_INVALID (render, media_type or schema
+ * NULL, a schema that is not an object, a call from deploy);
+ * IDEM_ERR_NOMEM.  Logged.
+ */
+IDEM_API IDEM_WUR idem_err
+idem_app_error_format(idem_app *app, const char *media_type, json_t *schema,
+    idem_error_fn render, void *data);
+IDEM_API IDEM_WUR idem_err
+idem_route_error_format(idem_app *app, const char *method, const char *tmpl,
+    const char *media_type, json_t *schema, idem_error_fn render,
+    void *data);
+
+/*
+ * The lifetime of the route method tmpl, registered by this plugin, into
+ * *ms: how long the answer of a key is kept and replayed (DESIGN.md 3),
+ * as every setting says: its [route] section, else idem_route_set's, else
+ * [idempotency]'s.  For a plugin that advertises it (an Iceberg catalog's
+ * idempotency-key-lifetime): call it after the route's last
+ * idem_route_set.  Only in setup.  Returns IDEM_OK; IDEM_ERR_NOT_FOUND (no
+ * such route of this plugin, or its policy is off: none is kept);
+ * IDEM_ERR_INVALID (a call from deploy, an argument NULL).
+ */
+IDEM_API IDEM_WUR idem_err
+idem_route_lifetime(idem_app *app, const char *method, const char *tmpl,
+    uint64_t *ms);
 
 /*
  * Read keys of the plugin's own config section.  Each returns IDEM_OK with

@@ -141,6 +141,11 @@ struct idem_response {
 	char *body;               /* owned */
 	size_t len;
 	size_t cap;
+	/* the route's error format (idem_error_fn), kept by
+	 * idem_response_clear; NULL: RFC 9457 problems */
+	idem_error_fn error_fn;
+	void *error_data;
+	int rendering;            /* error_fn is running */
 };
 
 /* An empty 200 response. */

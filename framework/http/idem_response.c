@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idem_log.h"
 #include "idem_request.h"
 
 void
@@ -20,6 +21,9 @@ idem_response_init(idem_response *res)
 void
 idem_response_clear(idem_response *res)
 {
+	idem_error_fn fn = res->error_fn;
+	void *data = res->error_data;
+	int rendering = res->rendering;
 	size_t i;
 
 	for (i = 0; i < res->nheaders; i++) {
@@ -29,6 +33,9 @@ idem_response_clear(idem_response *res)
 	free(res->headers);
 	free(res->body);
 	idem_response_init(res);
+	res->error_fn = fn;
+	res->error_data = data;
+	res->rendering = rendering;
 }
 
 const char *
@@ -238,6 +245,31 @@ idem_response_json(idem_response *res, int status, json_t *json)
 	return err;
 }
 
+/* Writes the error through res's error format; one that fails leaves res
+ * without a body.  Returns IDEM_OK, or IDEM_ERR_INVALID when the format failed (the
+ * caller writes the default problem). */
+static idem_err
+render_error(idem_response *res, int status, const char *code,
+    const char *detail)
+{
+	idem_err err;
+
+	res->len = 0;
+	res->rendering = 1;
+	err = res->error_fn(res, status, code != NULL ? code : "ERROR", detail,
+	    res->error_data);
+	res->rendering = 0;
+	if (err == IDEM_OK) {
+		res->status = status;
+		return IDEM_OK;
+	}
+	idem_log(NULL, IDEM_LOG_ERROR, "an error format failed (%s) for %d "
+	    "%s: answered as a problem", idem_strerror(err), status,
+	    code != NULL ? code : "");
+	res->len = 0;
+	return IDEM_ERR_INVALID;
+}
+
 idem_err
 idem_response_problem(idem_response *res, int status, const char *code,
     const char *detail)
@@ -247,6 +279,9 @@ idem_response_problem(idem_response *res, int status, const char *code,
 
 	if (status < 100 || status > 599)
 		return IDEM_ERR_INVALID;
+	if (res->error_fn != NULL && !res->rendering &&
+	    (err = render_error(res, status, code, detail)) != IDEM_ERR_INVALID)
+		return err;
 	obj = json_object();
 	if (obj == NULL)
 		return IDEM_ERR_NOMEM;

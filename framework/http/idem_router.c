@@ -15,12 +15,20 @@ struct idem_router {
 	idem_route *routes;              /* owned */
 	size_t nroutes;
 	size_t cap;
+	json_t *schemas;                 /* owned: the OpenAPI document's
+	                                  * named schemas */
 };
 
 idem_router *
 idem_router_new(void)
 {
-	return calloc(1, sizeof(idem_router));
+	idem_router *r = calloc(1, sizeof(idem_router));
+
+	if (r != NULL && (r->schemas = json_object()) == NULL) {
+		free(r);
+		return NULL;
+	}
+	return r;
 }
 
 size_t
@@ -33,6 +41,12 @@ idem_route *
 idem_router_at(const idem_router *r, size_t i)
 {
 	return &r->routes[i];
+}
+
+json_t *
+idem_router_schemas(const idem_router *r)
+{
+	return r->schemas;
 }
 
 void
@@ -49,9 +63,12 @@ idem_router_free(idem_router *r)
 		free(r->routes[i].summary);
 		json_decref(r->routes[i].request_schema);
 		json_decref(r->routes[i].response_schema);
+		free(r->routes[i].error_type);
+		json_decref(r->routes[i].error_schema);
 		idem_route_conf_clear(&r->routes[i].conf);
 	}
 	free(r->routes);
+	json_decref(r->schemas);
 	free(r);
 }
 

@@ -46,6 +46,12 @@ typedef struct idem_route {
 	                                  * NULL */
 	json_t *request_schema;          /* owned references, or NULL */
 	json_t *response_schema;
+	/* its error format (idem_route_error_format), or all NULL: RFC 9457
+	 * problems */
+	idem_error_fn error_fn;
+	void *error_data;                /* borrowed from the plugin */
+	char *error_type;                /* owned: its media type */
+	json_t *error_schema;            /* owned reference */
 } idem_route;
 
 typedef struct idem_router idem_router;
@@ -59,6 +65,9 @@ size_t idem_router_count(const idem_router *r);
 /* Route i (< idem_router_count), in the order added; borrowed from r until
  * the next idem_router_add. */
 idem_route *idem_router_at(const idem_router *r, size_t i);
+/* The named schemas of r's OpenAPI document (idem_app_schema): an
+ * object, borrowed from r. */
+json_t *idem_router_schemas(const idem_router *r);
 
 /*
  * Adds a route (method and tmpl are copied; data and owner are borrowed).

@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,25 @@ idem_app_has_key_secret(const idem_app *app)
 	return app->cfg->idem.key_secret != NULL;
 }
 
+/* Gives rt the error format of the other arguments (media_type copied, a
+ * reference to schema taken).  Returns IDEM_OK or IDEM_ERR_NOMEM. */
+static idem_err
+set_error_format(idem_route *rt, const char *media_type, json_t *schema,
+    idem_error_fn render, void *data)
+{
+	char *copy = strdup(media_type);
+
+	if (copy == NULL)
+		return IDEM_ERR_NOMEM;
+	free(rt->error_type);
+	rt->error_type = copy;
+	json_decref(rt->error_schema);
+	rt->error_schema = json_incref(schema);
+	rt->error_fn = render;
+	rt->error_data = data;
+	return IDEM_OK;
+}
+
 idem_err
 idem_route_add(idem_app *app, const char *method, const char *tmpl,
     idem_policy policy, idem_handler_fn handler, void *data)
@@ -47,6 +67,11 @@ idem_route_add(idem_app *app, const char *method, const char *tmpl,
 		return IDEM_ERR_INVALID;
 	err = idem_router_add(app->router, method, tmpl, policy, handler, data,
 	    app->name);
+	if (err == IDEM_OK && app->self->error_fn != NULL)
+		err = set_error_format(idem_router_at(app->router,
+		    idem_router_count(app->router) - 1), app->self->error_type,
+		    app->self->error_schema, app->self->error_fn,
+		    app->self->error_data);
 
 	if (err != IDEM_OK)
 		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: route %s %s: %s",
@@ -162,6 +187,128 @@ idem_route_reconcile(idem_app *app, const char *method, const char *tmpl,
 		return rt == NULL ? IDEM_ERR_NOT_FOUND : IDEM_ERR_EXISTS;
 	}
 	rt->reconcile = reconcile;
+	return IDEM_OK;
+}
+
+idem_err
+idem_app_schema(idem_app *app, const char *name, json_t *schema)
+{
+	json_t *all;
+	size_t n;
+
+	if (idem_app_setup_only(app, "idem_app_schema") != 0 || name == NULL ||
+	    !json_is_object(schema))
+		return IDEM_ERR_INVALID;
+	for (n = 0; name[n] != '\0'; n++)
+		if (n >= 64 || !(isalnum((unsigned char)name[n]) ||
+		    strchr("._-", name[n]) != NULL))
+			break;
+	if (n == 0 || name[n] != '\0') {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: schema name \"%s\": 1 "
+		    "to 64 letters, digits, '.', '_' or '-'", app->path, name);
+		return IDEM_ERR_INVALID;
+	}
+	all = idem_router_schemas(app->router);
+	if (json_object_get(all, name) != NULL ||
+	    strcmp(name, "Problem") == 0) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: schema %s is named "
+		    "already", app->path, name);
+		return IDEM_ERR_EXISTS;
+	}
+	return json_object_set(all, name, schema) == 0 ? IDEM_OK :
+	    IDEM_ERR_NOMEM;
+}
+
+/* Whether the arguments of an error format are good (logged when not). */
+static int
+error_format_ok(idem_app *app, const char *media_type, json_t *schema,
+    idem_error_fn render)
+{
+	if (idem_app_setup_only(app, "an error format") != 0)
+		return 0;
+	if (render != NULL && media_type != NULL && json_is_object(schema))
+		return 1;
+	idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: an error format needs a "
+	    "renderer, a media type and a schema object", app->path);
+	return 0;
+}
+
+idem_err
+idem_app_error_format(idem_app *app, const char *media_type, json_t *schema,
+    idem_error_fn render, void *data)
+{
+	idem_loaded_plugin *lp = app->self;
+	char *copy;
+	size_t i;
+	idem_err err;
+
+	if (!error_format_ok(app, media_type, schema, render))
+		return IDEM_ERR_INVALID;
+	if ((copy = strdup(media_type)) == NULL)
+		return IDEM_ERR_NOMEM;
+	free(lp->error_type);
+	lp->error_type = copy;
+	json_decref(lp->error_schema);
+	lp->error_schema = json_incref(schema);
+	lp->error_fn = render;
+	lp->error_data = data;
+	for (i = 0; i < idem_router_count(app->router); i++) {
+		idem_route *rt = idem_router_at(app->router, i);
+		if (strcmp(rt->owner, app->name) == 0 &&
+		    (err = set_error_format(rt, media_type, schema, render,
+		    data)) != IDEM_OK)
+			return err;
+	}
+	return IDEM_OK;
+}
+
+idem_err
+idem_route_error_format(idem_app *app, const char *method, const char *tmpl,
+    const char *media_type, json_t *schema, idem_error_fn render,
+    void *data)
+{
+	idem_route *rt;
+
+	if (!error_format_ok(app, media_type, schema, render) ||
+	    method == NULL || tmpl == NULL)
+		return IDEM_ERR_INVALID;
+	if ((rt = own_route(app, method, tmpl)) == NULL) {
+		idem_log(NULL, IDEM_LOG_ERROR, "plugin %s: error format of %s "
+		    "%s: no such route of this plugin", app->path, method, tmpl);
+		return IDEM_ERR_NOT_FOUND;
+	}
+	return set_error_format(rt, media_type, schema, render, data);
+}
+
+idem_err
+idem_route_lifetime(idem_app *app, const char *method, const char *tmpl,
+    uint64_t *ms)
+{
+	idem_key_policy kp;
+	idem_route *rt, with;
+	size_t i;
+
+	if (idem_app_setup_only(app, "idem_route_lifetime") != 0 ||
+	    method == NULL || tmpl == NULL || ms == NULL)
+		return IDEM_ERR_INVALID;
+	if ((rt = own_route(app, method, tmpl)) == NULL)
+		return IDEM_ERR_NOT_FOUND;
+	/* the route as it will be once its section is applied
+	 * (idem_router_apply_sections) */
+	with = *rt;
+	for (i = 0; i < app->cfg->nroutes; i++) {
+		const idem_route_section *rs = &app->cfg->routes[i];
+		if (strcmp(rs->method, method) != 0 || strcmp(rs->tmpl, tmpl) != 0)
+			continue;
+		with.section = &rs->conf;
+		if (rs->conf.set & (1u << IDEM_RK_POLICY))
+			with.policy = (idem_policy)rs->conf.policy;
+	}
+	if (!app->cfg->idem.enabled ||
+	    idem_route_policy(app->cfg, &with) == IDEM_POLICY_OFF)
+		return IDEM_ERR_NOT_FOUND;
+	idem_route_key_policy(app->cfg, &with, &kp);
+	*ms = kp.lifetime_ms;
 	return IDEM_OK;
 }
 

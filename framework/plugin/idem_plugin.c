@@ -36,8 +36,10 @@ static void (*const plugin_api[])(void) __attribute__((used)) = {
 	(void (*)(void))idem_app_db,
 	(void (*)(void))idem_app_db_dialect,
 	(void (*)(void))idem_app_db_exec,
+	(void (*)(void))idem_app_error_format,
 	(void (*)(void))idem_app_has_key_secret,
 	(void (*)(void))idem_app_is_check,
+	(void (*)(void))idem_app_schema,
 	(void (*)(void))idem_config_bool,
 	(void (*)(void))idem_config_duration,
 	(void (*)(void))idem_config_int,
@@ -75,6 +77,8 @@ static void (*const plugin_api[])(void) __attribute__((used)) = {
 	(void (*)(void))idem_route_add,
 	(void (*)(void))idem_route_add_tx,
 	(void (*)(void))idem_route_describe,
+	(void (*)(void))idem_route_error_format,
+	(void (*)(void))idem_route_lifetime,
 	(void (*)(void))idem_route_reconcile,
 	(void (*)(void))idem_route_set,
 	(void (*)(void))idem_strerror,
@@ -403,6 +407,8 @@ idem_plugins_free(idem_plugins *ps)
 		if (lp->set_up && lp->desc.teardown != NULL)
 			lp->desc.teardown(lp->data);
 		idem_db_free(lp->db);
+		free(lp->error_type);
+		json_decref(lp->error_schema);
 		/* keep the code mapped: a route may still point into it */
 		free(lp->path);
 	}

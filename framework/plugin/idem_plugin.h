@@ -24,6 +24,11 @@ typedef struct idem_loaded_plugin {
 	int set_up;          /* setup succeeded */
 	struct idem_db *db;  /* owned: its pool (idem_app_db,
 	                      * idem_app_mysql_pool), or NULL */
+	/* its routes' error format (idem_app_error_format), or all NULL */
+	idem_error_fn error_fn;
+	void *error_data;    /* borrowed from the plugin */
+	char *error_type;    /* owned */
+	json_t *error_schema; /* owned reference */
 } idem_loaded_plugin;
 
 typedef struct idem_plugins {

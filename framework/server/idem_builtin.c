@@ -120,8 +120,10 @@ policy_handler(const idem_request *req, idem_response *res, void *data)
 	 * first one only doc is ours to free */
 	if (idem == NULL ||
 	    json_object_set_new(doc, "idempotency", idem) != 0 ||
-	    json_object_set_new(defaults, "idempotency-key-lifetime",
+	    json_object_set_new(doc, "idempotency-key-lifetime",
 	    json_string(least_lifetime(svc, least, sizeof(least)))) != 0 ||
+	    json_object_set_new(defaults, "idempotency-key-lifetime",
+	    json_string(least)) != 0 ||
 	    json_object_set_new(idem, "routes", routes = json_array()) != 0 ||
 	    (cfg->idem.scope == IDEM_SCOPE_HEADER &&
 	    json_object_set_new(idem, "scope-header",

@@ -4,8 +4,9 @@
  *
  *   GET [server] policy-path (default /idempotency): the advertised
  *       idempotency policy, for API clients.  Iceberg REST clients find
- *       "idempotency-key-lifetime" under "defaults", as in GET /v1/config
- *       (the shortest lifetime of the keyed routes); each route with its
+ *       "idempotency-key-lifetime" at the top level, as in GET /v1/config
+ *       (CatalogConfig), and older readers under "defaults" (the shortest
+ *       lifetime of the keyed routes); each route with its
  *       effective policy;
  *       it is absent when idempotency is disabled.
  *   GET [metrics] path (default /metrics, only with [metrics] enabled):

@@ -135,6 +135,14 @@ problem_response(const idem_config *cfg, const idem_route *rt, int keyed,
 	if (retry)
 		json_object_set_new(headers, "Retry-After", json_pack("{s:s}",
 		    "$ref", "#/components/headers/Retry-After"));
+	if (rt->error_fn != NULL) {
+		/* the route's own format: the codes are named in the
+		 * description only */
+		json_decref(codes);
+		return json_pack("{s:s, s:o, s:{s:{s:O}}}", "description", desc,
+		    "headers", headers, "content", rt->error_type, "schema",
+		    rt->error_schema);
+	}
 	return json_pack("{s:s, s:o, s:{s:{s:{s:[{s:s}, {s:{s:{s:o}}}]}}}}",
 	    "description", desc, "headers", headers, "content",
 	    "application/problem+json", "schema", "allOf", "$ref",
@@ -378,5 +386,8 @@ idem_openapi_document(const idem_config *cfg, const idem_router *r,
 	    "servers", "url", cfg->server.mount[0] != '\0' ? cfg->server.mount : "/",
 	    "security", "tags", tag_list, "paths", paths, "components",
 	    components());
+	if (doc != NULL)
+		json_object_update_missing(json_object_get(json_object_get(doc,
+		    "components"), "schemas"), idem_router_schemas(r));
 	return doc;
 }

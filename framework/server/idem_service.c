@@ -386,6 +386,8 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 			res->status = 500;
 		goto drain;
 	}
+	res->error_fn = req->route->error_fn;
+	res->error_data = req->route->error_data;
 	err = idem_request_read_body(req, svc->cfg->server.max_body, rd, rdctx, &pb);
 	if (err != IDEM_OK) {
 		idem_log(req, IDEM_LOG_WARN, "refused: %s", pb.detail);

@@ -668,7 +668,7 @@ Test(cli, help_and_version)
 	free(out);
 	rc = harness_run("--version", "", &out);
 	cr_expect_eq(rc, 0);
-	cr_expect(strstr(out, "idemfcgi 0.3.0 (plugin ABI 2)") != NULL, "%s",
+	cr_expect(strstr(out, "idemfcgi " PACKAGE_VERSION " (plugin ABI 2)") != NULL, "%s",
 	    out);
 	free(out);
 	rc = harness_run("--bogus", "", &out);

@@ -386,6 +386,7 @@ Test(ops, policy_route_reflects_the_config)
 	cr_expect_not_null(json_object_get(doc, "defaults"));
 	cr_expect_null(json_object_get(json_object_get(doc, "defaults"),
 	    "idempotency-key-lifetime"));
+	cr_expect_null(json_object_get(doc, "idempotency-key-lifetime"));
 	cr_expect_null(json_object_get(doc, "idempotency"));
 	json_decref(doc);
 	cr_expect_eq(harness_stop(&h), 0);

@@ -186,6 +186,9 @@ Test(sections, code_policy_and_section_over_it)
 	/* no key is forgotten sooner than the shortest route's lifetime */
 	cr_expect_str_eq(json_string_value(json_object_get(json_object_get(doc,
 	    "defaults"), "idempotency-key-lifetime")), "PT1H30M");
+	/* and where the Iceberg spec's CatalogConfig has it */
+	cr_expect_str_eq(json_string_value(json_object_get(doc,
+	    "idempotency-key-lifetime")), "PT1H30M");
 	json_decref(doc);
 	fc_response_free(&r);
 	cr_expect_eq(harness_stop(&h), 0);

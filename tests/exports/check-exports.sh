@@ -15,10 +15,12 @@ sort > "$tmp/expected" <<LIST
 idem_app_db
 idem_app_db_dialect
 idem_app_db_exec
+idem_app_error_format
 idem_app_has_key_secret
 idem_app_is_check
 idem_app_mysql_exec
 idem_app_mysql_pool
+idem_app_schema
 idem_app_uses_mysql
 idem_config_bool
 idem_config_duration
@@ -68,6 +70,8 @@ idem_response_write
 idem_route_add
 idem_route_add_tx
 idem_route_describe
+idem_route_error_format
+idem_route_lifetime
 idem_route_reconcile
 idem_route_set
 idem_strerror

@@ -302,6 +302,136 @@ Test(chain, framework_errors, .init = start, .fini = stop)
 	free(b);
 }
 
+/* ------------------------------------------------------- error formats */
+
+#define ERRFMT "[server]\nplugins = @BUILDDIR@/tests/plugins/.libs/errfmt.so\n" \
+	"[idempotency]\nrequired = false\n"
+#define V7 "HTTP_IDEMPOTENCY_KEY=0190a5b2-7c3d-7e4f-8a5b-6c7d8e9fa0b1"
+
+/* call() with one more CGI param (NULL: none). */
+static int
+call_with(const char *param, const char *method, const char *uri,
+    const char *body, char **out, char *ctype, size_t ctlen)
+{
+	char m[64], u[512], cl[64];
+	char *env[] = { m, u, cl, (char *)param, NULL };
+	harness_body r = { body, body != NULL ? strlen(body) : 0, 0, 0, 0 };
+	idem_request req;
+	idem_response res;
+	const char *t;
+	int status;
+
+	snprintf(m, sizeof(m), "REQUEST_METHOD=%s", method);
+	snprintf(u, sizeof(u), "REQUEST_URI=%s", uri);
+	snprintf(cl, sizeof(cl), "CONTENT_LENGTH=%zu", r.len);
+	idem_response_init(&res);
+	idem_service_handle(svc, env, harness_read_body, &r, &req, &res);
+	status = res.status;
+	*out = strndup(res.body != NULL ? res.body : "", res.len);
+	t = idem_response_get_header(&res, "Content-Type");
+	snprintf(ctype, ctlen, "%s", t != NULL ? t : "");
+	idem_response_clear(&res);
+	idem_request_clear(&req);
+	return status;
+}
+
+/* Expects an error of the plugin's format: status, type and "own". */
+static void
+expect_fmt(int got, char *b, const char *ct, int status, const char *type,
+    int own)
+{
+	char want[128];
+
+	cr_expect_eq(got, status, "%s", b);
+	cr_expect_str_eq(ct, "application/json");
+	snprintf(want, sizeof(want), "\"type\":\"%s\"", type);
+	cr_expect(strncmp(b, "{\"error\":{", 10) == 0 &&
+	    strstr(b, want) != NULL, "want %s in %s", want, b);
+	snprintf(want, sizeof(want), "\"code\":%d", status);
+	cr_expect(strstr(b, want) != NULL, "want %s in %s", want, b);
+	cr_expect_eq(strstr(b, "\"own\":true") != NULL, own, "%s", b);
+	free(b);
+}
+
+/* The framework's own refusals on a plugin's routes, a failed handler
+ * and a handler's problem are written by the plugin's format, with the
+ * framework's status; a route keeps a format of its own; a request that
+ * matches no route still gets a problem. */
+Test(errfmt, every_error_of_its_routes)
+{
+	char *b, ct[64], *log;
+	int st;
+
+	cr_assert_eq(service(ERRFMT, &svc, &log), IDEM_OK, "%s", log);
+	free(log);
+	st = call_with("HTTP_IDEMPOTENCY_KEY=1234", "POST", "/fmt/keyed",
+	    "{}", &b, ct, sizeof(ct));
+	expect_fmt(st, b, ct, 400, "IDEMPOTENCY_KEY_INVALID", 0);
+	cr_expect_eq(call_with(V7, "POST", "/fmt/keyed", "{}", &b, ct,
+	    sizeof(ct)), 201, "%s", b);
+	free(b);
+	st = call_with(V7, "POST", "/fmt/keyed", "{\"x\":1}", &b, ct,
+	    sizeof(ct));
+	expect_fmt(st, b, ct, 409, "IDEMPOTENCY_CONFLICT", 0);
+	st = call_with(NULL, "POST", "/fmt/fail", NULL, &b, ct,
+	    sizeof(ct));
+	expect_fmt(st, b, ct, 500, "HANDLER_FAILED", 0);
+	st = call_with(NULL, "POST", "/fmt/teapot", NULL, &b, ct,
+	    sizeof(ct));
+	expect_fmt(st, b, ct, 418, "TEAPOT", 0);
+	st = call_with(NULL, "POST", "/fmt/own", NULL, &b, ct,
+	    sizeof(ct));
+	expect_fmt(st, b, ct, 418, "TEAPOT", 1);
+	cr_expect_eq(call_with(NULL, "POST", "/fmt", NULL, &b, ct, sizeof(ct)),
+	    404);
+	cr_expect_str_eq(ct, "application/problem+json");
+	free(b);
+	idem_service_free(svc);
+}
+
+/* A renderer that fails leaves the default problem. */
+Test(errfmt, failing_renderer_gives_a_problem)
+{
+	char *b, ct[64], *log;
+
+	cr_assert_eq(service(ERRFMT "[errfmt]\nbroken = true\n", &svc, &log),
+	    IDEM_OK, "%s", log);
+	free(log);
+	cr_expect_eq(call_with(NULL, "POST", "/fmt/fail", NULL, &b, ct,
+	    sizeof(ct)), 500);
+	cr_expect_str_eq(ct, "application/problem+json");
+	cr_expect(strstr(b, "\"code\":\"HANDLER_FAILED\"") != NULL, "%s", b);
+	free(b);
+	idem_service_free(svc);
+}
+
+/* idem_route_lifetime: [idempotency]'s, idem_route_set's, and a [route]
+ * section's over both. */
+Test(errfmt, route_lifetime)
+{
+	static const struct { const char *conf, *want; } cases[] = {
+		{ "", "{\"lifetime_ms\":86400000}" },
+		{ "lifetime = 1h\n", "{\"lifetime_ms\":3600000}" },
+		{ "lifetime = 1h\n[route POST /fmt/keyed]\nlifetime = 2h\n",
+		    "{\"lifetime_ms\":7200000}" },
+		{ "[route POST /fmt/keyed]\npolicy = off\n",
+		    "{\"lifetime_ms\":0}" },
+	};
+	char text[512], *b, ct[64], *log;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), ERRFMT "%s", cases[i].conf);
+		cr_assert_eq(service(text, &svc, &log), IDEM_OK, "%s", log);
+		free(log);
+		cr_expect_eq(call_with(NULL, "GET", "/fmt/lifetime", NULL, &b,
+		    ct, sizeof(ct)), 200);
+		cr_expect_str_eq(b, cases[i].want, "case %zu", i);
+		free(b);
+		idem_service_free(svc);
+	}
+}
+
 /* ------------------------------------------ the data API without a database */
 
 #define DBAPI "[server]\nplugins = @BUILDDIR@/tests/plugins/.libs/dbapi.so\n"
