@@ -31,6 +31,8 @@ typedef enum idem_key_format {
 } idem_key_format;
 #define IDEM_KEY__MAX (IDEM_KEY_UUIDV7 + 1)
 extern const char *const idem_key_format_names[IDEM_KEY__MAX];
+/* The names of [server] path-source: path-info (0), request-uri (1). */
+extern const char *const idem_path_source_names[2];
 
 /* scope = header:NAME is IDEM_SCOPE_HEADER, named "header". */
 typedef enum idem_scope_kind {
@@ -142,6 +144,7 @@ typedef struct idem_config_server {
 	uint64_t max_header_size;      /* bytes of one header value */
 	uint64_t max_params_size;      /* bytes of all params */
 	char *mount;                   /* "" or "/prefix" without trailing '/' */
+	int path_from_uri;             /* path-source = request-uri */
 	char **plugins;                /* NULL-terminated list of paths */
 	size_t nplugins;
 	uint64_t shutdown_grace;       /* ms */

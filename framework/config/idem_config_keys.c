@@ -20,6 +20,9 @@ const char *const idem_key_format_names[IDEM_KEY__MAX] = {
 	[IDEM_KEY_UUIDV7] = "uuidv7",
 };
 
+const char *const idem_path_source_names[2] = { "path-info",
+    "request-uri" };
+
 const char *const idem_scope_names[IDEM_SCOPE__MAX] = {
 	[IDEM_SCOPE_NONE] = "none",
 	[IDEM_SCOPE_REMOTE_USER] = "remote-user",
@@ -86,6 +89,8 @@ static const idem_key_def keys[] = {
 	{ "server", "max-params-size", T(size), FIELD(server.max_params_size),
 	    .min = 1024, .max = 16ULL << 20, .def = "64k" },
 	{ "server", "mount", T(mount), FIELD(server.mount), .def = "" },
+	{ "server", "path-source", T(enum), FIELD(server.path_from_uri),
+	    .names = idem_path_source_names, .max = 1, .def = "path-info" },
 	{ "server", "plugins", T(words), FIELD(server.plugins),
 	    .aux = offsetof(idem_config, server.nplugins) },
 	{ "server", "shutdown-grace", T(duration), FIELD(server.shutdown_grace),

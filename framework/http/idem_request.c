@@ -287,8 +287,12 @@ idem_request_parse(idem_request *req, char *const *envp,
 	}
 	req->content_length = n;
 
-	/* Route on PATH_INFO when set, else on REQUEST_URI minus the mount. */
+	/* Route on PATH_INFO when set, else on REQUEST_URI minus the mount;
+	 * on REQUEST_URI always when so configured (web servers decode
+	 * PATH_INFO whole, and some replace control bytes in it) */
 	pi = idem_request_env(req, "PATH_INFO");
+	if (lim->path_from_uri && idem_request_env(req, "REQUEST_URI") != NULL)
+		pi = NULL;
 	if (pi != NULL && *pi != '\0') {
 		const char *sn = idem_request_env(req, "SCRIPT_NAME");
 		idem_err err;

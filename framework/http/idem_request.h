@@ -85,6 +85,9 @@ typedef struct idem_request_limits {
 	unsigned max_headers;       /* HTTP_* params */
 	uint64_t max_header_size;   /* bytes of one HTTP_* value */
 	uint64_t max_params_size;   /* bytes of all names and values */
+	int path_from_uri;          /* route on REQUEST_URI even when
+	                             * PATH_INFO is set ([server]
+	                             * path-source = request-uri) */
 } idem_request_limits;
 
 /*

@@ -355,7 +355,8 @@ handle(idem_service *svc, char *const *envp, idem_read_fn rd, void *rdctx,
 	idem_err err;
 
 	idem_request_limits lim = { svc->cfg->server.mount, svc->cfg->server.max_headers,
-	    svc->cfg->server.max_header_size, svc->cfg->server.max_params_size };
+	    svc->cfg->server.max_header_size, svc->cfg->server.max_params_size,
+	    svc->cfg->server.path_from_uri };
 
 	err = idem_request_parse(req, envp, &lim, &pb);
 	if (svc->cfg->server.log_level == IDEM_LOG_DEBUG)

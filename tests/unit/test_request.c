@@ -86,6 +86,26 @@ Test(request, path_info_wins)
 	idem_request_clear(&req);
 }
 
+/* [server] path-source = request-uri: the route is REQUEST_URI less the
+ * mount, decoded segment by segment, even with PATH_INFO set (lighttpd
+ * turns %1F into '_' there, and every server %2F into '/'). */
+Test(request, path_from_request_uri)
+{
+	char *env[] = { "REQUEST_METHOD=GET",
+	    "REQUEST_URI=/cat/v1/namespaces/a%1Fb%2Fc?x=1",
+	    "SCRIPT_NAME=/cat", "PATH_INFO=/v1/namespaces/a_b/c", NULL };
+	idem_request_limits lim = { "/cat", 5, 100, 8192, 1 };
+	idem_request req;
+	idem_problem pb;
+
+	cr_assert_eq(idem_request_parse(&req, env, &lim, &pb), IDEM_OK, "%s",
+	    pb.detail);
+	cr_expect_eq(req.nsegs, 3);
+	cr_expect_str_eq(req.segs[2], "a\x1f" "b/c");
+	cr_expect_str_eq(idem_request_script_name(&req), "/cat");
+	idem_request_clear(&req);
+}
+
 /* nginx's "fastcgi_param PATH_INFO $fastcgi_path_info" without a
  * fastcgi_split_path_info sends PATH_INFO empty and SCRIPT_NAME the whole
  * path: an empty PATH_INFO is absent, the route is REQUEST_URI less the
