@@ -527,7 +527,8 @@ setup(idem_app *app, void **data)
 	}
 	json_decref(model);
 	json_decref(ref);
-	if (err != IDEM_OK || (err = advertise(app, ib)) != IDEM_OK)
+	if (err != IDEM_OK || (err = advertise(app, ib)) != IDEM_OK ||
+	    (err = ice_openapi_describe(app)) != IDEM_OK)
 		goto fail;
 	if (!idem_app_is_check(app)) {
 		if (pthread_create(&ib->purger, NULL, purger, ib) != 0) {

@@ -63,6 +63,10 @@ void ice_next_token(json_t *doc, const ice_list *l, int paged);
 /* Now, in ms since the epoch. */
 int64_t ice_now_ms(void);
 
+/* Names the catalog's schemas in the OpenAPI document and describes its
+ * routes (ice_openapi.c).  Returns IDEM_OK or the API's error. */
+idem_err ice_openapi_describe(idem_app *app);
+
 /* The route handlers: namespaces (ice_ns.c), tables (ice_table.c). */
 idem_err ice_ns_list(const idem_request *, idem_response *, void *);
 idem_err ice_ns_create(const idem_request *, idem_response *, void *);

@@ -2,7 +2,8 @@
 # TAP: the OpenAPI 3.1 document of idemfcgi --openapi, of the demo's
 # config (scripts/demo: the ledger) and of the testkit's (with a [route]
 # section), validated by a real linter: @redocly/cli lint with its
-# recommended rules must find no error.  scripts/deps installs the pinned
+# recommended rules must find no error.  The Iceberg catalog's document
+# names its schemas as the Iceberg REST spec does.  scripts/deps installs the pinned
 # @redocly/cli with npm into /opt/idemfcgi-redocly (IDEM_REDOCLY names
 # another redocly).  jq checks what the document says of idempotency.
 set -u
@@ -14,7 +15,7 @@ trap 'rm -rf "$tmp"' EXIT
 # no telemetry, no update check: the lint needs no network
 REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true
 export REDOCLY_TELEMETRY REDOCLY_SUPPRESS_UPDATE_NOTICE
-echo 1..9
+echo 1..11
 
 if [ -x "$redocly" ] && "$redocly" --version >"$tmp/version" 2>&1; then
 	echo "ok 1 - @redocly/cli is installed ($(tail -n 1 "$tmp/version"))"
@@ -142,4 +143,58 @@ if [ -s "$tmp/codes" ] && [ ! -s "$tmp/unknown" ]; then
 else
 	echo "not ok 9 - every problem code of the document is one idemfcgi answers"
 	sed 's/^/# not answered anywhere: /' "$tmp/unknown"
+fi
+
+# the Iceberg catalog: its document lints, and every schema it names is a
+# schema of the Iceberg REST spec (apache/iceberg,
+# open-api/rest-catalog-open-api.yaml: the names below are the spec's
+# components/schemas that a catalog of namespaces and tables uses)
+spec_names="CatalogConfig CommitTableRequest CommitTableResponse
+CommitTransactionRequest CreateNamespaceRequest CreateNamespaceResponse
+CreateTableRequest ErrorModel GetNamespaceResponse IcebergErrorResponse
+ListNamespacesResponse ListTablesResponse LoadTableResult Namespace
+PageToken RegisterTableRequest RenameTableRequest ReportMetricsRequest
+TableIdentifier TableMetadata TableRequirement TableUpdate
+UpdateNamespacePropertiesRequest UpdateNamespacePropertiesResponse"
+cat >"$tmp/iceberg.conf" <<CONF
+[server]
+listen = 127.0.0.1:1
+path-source = request-uri
+plugins = $b/.libs/iceberg.so
+[idempotency]
+required = false
+lifetime = 30m
+[iceberg]
+warehouse = $tmp/warehouse
+CONF
+t="$tmp/iceberg.json"
+if "$b/idemfcgi" --openapi -c "$tmp/iceberg.conf" >"$t" 2>"$tmp/iceberg.err" &&
+    "$redocly" lint "$t" >"$tmp/iceberg.lint" 2>&1; then
+	echo "ok 10 - redocly lint finds no error in the Iceberg catalog's document"
+else
+	echo "not ok 10 - redocly lint finds no error in the Iceberg catalog's document"
+	sed 's/^/# /' "$tmp/iceberg.err" "$tmp/iceberg.lint" | tail -30
+fi
+fail=""
+for name in $(jq -r '.components.schemas | keys[]' "$t" 2>/dev/null); do
+	[ "$name" = Problem ] && continue
+	echo "$spec_names" | tr ' ' '\n' | grep -qx "$name" ||
+		fail="$fail
+$name is not a schema of the Iceberg REST spec"
+done
+ops='.paths["/v1/namespaces"].post'
+check "$ops"'.requestBody.content["application/json"].schema["$ref"] == "#/components/schemas/CreateNamespaceRequest"'
+check "$ops"'.responses["2XX"].content["application/json"].schema["$ref"] == "#/components/schemas/CreateNamespaceResponse"'
+check "$ops"'.parameters[] | select(.name == "Idempotency-Key" and .required == false and (.schema.pattern | test("-7\\[")) and ."x-idempotency-key-lifetime" == "PT30M")'
+check "$ops"'.responses["409"].content["application/json"].schema["$ref"] == "#/components/schemas/IcebergErrorResponse"'
+check "$ops"'.responses["409"].headers["Retry-After"]'
+check '.paths["/v1/{prefix}/tables/rename"].post.requestBody.content["application/json"].schema["$ref"] == "#/components/schemas/RenameTableRequest"'
+check '.paths["/v1/config"].get.responses["2XX"].content["application/json"].schema["$ref"] == "#/components/schemas/CatalogConfig"'
+check '[.paths["/v1/namespaces/{namespace}/tables/{table}/metrics"].post.parameters[]? | select(.name == "Idempotency-Key")] == []'
+check '.components.schemas.IcebergErrorResponse.properties.error["$ref"] == "#/components/schemas/ErrorModel"'
+if [ -z "$fail" ] && [ -s "$t" ]; then
+	echo "ok 11 - the catalog's schemas are the spec's, its errors the spec's error model"
+else
+	echo "not ok 11 - the catalog's schemas are the spec's, its errors the spec's error model"
+	echo "$fail" | sed '/^$/d; s/^/# failed: /'
 fi
