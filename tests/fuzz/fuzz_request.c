@@ -42,7 +42,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static idem_router *router;
-	static const idem_request_limits lim = { "/api", 20, 512, 4096 };
+	static const idem_request_limits lim = { "/api", 20, 512, 4096, 0 };
 	char *copy = malloc(size + 2), *p, *end, **env;
 	size_t n = 0, i;
 	idem_request req;

@@ -254,7 +254,7 @@ static void
 fingerprint_hex(const char *method, const char *uri, const char *ctype,
     const char *body, size_t blen, char hex[65])
 {
-	static const idem_request_limits lim = { "", 100, 8192, 65536 };
+	static const idem_request_limits lim = { "", 100, 8192, 65536, 0 };
 	char m[64], u[256], q[256], c[256], l[64], allow[64];
 	char *env[] = { m, u, q, l, c, NULL };
 	const char *qs = strchr(uri, '?');
@@ -465,7 +465,7 @@ static void
 fp_route(const char *ignore, const char *headers, const char *ctype,
     const char *body, const char *const *hdrs, char hex[65])
 {
-	static const idem_request_limits lim = { "", 100, 8192, 65536 };
+	static const idem_request_limits lim = { "", 100, 8192, 65536, 0 };
 	char env_buf[8][300], allow[64], why[256];
 	char *env[12];
 	idem_router *rt = idem_router_new();

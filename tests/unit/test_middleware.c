@@ -20,7 +20,7 @@
 #include "idem_service.h"
 #include "store_req.h"
 
-static const idem_request_limits test_limits = { "", 100, 8192, 65536 };
+static const idem_request_limits test_limits = { "", 100, 8192, 65536, 0 };
 
 /* ------------------------------------------------- the counting handler */
 

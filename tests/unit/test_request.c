@@ -17,7 +17,7 @@ static idem_err
 parse(idem_request *req, char *const *env, const char *mount,
     idem_problem *pb)
 {
-	idem_request_limits lim = { mount, 5, 100, 8192 };
+	idem_request_limits lim = { mount, 5, 100, 8192, 0 };
 
 	memset(pb, 0, sizeof(*pb));
 	return idem_request_parse(req, env, &lim, pb);

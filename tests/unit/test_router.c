@@ -8,7 +8,7 @@
 
 #include "idem_router.h"
 
-static const idem_request_limits test_limits = { "", 100, 8192, 65536 };
+static const idem_request_limits test_limits = { "", 100, 8192, 65536, 0 };
 
 static idem_err
 h1(const idem_request *req, idem_response *res, void *data)
