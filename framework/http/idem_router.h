@@ -52,6 +52,9 @@ typedef struct idem_route {
 	void *error_data;                /* borrowed from the plugin */
 	char *error_type;                /* owned: its media type */
 	json_t *error_schema;            /* owned reference */
+	int error_own;                   /* set for the route alone
+	                                  * (idem_route_error_format): the
+	                                  * plugin's format leaves it */
 } idem_route;
 
 typedef struct idem_router idem_router;

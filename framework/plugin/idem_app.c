@@ -254,7 +254,7 @@ idem_app_error_format(idem_app *app, const char *media_type, json_t *schema,
 	lp->error_data = data;
 	for (i = 0; i < idem_router_count(app->router); i++) {
 		idem_route *rt = idem_router_at(app->router, i);
-		if (strcmp(rt->owner, app->name) == 0 &&
+		if (strcmp(rt->owner, app->name) == 0 && !rt->error_own &&
 		    (err = set_error_format(rt, media_type, schema, render,
 		    data)) != IDEM_OK)
 			return err;
@@ -277,6 +277,7 @@ idem_route_error_format(idem_app *app, const char *method, const char *tmpl,
 		    "%s: no such route of this plugin", app->path, method, tmpl);
 		return IDEM_ERR_NOT_FOUND;
 	}
+	rt->error_own = 1;
 	return set_error_format(rt, media_type, schema, render, data);
 }
 

@@ -6,6 +6,7 @@
  *   POST /fmt/fail       the handler fails (500 HANDLER_FAILED)
  *   POST /fmt/teapot     the handler answers idem_response_problem 418
  *   POST /fmt/own        a route with a format of its own ("own": true)
+ *   POST /fmt/early      the same, set before the plugin's format
  *   GET  /fmt/lifetime   the lifetime of POST /fmt/keyed, in ms
  * [errfmt] broken = true: the plugin's renderer fails (the default
  * problem is written instead).
@@ -92,6 +93,10 @@ setup(idem_app *app, void **data)
 	    (err = idem_route_set(app, "POST", "/fmt/keyed", "key-format",
 	    "uuidv7")) != IDEM_OK ||
 	    (err = idem_app_schema(app, "FmtError", schema)) != IDEM_OK ||
+	    (err = idem_route_add(app, "POST", "/fmt/early", IDEM_POLICY_OFF,
+	    teapot, NULL)) != IDEM_OK ||
+	    (err = idem_route_error_format(app, "POST", "/fmt/early",
+	    "application/json", schema, render, &broken)) != IDEM_OK ||
 	    /* the format is given to routes added before and after */
 	    (err = idem_app_error_format(app, "application/json", ref, render,
 	    NULL)) != IDEM_OK ||

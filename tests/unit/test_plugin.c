@@ -382,6 +382,10 @@ Test(errfmt, every_error_of_its_routes)
 	st = call_with(NULL, "POST", "/fmt/own", NULL, &b, ct,
 	    sizeof(ct));
 	expect_fmt(st, b, ct, 418, "TEAPOT", 1);
+	/* a route's own format wins over the plugin's set after it */
+	st = call_with(NULL, "POST", "/fmt/early", NULL, &b, ct,
+	    sizeof(ct));
+	expect_fmt(st, b, ct, 418, "TEAPOT", 1);
 	cr_expect_eq(call_with(NULL, "POST", "/fmt", NULL, &b, ct, sizeof(ct)),
 	    404);
 	cr_expect_str_eq(ct, "application/problem+json");
