@@ -8,7 +8,9 @@
  *
  * Names: a catalog (prefix, "" for none) holds namespaces, each a key of
  * its parts joined by 0x1F ("a\x1fb" is a.b); a table is (namespace key,
- * name).  Strings passed in are borrowed for the call; strings passed
+ * name), with its directory (its location as an absolute path inside the
+ * warehouse: dir).  A dropped table's directory waits in the purges until
+ * the purger deleted its files.  Strings passed in are borrowed for the call; strings passed
  * out are new (caller frees).
  */
 #ifndef ICE_CAT_H
@@ -25,6 +27,9 @@
 #define ICE_PREFIX_MAX 128
 #define ICE_NS_MAX 512
 #define ICE_NAME_MAX 255
+/* The bytes of a table's directory (its location as a path): PostgreSQL
+ * indexes a few more, MySQL up to 3072. */
+#define ICE_DIR_MAX 2048
 
 /* What a lookup locks until the request's transaction ends. */
 typedef enum ice_lock {
@@ -78,22 +83,30 @@ typedef struct ice_cat_ops {
 	idem_err (*tbl_get)(ice_tx *tx, const char *prefix, const char *ns,
 	    const char *name, ice_lock lock, char **location, char **metadata);
 	idem_err (*tbl_create)(ice_tx *tx, const char *prefix, const char *ns,
-	    const char *name, const char *location, const char *metadata);
+	    const char *name, const char *dir, const char *location,
+	    const char *metadata);
 	/* Points table (read with ICE_LOCK_UPDATE) at new metadata. */
 	idem_err (*tbl_set)(ice_tx *tx, const char *prefix, const char *ns,
-	    const char *name, const char *location, const char *metadata);
+	    const char *name, const char *dir, const char *location,
+	    const char *metadata);
 	idem_err (*tbl_drop)(ice_tx *tx, const char *prefix, const char *ns,
 	    const char *name);
 	/* The tables of ns as ns_list lists namespaces. */
 	idem_err (*tbl_list)(ice_tx *tx, const char *prefix, const char *ns,
 	    const char *after, size_t limit, ice_list *out);
-	/* Records location (a dropped table's, inside the warehouse) for its
-	 * files to be deleted once the drop commits. */
-	idem_err (*purge_add)(ice_tx *tx, const char *location);
-	/* Up to limit locations recorded by committed drops. */
+	/* Whether dir, a directory inside it or one it lies in, is the
+	 * directory of a table of any catalog (purges 0) or of a dropped
+	 * table whose files wait for the purger (purges 1, a locking read:
+	 * the purger forgets it only after its files are gone) (*yes). */
+	idem_err (*dir_used)(ice_tx *tx, const char *dir, int purges,
+	    const char *root, int *yes);
+	/* Records dir (a dropped table's) for its files to be deleted once
+	 * the drop commits. */
+	idem_err (*purge_add)(ice_tx *tx, const char *dir);
+	/* Up to limit directories recorded by committed drops. */
 	idem_err (*purge_next)(ice_tx *tx, size_t limit, ice_list *out);
-	/* Forgets location, its files deleted. */
-	idem_err (*purge_done)(ice_tx *tx, const char *location);
+	/* Forgets dir, its files deleted (or kept: another table's). */
+	idem_err (*purge_done)(ice_tx *tx, const char *dir);
 } ice_cat_ops;
 
 struct ice_cat {

@@ -14,8 +14,8 @@
 typedef struct mem {
 	pthread_mutex_t lock;
 	json_t *ns;      /* key -> {"parent", "props"} */
-	json_t *tables;  /* key -> {"location", "metadata"} */
-	json_t *purges;  /* location -> true */
+	json_t *tables;  /* key -> {"dir", "location", "metadata"} */
+	json_t *purges;  /* dir -> true */
 } mem;
 
 struct ice_tx {
@@ -235,7 +235,7 @@ tbl_get(ice_tx *tx, const char *prefix, const char *ns, const char *name,
 
 static idem_err
 tbl_create(ice_tx *tx, const char *prefix, const char *ns, const char *name,
-    const char *location, const char *metadata)
+    const char *dir, const char *location, const char *metadata)
 {
 	char *inner = join(ns, name, NULL);
 	char *k = inner != NULL ? join(prefix, inner, NULL) : NULL;
@@ -245,8 +245,9 @@ tbl_create(ice_tx *tx, const char *prefix, const char *ns, const char *name,
 		err = IDEM_ERR_NOMEM;
 	else if (json_object_get(tx->m->tables, k) != NULL)
 		err = IDEM_ERR_EXISTS;
-	else if (json_object_set_new(tx->m->tables, k, json_pack("{s:s, s:s}",
-	    "location", location, "metadata", metadata)) != 0)
+	else if (json_object_set_new(tx->m->tables, k, json_pack("{s:s, s:s, "
+	    "s:s}", "dir", dir, "location", location, "metadata", metadata))
+	    != 0)
 		err = IDEM_ERR_NOMEM;
 	free(inner);
 	free(k);
@@ -255,13 +256,14 @@ tbl_create(ice_tx *tx, const char *prefix, const char *ns, const char *name,
 
 static idem_err
 tbl_set(ice_tx *tx, const char *prefix, const char *ns, const char *name,
-    const char *location, const char *metadata)
+    const char *dir, const char *location, const char *metadata)
 {
 	json_t *e = tbl_entry(tx, prefix, ns, name);
 
 	if (e == NULL)
 		return IDEM_ERR_NOT_FOUND;
-	if (json_object_set_new(e, "location", json_string(location)) != 0 ||
+	if (json_object_set_new(e, "dir", json_string(dir)) != 0 ||
+	    json_object_set_new(e, "location", json_string(location)) != 0 ||
 	    json_object_set_new(e, "metadata", json_string(metadata)) != 0)
 		return IDEM_ERR_NOMEM;
 	return IDEM_OK;
@@ -309,10 +311,39 @@ tbl_list(ice_tx *tx, const char *prefix, const char *ns, const char *after,
 	return IDEM_OK;
 }
 
-static idem_err
-purge_add(ice_tx *tx, const char *location)
+/* Whether directories a and b are one, or one lies in the other. */
+static int
+nested(const char *a, const char *b)
 {
-	return json_object_set_new(tx->m->purges, location, json_true()) == 0 ?
+	size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb;
+
+	return strncmp(a, b, n) == 0 && (la == lb ||
+	    (la < lb ? b[la] : a[lb]) == '/');
+}
+
+static idem_err
+dir_used(ice_tx *tx, const char *dir, int purges, const char *root, int *yes)
+{
+	const char *key;
+	json_t *v;
+
+	(void)root;
+	*yes = 0;
+	if (purges) {
+		json_object_foreach(tx->m->purges, key, v)
+			*yes |= nested(key, dir);
+	} else {
+		json_object_foreach(tx->m->tables, key, v)
+			*yes |= nested(json_string_value(json_object_get(v,
+			    "dir")), dir);
+	}
+	return IDEM_OK;
+}
+
+static idem_err
+purge_add(ice_tx *tx, const char *dir)
+{
+	return json_object_set_new(tx->m->purges, dir, json_true()) == 0 ?
 	    IDEM_OK : IDEM_ERR_NOMEM;
 }
 
@@ -337,16 +368,16 @@ purge_next(ice_tx *tx, size_t limit, ice_list *out)
 }
 
 static idem_err
-purge_done(ice_tx *tx, const char *location)
+purge_done(ice_tx *tx, const char *dir)
 {
-	json_object_del(tx->m->purges, location);
+	json_object_del(tx->m->purges, dir);
 	return IDEM_OK;
 }
 
 static const ice_cat_ops mem_ops = {
 	ns_create, ns_get, ns_set, ns_drop, ns_busy, ns_list,
 	tbl_get, tbl_create, tbl_set, tbl_drop, tbl_list,
-	purge_add, purge_next, purge_done,
+	dir_used, purge_add, purge_next, purge_done,
 };
 
 /* Takes the catalog's lock for the request.  Returns the view or NULL. */

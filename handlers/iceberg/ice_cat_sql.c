@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ice_cat.h"
+#include "ice_ident.h"
 
 enum {
 	Q_NS_CREATE, Q_NS_GET, Q_NS_GET_SHARE, Q_NS_GET_UPDATE, Q_NS_SET,
@@ -20,6 +21,7 @@ enum {
 	Q_TBL_GET, Q_TBL_GET_SHARE, Q_TBL_GET_UPDATE, Q_TBL_CREATE, Q_TBL_SET,
 	Q_TBL_DROP, Q_TBL_LIST,
 	Q_PURGE_ADD, Q_PURGE_NEXT, Q_PURGE_DONE,
+	Q_DIR_TABLE, Q_DIR_TABLE_UNDER, Q_DIR_PURGE, Q_DIR_PURGE_UNDER,
 	NQ
 };
 
@@ -31,6 +33,12 @@ enum {
 	"parent = ? LIMIT 1"
 #define NS_TABLE "SELECT 1 FROM iceberg_tables WHERE prefix = ? AND ns = ? " \
 	"LIMIT 1"
+#define DIR_TABLE "SELECT 1 FROM iceberg_tables WHERE dir = ? LIMIT 1"
+#define DIR_TABLE_UNDER "SELECT 1 FROM iceberg_tables WHERE dir >= ? AND " \
+	"dir < ? LIMIT 1"
+#define DIR_PURGE "SELECT 1 FROM iceberg_purges WHERE dir = ? LIMIT 1"
+#define DIR_PURGE_UNDER "SELECT 1 FROM iceberg_purges WHERE dir >= ? AND " \
+	"dir < ? LIMIT 1"
 #define COMMON \
 	[Q_NS_GET] = NS_GET, \
 	[Q_NS_GET_UPDATE] = NS_GET " FOR UPDATE", \
@@ -42,15 +50,17 @@ enum {
 	    "parent = ? AND ns > ? ORDER BY ns LIMIT ?", \
 	[Q_TBL_GET] = TBL_GET, \
 	[Q_TBL_GET_UPDATE] = TBL_GET " FOR UPDATE", \
-	[Q_TBL_SET] = "UPDATE iceberg_tables SET location = ?, metadata = ? " \
-	    "WHERE prefix = ? AND ns = ? AND name = ?", \
+	[Q_TBL_SET] = "UPDATE iceberg_tables SET dir = ?, location = ?, " \
+	    "metadata = ? WHERE prefix = ? AND ns = ? AND name = ?", \
 	[Q_TBL_DROP] = "DELETE FROM iceberg_tables WHERE prefix = ? AND " \
 	    "ns = ? AND name = ?", \
 	[Q_TBL_LIST] = "SELECT name FROM iceberg_tables WHERE prefix = ? AND " \
 	    "ns = ? AND name > ? ORDER BY name LIMIT ?", \
-	[Q_PURGE_NEXT] = "SELECT location FROM iceberg_purges ORDER BY " \
-	    "location LIMIT ?", \
-	[Q_PURGE_DONE] = "DELETE FROM iceberg_purges WHERE location = ?"
+	[Q_PURGE_NEXT] = "SELECT dir FROM iceberg_purges ORDER BY dir " \
+	    "LIMIT ?", \
+	[Q_PURGE_DONE] = "DELETE FROM iceberg_purges WHERE dir = ?", \
+	[Q_DIR_TABLE] = DIR_TABLE, \
+	[Q_DIR_TABLE_UNDER] = DIR_TABLE_UNDER
 
 static const char *const mysql_sql[NQ] = {
 	COMMON,
@@ -61,9 +71,12 @@ static const char *const mysql_sql[NQ] = {
 	[Q_NS_TABLE] = NS_TABLE " LOCK IN SHARE MODE",
 	[Q_TBL_GET_SHARE] = TBL_GET " LOCK IN SHARE MODE",
 	[Q_TBL_CREATE] = "INSERT IGNORE INTO iceberg_tables (prefix, ns, name, "
-	    "location, metadata) VALUES (?, ?, ?, ?, ?)",
-	[Q_PURGE_ADD] = "INSERT IGNORE INTO iceberg_purges (location) VALUES "
-	    "(?)",
+	    "dir, location, metadata) VALUES (?, ?, ?, ?, ?, ?)",
+	/* not IGNORE: that would cut a value too long, silently */
+	[Q_PURGE_ADD] = "INSERT INTO iceberg_purges (dir) VALUES (?) ON "
+	    "DUPLICATE KEY UPDATE dir = dir",
+	[Q_DIR_PURGE] = DIR_PURGE " LOCK IN SHARE MODE",
+	[Q_DIR_PURGE_UNDER] = DIR_PURGE_UNDER " LOCK IN SHARE MODE",
 };
 
 static const char *const postgres_sql[NQ] = {
@@ -74,10 +87,13 @@ static const char *const postgres_sql[NQ] = {
 	[Q_NS_CHILD] = NS_CHILD " FOR SHARE",
 	[Q_NS_TABLE] = NS_TABLE " FOR SHARE",
 	[Q_TBL_GET_SHARE] = TBL_GET " FOR SHARE",
-	[Q_TBL_CREATE] = "INSERT INTO iceberg_tables (prefix, ns, name, "
-	    "location, metadata) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-	[Q_PURGE_ADD] = "INSERT INTO iceberg_purges (location) VALUES (?) ON "
+	[Q_TBL_CREATE] = "INSERT INTO iceberg_tables (prefix, ns, name, dir, "
+	    "location, metadata) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO "
+	    "NOTHING",
+	[Q_PURGE_ADD] = "INSERT INTO iceberg_purges (dir) VALUES (?) ON "
 	    "CONFLICT DO NOTHING",
+	[Q_DIR_PURGE] = DIR_PURGE " FOR SHARE",
+	[Q_DIR_PURGE_UNDER] = DIR_PURGE_UNDER " FOR SHARE",
 };
 
 /* Names are bytes compared bytewise (VARBINARY, COLLATE "C"), so that
@@ -89,11 +105,11 @@ static const char *const mysql_ddl[] = {
 	"ns), KEY by_parent (prefix, parent, ns)) ENGINE = InnoDB",
 	"CREATE TABLE IF NOT EXISTS iceberg_tables (prefix VARBINARY(128) NOT "
 	"NULL, ns VARBINARY(512) NOT NULL, name VARBINARY(255) NOT NULL, "
-	"location TEXT CHARACTER SET utf8mb4 NOT NULL, metadata LONGTEXT "
-	"CHARACTER SET utf8mb4 NOT NULL, PRIMARY KEY (prefix, ns, name)) "
-	"ENGINE = InnoDB",
-	"CREATE TABLE IF NOT EXISTS iceberg_purges (location VARBINARY(3000) "
-	"NOT NULL PRIMARY KEY) ENGINE = InnoDB",
+	"dir VARBINARY(2048) NOT NULL, location TEXT CHARACTER SET utf8mb4 "
+	"NOT NULL, metadata LONGTEXT CHARACTER SET utf8mb4 NOT NULL, PRIMARY "
+	"KEY (prefix, ns, name), KEY by_dir (dir)) ENGINE = InnoDB",
+	"CREATE TABLE IF NOT EXISTS iceberg_purges (dir VARBINARY(2048) NOT "
+	"NULL PRIMARY KEY) ENGINE = InnoDB",
 };
 
 static const char *const postgres_ddl[] = {
@@ -104,10 +120,12 @@ static const char *const postgres_ddl[] = {
 	"iceberg_namespaces (prefix, parent, ns)",
 	"CREATE TABLE IF NOT EXISTS iceberg_tables (prefix TEXT COLLATE \"C\" "
 	"NOT NULL, ns TEXT COLLATE \"C\" NOT NULL, name TEXT COLLATE \"C\" NOT "
-	"NULL, location TEXT NOT NULL, metadata TEXT NOT NULL, PRIMARY KEY "
-	"(prefix, ns, name))",
-	"CREATE TABLE IF NOT EXISTS iceberg_purges (location TEXT COLLATE "
-	"\"C\" NOT NULL PRIMARY KEY)",
+	"NULL, dir TEXT COLLATE \"C\" NOT NULL, location TEXT NOT NULL, "
+	"metadata TEXT NOT NULL, PRIMARY KEY (prefix, ns, name))",
+	"CREATE INDEX IF NOT EXISTS iceberg_tables_by_dir ON iceberg_tables "
+	"(dir)",
+	"CREATE TABLE IF NOT EXISTS iceberg_purges (dir TEXT COLLATE \"C\" "
+	"NOT NULL PRIMARY KEY)",
 };
 
 typedef struct sql {
@@ -248,17 +266,17 @@ tbl_get(ice_tx *tx, const char *prefix, const char *ns, const char *name,
 
 static idem_err
 tbl_create(ice_tx *tx, const char *prefix, const char *ns, const char *name,
-    const char *location, const char *metadata)
+    const char *dir, const char *location, const char *metadata)
 {
 	return inserted(tx, Q_TBL_CREATE, idem_db_run(tx->c, Q_TBL_CREATE,
-	    "sssss", prefix, ns, name, location, metadata));
+	    "ssssss", prefix, ns, name, dir, location, metadata));
 }
 
 static idem_err
 tbl_set(ice_tx *tx, const char *prefix, const char *ns, const char *name,
-    const char *location, const char *metadata)
+    const char *dir, const char *location, const char *metadata)
 {
-	return idem_db_run(tx->c, Q_TBL_SET, "sssss", location, metadata,
+	return idem_db_run(tx->c, Q_TBL_SET, "ssssss", dir, location, metadata,
 	    prefix, ns, name);
 }
 
@@ -286,10 +304,53 @@ tbl_list(ice_tx *tx, const char *prefix, const char *ns, const char *after,
 	return fetch_names(tx, Q_TBL_LIST, limit, out);
 }
 
+/* Whether statement q (one parameter) finds a row for v (*yes). */
 static idem_err
-purge_add(ice_tx *tx, const char *location)
+found(ice_tx *tx, size_t q, const char *v, int *yes)
 {
-	return idem_db_run(tx->c, Q_PURGE_ADD, "s", location);
+	long long one;
+	idem_err err = idem_db_one(tx->c, q, "s", "i", v, &one);
+
+	*yes |= err == IDEM_OK;
+	return err == IDEM_ERR_NOT_FOUND ? IDEM_OK : err;
+}
+
+static idem_err
+dir_used(ice_tx *tx, const char *dir, int purges, const char *root, int *yes)
+{
+	size_t q = purges ? Q_DIR_PURGE : Q_DIR_TABLE, n = strlen(dir);
+	char *lo = malloc(n + 2), *hi = malloc(n + 2), *up = strdup(dir);
+	long long one;
+	idem_err err = IDEM_ERR_NOMEM;
+
+	*yes = 0;
+	if (lo == NULL || hi == NULL || up == NULL)
+		goto out;
+	/* dir itself, the directories in it ("dir/" <= d < "dir0": '0'
+	 * follows '/'), and those it lies in, up to the warehouse */
+	memcpy(lo, dir, n);
+	memcpy(hi, dir, n);
+	strcpy(lo + n, "/");
+	strcpy(hi + n, "0");
+	if ((err = found(tx, q, dir, yes)) != IDEM_OK)
+		goto out;
+	err = idem_db_one(tx->c, q + 1, "ss", "i", lo, hi, &one);
+	*yes |= err == IDEM_OK;
+	if (err == IDEM_ERR_NOT_FOUND)
+		err = IDEM_OK;
+	while (err == IDEM_OK && !*yes && ice_dir_up(up, strlen(root)) == 0)
+		err = found(tx, q, up, yes);
+out:
+	free(lo);
+	free(hi);
+	free(up);
+	return err;
+}
+
+static idem_err
+purge_add(ice_tx *tx, const char *dir)
+{
+	return idem_db_run(tx->c, Q_PURGE_ADD, "s", dir);
 }
 
 static idem_err
@@ -305,15 +366,15 @@ purge_next(ice_tx *tx, size_t limit, ice_list *out)
 }
 
 static idem_err
-purge_done(ice_tx *tx, const char *location)
+purge_done(ice_tx *tx, const char *dir)
 {
-	return idem_db_run(tx->c, Q_PURGE_DONE, "s", location);
+	return idem_db_run(tx->c, Q_PURGE_DONE, "s", dir);
 }
 
 static const ice_cat_ops sql_ops = {
 	ns_create, ns_get, ns_set, ns_drop, ns_busy, ns_list,
 	tbl_get, tbl_create, tbl_set, tbl_drop, tbl_list,
-	purge_add, purge_next, purge_done,
+	dir_used, purge_add, purge_next, purge_done,
 };
 
 /* The request's transaction, or a connection of the pool.  Returns the

@@ -43,6 +43,21 @@ ice_wh_new(const char *dir)
 	return wh;
 }
 
+const char *
+ice_wh_root(const ice_wh *wh)
+{
+	return wh->dir;
+}
+
+/* Whether errno says the location cannot hold a file, whatever is
+ * tried again. */
+static int
+bad_place(int e)
+{
+	return e == ENOTDIR || e == ENAMETOOLONG || e == EISDIR || e == ELOOP ||
+	    e == EEXIST;
+}
+
 void
 ice_wh_free(ice_wh *wh)
 {
@@ -241,9 +256,10 @@ ice_wh_write(const ice_wh *wh, const char *location, long version,
 		goto out;
 	}
 	if (mkdirs(mdir) != 0) {
-		idem_log(NULL, IDEM_LOG_ERROR, "iceberg: cannot make %s: %s",
-		    mdir, strerror(errno));
-		err = IDEM_ERR_IO;
+		err = bad_place(errno) ? IDEM_ERR_INVALID : IDEM_ERR_IO;
+		if (err == IDEM_ERR_IO)
+			idem_log(NULL, IDEM_LOG_ERROR, "iceberg: cannot make "
+			    "%s: %s", mdir, strerror(errno));
 		goto out;
 	}
 	if (asprintf(&path, "%s/%05ld-%s.metadata.json", mdir, version,
@@ -254,9 +270,10 @@ ice_wh_write(const ice_wh *wh, const char *location, long version,
 	if ((text = json_dumps(meta, JSON_COMPACT)) == NULL)
 		goto out;
 	if (write_new(path, text, strlen(text)) != 0 || sync_dir(mdir) != 0) {
-		idem_log(NULL, IDEM_LOG_ERROR, "iceberg: cannot write %s: %s",
-		    path, strerror(errno));
-		err = IDEM_ERR_IO;
+		err = bad_place(errno) ? IDEM_ERR_INVALID : IDEM_ERR_IO;
+		if (err == IDEM_ERR_IO)
+			idem_log(NULL, IDEM_LOG_ERROR, "iceberg: cannot write "
+			    "%s: %s", path, strerror(errno));
 		goto out;
 	}
 	if (asprintf(uri, "file://%s", path) < 0)

@@ -21,6 +21,8 @@
 typedef struct ice_wh ice_wh;
 ice_wh *ice_wh_new(const char *dir);
 void ice_wh_free(ice_wh *wh);
+/* The warehouse's directory (borrowed). */
+const char *ice_wh_root(const ice_wh *wh);
 /* Makes the warehouse's directory (and its parents).  Returns IDEM_OK or
  * IDEM_ERR_IO (logged). */
 idem_err ice_wh_make(const ice_wh *wh);
@@ -38,7 +40,8 @@ char *ice_wh_path(const ice_wh *wh, const char *uri);
  * Writes meta as <location>/metadata/<version as %05d>-<random uuid>
  * .metadata.json, durably (fsync of the file and its directory), a file
  * of its own (O_EXCL).  Returns IDEM_OK with *uri its file:// URI;
- * IDEM_ERR_INVALID (location not inside the warehouse); IDEM_ERR_IO
+ * IDEM_ERR_INVALID (location not inside the warehouse, or no file can be
+ * made there: a path through a file, a name too long); IDEM_ERR_IO
  * (logged); IDEM_ERR_NOMEM.
  */
 idem_err ice_wh_write(const ice_wh *wh, const char *location, long version,

@@ -16,7 +16,8 @@ ice_name_ok(const char *s, size_t len)
 	json_t *utf8;
 	size_t i;
 
-	if (len == 0 || len > ICE_NAME_MAX)
+	if (len == 0 || len > ICE_NAME_MAX || (s[0] == '.' && (len == 1 ||
+	    (len == 2 && s[1] == '.'))))
 		return 0;
 	for (i = 0; i < len; i++)
 		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
@@ -26,6 +27,17 @@ ice_name_ok(const char *s, size_t len)
 		return 0;
 	json_decref(utf8);
 	return 1;
+}
+
+int
+ice_dir_up(char *dir, size_t rootlen)
+{
+	char *slash = strrchr(dir, '/');
+
+	if (slash == NULL || (size_t)(slash - dir) <= rootlen)
+		return -1;
+	*slash = '\0';
+	return 0;
 }
 
 char *

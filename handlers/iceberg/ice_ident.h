@@ -13,8 +13,14 @@
 #include <jansson.h>
 
 /* Whether s (len bytes) is a good part of a namespace or a table name:
- * 1 to ICE_NAME_MAX bytes of UTF-8 without control characters. */
+ * 1 to ICE_NAME_MAX bytes of UTF-8 without control characters, not "."
+ * or ".." (which URLs cannot carry: clients normalise them away). */
 int ice_name_ok(const char *s, size_t len);
+
+/* Cuts the last segment of dir (an absolute path) in place, leaving its
+ * parent.  Returns 0, or -1 when the parent would be no longer than
+ * rootlen bytes (the warehouse or above it). */
+int ice_dir_up(char *dir, size_t rootlen);
 
 /* The namespace key of a path segment (already percent-decoded: parts
  * split by 0x1F), or NULL when a part is not a good name or the key is

@@ -140,9 +140,22 @@ ice_ns_create(const idem_request *req, idem_response *res, void *data)
 		err = IDEM_ERR_NOMEM;
 		goto out;
 	}
-	if ((tx = ib->cat->begin(ib->cat, req)) == NULL)
+	if ((tx = ib->cat->begin(ib->cat, req)) == NULL) {
 		err = IDEM_ERR_STORE;
-	else
+	} else if (*parent != '\0') {
+		/* its parent exists, and stays while it is made (a drop of
+		 * the parent waits, then finds it) */
+		char *pprops = NULL;
+		err = ib->cat->ops->ns_get(tx, prefix, parent, ICE_LOCK_SHARE,
+		    &pprops);
+		free(pprops);
+		if (err == IDEM_ERR_NOT_FOUND) {
+			json_decref(props);
+			err = no_namespace(res, parent);
+			goto out;
+		}
+	}
+	if (err == IDEM_OK)
 		err = ib->cat->ops->ns_create(tx, prefix, key, parent, text);
 	if (err == IDEM_ERR_EXISTS)
 		err = ice_fail(res, 409, "AlreadyExistsException", "Namespace "

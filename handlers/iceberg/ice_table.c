@@ -189,23 +189,56 @@ meta_fail(idem_response *res, const ice_err *e)
 	    "BadRequestException", "%s", e->message);
 }
 
-/* Checks that meta's location lies in the warehouse.  Returns 0, or -1
- * after a 400. */
-static int
-location_ok(iceberg *ib, idem_response *res, const json_t *meta,
-    idem_err *err)
+/* The directory of meta's location, which must lie in the warehouse
+ * (caller frees).  NULL after a 400 in res. */
+static char *
+table_dir(iceberg *ib, idem_response *res, const json_t *meta, idem_err *err)
 {
 	const char *loc = json_string_value(json_object_get(meta, "location"));
 	char *path = loc != NULL ? ice_wh_path(ib->wh, loc) : NULL;
 
-	if (path != NULL) {
-		free(path);
-		return 0;
-	}
+	if (path != NULL && strlen(path) <= ICE_DIR_MAX)
+		return path;
+	free(path);
 	*err = ice_fail(res, 400, "BadRequestException", "the table's location "
-	    "(%s) must be a directory inside the catalog's warehouse",
-	    loc != NULL ? loc : "none");
+	    "(%.200s) must be a directory inside the catalog's warehouse, at "
+	    "most %d bytes long", loc != NULL ? loc : "none", ICE_DIR_MAX);
+	return NULL;
+}
+
+/* Checks that no dropped table's files wait for the purger at dir (or in
+ * it, or around it): the purger would delete what is written there.
+ * Returns 0, or -1 after answering (503: retry once they are gone). */
+static int
+not_purging(iceberg *ib, ice_tx *tx, idem_response *res, const char *dir,
+    idem_err *err)
+{
+	int yes = 0;
+
+	*err = ib->cat->ops->dir_used(tx, dir, 1, ice_wh_root(ib->wh), &yes);
+	if (*err != IDEM_OK) {
+		*err = ice_unavailable(res, *err);
+		return -1;
+	}
+	if (!yes)
+		return 0;
+	*err = ice_fail(res, 503, "ServiceUnavailableException", "the "
+	    "location %.200s is a dropped table's, whose files are being "
+	    "deleted; nothing was changed: retry later", dir);
+	if (*err == IDEM_OK)
+		*err = idem_response_header(res, "Retry-After", "5");
 	return -1;
+}
+
+/* Answers a failed write of a metadata file (err): 400 when the location
+ * cannot hold one (a path through a file, a name too long), else 503. */
+static idem_err
+write_failed(idem_response *res, idem_err err)
+{
+	if (err == IDEM_ERR_INVALID)
+		return ice_fail(res, 400, "BadRequestException", "the table's "
+		    "metadata cannot be written under its location");
+	return ice_unavailable(res, err);
 }
 
 idem_err
@@ -269,7 +302,8 @@ ice_tbl_create(const idem_request *req, idem_response *res, void *data)
 	idem_err err = IDEM_OK;
 	const char *prefix = ice_prefix(req, res, &err), *given;
 	json_t *body = NULL, *meta = NULL, *old = NULL;
-	char *location = NULL, *file = NULL, *oldloc = NULL, id[37];
+	char *location = NULL, *file = NULL, *oldloc = NULL, *dir = NULL;
+	char id[37];
 	ident t = { NULL, NULL };
 	ice_tx *tx = NULL;
 	ice_err e;
@@ -299,7 +333,10 @@ ice_tbl_create(const idem_request *req, idem_response *res, void *data)
 		err = IDEM_ERR_NOMEM;
 		goto out;
 	}
-	err = read_table(ib, tx, prefix, &t, ICE_LOCK_SHARE, &oldloc, &old);
+	/* a plain read spares a file for a table that exists; the INSERT
+	 * decides (a locking read of a missing row would take a gap lock on
+	 * MySQL, and concurrent creates deadlock on it) */
+	err = read_table(ib, tx, prefix, &t, ICE_LOCK_NONE, &oldloc, &old);
 	if (err == IDEM_OK) {
 		err = ice_fail(res, 409, "AlreadyExistsException", "Table "
 		    "already exists: %s", t.name);
@@ -324,20 +361,22 @@ ice_tbl_create(const idem_request *req, idem_response *res, void *data)
 		err = meta_fail(res, &e);
 		goto out;
 	}
-	if (location_ok(ib, res, meta, &err) != 0)
+	if ((dir = table_dir(ib, res, meta, &err)) == NULL)
 		goto out;
 	if (staged) {
 		/* nothing is made: the client commits it with assert-create */
 		err = idem_response_json(res, 200, load_result(NULL, meta));
 		goto out;
 	}
+	if (not_purging(ib, tx, res, dir, &err) != 0)
+		goto out;
 	if ((err = ice_wh_write(ib->wh, location, 0, meta, &file)) != IDEM_OK) {
-		err = ice_unavailable(res, err);
+		err = write_failed(res, err);
 		goto out;
 	}
 	char *text = json_dumps(meta, JSON_COMPACT);
 	err = text == NULL ? IDEM_ERR_NOMEM : ib->cat->ops->tbl_create(tx,
-	    prefix, t.ns, t.name, file, text);
+	    prefix, t.ns, t.name, dir, file, text);
 	free(text);
 	if (err == IDEM_ERR_EXISTS)
 		err = ice_fail(res, 409, "AlreadyExistsException", "Table "
@@ -360,6 +399,7 @@ out:
 	free(location);
 	free(file);
 	free(oldloc);
+	free(dir);
 	return err;
 }
 
@@ -443,7 +483,10 @@ typedef struct change {
 	char *location;        /* the metadata file it points at, NULL:
 	                        * a table it creates */
 	json_t *meta;          /* its metadata, then the new one */
+	char *olddir;          /* its directory before, NULL: new */
+	char *dir;             /* its directory after */
 	char *file;            /* the new metadata file */
+	char *text;            /* the new metadata as text */
 } change;
 
 static void
@@ -451,7 +494,10 @@ change_clear(change *c)
 {
 	ident_clear(&c->id);
 	free(c->location);
+	free(c->olddir);
+	free(c->dir);
 	free(c->file);
+	free(c->text);
 	json_decref(c->meta);
 	memset(c, 0, sizeof(*c));
 }
@@ -490,6 +536,8 @@ prepare(iceberg *ib, ice_tx *tx, idem_response *res, const char *prefix,
 	} else if (*err != IDEM_OK) {
 		*err = ice_unavailable(res, *err);
 		return -1;
+	} else if ((c->olddir = table_dir(ib, res, c->meta, err)) == NULL) {
+		return -1;
 	}
 	if (ice_meta_check(c->meta, reqs, &e) != 0) {
 		*err = meta_fail(res, &e);
@@ -502,35 +550,51 @@ prepare(iceberg *ib, ice_tx *tx, idem_response *res, const char *prefix,
 	}
 	json_decref(c->meta);
 	c->meta = next;
-	return location_ok(ib, res, c->meta, err);
+	if ((c->dir = table_dir(ib, res, c->meta, err)) == NULL)
+		return -1;
+	/* a new directory must not be one the purger is deleting */
+	if ((c->olddir == NULL || strcmp(c->olddir, c->dir) != 0) &&
+	    not_purging(ib, tx, res, c->dir, err) != 0)
+		return -1;
+	return 0;
 }
 
-/* Writes c's new metadata file and points its table at it.  Returns 0,
- * or -1 after answering (503). */
+/* Writes c's new metadata file.  Returns 0, or -1 after answering (400,
+ * 503). */
 static int
-apply(iceberg *ib, ice_tx *tx, idem_response *res, const char *prefix,
-    change *c, idem_err *err)
+write_file(iceberg *ib, idem_response *res, change *c, idem_err *err)
 {
 	const char *dir = json_string_value(json_object_get(c->meta,
 	    "location"));
-	char *text;
 
 	*err = ice_wh_write(ib->wh, dir, next_version(c->location, c->meta),
 	    c->meta, &c->file);
-	if (*err == IDEM_OK) {
-		if ((text = json_dumps(c->meta, JSON_COMPACT)) == NULL)
-			*err = IDEM_ERR_NOMEM;
-		else if (c->location == NULL)
-			*err = ib->cat->ops->tbl_create(tx, prefix, c->id.ns,
-			    c->id.name, c->file, text);
-		else
-			*err = ib->cat->ops->tbl_set(tx, prefix, c->id.ns,
-			    c->id.name, c->file, text);
-		free(text);
-	}
+	if (*err == IDEM_OK && (c->text = json_dumps(c->meta, JSON_COMPACT))
+	    == NULL)
+		*err = IDEM_ERR_NOMEM;
 	if (*err == IDEM_OK)
 		return 0;
-	*err = ice_unavailable(res, *err);
+	*err = write_failed(res, *err);
+	return -1;
+}
+
+/* Points c's table at its new file (written by write_file).  Returns 0,
+ * or -1 after answering (409: made meanwhile by another; 503). */
+static int
+point(iceberg *ib, ice_tx *tx, idem_response *res, const char *prefix,
+    change *c, idem_err *err)
+{
+	if (c->location == NULL)
+		*err = ib->cat->ops->tbl_create(tx, prefix, c->id.ns, c->id.name,
+		    c->dir, c->file, c->text);
+	else
+		*err = ib->cat->ops->tbl_set(tx, prefix, c->id.ns, c->id.name,
+		    c->dir, c->file, c->text);
+	if (*err == IDEM_OK)
+		return 0;
+	*err = *err == IDEM_ERR_EXISTS ? ice_fail(res, 409,
+	    "AlreadyExistsException", "Table already exists: %s", c->id.name) :
+	    ice_unavailable(res, *err);
 	return -1;
 }
 
@@ -556,7 +620,8 @@ ice_tbl_commit(const idem_request *req, idem_response *res, void *data)
 		goto out;
 	}
 	if (prepare(ib, tx, res, prefix, &c, 1, &err) != 0 ||
-	    apply(ib, tx, res, prefix, &c, &err) != 0)
+	    write_file(ib, res, &c, &err) != 0 ||
+	    point(ib, tx, res, prefix, &c, &err) != 0)
 		goto out;
 	etag(c.file, tag);
 	if ((err = idem_response_header(res, "ETag", tag)) == IDEM_OK)
@@ -625,12 +690,16 @@ ice_tx_commit(const idem_request *req, idem_response *res, void *data)
 		err = ice_unavailable(res, IDEM_ERR_STORE);
 		goto out;
 	}
-	/* every requirement is checked before any table changes */
+	/* every requirement is checked and every file written before any
+	 * table changes (in memory nothing can be rolled back) */
 	for (i = 0; i < n; i++)
 		if (prepare(ib, tx, res, prefix, &cs[i], 0, &err) != 0)
 			goto out;
 	for (i = 0; i < n; i++)
-		if (apply(ib, tx, res, prefix, &cs[i], &err) != 0)
+		if (write_file(ib, res, &cs[i], &err) != 0)
+			goto out;
+	for (i = 0; i < n; i++)
+		if (point(ib, tx, res, prefix, &cs[i], &err) != 0)
 			goto out;
 	err = idem_response_status(res, 204);
 out:
@@ -675,8 +744,8 @@ ice_tbl_drop(const idem_request *req, idem_response *res, void *data)
 	if (err == IDEM_OK && purge && dir != NULL &&
 	    (path = ice_wh_path(ib->wh, dir)) != NULL) {
 		/* deleted by the purger once the drop is committed */
+		err = ib->cat->ops->purge_add(tx, path);
 		free(path);
-		err = ib->cat->ops->purge_add(tx, dir);
 	}
 	if (err == IDEM_ERR_NOT_FOUND)
 		err = no_table(res, &t);
@@ -700,7 +769,7 @@ ice_tbl_rename(const idem_request *req, idem_response *res, void *data)
 	idem_err err = IDEM_OK;
 	const char *prefix = ice_prefix(req, res, &err);
 	ident from = { NULL, NULL }, to = { NULL, NULL };
-	char *location = NULL, *text = NULL;
+	char *location = NULL, *text = NULL, *dir = NULL;
 	json_t *body = NULL, *meta = NULL;
 	ice_tx *tx = NULL;
 
@@ -726,14 +795,15 @@ ice_tbl_rename(const idem_request *req, idem_response *res, void *data)
 		err = ice_unavailable(res, err);
 		goto out;
 	}
-	if (need_ns(ib, tx, res, prefix, to.ns, ICE_LOCK_SHARE, &err) != 0)
+	if (need_ns(ib, tx, res, prefix, to.ns, ICE_LOCK_SHARE, &err) != 0 ||
+	    (dir = table_dir(ib, res, meta, &err)) == NULL)
 		goto out;
 	if ((text = json_dumps(meta, JSON_COMPACT)) == NULL) {
 		err = IDEM_ERR_NOMEM;
 		goto out;
 	}
-	err = ib->cat->ops->tbl_create(tx, prefix, to.ns, to.name, location,
-	    text);
+	err = ib->cat->ops->tbl_create(tx, prefix, to.ns, to.name, dir,
+	    location, text);
 	if (err == IDEM_OK)
 		err = ib->cat->ops->tbl_drop(tx, prefix, from.ns, from.name);
 	if (err == IDEM_ERR_EXISTS)
@@ -751,6 +821,7 @@ out:
 	json_decref(meta);
 	free(location);
 	free(text);
+	free(dir);
 	return err;
 }
 
@@ -761,7 +832,7 @@ ice_tbl_register(const idem_request *req, idem_response *res, void *data)
 	idem_err err = IDEM_OK;
 	const char *prefix = ice_prefix(req, res, &err), *file, *name;
 	json_t *body = NULL, *meta = NULL, *old = NULL;
-	char *oldloc = NULL, *text = NULL;
+	char *oldloc = NULL, *text = NULL, *dir = NULL;
 	ident t = { NULL, NULL };
 	ice_tx *tx = NULL;
 	ice_err e;
@@ -796,32 +867,32 @@ ice_tbl_register(const idem_request *req, idem_response *res, void *data)
 		err = meta_fail(res, &e);
 		goto out;
 	}
-	if (location_ok(ib, res, meta, &err) != 0)
+	if ((dir = table_dir(ib, res, meta, &err)) == NULL)
 		goto out;
 	if ((tx = ib->cat->begin(ib->cat, req)) == NULL) {
 		err = ice_unavailable(res, IDEM_ERR_STORE);
 		goto out;
 	}
-	if (need_ns(ib, tx, res, prefix, t.ns, ICE_LOCK_SHARE, &err) != 0)
+	if (need_ns(ib, tx, res, prefix, t.ns, ICE_LOCK_SHARE, &err) != 0 ||
+	    not_purging(ib, tx, res, dir, &err) != 0)
 		goto out;
-	err = read_table(ib, tx, prefix, &t, ICE_LOCK_UPDATE, &oldloc, &old);
-	if (err == IDEM_OK && !overwrite) {
-		err = ice_fail(res, 409, "AlreadyExistsException", "Table "
-		    "already exists: %s", t.name);
-		goto out;
-	}
-	if (err != IDEM_OK && err != IDEM_ERR_NOT_FOUND) {
-		err = ice_unavailable(res, err);
-		goto out;
-	}
 	if ((text = json_dumps(meta, JSON_COMPACT)) == NULL) {
 		err = IDEM_ERR_NOMEM;
 		goto out;
 	}
-	err = err == IDEM_OK ? ib->cat->ops->tbl_set(tx, prefix, t.ns, t.name,
-	    file, text) : ib->cat->ops->tbl_create(tx, prefix, t.ns, t.name,
-	    file, text);
-	if (err != IDEM_OK)
+	/* the INSERT first: a locking read of a missing row would take a
+	 * gap lock on MySQL */
+	err = ib->cat->ops->tbl_create(tx, prefix, t.ns, t.name, dir, file,
+	    text);
+	if (err == IDEM_ERR_EXISTS && overwrite &&
+	    (err = read_table(ib, tx, prefix, &t, ICE_LOCK_UPDATE, &oldloc,
+	    &old)) == IDEM_OK)
+		err = ib->cat->ops->tbl_set(tx, prefix, t.ns, t.name, dir, file,
+		    text);
+	if (err == IDEM_ERR_EXISTS || err == IDEM_ERR_NOT_FOUND)
+		err = ice_fail(res, 409, "AlreadyExistsException", "Table "
+		    "already exists: %s", t.name);
+	else if (err != IDEM_OK)
 		err = ice_unavailable(res, err);
 	else
 		err = idem_response_json(res, 200, load_result(file, meta));
@@ -833,6 +904,7 @@ out:
 	json_decref(old);
 	free(oldloc);
 	free(text);
+	free(dir);
 	return err;
 }
 

@@ -36,6 +36,24 @@
 
 /* ------------------------------------------------------------- helpers */
 
+/* Cuts an incomplete UTF-8 sequence off the end of s (a message cut at a
+ * byte count), so that it stays a JSON string. */
+static void
+utf8_trim(char *s)
+{
+	size_t n = strlen(s), i = n, need;
+	unsigned char lead;
+
+	while (i > 0 && n - i < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+		i--;
+	if (i == 0 || ((unsigned char)s[i - 1] & 0x80) == 0)
+		return;
+	lead = (unsigned char)s[i - 1];
+	need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+	if (n - (i - 1) < need)
+		s[i - 1] = '\0';
+}
+
 idem_err
 ice_fail(idem_response *res, int status, const char *type, const char *fmt,
     ...)
@@ -46,6 +64,7 @@ ice_fail(idem_response *res, int status, const char *type, const char *fmt,
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	utf8_trim(msg);
 	return idem_response_problem(res, status, type, msg);
 }
 
@@ -232,6 +251,7 @@ render(idem_response *res, int status, const char *code, const char *detail,
 		type = framework_type(status, code);
 		snprintf(msg, sizeof(msg), "%s: %s", code, detail != NULL ?
 		    detail : "");
+		utf8_trim(msg);
 		detail = msg;
 	}
 	return idem_response_json(res, status, json_pack("{s:{s:s, s:s, s:i}}",
@@ -317,14 +337,18 @@ config(const idem_request *req, idem_response *res, void *data)
 
 /* -------------------------------------------------------------- purger */
 
-/* One round: deletes the files of up to 16 committed drops.  Returns how
- * many it deleted. */
+/* One round: deletes the files of up to 16 committed drops, unless a
+ * table uses their directory (registered from the dropped table's
+ * metadata, say), then forgets them.  While a drop waits here no table
+ * is made at its directory (ice_table.c not_purging).  Returns how many
+ * it forgot. */
 static size_t
 purge_round(iceberg *ib)
 {
 	ice_list l = { 0 };
 	ice_tx *tx = ib->cat->begin(ib->cat, NULL);
 	size_t i, done = 0;
+	int used;
 
 	if (tx == NULL)
 		return 0;
@@ -334,7 +358,20 @@ purge_round(iceberg *ib)
 	}
 	ib->cat->end(tx);
 	for (i = 0; i < l.n; i++) {
-		if (ice_wh_purge(ib->wh, l.names[i]) != IDEM_OK)
+		if ((tx = ib->cat->begin(ib->cat, NULL)) == NULL)
+			break;
+		used = 1;
+		if (ib->cat->ops->dir_used(tx, l.names[i], 0,
+		    ice_wh_root(ib->wh), &used) != IDEM_OK) {
+			ib->cat->end(tx);
+			continue;
+		}
+		ib->cat->end(tx);
+		if (used)
+			idem_log(NULL, IDEM_LOG_INFO, "iceberg: %s is a dropped "
+			    "table's, but another table uses it: its files are "
+			    "kept", l.names[i]);
+		else if (ice_wh_purge(ib->wh, l.names[i]) != IDEM_OK)
 			continue;
 		if ((tx = ib->cat->begin(ib->cat, NULL)) == NULL)
 			break;
@@ -416,6 +453,12 @@ add_route(idem_app *app, iceberg *ib, const char *base, const struct route *r,
 	if (err == IDEM_OK)
 		err = idem_route_set(app, r->method, path, "key-format",
 		    "uuidv7");
+	/* a retry sent while the first attempt runs waits for its answer
+	 * rather than a 409 a client may read as a failed commit (on a
+	 * transactional route it waits on the record's row lock) */
+	if (err == IDEM_OK && !tx)
+		err = idem_route_set(app, r->method, path, "inflight-wait",
+		    "10s");
 	return err;
 }
 
@@ -530,6 +573,16 @@ setup(idem_app *app, void **data)
 	if (err != IDEM_OK || (err = advertise(app, ib)) != IDEM_OK ||
 	    (err = ice_openapi_describe(app)) != IDEM_OK)
 		goto fail;
+	if (dialect == IDEM_DB_NONE && ib->lifetime[0] == '\0') {
+		/* with idempotency disabled there is no store: each worker
+		 * would keep a catalog of its own */
+		idem_log(NULL, IDEM_LOG_ERROR, "[iceberg] needs idempotency "
+		    "enabled, on its mutations: the catalog lives in the "
+		    "store's database, or with the memory store's keys in its "
+		    "one worker");
+		err = IDEM_ERR_CONFIG;
+		goto fail;
+	}
 	if (!idem_app_is_check(app)) {
 		if (pthread_create(&ib->purger, NULL, purger, ib) != 0) {
 			err = IDEM_ERR_IO;

@@ -7,6 +7,7 @@
 //
 //   node catalog.mjs BASE_URL ICEBERG_JS_MODULE WAREHOUSE_DIR
 import assert from 'node:assert/strict';
+import { existsSync, writeFileSync } from 'node:fs';
 
 const [base, module, warehouse] = process.argv.slice(2);
 const { IcebergRestCatalog, IcebergError } = await import(module);
@@ -83,6 +84,11 @@ assert.deepEqual(await cat.updateNamespaceProperties({ namespace: ['sales'] },
 assert.equal(await fails(() => cat.updateNamespaceProperties(
     { namespace: ['sales'] }, { removals: ['a'], updates: { a: '1' } })),
     '422 UnprocessableEntityException');
+// a namespace needs its parent; "." and ".." are no names (URLs lose them)
+assert.equal(await fails(() => cat.createNamespace({ namespace: ['nope', 'child'] })),
+    '404 NoSuchNamespaceException');
+assert.equal(await fails(() => cat.createNamespace({ namespace: ['..'] })),
+    '400 BadRequestException');
 
 // -------------------------------------------------------------- tables
 const orders = { namespace: ['sales'], name: 'orders' };
@@ -249,7 +255,62 @@ const mr = await fetch(new URL('v1/namespaces/sales/tables/orders/metrics', base
       'snapshot-id': 3001, 'sequence-number': 5, operation: 'append', metrics: {} }) });
 assert.equal(mr.status, 204);
 
+// a transaction that fails half way changes nothing: table b's new
+// location lies under a file, where no metadata can be written (400)
+const path = u => u.replace(/^file:\/\//, '');
+writeFileSync(`${path(mm.location)}/plain-file`, 'x');
+const before = await cat.loadTable(orders);
+[st, err] = await txn({ 'table-changes': [
+	{ identifier: orders, requirements: [], updates: [{ action: 'set-properties',
+	    updates: { halfway: 'yes' } }] },
+	{ identifier: moved, requirements: [], updates: [{ action: 'set-location',
+	    location: `${mm.location}/plain-file/sub` }] }] });
+assert.equal(st, 400, JSON.stringify(err));
+assert.deepEqual((await cat.loadTable(orders)).properties, before.properties);
+
+// many tables made at once in one namespace: each once, none refused
+const many = await Promise.allSettled([...Array(16).keys()].map(i =>
+    new IcebergRestCatalog({ baseUrl: base }).createTable({ namespace: ['hr'] },
+    { name: `t${i}`, schema })));
+assert.deepEqual(many.filter(r => r.status === 'rejected').map(r =>
+    `${r.reason.status} ${r.reason.icebergType} ${r.reason.message}`), []);
+assert.equal((await cat.listTables({ namespace: ['hr'] })).identifiers.length, 17);
+
+// a message cut inside a character stays the error model
+const long = await fetch(new URL('v1/namespaces/hr/register', base), {
+	method: 'POST', headers: { 'Content-Type': 'application/json' },
+	body: JSON.stringify({ name: 'long', 'metadata-location': '/x/' +
+	    'é'.repeat(700) }) });
+assert.equal(long.status, 400);
+assert.equal(long.headers.get('content-type'), 'application/json');
+assert.equal((await long.json()).error.type, 'BadRequestException');
+
 // ---------------------------------------------------------------- drops
+// a purge keeps the files a table still uses: orders_copy was registered
+// from orders' metadata, and dropping it with purge leaves orders whole
+const ordersFile = (await cat.loadTableResult(orders))['metadata-location'];
+await cat.dropTable({ namespace: ['hr'], name: 'orders_copy' }, { purge: true });
+await new Promise(r => setTimeout(r, 1500));
+assert.ok(existsSync(path(ordersFile)), 'a purge deleted a live table\'s file');
+// a table made where a purged one lay: refused while its files are being
+// deleted (503, retried), never deleted after it is made
+const gone = await cat.loadTable({ namespace: ['hr'], name: 't0' });
+await cat.dropTable({ namespace: ['hr'], name: 't0' }, { purge: true });
+let again;
+for (let i = 0; !again && i < 50; i++) {
+	try {
+		again = await cat.createTable({ namespace: ['hr'] },
+		    { name: 'again', schema, location: gone.location });
+	} catch (e) {
+		assert.equal(`${e.status} ${e.icebergType}`,
+		    '503 ServiceUnavailableException');
+		await new Promise(r => setTimeout(r, 100));
+	}
+}
+await new Promise(r => setTimeout(r, 1500));
+const againFile = (await cat.loadTableResult({ namespace: ['hr'],
+    name: 'again' }))['metadata-location'];
+assert.ok(existsSync(path(againFile)), 'a purge deleted a new table\'s file');
 assert.equal(await fails(() => cat.dropNamespace({ namespace: ['sales', 'eu west'] })),
     '409 NamespaceNotEmptyException');
 await cat.dropTable(moved, { purge: true });

@@ -29,7 +29,7 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-echo 1..7
+echo 1..8
 
 if [ -f "$icejs" ] && command -v node >/dev/null; then
 	echo "ok 1 - iceberg-js and Node.js are installed"
@@ -133,6 +133,19 @@ scenarios() {
 	stop
 }
 
+# without idempotency there is no store: each worker would keep a
+# catalog of its own, so the catalog refuses to start
+config mysql "[idempotency]
+enabled = false"
+if "$b/idemfcgi" --check -c "$tmp/idemfcgi.conf" >"$tmp/check.log" 2>&1 ||
+    ! grep -q 'needs idempotency enabled' "$tmp/check.log"; then
+	echo "not ok $n - the catalog refuses to start with idempotency disabled"
+	sed 's/^/# /' "$tmp/check.log"
+else
+	echo "ok $n - the catalog refuses to start with idempotency disabled"
+fi
+n=$((n + 1))
+
 config memory ""
 scenarios memory 0
 
@@ -147,9 +160,9 @@ password-file = $db/password
 database = idem"
 	scenarios mysql 1
 else
-	echo "not ok 4 - a private MariaDB starts"
 	echo "not ok 5 - a private MariaDB starts"
-	n=6
+	echo "not ok 6 - a private MariaDB starts"
+	n=7
 fi
 
 pg=$(mktemp -d "$b/tmp/postgres.XXXXXX")
@@ -169,6 +182,6 @@ password-file = $pg/password
 database = idem"
 	scenarios postgres 1
 else
-	echo "not ok 6 - a private PostgreSQL starts"
 	echo "not ok 7 - a private PostgreSQL starts"
+	echo "not ok 8 - a private PostgreSQL starts"
 fi
