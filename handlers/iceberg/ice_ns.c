@@ -15,20 +15,6 @@
 #include "iceberg.h"
 #include "ice_ident.h"
 
-/* Answers that namespace key does not exist. */
-static idem_err
-no_namespace(idem_response *res, const char *key)
-{
-	json_t *parts = ice_ns_to_json(key);
-	char *text = parts != NULL ? json_dumps(parts, JSON_COMPACT) : NULL;
-	idem_err err = ice_fail(res, 404, "NoSuchNamespaceException",
-	    "Namespace does not exist: %s", text != NULL ? text : "?");
-
-	json_decref(parts);
-	free(text);
-	return err;
-}
-
 idem_err
 ice_ns_list(const idem_request *req, idem_response *res, void *data)
 {
@@ -62,7 +48,7 @@ ice_ns_list(const idem_request *req, idem_response *res, void *data)
 	}
 	if (*parent != '\0' && (err = ib->cat->ops->ns_get(tx, prefix, parent,
 	    ICE_LOCK_NONE, &props)) != IDEM_OK) {
-		err = err == IDEM_ERR_NOT_FOUND ? no_namespace(res, parent) :
+		err = err == IDEM_ERR_NOT_FOUND ? ice_no_namespace(res, parent) :
 		    ice_unavailable(res, err);
 		goto out;
 	}
@@ -151,7 +137,7 @@ ice_ns_create(const idem_request *req, idem_response *res, void *data)
 		free(pprops);
 		if (err == IDEM_ERR_NOT_FOUND) {
 			json_decref(props);
-			err = no_namespace(res, parent);
+			err = ice_no_namespace(res, parent);
 			goto out;
 		}
 	}
@@ -195,7 +181,7 @@ read_ns(iceberg *ib, ice_tx *tx, const idem_request *req,
 	}
 	*err = ib->cat->ops->ns_get(tx, prefix, *key, lock, &text);
 	if (*err == IDEM_ERR_NOT_FOUND) {
-		*err = no_namespace(res, *key);
+		*err = ice_no_namespace(res, *key);
 		return -1;
 	}
 	if (*err != IDEM_OK) {
@@ -211,10 +197,11 @@ read_ns(iceberg *ib, ice_tx *tx, const idem_request *req,
 	return 0;
 }
 
-idem_err
-ice_ns_load(const idem_request *req, idem_response *res, void *data)
+/* Answers namespace {namespace} of req: its properties (200), or that it
+ * exists (204: exists set). */
+static idem_err
+load(const idem_request *req, idem_response *res, iceberg *ib, int exists)
 {
-	iceberg *ib = data;
 	idem_err err = IDEM_OK;
 	const char *prefix = ice_prefix(req, res, &err);
 	ice_tx *tx;
@@ -225,35 +212,30 @@ ice_ns_load(const idem_request *req, idem_response *res, void *data)
 		return err;
 	tx = ib->cat->begin(ib->cat, req);
 	if (read_ns(ib, tx, req, res, prefix, ICE_LOCK_NONE, &key, &props,
-	    &err) == 0)
+	    &err) != 0) {
+		/* answered */
+	} else if (exists) {
+		json_decref(props);
+		err = idem_response_status(res, 204);
+	} else {
 		err = idem_response_json(res, 200, json_pack("{s:o, s:o}",
 		    "namespace", ice_ns_to_json(key), "properties", props));
+	}
 	ib->cat->end(tx);
 	free(key);
 	return err;
 }
 
 idem_err
+ice_ns_load(const idem_request *req, idem_response *res, void *data)
+{
+	return load(req, res, data, 0);
+}
+
+idem_err
 ice_ns_exists(const idem_request *req, idem_response *res, void *data)
 {
-	iceberg *ib = data;
-	idem_err err = IDEM_OK;
-	const char *prefix = ice_prefix(req, res, &err);
-	ice_tx *tx;
-	json_t *props;
-	char *key;
-
-	if (prefix == NULL)
-		return err;
-	tx = ib->cat->begin(ib->cat, req);
-	if (read_ns(ib, tx, req, res, prefix, ICE_LOCK_NONE, &key, &props,
-	    &err) == 0) {
-		json_decref(props);
-		err = idem_response_status(res, 204);
-	}
-	ib->cat->end(tx);
-	free(key);
-	return err;
+	return load(req, res, data, 1);
 }
 
 /* Whether a is an array of distinct strings. */

@@ -96,20 +96,6 @@ no_table(idem_response *res, const ident *id)
 	return err;
 }
 
-/* Answers that namespace key does not exist. */
-static idem_err
-no_namespace(idem_response *res, const char *key)
-{
-	json_t *parts = ice_ns_to_json(key);
-	char *text = parts != NULL ? json_dumps(parts, JSON_COMPACT) : NULL;
-	idem_err err = ice_fail(res, 404, "NoSuchNamespaceException",
-	    "Namespace does not exist: %s", text != NULL ? text : "?");
-
-	json_decref(parts);
-	free(text);
-	return err;
-}
-
 /* Checks that namespace key exists, locking it as lock.  Returns 0, or
  * -1 after answering (404, 503). */
 static int
@@ -122,7 +108,7 @@ need_ns(iceberg *ib, ice_tx *tx, idem_response *res, const char *prefix,
 	free(props);
 	if (*err == IDEM_OK)
 		return 0;
-	*err = *err == IDEM_ERR_NOT_FOUND ? no_namespace(res, key) :
+	*err = *err == IDEM_ERR_NOT_FOUND ? ice_no_namespace(res, key) :
 	    ice_unavailable(res, *err);
 	return -1;
 }

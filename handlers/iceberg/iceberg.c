@@ -81,6 +81,19 @@ ice_unavailable(idem_response *res, idem_err err)
 	return e != IDEM_OK ? e : idem_response_header(res, "Retry-After", "1");
 }
 
+idem_err
+ice_no_namespace(idem_response *res, const char *key)
+{
+	json_t *parts = ice_ns_to_json(key);
+	char *text = parts != NULL ? json_dumps(parts, JSON_COMPACT) : NULL;
+	idem_err err = ice_fail(res, 404, "NoSuchNamespaceException",
+	    "Namespace does not exist: %s", text != NULL ? text : "?");
+
+	json_decref(parts);
+	free(text);
+	return err;
+}
+
 /* Whether p is a good prefix: 1 to ICE_PREFIX_MAX of letters, digits and
  * "._-", not a word of the spec's paths. */
 static int

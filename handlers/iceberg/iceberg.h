@@ -42,6 +42,8 @@ typedef struct iceberg {
  */
 idem_err ice_fail(idem_response *res, int status, const char *type,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Answers 404 NoSuchNamespaceException for namespace key. */
+idem_err ice_no_namespace(idem_response *res, const char *key);
 /* Answers a failure of the catalog's storage (err): 503, retry. */
 idem_err ice_unavailable(idem_response *res, idem_err err);
 /* The catalog's prefix of req ("" or its {prefix}); NULL after a 400 in
