@@ -508,7 +508,12 @@ prepare(iceberg *ib, ice_tx *tx, idem_response *res, const char *prefix,
 		    "the arrays requirements and updates");
 		return -1;
 	}
-	*err = read_table(ib, tx, prefix, &c->id, ICE_LOCK_UPDATE,
+	/* a create transaction reads without a lock: its assert-create
+	 * fails on a table it finds, and its INSERT decides on one made
+	 * meanwhile (a locking read of a missing row would take a gap lock
+	 * on MySQL, where concurrent creates deadlock) */
+	*err = read_table(ib, tx, prefix, &c->id, create &&
+	    asserts_create(reqs) ? ICE_LOCK_NONE : ICE_LOCK_UPDATE,
 	    &c->location, &c->meta);
 	if (*err == IDEM_ERR_NOT_FOUND && !(create && asserts_create(reqs))) {
 		*err = no_table(res, &c->id);
@@ -579,7 +584,8 @@ point(iceberg *ib, ice_tx *tx, idem_response *res, const char *prefix,
 	if (*err == IDEM_OK)
 		return 0;
 	*err = *err == IDEM_ERR_EXISTS ? ice_fail(res, 409,
-	    "AlreadyExistsException", "Table already exists: %s", c->id.name) :
+	    "CommitFailedException", "Requirement failed: table %s was created "
+	    "concurrently (assert-create)", c->id.name) :
 	    ice_unavailable(res, *err);
 	return -1;
 }

@@ -195,6 +195,28 @@ await cat.updateTable({ namespace: ['sales'], name: 'staged' }, {
 });
 assert.equal(await cat.tableExists({ namespace: ['sales'], name: 'staged' }),
     true);
+// create transactions at once: of other tables each lands; of one table
+// one lands and the other's assert-create fails
+const createTx = (name, m) => new IcebergRestCatalog({ baseUrl: base })
+    .updateTable({ namespace: ['sales'], name }, {
+	requirements: [{ type: 'assert-create' }],
+	updates: [
+		{ action: 'assign-uuid', uuid: m['table-uuid'] },
+		{ action: 'upgrade-format-version', 'format-version': 2 },
+		{ action: 'add-schema', schema: m.schemas[0] },
+		{ action: 'set-current-schema', 'schema-id': -1 },
+		{ action: 'set-location', location: `${m.location}-${name}` },
+	] });
+const parallel = await Promise.allSettled([...Array(8).keys()].map(i =>
+    createTx(`ct${i}`, sm)));
+assert.deepEqual(parallel.filter(r => r.status === 'rejected').map(r =>
+    `${r.reason.status} ${r.reason.icebergType}`), []);
+const twins = await Promise.allSettled([createTx('ctwin', sm),
+    createTx('ctwin', sm)]);
+assert.equal(twins.filter(r => r.status === 'fulfilled').length, 1);
+const twinLost = twins.find(r => r.status === 'rejected').reason;
+assert.equal(`${twinLost.status} ${twinLost.icebergType}`,
+    '409 CommitFailedException');
 
 // ------------------------------------- rename, register, transactions
 await cat.renameTable({ source: { namespace: ['sales'], name: 'staged' },
