@@ -21,7 +21,7 @@ ice_ns_list(const idem_request *req, idem_response *res, void *data)
 	iceberg *ib = data;
 	idem_err err = IDEM_OK;
 	const char *prefix = ice_prefix(req, res, &err);
-	char *parent_q = NULL, *parent = NULL, *after = NULL, *props = NULL;
+	char *parent_q = NULL, *parent = NULL, *after = NULL;
 	ice_list l = { 0 };
 	ice_tx *tx = NULL;
 	json_t *doc = NULL, *list;
@@ -46,12 +46,9 @@ ice_ns_list(const idem_request *req, idem_response *res, void *data)
 		err = ice_unavailable(res, IDEM_ERR_STORE);
 		goto out;
 	}
-	if (*parent != '\0' && (err = ib->cat->ops->ns_get(tx, prefix, parent,
-	    ICE_LOCK_NONE, &props)) != IDEM_OK) {
-		err = err == IDEM_ERR_NOT_FOUND ? ice_no_namespace(res, parent) :
-		    ice_unavailable(res, err);
+	if (*parent != '\0' && ice_need_ns(ib, tx, res, prefix, parent,
+	    ICE_LOCK_NONE, &err) != 0)
 		goto out;
-	}
 	if ((err = ib->cat->ops->ns_list(tx, prefix, parent, after, limit, &l))
 	    != IDEM_OK) {
 		err = ice_unavailable(res, err);
@@ -72,7 +69,6 @@ out:
 	free(parent_q);
 	free(parent);
 	free(after);
-	free(props);
 	return err;
 }
 
@@ -128,18 +124,12 @@ ice_ns_create(const idem_request *req, idem_response *res, void *data)
 	}
 	if ((tx = ib->cat->begin(ib->cat, req)) == NULL) {
 		err = IDEM_ERR_STORE;
-	} else if (*parent != '\0') {
-		/* its parent exists, and stays while it is made (a drop of
-		 * the parent waits, then finds it) */
-		char *pprops = NULL;
-		err = ib->cat->ops->ns_get(tx, prefix, parent, ICE_LOCK_SHARE,
-		    &pprops);
-		free(pprops);
-		if (err == IDEM_ERR_NOT_FOUND) {
-			json_decref(props);
-			err = ice_no_namespace(res, parent);
-			goto out;
-		}
+	} else if (*parent != '\0' && ice_need_ns(ib, tx, res, prefix,
+	    parent, ICE_LOCK_SHARE, &err) != 0) {
+		/* its parent must exist, and stays while it is made (a drop
+		 * of the parent waits, then finds it) */
+		json_decref(props);
+		goto out;
 	}
 	if (err == IDEM_OK)
 		err = ib->cat->ops->ns_create(tx, prefix, key, parent, text);

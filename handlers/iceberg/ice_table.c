@@ -96,23 +96,6 @@ no_table(idem_response *res, const ident *id)
 	return err;
 }
 
-/* Checks that namespace key exists, locking it as lock.  Returns 0, or
- * -1 after answering (404, 503). */
-static int
-need_ns(iceberg *ib, ice_tx *tx, idem_response *res, const char *prefix,
-    const char *key, ice_lock lock, idem_err *err)
-{
-	char *props = NULL;
-
-	*err = ib->cat->ops->ns_get(tx, prefix, key, lock, &props);
-	free(props);
-	if (*err == IDEM_OK)
-		return 0;
-	*err = *err == IDEM_ERR_NOT_FOUND ? ice_no_namespace(res, key) :
-	    ice_unavailable(res, *err);
-	return -1;
-}
-
 /* Reads table id (locked as lock): *location and *meta (new reference).
  * Returns IDEM_OK, IDEM_ERR_NOT_FOUND, or the storage's error. */
 static idem_err
@@ -246,7 +229,7 @@ ice_tbl_list(const idem_request *req, idem_response *res, void *data)
 		err = ice_unavailable(res, IDEM_ERR_STORE);
 		goto out;
 	}
-	if (need_ns(ib, tx, res, prefix, key, ICE_LOCK_NONE, &err) != 0)
+	if (ice_need_ns(ib, tx, res, prefix, key, ICE_LOCK_NONE, &err) != 0)
 		goto out;
 	if ((err = ib->cat->ops->tbl_list(tx, prefix, key, after, limit, &l))
 	    != IDEM_OK) {
@@ -312,7 +295,7 @@ ice_tbl_create(const idem_request *req, idem_response *res, void *data)
 		goto out;
 	}
 	/* the namespace stays while the table is made in it */
-	if (need_ns(ib, tx, res, prefix, t.ns, ICE_LOCK_SHARE, &err) != 0)
+	if (ice_need_ns(ib, tx, res, prefix, t.ns, ICE_LOCK_SHARE, &err) != 0)
 		goto out;
 	t.name = strdup(given);
 	if (t.name == NULL) {
@@ -521,7 +504,7 @@ prepare(iceberg *ib, ice_tx *tx, idem_response *res, const char *prefix,
 	}
 	if (*err == IDEM_ERR_NOT_FOUND) {
 		/* a create transaction: the namespace must stay */
-		if (need_ns(ib, tx, res, prefix, c->id.ns, ICE_LOCK_SHARE, err)
+		if (ice_need_ns(ib, tx, res, prefix, c->id.ns, ICE_LOCK_SHARE, err)
 		    != 0)
 			return -1;
 	} else if (*err != IDEM_OK) {
@@ -787,7 +770,7 @@ ice_tbl_rename(const idem_request *req, idem_response *res, void *data)
 		err = ice_unavailable(res, err);
 		goto out;
 	}
-	if (need_ns(ib, tx, res, prefix, to.ns, ICE_LOCK_SHARE, &err) != 0 ||
+	if (ice_need_ns(ib, tx, res, prefix, to.ns, ICE_LOCK_SHARE, &err) != 0 ||
 	    (dir = table_dir(ib, res, meta, &err)) == NULL)
 		goto out;
 	if ((text = json_dumps(meta, JSON_COMPACT)) == NULL) {
@@ -865,7 +848,7 @@ ice_tbl_register(const idem_request *req, idem_response *res, void *data)
 		err = ice_unavailable(res, IDEM_ERR_STORE);
 		goto out;
 	}
-	if (need_ns(ib, tx, res, prefix, t.ns, ICE_LOCK_SHARE, &err) != 0 ||
+	if (ice_need_ns(ib, tx, res, prefix, t.ns, ICE_LOCK_SHARE, &err) != 0 ||
 	    not_purging(ib, tx, res, dir, &err) != 0)
 		goto out;
 	if ((text = json_dumps(meta, JSON_COMPACT)) == NULL) {

@@ -94,6 +94,21 @@ ice_no_namespace(idem_response *res, const char *key)
 	return err;
 }
 
+int
+ice_need_ns(iceberg *ib, ice_tx *tx, idem_response *res, const char *prefix,
+    const char *key, ice_lock lock, idem_err *err)
+{
+	char *props = NULL;
+
+	*err = ib->cat->ops->ns_get(tx, prefix, key, lock, &props);
+	free(props);
+	if (*err == IDEM_OK)
+		return 0;
+	*err = *err == IDEM_ERR_NOT_FOUND ? ice_no_namespace(res, key) :
+	    ice_unavailable(res, *err);
+	return -1;
+}
+
 /* Whether p is a good prefix: 1 to ICE_PREFIX_MAX of letters, digits and
  * "._-", not a word of the spec's paths. */
 static int

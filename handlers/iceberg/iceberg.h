@@ -44,6 +44,11 @@ idem_err ice_fail(idem_response *res, int status, const char *type,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Answers 404 NoSuchNamespaceException for namespace key. */
 idem_err ice_no_namespace(idem_response *res, const char *key);
+/* Checks that namespace key of catalog prefix exists, locking it as lock
+ * on tx.  Returns 0, or -1 after answering (404, 503) with *err the
+ * error of answering. */
+int ice_need_ns(iceberg *ib, ice_tx *tx, idem_response *res,
+    const char *prefix, const char *key, ice_lock lock, idem_err *err);
 /* Answers a failure of the catalog's storage (err): 503, retry. */
 idem_err ice_unavailable(idem_response *res, idem_err err);
 /* The catalog's prefix of req ("" or its {prefix}); NULL after a 400 in

@@ -186,14 +186,15 @@ stop(void)
 	unlink(logpath);
 }
 
-/* Runs one request through the service; returns the status and fills
- * *body with the response body (caller frees) and *ctype. */
+/* Runs one request through the service, with one more CGI param (NULL:
+ * none); returns the status and fills *body with the response body
+ * (caller frees) and *ctype. */
 static int
-call(const char *method, const char *uri, const char *body,
-    char **out, char *ctype, size_t ctlen)
+call_with(const char *param, const char *method, const char *uri,
+    const char *body, char **out, char *ctype, size_t ctlen)
 {
 	char m[64], u[512], cl[64];
-	char *env[] = { m, u, cl, NULL };
+	char *env[] = { m, u, cl, (char *)param, NULL };
 	harness_body r = { body, body != NULL ? strlen(body) : 0, 0, 0, 0 };
 	idem_request req;
 	idem_response res;
@@ -212,6 +213,14 @@ call(const char *method, const char *uri, const char *body,
 	idem_response_clear(&res);
 	idem_request_clear(&req);
 	return status;
+}
+
+/* call_with() without a param. */
+static int
+call(const char *method, const char *uri, const char *body,
+    char **out, char *ctype, size_t ctlen)
+{
+	return call_with(NULL, method, uri, body, out, ctype, ctlen);
 }
 
 Test(chain, ledger, .init = start, .fini = stop)
@@ -308,32 +317,6 @@ Test(chain, framework_errors, .init = start, .fini = stop)
 	"[idempotency]\nrequired = false\n"
 #define V7 "HTTP_IDEMPOTENCY_KEY=0190a5b2-7c3d-7e4f-8a5b-6c7d8e9fa0b1"
 
-/* call() with one more CGI param (NULL: none). */
-static int
-call_with(const char *param, const char *method, const char *uri,
-    const char *body, char **out, char *ctype, size_t ctlen)
-{
-	char m[64], u[512], cl[64];
-	char *env[] = { m, u, cl, (char *)param, NULL };
-	harness_body r = { body, body != NULL ? strlen(body) : 0, 0, 0, 0 };
-	idem_request req;
-	idem_response res;
-	const char *t;
-	int status;
-
-	snprintf(m, sizeof(m), "REQUEST_METHOD=%s", method);
-	snprintf(u, sizeof(u), "REQUEST_URI=%s", uri);
-	snprintf(cl, sizeof(cl), "CONTENT_LENGTH=%zu", r.len);
-	idem_response_init(&res);
-	idem_service_handle(svc, env, harness_read_body, &r, &req, &res);
-	status = res.status;
-	*out = strndup(res.body != NULL ? res.body : "", res.len);
-	t = idem_response_get_header(&res, "Content-Type");
-	snprintf(ctype, ctlen, "%s", t != NULL ? t : "");
-	idem_response_clear(&res);
-	idem_request_clear(&req);
-	return status;
-}
 
 /* Expects an error of the plugin's format: status, type and "own". */
 static void
