@@ -73,7 +73,7 @@ static const char *const outcome_names[IDEM_OUTCOME_COUNT] = {
 	"key_invalid", "scope_missing", "dead_worker_released", "contended",
 	"answer_not_stored", "tx_rolled_back", "tx_outcome_unknown",
 	"replay_cached", "resumed", "outcome_unknown", "reconciled",
-	"unknown_answered"
+	"unknown_answered", "expired_refused", "expired_run"
 };
 
 static const char *const op_names[IDEM_STORE_OP_COUNT] = {
@@ -573,6 +573,12 @@ store_series(FILE *fp, idem_metrics *m, const idem_metrics_store_info *store)
 		    "room (max-entries); each one can let a retry run again.");
 		fprintf(fp, "idemfcgi_memory_store_evictions_total %llu\n",
 		    (unsigned long long)store->evictions);
+		head(fp, "idemfcgi_memory_store_tombstone_evictions_total",
+		    "counter", "Tombstones evicted before their end to make "
+		    "room (max-entries); each one lets a late retry of its key "
+		    "run again.");
+		fprintf(fp, "idemfcgi_memory_store_tombstone_evictions_total "
+		    "%llu\n", (unsigned long long)store->tombstone_evictions);
 	}
 	if (store != NULL && store->has_unknown) {
 		head(fp, "idemfcgi_idempotency_unknown_records", "gauge",
@@ -588,6 +594,12 @@ store_series(FILE *fp, idem_metrics *m, const idem_metrics_store_info *store)
 		fprintf(fp, "idemfcgi_idempotency_unknown_oldest_seconds "
 		    "%llu.%03u\n", (unsigned long long)(store->unknown_age_ms /
 		    1000), (unsigned)(store->unknown_age_ms % 1000));
+		head(fp, "idemfcgi_idempotency_tombstones", "gauge",
+		    "Tombstones in the store: keys past their lifetime whose "
+		    "retries are refused (expired-keys) until "
+		    "tombstone-lifetime ends.");
+		fprintf(fp, "idemfcgi_idempotency_tombstones %llu\n",
+		    (unsigned long long)store->tombstones);
 	}
 }
 

@@ -65,6 +65,11 @@ typedef enum idem_outcome {
 	IDEM_OUTCOME_UNKNOWN_ANSWERED, /* a retry of a record of unknown
 	                              * outcome without a reconcile hook:
 	                              * 503, nothing ran */
+	IDEM_OUTCOME_EXPIRED_REFUSED, /* a key past its lifetime, its
+	                              * tombstone live: 422, nothing ran */
+	IDEM_OUTCOME_EXPIRED_RUN,    /* the same, on a route whose
+	                              * expired-keys = run: the handler ran
+	                              * again (also counted as acquired) */
 	IDEM_OUTCOME_COUNT
 } idem_outcome;
 
@@ -94,6 +99,8 @@ typedef struct idem_metrics_store_info {
 	                              * store could count them) */
 	uint64_t unknown;            /* records of unknown outcome */
 	uint64_t unknown_age_ms;     /* since the oldest was marked so */
+	uint64_t tombstones;         /* tombstones kept (has_unknown) */
+	uint64_t tombstone_evictions; /* the memory store's (memory) */
 	int has_listen_queue;        /* the two below are meaningful (the
 	                              * kernel told them: idem_sockq.h) */
 	uint64_t listen_queue;       /* connections waiting to be accepted */

@@ -138,6 +138,18 @@ idem_uuid4(char out[37])
 }
 
 char *
+idem_utc_ago(uint64_t ago_ms, char *buf, size_t size)
+{
+	time_t sec = time(NULL) - (time_t)(ago_ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&sec, &tm);
+	if (strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0 && size > 0)
+		buf[0] = '\0';
+	return buf;
+}
+
+char *
 idem_mono_to_utc(uint64_t mono_ms, char *buf, size_t size)
 {
 	struct timespec rt;

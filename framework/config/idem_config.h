@@ -33,6 +33,8 @@ typedef enum idem_key_format {
 extern const char *const idem_key_format_names[IDEM_KEY__MAX];
 /* The names of [server] path-source: path-info (0), request-uri (1). */
 extern const char *const idem_path_source_names[2];
+/* "refuse", "run": [idempotency] expired-keys */
+extern const char *const idem_expired_keys_names[2];
 
 /* scope = header:NAME is IDEM_SCOPE_HEADER, named "header". */
 typedef enum idem_scope_kind {
@@ -86,9 +88,11 @@ typedef enum idem_route_key {
 	IDEM_RK_INFLIGHT_WAIT,
 	IDEM_RK_COMMIT_STATUSES,
 	IDEM_RK_FP_IGNORE,           /* fingerprint-ignore */
-	IDEM_RK_FP_HEADERS           /* fingerprint-headers */
+	IDEM_RK_FP_HEADERS,          /* fingerprint-headers */
+	IDEM_RK_TOMBSTONE_LIFETIME,
+	IDEM_RK_EXPIRED_KEYS
 } idem_route_key;
-#define IDEM_RK__MAX (IDEM_RK_FP_HEADERS + 1)
+#define IDEM_RK__MAX (IDEM_RK_EXPIRED_KEYS + 1)
 
 /* The values of a route's own policy: those whose bit is in set were
  * given; the others come from [idempotency]. */
@@ -100,6 +104,8 @@ typedef struct idem_route_conf {
 	uint64_t inflight_ttl;         /* ms */
 	uint64_t inflight_wait;        /* ms */
 	unsigned char commit_status[600];
+	uint64_t tombstone_lifetime;   /* ms */
+	int run_expired;               /* expired-keys = run */
 	char **fp_ignore;              /* JSON Pointers (RFC 6901) of body
 	                                * members left out of the
 	                                * fingerprint: NULL-terminated, owned */
@@ -168,6 +174,9 @@ typedef struct idem_config_idem {
 	idem_key_format key_format;
 	int required;
 	uint64_t lifetime;             /* ms */
+	uint64_t tombstone_lifetime;   /* ms a committed record's tombstone
+	                                * is kept past its lifetime; 0: none */
+	int run_expired;               /* expired-keys = run */
 	uint64_t inflight_ttl;         /* ms */
 	uint64_t inflight_wait;        /* ms */
 	unsigned char commit_status[600]; /* 1 where a status is committed */

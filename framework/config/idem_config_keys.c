@@ -23,6 +23,8 @@ const char *const idem_key_format_names[IDEM_KEY__MAX] = {
 const char *const idem_path_source_names[2] = { "path-info",
     "request-uri" };
 
+const char *const idem_expired_keys_names[2] = { "refuse", "run" };
+
 const char *const idem_scope_names[IDEM_SCOPE__MAX] = {
 	[IDEM_SCOPE_NONE] = "none",
 	[IDEM_SCOPE_REMOTE_USER] = "remote-user",
@@ -121,6 +123,11 @@ static const idem_key_def keys[] = {
 	{ "idempotency", "required", T(bool), FIELD(idem.required), .def = "true" },
 	{ "idempotency", "lifetime", T(duration), FIELD(idem.lifetime),
 	    .min = 1000, .max = 3650 * DAY_MS, .def = "24h" },
+	{ "idempotency", "tombstone-lifetime", T(duration),
+	    FIELD(idem.tombstone_lifetime), .min = 0, .max = 3650 * DAY_MS,
+	    .def = "30d" },
+	{ "idempotency", "expired-keys", T(enum), FIELD(idem.run_expired),
+	    .names = idem_expired_keys_names, .max = 1, .def = "refuse" },
 	{ "idempotency", "inflight-ttl", T(duration), FIELD(idem.inflight_ttl),
 	    .min = 100, .max = DAY_MS, .def = "30s" },
 	{ "idempotency", "inflight-wait", T(duration), FIELD(idem.inflight_wait),
@@ -233,6 +240,10 @@ static const idem_key_def route_keys[IDEM_RK__MAX] = {
 	    RFIELD(fp_ignore), .aux = offsetof(idem_route_conf, nfp_ignore) },
 	[IDEM_RK_FP_HEADERS] = { "route", "fingerprint-headers", T(headers),
 	    RFIELD(fp_headers), .aux = offsetof(idem_route_conf, nfp_headers) },
+	[IDEM_RK_TOMBSTONE_LIFETIME] = { "idempotency", "tombstone-lifetime",
+	    NULL, RFIELD(tombstone_lifetime) },
+	[IDEM_RK_EXPIRED_KEYS] = { "idempotency", "expired-keys", NULL,
+	    RFIELD(run_expired) },
 };
 _Static_assert(NKEYS <= IDEM_CONFIG_MAX_KEYS, "raise IDEM_CONFIG_MAX_KEYS");
 

@@ -13,7 +13,8 @@
 /*
  * What a request's policy says of its key's record (DESIGN.md 3,
  * [idempotency]), in one struct so that a route can carry its own.  The
- * store reads lifetime_ms and lease_ms; the middleware the rest.
+ * store reads lifetime_ms, lease_ms, tombstone_ms and run_expired; the
+ * middleware the rest.
  */
 typedef struct idem_key_policy {
 	uint64_t lifetime_ms;   /* lifetime: how long an answer is replayed */
@@ -28,6 +29,11 @@ typedef struct idem_key_policy {
 	int reconcile;          /* the route has a reconcile hook: a record
 	                         * of unknown outcome is taken to reconcile
 	                         * it (else answered as unknown) */
+	uint64_t tombstone_ms;  /* tombstone-lifetime: how long a committed
+	                         * record's tombstone is kept past its
+	                         * lifetime (kept in the record); 0: none */
+	int run_expired;        /* expired-keys = run: a live tombstone is
+	                         * reused (else refused, 422) */
 } idem_key_policy;
 
 #endif

@@ -163,6 +163,12 @@ void idem_response_clear(idem_response *res);
  */
 void idem_response_refuse(idem_response *res, int status, const char *code,
     const char *detail, int retry_after);
+struct json_t;
+/* idem_response_problem with members (a JSON object, stolen; NULL: none)
+ * added to the problem's (an error format that renders it leaves them
+ * out).  Returns as idem_response_problem. */
+idem_err idem_response_problem_with(idem_response *res, int status,
+    const char *code, const char *detail, struct json_t *members);
 /*
  * Whether idem_response_header would take name and value (their count
  * aside): an HTTP token of at most 128 bytes, a value without control

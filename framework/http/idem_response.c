@@ -274,15 +274,26 @@ idem_err
 idem_response_problem(idem_response *res, int status, const char *code,
     const char *detail)
 {
+	return idem_response_problem_with(res, status, code, detail, NULL);
+}
+
+idem_err
+idem_response_problem_with(idem_response *res, int status, const char *code,
+    const char *detail, json_t *members)
+{
 	json_t *obj;
 	idem_err err;
 
-	if (status < 100 || status > 599)
+	if (status < 100 || status > 599) {
+		json_decref(members);
 		return IDEM_ERR_INVALID;
+	}
 	if (res->error_fn != NULL && !res->rendering &&
-	    (err = render_error(res, status, code, detail)) != IDEM_ERR_INVALID)
+	    (err = render_error(res, status, code, detail)) != IDEM_ERR_INVALID) {
+		json_decref(members);
 		return err;
-	obj = json_object();
+	}
+	obj = members != NULL ? members : json_object();
 	if (obj == NULL)
 		return IDEM_ERR_NOMEM;
 	json_object_set_new(obj, "status", json_integer(status));

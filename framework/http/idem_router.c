@@ -351,6 +351,11 @@ idem_route_key_policy(const idem_config *cfg, const idem_route *rt,
 	c = idem_route_conf_for(rt, IDEM_RK_COMMIT_STATUSES);
 	out->commit_status = c != NULL ? c->commit_status : cfg->idem.commit_status;
 	out->reconcile = rt->reconcile != NULL;
+	c = idem_route_conf_for(rt, IDEM_RK_TOMBSTONE_LIFETIME);
+	out->tombstone_ms = c != NULL ? c->tombstone_lifetime :
+	    cfg->idem.tombstone_lifetime;
+	c = idem_route_conf_for(rt, IDEM_RK_EXPIRED_KEYS);
+	out->run_expired = c != NULL ? c->run_expired : cfg->idem.run_expired;
 }
 
 idem_key_format

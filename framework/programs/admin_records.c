@@ -126,11 +126,15 @@ print_record(const options *o, const idem_store_key *sk,
 		if (obj != NULL && r->lease_ms > 0)
 			json_object_set_new(obj, "lease_ms",
 			    json_integer((json_int_t)r->lease_ms));
-		if (obj != NULL && r->state == IDEM_RECORD_COMMITTED)
-			json_object_update_new(obj, json_pack("{s:i, s:I, s:I}",
-			    "status", r->status,
+		if (obj != NULL && (r->state == IDEM_RECORD_COMMITTED ||
+		    r->state == IDEM_RECORD_EXPIRED))
+			json_object_update_new(obj, json_pack("{s:i, s:I, s:I, "
+			    "s:I, s:b}", "status", r->status,
 			    "headers_bytes", (json_int_t)r->headers_len,
-			    "body_bytes", (json_int_t)r->body_len));
+			    "body_bytes", (json_int_t)r->body_len,
+			    "tombstone_ms", (json_int_t)r->tombstone_ms,
+			    "tombstone", idem_tombstone_live(r->state,
+			    -r->expires_in_ms, r->tombstone_ms)));
 		print_json(obj);
 		return;
 	}
@@ -153,14 +157,29 @@ print_record(const options *o, const idem_store_key *sk,
 	if (r->state == IDEM_RECORD_UNKNOWN)
 		printf("marked at:    %s (%s ago: its outcome is unknown since)"
 		    "\n", r->lease_at, human(r->lease_age_ms, b, sizeof(b)));
-	if (r->expires_in_ms >= 0)
+	if (r->state == IDEM_RECORD_COMMITTED || r->state ==
+	    IDEM_RECORD_EXPIRED)
+		printf("committed at: %s (%s ago)\n", r->lease_at,
+		    human(r->lease_age_ms, b, sizeof(b)));
+	if (r->state == IDEM_RECORD_EXPIRED && r->expires_in_ms >= 0)
+		printf("tombstone:    until %s (in %s): its answer is dropped, "
+		    "a retry is refused (expired-keys)\n", r->expires_at,
+		    human((uint64_t)r->expires_in_ms, c, sizeof(c)));
+	else if (idem_tombstone_live(r->state, -r->expires_in_ms,
+	    r->tombstone_ms))
+		printf("expires at:   %s (%s ago: a tombstone now, refused for "
+		    "%s more)\n", r->expires_at, human((uint64_t)
+		    -r->expires_in_ms, c, sizeof(c)), human(r->tombstone_ms -
+		    (uint64_t)-r->expires_in_ms, b, sizeof(b)));
+	else if (r->expires_in_ms >= 0)
 		printf("expires at:   %s (in %s)\n", r->expires_at,
 		    human((uint64_t)r->expires_in_ms, c, sizeof(c)));
 	else
 		printf("expires at:   %s (%s ago: the next purge deletes it)\n",
 		    r->expires_at, human((uint64_t)-r->expires_in_ms, c,
 		    sizeof(c)));
-	if (r->state == IDEM_RECORD_COMMITTED)
+	if (r->state == IDEM_RECORD_COMMITTED || r->state ==
+	    IDEM_RECORD_EXPIRED)
 		printf("status:       %d (answer of %zu bytes: headers %zu, "
 		    "body %zu)\n", r->status, r->headers_len + r->body_len,
 		    r->headers_len, r->body_len);
@@ -181,8 +200,9 @@ admin_stats(const idem_config *cfg, const options *o, idem_store *s)
 		idem_key_hash(c.oldest_key.scope, c.oldest_key.key,
 		    c.oldest_key.key_len, kh);
 	if (o->json) {
-		json_t *obj = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
-		    "store", idem_store_name(s),
+		json_t *obj = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, "
+		    "s:I}", "store", idem_store_name(s),
+		    "tombstones", (json_int_t)c.tombstones,
 		    "in_flight", (json_int_t)c.in_flight,
 		    "stale", (json_int_t)c.stale,
 		    "committed", (json_int_t)c.committed,
@@ -209,6 +229,9 @@ admin_stats(const idem_config *cfg, const options *o, idem_store *s)
 	printf("paused:           %llu (released with progress: the next "
 	    "retry resumes it)\n", (unsigned long long)c.paused);
 	printf("unknown outcome:  %llu\n", (unsigned long long)c.unknown);
+	printf("tombstones:       %llu (past their lifetime: retries refused "
+	    "until tombstone-lifetime ends)\n",
+	    (unsigned long long)c.tombstones);
 	printf("expired:          %llu (deleted by the next purge)\n",
 	    (unsigned long long)c.expired);
 	if (c.has_oldest)
@@ -563,10 +586,14 @@ admin_resolve(const idem_config *cfg, const options *o, idem_store *s,
 	idem_stored_response a;
 	idem_store_record r;
 	idem_store_req rq;
+	/* an operator's answer keeps a tombstone of [idempotency]'s */
+	idem_key_policy pol = { .lifetime_ms = cfg->idem.lifetime,
+	    .tombstone_ms = cfg->idem.tombstone_lifetime };
 	idem_err err;
 	int rc;
 
 	memset(&rq, 0, sizeof(rq));
+	rq.policy = &pol;
 	memset(&a, 0, sizeof(a));
 	if ((rc = find(cfg, o, s, key, &rq.key, &r, "nothing to resolve")) != 0)
 		return rc;

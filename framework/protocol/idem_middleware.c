@@ -23,6 +23,8 @@
 #include "idem_router.h"
 #include "idem_time.h"
 
+#include <jansson.h>
+
 /* Whether req asks for the fault named point (see FAULT_HEADER). */
 int
 idem_mw_fault(const idem_middleware *mw, const idem_request *req, const char *point)
@@ -558,6 +560,39 @@ idem_mw_wait_init(const idem_store_req *rq, idem_mw_wait *w)
 	w->pause = 5;
 }
 
+/* Refuses, into res, a request whose key rr found expired (a live
+ * tombstone): 422 IDEMPOTENCY_KEY_EXPIRED saying when the key was used
+ * and its first status; counted and logged.  Frees rr's answer. */
+static void
+refuse_expired(idem_middleware *mw, idem_request *req,
+    const idem_store_req *rq, idem_reserve_result *rr, idem_response *res)
+{
+	char used[32], detail[320];
+	int same = memcmp(rr->fingerprint, rq->fp, 32) == 0;
+	json_t *members;
+
+	idem_utc_ago(rr->used_age_ms, used, sizeof(used));
+	snprintf(detail, sizeof(detail), "this Idempotency-Key was used at %s "
+	    "(%s, first answered %d) and its lifetime has ended: the request "
+	    "was not run again; a new operation needs a new key", used,
+	    same ? "for this same request" : "for a different request",
+	    rr->first_status);
+	idem_mw_count(mw, req, IDEM_OUTCOME_EXPIRED_REFUSED);
+	idem_log_event(req, IDEM_LOG_WARN, "expired_refused", rq->owner,
+	    "the key was used at %s (status %d, %s request) and is past its "
+	    "lifetime: refused", used, rr->first_status, same ? "same" :
+	    "another");
+	members = json_pack("{s:s, s:i, s:b}", "used-at", used, "first-status",
+	    rr->first_status, "same-request", same);
+	idem_reserve_result_clear(rr);
+	idem_response_clear(res);
+	if (idem_response_problem_with(res, 422, "IDEMPOTENCY_KEY_EXPIRED",
+	    detail, members) != IDEM_OK) {
+		idem_response_clear(res);
+		res->status = 500;
+	}
+}
+
 /* Counts and logs how the reserve rr of rq (req's) made the record the
  * request's: acquired (over an abandoned reservation: logged), taken
  * over, resumed, or to reconcile. */
@@ -586,6 +621,13 @@ count_run(idem_middleware *mw, idem_request *req, const idem_store_req *rq,
 		    rq->policy->lease_ms));
 	} else {
 		idem_mw_count(mw, req, IDEM_OUTCOME_ACQUIRED);
+		if (rr->expired_run) {
+			idem_mw_count(mw, req, IDEM_OUTCOME_EXPIRED_RUN);
+			idem_log_event(req, IDEM_LOG_WARN, "expired_run",
+			    rq->owner, "the key was used before and is past "
+			    "its lifetime: running the handler again "
+			    "(expired-keys = run)");
+		}
 		if (rr->owner[0] != '\0')
 			idem_log_event(req, IDEM_LOG_WARN, "abandoned", rq->owner,
 			    "the key's reservation by request %s (owner %s) "
@@ -626,6 +668,10 @@ reserve_until_answered(idem_middleware *mw, idem_request *req,
 		/* BUSY: contention on this key, others are working on it */
 		if (idem_reserve_runs(err, &rr))
 			break;
+		if (err == IDEM_OK && rr.outcome == IDEM_RESERVE_EXPIRED) {
+			refuse_expired(mw, req, rq, &rr, res);
+			return 0;
+		}
 		if (err == IDEM_OK && memcmp(rr.fingerprint, rq->fp, 32) != 0) {
 			idem_reserve_result_clear(&rr);
 			idem_mw_count(mw, req, IDEM_OUTCOME_CONFLICT);

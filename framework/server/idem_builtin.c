@@ -174,10 +174,12 @@ store_counts(idem_service *svc, idem_metrics_store_info *info)
 		info->entries = svc->counts.entries;
 		info->in_flight = svc->counts.in_flight;
 		info->evictions = svc->counts.evictions;
+		info->tombstone_evictions = svc->counts.tombstone_evictions;
 	}
 	if (svc->counts_ok) {
 		info->has_unknown = 1;
 		info->unknown = svc->counts.unknown;
+		info->tombstones = svc->counts.tombstones;
 		info->unknown_age_ms = svc->counts.unknown == 0 ? 0 :
 		    svc->counts.unknown_age_ms + (now - svc->counts_at);
 	}

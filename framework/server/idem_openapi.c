@@ -41,6 +41,11 @@ static const struct {
 	    "keys are scoped by a principal the request does not carry" },
 	{ 0, "IDEMPOTENCY_CONFLICT", 0, ON_KEYED,
 	    "the key was used for a different request: do not retry" },
+	{ 422, "IDEMPOTENCY_KEY_EXPIRED", 0, ON_KEYED,
+	    "the key was used before and its lifetime has ended (its "
+	    "tombstone is kept): the request was not run again; a new "
+	    "operation needs a new key (not on a route with expired-keys = "
+	    "run)" },
 	{ 409, "IDEMPOTENCY_IN_FLIGHT", 1, ON_KEYED,
 	    "a request with this key is being processed: retry after "
 	    "Retry-After with the same key" },

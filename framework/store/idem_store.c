@@ -398,20 +398,40 @@ const char *const idem_record_state_names[IDEM_RECORD__MAX] = {
 	[IDEM_RECORD_COMMITTED] = "committed",
 	[IDEM_RECORD_PAUSED] = "paused",
 	[IDEM_RECORD_UNKNOWN] = "unknown",
+	[IDEM_RECORD_EXPIRED] = "expired",
 };
+
+int
+idem_tombstone_live(idem_record_state state, int64_t past_ms,
+    uint64_t tombstone_ms)
+{
+	if (state == IDEM_RECORD_EXPIRED)
+		return past_ms < 0;
+	return state == IDEM_RECORD_COMMITTED && past_ms >= 0 &&
+	    tombstone_ms > 0 && (uint64_t)past_ms < tombstone_ms;
+}
 
 idem_reserve_step
 idem_reserve_decide(const idem_found *f, const unsigned char fp[32],
-    const char *owner, int64_t inflight_ttl_us, int reconcile)
+    const char *owner, int64_t inflight_ttl_us, const idem_key_policy *policy)
 {
+	int reconcile = policy != NULL && policy->reconcile;
 	int same = memcmp(f->fp, fp, 32) == 0;
 	/* the holder's lease, as the record keeps it: a taker whose own
 	 * inflight-ttl is shorter must not cut it short */
 	int64_t ttl_us = f->lease_us > 0 ? f->lease_us : inflight_ttl_us;
 
+	/* an expired key never runs again silently: refused, or reused
+	 * where the policy says so (counted by the caller) */
+	if (f->tombstone)
+		return policy != NULL && policy->run_expired ? IDEM_STEP_REUSE :
+		    IDEM_STEP_EXPIRED;
 	switch (f->state) {
 	case IDEM_RECORD_COMMITTED:
 		return f->expired ? IDEM_STEP_REUSE : IDEM_STEP_REPLAY;
+	case IDEM_RECORD_EXPIRED:
+		/* past the tombstone's end */
+		return IDEM_STEP_REUSE;
 	case IDEM_RECORD_PAUSED:
 		if (f->expired)
 			return IDEM_STEP_REUSE;

@@ -47,6 +47,10 @@ typedef enum idem_record_state {
 	                            * same request, which resumes it */
 	IDEM_RECORD_UNKNOWN,       /* its handler could not tell whether its
 	                            * side effect happened */
+	IDEM_RECORD_EXPIRED,       /* a tombstone: a committed record past its
+	                            * lifetime, its answer dropped (fingerprint,
+	                            * first status and commit time kept) until
+	                            * its expiry, the tombstone's end */
 	IDEM_RECORD__MAX
 } idem_record_state;
 
@@ -131,8 +135,12 @@ typedef enum idem_reserve_outcome {
 	                            * stays unknown: a crash, a release or a
 	                            * sweep leaves it so): run the route's
 	                            * reconcile hook */
-	IDEM_RESERVE_UNKNOWN       /* a record of unknown outcome, and no
+	IDEM_RESERVE_UNKNOWN,      /* a record of unknown outcome, and no
 	                            * reconcile hook: nothing runs */
+	IDEM_RESERVE_EXPIRED       /* a live tombstone (a committed record past
+	                            * its lifetime), and the policy refuses
+	                            * expired keys: nothing runs; see
+	                            * first_status and used_age_ms */
 } idem_reserve_outcome;
 
 typedef struct idem_reserve_result {
@@ -158,6 +166,11 @@ typedef struct idem_reserve_result {
 	/* TAKEN_OVER, RESUMED, RECONCILE: the record's progress, owned by
 	 * the result */
 	idem_progress progress;
+	/* EXPIRED: the status first committed, and how long ago */
+	int first_status;
+	uint64_t used_age_ms;
+	/* ACQUIRED over a live tombstone (the policy runs expired keys) */
+	int expired_run;
 } idem_reserve_result;
 
 typedef struct idem_store idem_store;
@@ -168,6 +181,9 @@ typedef struct idem_store_stats {
 	uint64_t evictions;     /* committed records evicted to make room */
 	uint64_t unknown;       /* records of unknown outcome */
 	uint64_t unknown_age_ms; /* since the oldest of them was reserved */
+	uint64_t tombstones;    /* tombstones kept (state expired) */
+	uint64_t tombstone_evictions; /* tombstones evicted before their end
+	                         * to make room (the memory store) */
 } idem_store_stats;
 
 /* One record as idemfcgi-admin shows it.  Ages are by the store's clock;
@@ -184,9 +200,13 @@ typedef struct idem_store_record {
 	uint64_t lease_ms;          /* the lease's length (its holder's
 	                             * inflight-ttl); 0: the record keeps
 	                             * none */
-	int64_t expires_in_ms;      /* negative: past its expiry */
-	int status;                 /* committed: the stored status */
+	int64_t expires_in_ms;      /* negative: past its expiry (a
+	                             * tombstone's: its end) */
+	int status;                 /* committed, expired: the stored
+	                             * status */
 	size_t headers_len, body_len;
+	uint64_t tombstone_ms;      /* committed: how long a tombstone of it
+	                             * is kept past its expiry; 0: none */
 } idem_store_record;
 
 /* Records by state, for idemfcgi-admin stats. */
@@ -200,6 +220,9 @@ typedef struct idem_store_census {
 	                             * expiry, not purged */
 	uint64_t paused;            /* paused and live */
 	uint64_t unknown;           /* of unknown outcome and live */
+	uint64_t tombstones;        /* tombstones, live (and committed
+	                             * records past expiry whose tombstone
+	                             * is not made yet) */
 	int has_oldest;             /* the oldest in-flight record: */
 	idem_store_key oldest_key;
 	char oldest_owner[IDEM_OWNER_MAX + 1];
@@ -217,7 +240,9 @@ typedef struct idem_store_ops {
 	 *
 	 * Reserves rq's key for its owner: inserts an in_flight record (lease
 	 * now, of the policy's lease_ms; expiry now + lifetime) when there is
-	 * none, or when the record there is committed and past its expiry.
+	 * none, or when the record there is committed and past its expiry,
+	 * or a tombstone, and not a live tombstone (idem_found.tombstone)
+	 * that the policy refuses (run_expired 0: IDEM_RESERVE_EXPIRED).
 	 * When an in_flight record with the same fingerprint has a lease
 	 * older than its own length (the record's; the policy's lease_ms for
 	 * a record that keeps none), takes it over in one conditional step
@@ -234,7 +259,9 @@ typedef struct idem_store_ops {
 	    idem_reserve_result *out);
 	/*
 	 * Stores the answer and marks the record committed with expiry now +
-	 * lifetime, only if it is in_flight and owned by rq's owner.  Returns
+	 * lifetime, its commit time now and its tombstone's length the
+	 * policy's tombstone_ms, only if it is in_flight and owned by rq's
+	 * owner.  Returns
 	 * IDEM_OK, IDEM_ERR_NOT_FOUND when the owner no longer matches (the
 	 * record was taken over or released: nothing is changed; also a
 	 * second commit by the owner, except that the MySQL store may answer
@@ -266,12 +293,15 @@ typedef struct idem_store_ops {
 	/* Marks rq's owner's in_flight record as of unknown outcome (kept with
 	 * its progress for the same fingerprint).  Returns as renew. */
 	idem_err (*mark_unknown)(idem_store *s, idem_store_req *rq);
-	/* Deletes up to max records past their expiry: committed, paused and
+	/* Turns committed records past their expiry that keep a tombstone
+	 * into tombstones (state expired: the answer dropped, expiry moved
+	 * on by the tombstone's length), and deletes records past their
+	 * expiry: tombstones, committed ones without one, paused and
 	 * unknown ones, and in_flight ones abandoned too (their lease lapsed,
 	 * and not renewed for the store's abandon_ms: nobody renews them; a
 	 * record that keeps no lease length counts as lapsed after
-	 * IDEM_LEASE_LONGEST_MS); *purged says how many (fewer than max: none
-	 * left).  Never an in_flight record whose lease is live, however old:
+	 * IDEM_LEASE_LONGEST_MS); up to max of each, *purged says how many
+	 * records went or became tombstones (fewer than max: none left).  Never an in_flight record whose lease is live, however old:
 	 * its handler may still be running.  Safe to run anywhere at any
 	 * time. */
 	idem_err (*purge)(idem_store *s, unsigned max, unsigned *purged);
@@ -425,15 +455,24 @@ typedef enum idem_reserve_step {
 	                       * holder), still unknown, while the route's
 	                       * reconcile hook runs; one being reconciled by
 	                       * a live execution is as in flight */
-	IDEM_STEP_UNKNOWN     /* unknown, same fingerprint, held by nobody,
+	IDEM_STEP_UNKNOWN,    /* unknown, same fingerprint, held by nobody,
 	                       * no reconcile: nothing runs, the outcome is
 	                       * being determined */
+	IDEM_STEP_EXPIRED     /* a live tombstone (committed past its
+	                       * lifetime, or expired before its end), any
+	                       * fingerprint, the policy refuses expired
+	                       * keys: nothing runs (with expired-keys =
+	                       * run: REUSE) */
 } idem_reserve_step;
 
 /* What the rule reads of a record found (all borrowed). */
 typedef struct idem_found {
 	idem_record_state state;
 	int expired;                /* past expires_at */
+	int tombstone;              /* a live tombstone: expired and not
+	                             * expired, or committed, expired, and
+	                             * within its tombstone's length of its
+	                             * expiry */
 	const unsigned char *fp;    /* 32 bytes */
 	const char *owner;
 	int64_t lease_age_us;       /* in flight: since its lease was renewed */
@@ -447,10 +486,17 @@ typedef struct idem_found {
 
 /* The step for found, met by the request of fingerprint fp and owner
  * owner; inflight_ttl_us judges a lease only when found keeps no length
- * of its own; reconcile: the request's policy has a reconcile hook. */
+ * of its own; policy (borrowed) is the request's: its reconcile hook,
+ * and whether it runs expired keys. */
 idem_reserve_step idem_reserve_decide(const idem_found *found,
     const unsigned char fp[32], const char *owner, int64_t inflight_ttl_us,
-    int reconcile);
+    const idem_key_policy *policy);
+
+/* Whether a record of state, past its expiry by past_ms (negative: not
+ * yet) and keeping a tombstone of tombstone_ms, is a live tombstone
+ * (idem_found.tombstone).  1 or 0. */
+int idem_tombstone_live(idem_record_state state, int64_t past_ms,
+    uint64_t tombstone_ms);
 
 /* Whether found is an abandoned in-flight record: past its lifetime, its
  * lease lapsed (by its own length; inflight_ttl_us for one that keeps

@@ -1,8 +1,8 @@
 /*
  * idem_store_memory.c - the in-memory store: a uthash table under one mutex,
- * plus a list of the records that expire (committed, paused, unknown) in
- * expiry order for purging and eviction.  Times are CLOCK_MONOTONIC
- * milliseconds.
+ * plus a list of the records that expire (committed, paused, unknown) and
+ * one of the tombstones, each in expiry order for purging and eviction.
+ * Times are CLOCK_MONOTONIC milliseconds.
  */
 #include "config.h"
 
@@ -33,14 +33,18 @@ typedef struct record {
 	char owner[IDEM_OWNER_MAX + 1];
 	char request_id[IDEM_RID_MAX + 1];
 	uint64_t reserved_at;
-	uint64_t lease_at;
+	uint64_t lease_at;              /* committed: when it was */
 	uint64_t lease_ms;              /* the lease's length: its holder's
 	                                 * inflight-ttl */
-	uint64_t expires_at;
+	uint64_t expires_at;            /* a tombstone: its end */
+	uint64_t tombstone_ms;          /* committed: the tombstone kept past
+	                                 * its expiry; 0: none */
 	idem_stored_response resp;      /* committed only */
+	int first_status;               /* committed, expired: its status */
 	idem_progress progress;         /* its last checkpoint */
 	struct record *prev, *next;     /* the expiring list (not in
-	                                 * flight), or the in-flight list */
+	                                 * flight), the tombstones or the
+	                                 * in-flight list */
 	UT_hash_handle hh;
 } record;
 
@@ -51,6 +55,10 @@ typedef struct memory_store {
 	record *expiring;               /* utlist, by expires_at: the
 	                                 * records not in flight */
 	record *flying;                 /* utlist: the records in flight */
+	record *tombs;                  /* utlist, by expires_at: the
+	                                 * tombstones */
+	uint64_t tombstones;            /* on it */
+	uint64_t tombstone_evictions;
 	uint64_t max_entries;
 	uint64_t count;
 	uint64_t in_flight;
@@ -118,19 +126,29 @@ answer_free(idem_stored_response *a)
  * and its counters), then into it, or into the expiring list, sorted by
  * expiry (records mostly arrive in order, so the scan from the tail is
  * short). */
+/* Takes r out of the list of its state, and its counters. */
 static void
-settle(memory_store *ms, record *r, idem_record_state state)
+unlist(memory_store *ms, record *r)
 {
-	record *after;
-
 	if (r->state == IDEM_RECORD_IN_FLIGHT) {
 		DL_DELETE(ms->flying, r);
 		ms->in_flight--;
+	} else if (r->state == IDEM_RECORD_EXPIRED) {
+		DL_DELETE(ms->tombs, r);
+		ms->tombstones--;
 	} else {
 		DL_DELETE(ms->expiring, r);
 		if (r->state == IDEM_RECORD_UNKNOWN)
 			ms->unknown--;
 	}
+}
+
+static void
+settle(memory_store *ms, record *r, idem_record_state state)
+{
+	record *after, **list = &ms->expiring;
+
+	unlist(ms, r);
 	r->state = state;
 	if (state == IDEM_RECORD_IN_FLIGHT) {
 		DL_APPEND(ms->flying, r);
@@ -139,51 +157,64 @@ settle(memory_store *ms, record *r, idem_record_state state)
 	}
 	if (state == IDEM_RECORD_UNKNOWN)
 		ms->unknown++;
-	after = ms->expiring != NULL ? ms->expiring->prev : NULL;
+	if (state == IDEM_RECORD_EXPIRED) {
+		list = &ms->tombs;
+		ms->tombstones++;
+	}
+	after = *list != NULL ? (*list)->prev : NULL;
 	while (after != NULL && after->expires_at > r->expires_at)
-		after = after == ms->expiring ? NULL : after->prev;
+		after = after == *list ? NULL : after->prev;
 	if (after == NULL)
-		DL_PREPEND(ms->expiring, r);
-	else if (after == ms->expiring->prev)
-		DL_APPEND(ms->expiring, r);
+		DL_PREPEND(*list, r);
+	else if (after == (*list)->prev)
+		DL_APPEND(*list, r);
 	else
-		DL_APPEND_ELEM(ms->expiring, after, r);
+		DL_APPEND_ELEM(*list, after, r);
 }
 
-/* Removes r from the table (and the expiring list) and frees it. */
+/* Removes r from the table (and its list) and frees it. */
 static void
 drop(memory_store *ms, record *r)
 {
 	HASH_DEL(ms->table, r);
-	if (r->state != IDEM_RECORD_IN_FLIGHT) {
-		DL_DELETE(ms->expiring, r);
-	} else {
-		DL_DELETE(ms->flying, r);
-		ms->in_flight--;
-	}
-	if (r->state == IDEM_RECORD_UNKNOWN)
-		ms->unknown--;
+	unlist(ms, r);
 	ms->count--;
 	answer_free(&r->resp);
 	idem_progress_clear(&r->progress);
 	free(r);
 }
 
-/* Frees one entry for a new record: an expired one, else the committed one
- * closest to expiry (never a paused or unknown record: their progress,
- * and what became of their side effects, would be lost).  Returns 0, or
- * -1 when every entry is in flight, paused or unknown. */
+/* Whether r is a live tombstone at now (idem_tombstone_live). */
+static int
+live_tomb(const record *r, uint64_t now)
+{
+	return idem_tombstone_live(r->state, (int64_t)now -
+	    (int64_t)r->expires_at, r->tombstone_ms);
+}
+
+/* Frees one entry for a new record: an expired one, else the tombstone
+ * closest to its end (a late retry of its key runs again: counted), else
+ * the committed one closest to expiry (a retry runs again: counted;
+ * never a paused or unknown record: their progress, and what became of
+ * their side effects, would be lost).  Returns 0, or -1 when every entry
+ * is in flight, paused or unknown. */
 static int
 make_room(memory_store *ms, uint64_t now)
 {
-	record *victim = ms->expiring;
+	record *victim = ms->tombs, *r = ms->expiring;
 
-	while (victim != NULL && victim->expires_at > now &&
-	    victim->state != IDEM_RECORD_COMMITTED)
-		victim = victim->next;
+	if (victim == NULL || victim->expires_at > now) {
+		while (r != NULL && r->expires_at > now &&
+		    r->state != IDEM_RECORD_COMMITTED)
+			r = r->next;
+		if (r != NULL && (r->expires_at <= now || victim == NULL))
+			victim = r;
+	}
 	if (victim == NULL)
 		return -1;
-	if (victim->expires_at > now) {
+	if (live_tomb(victim, now))
+		ms->tombstone_evictions++;
+	else if (victim->expires_at > now) {
 		ms->evictions++;
 		if (now - ms->last_eviction < 1000 &&
 		    now - ms->last_warning >= 60000) {
@@ -208,9 +239,9 @@ make_room(memory_store *ms, uint64_t now)
 static idem_found
 found_of(const memory_store *ms, const record *r, uint64_t now)
 {
-	idem_found f = { r->state, r->expires_at <= now, r->fp, r->owner,
-	    (int64_t)(now - r->lease_at) * 1000, (int64_t)r->lease_ms * 1000,
-	    (int64_t)ms->base.abandon_ms * 1000 };
+	idem_found f = { r->state, r->expires_at <= now, live_tomb(r, now),
+	    r->fp, r->owner, (int64_t)(now - r->lease_at) * 1000,
+	    (int64_t)r->lease_ms * 1000, (int64_t)ms->base.abandon_ms * 1000 };
 
 	return f;
 }
@@ -264,9 +295,9 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		idem_found f = found_of(ms, r, now);
 
 		step = idem_reserve_decide(&f, rq->fp, rq->owner,
-		    (int64_t)rq->policy->lease_ms * 1000,
-		    rq->policy->reconcile);
+		    (int64_t)rq->policy->lease_ms * 1000, rq->policy);
 		if (step == IDEM_STEP_REUSE) {
+			out->expired_run = f.tombstone;
 			/* an abandoned reservation: whose it was */
 			if (r->state == IDEM_RECORD_IN_FLIGHT) {
 				idem_copy_string(out->owner, sizeof(out->owner),
@@ -286,6 +317,13 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		return err;
 	}
 	memcpy(out->fingerprint, r->fp, 32);
+	if (step == IDEM_STEP_EXPIRED) {
+		out->outcome = IDEM_RESERVE_EXPIRED;
+		out->first_status = r->first_status;
+		out->used_age_ms = now - r->lease_at;
+		pthread_mutex_unlock(&ms->lock);
+		return IDEM_OK;
+	}
 	if (step == IDEM_STEP_REPLAY) {
 		out->outcome = IDEM_RESERVE_COMMITTED;
 		if (idem_stored_response_copy(&out->response, &r->resp) != IDEM_OK)
@@ -371,7 +409,10 @@ mem_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 		return IDEM_ERR_NOT_FOUND;
 	}
 	r->resp = copy;
-	r->expires_at = idem_now_ms() + rq->policy->lifetime_ms;
+	r->first_status = copy.status;
+	r->lease_at = idem_now_ms();
+	r->expires_at = r->lease_at + rq->policy->lifetime_ms;
+	r->tombstone_ms = rq->policy->tombstone_ms;
 	settle(ms, r, IDEM_RECORD_COMMITTED);
 	pthread_mutex_unlock(&ms->lock);
 	return IDEM_OK;
@@ -475,7 +516,19 @@ mem_purge(idem_store *s, unsigned max, unsigned *purged)
 	now = idem_now_ms();
 	while (*purged < max && ms->expiring != NULL &&
 	    ms->expiring->expires_at <= now) {
-		drop(ms, ms->expiring);
+		r = ms->expiring;
+		if (live_tomb(r, now)) {
+			/* the answer goes, the tombstone stays its length */
+			answer_free(&r->resp);
+			r->expires_at += r->tombstone_ms;
+			settle(ms, r, IDEM_RECORD_EXPIRED);
+		} else
+			drop(ms, r);
+		(*purged)++;
+	}
+	while (*purged < max && ms->tombs != NULL &&
+	    ms->tombs->expires_at <= now) {
+		drop(ms, ms->tombs);
 		(*purged)++;
 	}
 	/* the abandoned records in flight (a scan of them, in the purge
@@ -543,6 +596,8 @@ mem_stats(idem_store *s, idem_store_stats *st)
 	st->in_flight = ms->in_flight;
 	st->evictions = ms->evictions;
 	st->unknown = ms->unknown;
+	st->tombstones = ms->tombstones;
+	st->tombstone_evictions = ms->tombstone_evictions;
 	now = idem_now_ms();
 	if (ms->unknown > 0)
 		/* rare: a walk of the expiring list */
@@ -572,10 +627,12 @@ fill_record(const record *r, uint64_t now, idem_store_record *out)
 	out->lease_age_ms = now - r->lease_at;
 	out->lease_ms = r->lease_ms;
 	out->expires_in_ms = (int64_t)r->expires_at - (int64_t)now;
-	if (r->state == IDEM_RECORD_COMMITTED) {
-		out->status = r->resp.status;
+	if (r->state == IDEM_RECORD_COMMITTED ||
+	    r->state == IDEM_RECORD_EXPIRED) {
+		out->status = r->first_status;
 		out->headers_len = r->resp.headers_len;
 		out->body_len = r->resp.body_len;
+		out->tombstone_ms = r->tombstone_ms;
 	}
 }
 
@@ -678,6 +735,10 @@ mem_resolve(idem_store *s, idem_store_req *rq,
 			r->state = IDEM_RECORD_COMMITTED;
 			ms->unknown--;
 			r->resp = copy;
+			r->first_status = copy.status;
+			r->lease_at = idem_now_ms();
+			r->tombstone_ms = rq->policy != NULL ?
+			    rq->policy->tombstone_ms : 0;
 			memset(&copy, 0, sizeof(copy));
 			done = 1;
 		}
@@ -698,7 +759,9 @@ mem_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
 	now = idem_now_ms();
 	HASH_ITER(hh, ms->table, r, tmp) {
 		if (r->state != IDEM_RECORD_IN_FLIGHT) {
-			if (r->expires_at <= now)
+			if (live_tomb(r, now))
+				out->tombstones++;
+			else if (r->expires_at <= now)
 				out->expired++;
 			else if (r->state == IDEM_RECORD_COMMITTED)
 				out->committed++;

@@ -267,14 +267,16 @@ Test(admin, show_release_purge)
 	cr_expect_str_eq(c.replayed, "");
 	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/1500", stuck), 1);
 
-	/* purge takes the expired rows and only them */
+	/* purge takes the expired rows and only them: committed ones keep
+	 * a tombstone (issue 40), shown as one */
 	snprintf(sql, sizeof(sql), "UPDATE idempotency_keys SET expires_at = "
 	    AGO("HOUR") " WHERE idem_key IN (" KEY_SQL ", " KEY_SQL ")", 1,
 	    done, live);
 	free(db_sql(sql));
 	snprintf(args, sizeof(args), "show %s --scope alice", done);
 	cr_expect_eq(admin(h.conf, args, &out, &err), 0);
-	cr_expect(strstr(out, "the next purge deletes it") != NULL, "%s", out);
+	cr_expect(strstr(out, "a tombstone now, refused for") != NULL, "%s",
+	    out);
 	free(out);
 	free(err);
 	doc = admin_json(h.conf, "purge", &rc);
@@ -283,9 +285,28 @@ Test(admin, show_release_purge)
 	cr_expect_eq(json_integer_value(json_object_get(doc, "purged")), 2);
 	json_decref(doc);
 	st = row_state(done);
-	cr_expect_str_eq(st, "");
+	cr_expect_str_eq(st, "expired");
 	free(st);
 	st = row_state(live);
+	cr_expect_str_eq(st, "expired");
+	free(st);
+	cr_expect_eq(admin(h.conf, args, &out, &err), 0);
+	cr_expect(strstr(out, "state:        expired") != NULL &&
+	    strstr(out, "tombstone:    until") != NULL && strstr(out,
+	    "answer of 0 bytes") != NULL, "%s", out);
+	free(out);
+	free(err);
+	/* past the tombstone's end: deleted */
+	snprintf(sql, sizeof(sql), "UPDATE idempotency_keys SET expires_at = "
+	    AGO("HOUR") " WHERE idem_key IN (" KEY_SQL ", " KEY_SQL ")", 1,
+	    done, live);
+	free(db_sql(sql));
+	doc = admin_json(h.conf, "purge", &rc);
+	cr_expect_eq(rc, 0);
+	cr_assert_not_null(doc);
+	cr_expect_eq(json_integer_value(json_object_get(doc, "purged")), 2);
+	json_decref(doc);
+	st = row_state(done);
 	cr_expect_str_eq(st, "");
 	free(st);
 	st = row_state(stuck);

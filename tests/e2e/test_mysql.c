@@ -237,13 +237,13 @@ Test(mysql_e2e, purge_thread)
 	    "UNHEX(SHA2('purge-%s', 256)), CONCAT('old-', seq), "
 	    "UNHEX(SHA2('x', 256)), 'committed', 'o', 'r', UTC_TIMESTAMP(6), "
 	    "UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, 200, '', "
-	    "'', NULL, NULL, NULL FROM seq_1_to_2500", run_id());
+	    "'', NULL, NULL, NULL, NULL FROM seq_1_to_2500", run_id());
 	free(mariadb_sql(&m, sql));
 	snprintf(sql, sizeof(sql), "INSERT INTO idempotency_keys SELECT "
 	    "UNHEX(SHA2('purge-%s', 256)), CONCAT('live-', seq), "
 	    "UNHEX(SHA2('x', 256)), 'committed', 'o', 'r', UTC_TIMESTAMP(6), "
 	    "UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, 200, '', "
-	    "'', NULL, NULL, NULL FROM seq_1_to_30", run_id());
+	    "'', NULL, NULL, NULL, NULL FROM seq_1_to_30", run_id());
 	free(mariadb_sql(&m, sql));
 	start_node(&h, NULL, "cleanup-interval = 1s", NULL);
 	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM idempotency_keys "

@@ -284,15 +284,15 @@ Test(postgres_e2e, check_reaches_the_database)
 	    strstr(out, "warning") == NULL, "%s", out);
 	free(out);
 	cr_assert_eq(postgres_new_database(&pg, "check_old"), 0);
-	free(postgres_sql_on(&pg, "check_old", "UPDATE idemfcgi_schema SET "
-	    "version = 0"));
+	free(postgres_sql_on(&pg, "check_old", "DELETE FROM idemfcgi_schema; "
+	    "INSERT INTO idemfcgi_schema VALUES (0, now())"));
 	section_of(&pg, NULL, "check_old", NULL, section, sizeof(section));
 	snprintf(text, sizeof(text), "[idempotency]\nstore = postgres\n%s",
 	    section);
 	rc = harness_run("--check", text, &out);
 	cr_expect_eq(rc, 1, "%s", out);
 	cr_expect(out != NULL && strstr(out, "database check_old has schema "
-	    "version 0, this idemfcgi needs 1") != NULL, "%s", out);
+	    "version 0, this idemfcgi needs 2") != NULL, "%s", out);
 	free(out);
 }
 

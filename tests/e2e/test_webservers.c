@@ -593,3 +593,56 @@ ParameterizedTest(setup *s, web, location_under_mount, .timeout = 60)
 	done(&b);
 	websrv_stop(&w);
 }
+
+ParameterizedTestParameters(web, late_retry_refused)
+{
+	static setup s[3] = { { WS_LIGHTTPD, 0 }, { WS_NGINX, 1 },
+	    { WS_APACHE_UNIX, 1 } };
+
+	return cr_make_param_array(setup, s, 3);
+}
+
+/*
+ * Issue 40.1: a retry that comes after the key's lifetime is refused, 422
+ * IDEMPOTENCY_KEY_EXPIRED with the key's first status and when it was
+ * used, whether or not the purge has dropped the answer; the handler ran
+ * once.  A route with expired-keys = run runs it again, counted.
+ */
+ParameterizedTest(setup *s, web, late_retry_refused, .timeout = 60)
+{
+	const char *k = key("late"), *k2 = key("late-run");
+	req a, b, c, d;
+	json_t *j;
+
+	start(s, "lifetime = 1s\ncleanup-interval = 1s\n"
+	    "tombstone-lifetime = 1h\n"
+	    "[route POST /testkit/status/{code}]\nexpired-keys = run");
+	a = one("/testkit/echo", k, "{\"n\":1}");
+	cr_assert_eq(a.r.status, 201, "%s: %s", websrv_name(s->kind),
+	    a.r.body);
+	c = one("/testkit/status/200", k2, "{}");
+	cr_assert_eq(c.r.status, 200, "%s", c.r.body);
+	usleep(2500 * 1000);    /* past the lifetime, and a purge */
+	b = one("/testkit/echo", k, "{\"n\":1}");
+	cr_expect_eq(b.r.status, 422, "%s: %d %s", websrv_name(s->kind),
+	    b.r.status, b.r.body);
+	cr_expect_str_eq(b.code, "IDEMPOTENCY_KEY_EXPIRED");
+	j = b.r.body != NULL ? json_loads(b.r.body, 0, NULL) : NULL;
+	cr_expect(j != NULL && json_integer_value(json_object_get(j,
+	    "first-status")) == 201, "%s", b.r.body);
+	cr_expect(j != NULL && json_is_true(json_object_get(j,
+	    "same-request")), "%s", b.r.body);
+	cr_expect(j != NULL && json_string_length(json_object_get(j,
+	    "used-at")) == 20, "%s", b.r.body);
+	json_decref(j);
+	cr_expect_eq(websrv_count(&w, "/testkit/echo", k), 1,
+	    "a late retry ran again through %s", websrv_name(s->kind));
+	d = one("/testkit/status/200", k2, "{}");
+	cr_expect_eq(d.r.status, 200, "%s", d.r.body);
+	cr_expect_eq(websrv_count(&w, "/testkit/status/200", k2), 2);
+	done(&a);
+	done(&b);
+	done(&c);
+	done(&d);
+	websrv_stop(&w);
+}

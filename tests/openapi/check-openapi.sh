@@ -87,7 +87,7 @@ check "$echo_op"'.parameters[] | select(.name == "Idempotency-Key" and .in == "h
 check "$echo_op"'.summary | test("execution id")'
 check "$echo_op"'.requestBody.content["application/json"].schema.type == "object"'
 check "$echo_op"'.responses["2XX"].headers["Idempotent-Replayed"]["$ref"] == "#/components/headers/Idempotent-Replayed"'
-check "$echo_op"'.responses["422"].content["application/problem+json"].schema.allOf[1].properties.code.enum == ["IDEMPOTENCY_CONFLICT"]'
+check "$echo_op"'.responses["422"].content["application/problem+json"].schema.allOf[1].properties.code.enum == ["IDEMPOTENCY_CONFLICT", "IDEMPOTENCY_KEY_EXPIRED"]'
 check "$echo_op"'.responses["409"].content["application/problem+json"].schema.allOf[1].properties.code.enum == ["IDEMPOTENCY_IN_FLIGHT"]'
 check "$echo_op"'.responses["409"].headers["Retry-After"]'
 check "$echo_op"'.responses["400"].content["application/problem+json"].schema.allOf[1].properties.code.enum == ["IDEMPOTENCY_KEY_MISSING", "IDEMPOTENCY_KEY_INVALID", "IDEMPOTENCY_SCOPE_MISSING"]'

@@ -285,6 +285,83 @@ Test(store, expiry, .init = open_store, .fini = close_store)
 	cr_expect_eq(reserve(&k, FP2, "o3", 30000, &rr), IDEM_RESERVE_ACQUIRED);
 }
 
+/* Issue 40: a committed record past its lifetime is a tombstone for its
+ * tombstone-lifetime: a late retry, of this request or another, is
+ * refused (its first status and when it was used told), before and after
+ * a purge drops the answer, unless the policy runs expired keys; after
+ * the tombstone's end, or without one, the key is new. */
+Test(store, expired_key_refused_until_its_tombstone_ends, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key k = key("tomb", 0), k2 = key("tomb-ends", 0),
+	    k3 = key("tomb-none", 0);
+	idem_key_policy pol = { .lease_ms = 30000, .lifetime_ms = 300,
+	    .tombstone_ms = 1000 }, run = pol, none = pol;
+	idem_store_req rq = { .policy = &pol }, rq2 = rq, rq3 = { .policy =
+	    &none }, rrun = { .policy = &run };
+	idem_stored_response a = answer(201, "made");
+	idem_reserve_result rr;
+	idem_store_record rec;
+	unsigned long purged = 0;
+
+	run.run_expired = 1;
+	none.tombstone_ms = 0;
+	test_req_fill(&rq, &k, FP1, "o1", "r1");
+	test_req_fill(&rq2, &k2, FP1, "o2", "r2");
+	test_req_fill(&rq3, &k3, FP1, "o3", "r3");
+	cr_assert_eq(idem_store_reserve(st, &rq, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_commit(st, &rq, &a), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(st, &rq2, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_commit(st, &rq2, &a), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(st, &rq3, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_commit(st, &rq3, &a), IDEM_OK);
+	msleep(500);
+	/* past its lifetime, its tombstone live */
+	test_req_fill(&rq, &k, FP1, "o4", "r4");
+	cr_assert_eq(idem_store_reserve(st, &rq, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_EXPIRED, "a late retry ran");
+	cr_expect_eq(rr.first_status, 201);
+	cr_expect(rr.used_age_ms >= 300 && rr.used_age_ms < 60000, "%llu",
+	    (unsigned long long)rr.used_age_ms);
+	cr_expect(memcmp(rr.fingerprint, FP1, 32) == 0);
+	idem_reserve_result_clear(&rr);
+	test_req_fill(&rq, &k, FP2, "o5", "r5");
+	cr_assert_eq(idem_store_reserve(st, &rq, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_EXPIRED, "another request ran");
+	idem_reserve_result_clear(&rr);
+	/* without a tombstone: new */
+	test_req_fill(&rq3, &k3, FP2, "o6", "r6");
+	cr_assert_eq(idem_store_reserve(st, &rq3, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(rr.expired_run, 0);
+	idem_reserve_result_clear(&rr);
+	/* a purge drops the answer and keeps the tombstone */
+	cr_assert_eq(idem_store_purge_all(st, 100, &purged), IDEM_OK);
+	cr_assert_eq(idem_store_lookup(st, &k, &rec), IDEM_OK);
+	cr_expect_eq(rec.state, IDEM_RECORD_EXPIRED);
+	cr_expect_eq(rec.status, 201);
+	cr_expect_eq(rec.body_len, 0);
+	cr_expect(rec.expires_in_ms > 0, "%lld", (long long)rec.expires_in_ms);
+	test_req_fill(&rq, &k, FP1, "o7", "r7");
+	cr_assert_eq(idem_store_reserve(st, &rq, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_EXPIRED, "a purged key ran");
+	cr_expect_eq(rr.first_status, 201);
+	idem_reserve_result_clear(&rr);
+	/* expired-keys = run: the key is this request's, and said so */
+	test_req_fill(&rrun, &k, FP1, "o8", "r8");
+	cr_assert_eq(idem_store_reserve(st, &rrun, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(rr.expired_run, 1);
+	idem_reserve_result_clear(&rr);
+	/* past the tombstone's end (a second, MySQL's unit), purged or not */
+	msleep(1600);
+	test_req_fill(&rq2, &k2, FP1, "o9", "r9");
+	cr_assert_eq(idem_store_reserve(st, &rq2, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	cr_expect_eq(rr.expired_run, 0);
+	idem_reserve_result_clear(&rr);
+}
+
 Test(store, purge_in_batches, .init = open_store, .fini = close_store)
 {
 	idem_stored_response a = answer(200, "p");

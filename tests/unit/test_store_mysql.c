@@ -184,6 +184,10 @@ Test(mysql, schema_migrated_in_place)
 	sql = schema_sql("v1_db", "003_lease_length.sql");
 	free(mariadb_sql(&m, sql));
 	free(sql);
+	cr_expect_eq(test_mysql_store(cfg, 1, &s), IDEM_ERR_STORE);
+	sql = schema_sql("v1_db", "004_tombstones.sql");
+	free(mariadb_sql(&m, sql));
+	free(sql);
 	cr_assert_eq(test_mysql_store(cfg, 1, &s), IDEM_OK);
 	memset(&k, 0, sizeof(k));
 	k.key_len = (size_t)snprintf(k.key, sizeof(k.key), "migrated");

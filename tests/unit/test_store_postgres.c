@@ -141,12 +141,12 @@ Test(postgres, refuses_old_schema)
 	cfg->postgres.database = strdup("old_db");
 	cr_assert_eq(open_logged(cfg, log, sizeof(log)), IDEM_OK, "%s", log);
 	/* the version table as a deployment before this one had it */
-	free(postgres_sql_on(&pg, "old_db", "UPDATE idemfcgi_schema SET "
-	    "version = 0"));
+	free(postgres_sql_on(&pg, "old_db", "DELETE FROM idemfcgi_schema; "
+	    "INSERT INTO idemfcgi_schema VALUES (0, now())"));
 	cr_expect_eq(open_logged(cfg, log, sizeof(log)), IDEM_ERR_STORE);
 	cr_expect(strstr(log, "database old_db has schema version 0, this "
-	    "idemfcgi needs 1: apply the files of " IDEM_TEST_PG_SCHEMADIR
-	    "/ after version 0, in order, up to 001_idempotency_keys.sql") !=
+	    "idemfcgi needs 2: apply the files of " IDEM_TEST_PG_SCHEMADIR
+	    "/ after version 0, in order, up to 002_tombstones.sql") !=
 	    NULL, "%s", log);
 	idem_config_free(cfg);
 }

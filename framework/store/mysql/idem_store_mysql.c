@@ -158,6 +158,7 @@ reserve_reuse(mysql_store *ms, reserve_args *a, const row *r,
 		a->rq->unanswered = 1;
 	if (err != IDEM_OK || *n != 1)
 		return err;
+	out->expired_run = idem_my_row_tomb(r);
 	if (r->state == IDEM_RECORD_IN_FLIGHT) {
 		idem_copy_string(out->owner, sizeof(out->owner), r->owner);
 		idem_copy_string(out->request_id, sizeof(out->request_id),
@@ -257,6 +258,9 @@ my_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		case IDEM_STEP_UNKNOWN:
 			idem_my_found_row(ms, &a, &r, read_at, out);
 			out->outcome = IDEM_RESERVE_UNKNOWN;
+			return IDEM_OK;
+		case IDEM_STEP_EXPIRED:
+			idem_my_expired_row(&r, out);
 			return IDEM_OK;
 		case IDEM_STEP_REUSE:
 			idem_my_row_clear(&r);
@@ -434,7 +438,7 @@ static idem_err
 my_resolve(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 {
 	mysql_store *ms = (mysql_store *)s;
-	long long status;
+	long long status, tomb_s;
 	uint64_t size;
 	params p;
 
@@ -450,6 +454,8 @@ my_resolve(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 	    resp->headers_len);
 	idem_my_p_blob(&p, resp->body != NULL ? resp->body : "",
 	    resp->body_len);
+	tomb_s = idem_my_tomb_s(rq->policy);
+	idem_my_p_ll(&p, &tomb_s);
 	return idem_my_owned_answer(ms, S_RESOLVE, &p, rq, size);
 }
 
@@ -468,16 +474,21 @@ my_purge(idem_store *s, unsigned max, unsigned *purged)
 {
 	long long lim = max, longest_us = IDEM_LEASE_LONGEST_MS * 1000,
 	    abandon_us = (long long)s->abandon_ms * 1000;
-	unsigned long long n = 0;
+	unsigned long long n = 0, entombed = 0;
 	params p;
 	idem_err err;
 
+	idem_my_p_init(&p);
+	idem_my_p_ll(&p, &lim);
+	if ((err = idem_my_exec_count((mysql_store *)s, S_ENTOMB, &p, &entombed,
+	    NULL)) != IDEM_OK)
+		return err;
 	idem_my_p_init(&p);
 	idem_my_p_ll(&p, &longest_us);
 	idem_my_p_ll(&p, &abandon_us);
 	idem_my_p_ll(&p, &lim);
 	err = idem_my_exec_count((mysql_store *)s, S_PURGE, &p, &n, NULL);
-	*purged = (unsigned)n;
+	*purged = (unsigned)(n + entombed);
 	return err;
 }
 

@@ -100,15 +100,15 @@ idem_my_release_prefix(idem_store *s, const char *prefix, idem_store_key **keys,
 idem_err
 idem_my_stats(idem_store *s, idem_store_stats *st)
 {
-	long long v[4] = { 0, 0, 0, 0 };
-	MYSQL_BIND b[4];
-	my_bool null[4];
+	long long v[5] = { 0, 0, 0, 0, 0 };
+	MYSQL_BIND b[5];
+	my_bool null[5];
 	params p;
 	idem_err err;
 	int found, i;
 
 	memset(null, 0, sizeof(null));
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 5; i++)
 		idem_my_r_ll(&b[i], &v[i], &null[i]);
 	idem_my_p_init(&p);
 	if ((err = idem_my_fetch_one((mysql_store *)s, S_STATS, &p, b, &found))
@@ -120,6 +120,7 @@ idem_my_stats(idem_store *s, idem_store_stats *st)
 	st->in_flight = (uint64_t)v[1];
 	st->unknown = (uint64_t)v[2];
 	st->unknown_age_ms = v[3] > 0 ? (uint64_t)v[3] / 1000 : 0;
+	st->tombstones = (uint64_t)v[4];
 	return IDEM_OK;
 }
 
@@ -135,12 +136,12 @@ terminate(char *buf, size_t size, unsigned long len, my_bool null)
 idem_err
 idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 {
-	MYSQL_BIND b[15];
-	unsigned long len[15];
-	my_bool null[15];
+	MYSQL_BIND b[16];
+	unsigned long len[16];
+	my_bool null[16];
 	char state[16];
 	long long age_res = 0, age_lease = 0, exp_in = 0, status = 0, hl = 0,
-	    bl = 0, lease_ms = 0;
+	    bl = 0, lease_ms = 0, tomb_s = 0;
 	params p;
 	idem_err err;
 	int found, i;
@@ -168,6 +169,7 @@ idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 	idem_my_r_buf(&b[13], MYSQL_TYPE_STRING, out->phase, sizeof(out->phase),
 	    &len[13], &null[13]);
 	idem_my_r_ll(&b[14], &lease_ms, &null[14]);
+	idem_my_r_ll(&b[15], &tomb_s, &null[15]);
 	idem_my_p_init(&p);
 	idem_my_p_key(&p, k);
 	if ((err = idem_my_fetch_one((mysql_store *)s, S_LOOKUP, &p, b, &found))
@@ -198,6 +200,8 @@ idem_my_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 	out->status = null[10] ? 0 : (int)status;
 	out->headers_len = null[11] ? 0 : (size_t)hl;
 	out->body_len = null[12] ? 0 : (size_t)bl;
+	out->tombstone_ms = !null[15] && tomb_s > 0 ? (uint64_t)tomb_s * 1000 :
+	    0;
 	return IDEM_OK;
 }
 
@@ -205,17 +209,17 @@ idem_err
 idem_my_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
 {
 	mysql_store *ms = (mysql_store *)s;
-	long long v[6] = { 0, 0, 0, 0, 0, 0 }, ttl_us = (long long)inflight_ttl_ms
-	    * 1000, age = 0, lease = 0;
-	MYSQL_BIND b[6];
-	unsigned long len[6];
-	my_bool null[6];
+	long long v[7] = { 0, 0, 0, 0, 0, 0, 0 }, ttl_us =
+	    (long long)inflight_ttl_ms * 1000, age = 0, lease = 0;
+	MYSQL_BIND b[7];
+	unsigned long len[7];
+	my_bool null[7];
 	params p;
 	idem_err err;
 	int found, i;
 
 	memset(null, 0, sizeof(null));
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < 7; i++)
 		idem_my_r_ll(&b[i], &v[i], &null[i]);
 	idem_my_p_init(&p);
 	idem_my_p_ll(&p, &ttl_us);
@@ -227,6 +231,7 @@ idem_my_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
 	out->expired = (uint64_t)v[3];
 	out->paused = (uint64_t)v[4];
 	out->unknown = (uint64_t)v[5];
+	out->tombstones = (uint64_t)v[6];
 	memset(len, 0, sizeof(len));
 	memset(null, 0, sizeof(null));
 	idem_my_r_buf(&b[0], MYSQL_TYPE_BLOB, out->oldest_key.scope, 32, &len[0],

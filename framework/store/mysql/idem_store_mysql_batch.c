@@ -50,7 +50,7 @@
  * nothing worth the copy. */
 #define BATCH_ANSWER_MAX (16 * 1024)
 /* Parameters of one row of the UPDATE, the most of the lanes'. */
-#define COMMIT_PARAMS 11
+#define COMMIT_PARAMS 13
 
 /* What a lane's statement did for one request (idem_batch_member's
  * result). */
@@ -68,6 +68,7 @@ enum {
 typedef struct my_row {
 	idem_store_req *rq;
 	const long long *life_us;
+	const long long *tomb_s;             /* commit: tombstone_s */
 	const long long *lease_ms;           /* insert */
 	const idem_stored_response *resp;    /* commit */
 	long long status;                    /* commit */
@@ -109,7 +110,8 @@ owned_terms(char *s, size_t len, size_t size, unsigned n)
 static char *
 batch_sql(int which, unsigned n, int causal)
 {
-	static const char *const cases[] = { "status", "headers", "body" };
+	static const char *const cases[] = { "status", "headers", "body",
+	    "tombstone_s" };
 	size_t size = 512 + (size_t)n * 200;
 	char *s = malloc(size);
 	size_t len;
@@ -131,15 +133,15 @@ batch_sql(int which, unsigned n, int causal)
 	}
 	len = (size_t)snprintf(s, size, "SET STATEMENT innodb_lock_wait_timeout "
 	    "= 0 FOR UPDATE idempotency_keys FORCE INDEX (PRIMARY) SET state = "
-	    "'committed'");
-	for (c = 0; c < 4; c++) {
-		len += (size_t)snprintf(s + len, size - len, c < 3 ?
+	    "'committed', lease_at = " NOW);
+	for (c = 0; c < 5; c++) {
+		len += (size_t)snprintf(s + len, size - len, c < 4 ?
 		    ", %s = CASE owner" : ", expires_at = " NOW " + INTERVAL "
-		    "(CASE owner", c < 3 ? cases[c] : "");
+		    "(CASE owner", c < 4 ? cases[c] : "");
 		for (i = 0; i < n; i++)
 			len += (size_t)snprintf(s + len, size - len,
 			    " WHEN ? THEN ?");
-		len += (size_t)snprintf(s + len, size - len, c < 3 ? " END" :
+		len += (size_t)snprintf(s + len, size - len, c < 4 ? " END" :
 		    " END) MICROSECOND");
 	}
 	len += (size_t)snprintf(s + len, size - len, " WHERE ");
@@ -275,7 +277,7 @@ bind_rows(MYSQL_BIND *b, int which, idem_batch_member *const *rows,
 		}
 		return;
 	}
-	/* the four CASE columns, then the rows' conditions */
+	/* the five CASE columns, then the rows' conditions */
 	for (i = 0; i < n; i++, b += 2) {
 		bind_owner(b, ROW(rows[i])->rq);
 		bind_ll(b + 1, &ROW(rows[i])->status);
@@ -293,6 +295,10 @@ bind_rows(MYSQL_BIND *b, int which, idem_batch_member *const *rows,
 		bind_owner(b, ROW(rows[i])->rq);
 		bind_blob(b + 1, r->body != NULL ? r->body : "", r->body_len,
 		    MYSQL_TYPE_BLOB);
+	}
+	for (i = 0; i < n; i++, b += 2) {
+		bind_owner(b, ROW(rows[i])->rq);
+		bind_ll(b + 1, ROW(rows[i])->tomb_s);
 	}
 	for (i = 0; i < n; i++, b += 2) {
 		bind_owner(b, ROW(rows[i])->rq);
@@ -582,7 +588,7 @@ idem_err
 idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
     const idem_stored_response *resp, const long long *life_us, uint64_t size)
 {
-	long long status = resp->status;
+	long long status = resp->status, tomb_s = idem_my_tomb_s(rq->policy);
 	idem_batch_member m;
 	my_row r;
 	params p;
@@ -592,6 +598,7 @@ idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
 		member_of(&m, &r, rq, life_us);
 		r.resp = resp;
 		r.status = status;
+		r.tomb_s = &tomb_s;
 		m.size = size;
 		switch (idem_batch_submit(ms->batch->engine, IDEM_BATCH_COMMIT,
 		    &m)) {
@@ -607,7 +614,7 @@ idem_my_batch_commit(mysql_store *ms, idem_store_req *rq,
 			break;
 		}
 	}
-	idem_my_p_answer(&p, &status, resp, life_us);
+	idem_my_p_answer(&p, &status, resp, &tomb_s, life_us);
 	err = idem_my_owned_answer(ms, S_COMMIT, &p, rq, size);
 	/* matched no row: fenced, or stored already by an attempt of ours
 	 * whose answer never came (a batch or a statement still running on

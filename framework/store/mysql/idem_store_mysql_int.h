@@ -24,12 +24,12 @@
 #include "idem_store_mysql.h"
 #include "idem_store_tx.h"
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 /* the schema's files, installed in IDEM_SCHEMADIR (configure's
  * $(pkgdatadir)/schema/mysql: /usr/share/idemfcgi/schema/mysql in the
  * package) */
 #define SCHEMA_FILE "001_idempotency_keys.sql"
-#define SCHEMA_LAST "003_lease_length.sql"
+#define SCHEMA_LAST "004_tombstones.sql"
 #define NOW "UTC_TIMESTAMP(6)"
 #define PK "scope_hash = ? AND idem_key = ?"
 
@@ -50,7 +50,7 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     S_RESUME, S_CHECKPOINT, S_CHECKPOINT_CAUSAL, S_UNKNOWN,
     S_UNKNOWN_CAUSAL, S_PAUSE, S_PAUSE_CAUSAL, S_PAUSE_BY, S_RECONCILE,
     S_LIST_UNKNOWN, S_RESOLVE, S_RESOLVE_CAUSAL, S_RESOLVE_RELEASE,
-    S_RESOLVE_RELEASE_CAUSAL,
+    S_RESOLVE_RELEASE_CAUSAL, S_ENTOMB,
     NSTMT };
 
 /* A reservation's INSERT: its head, and the values of one row (a batch
@@ -83,7 +83,7 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
 #define SELECT_ROW "SELECT state, fingerprint, owner, request_id, " \
     "TIMESTAMPDIFF(MICROSECOND, lease_at, " NOW "), " \
     "TIMESTAMPDIFF(MICROSECOND, " NOW ", expires_at), " \
-    "status, headers, body, phase, progress, lease_ms FROM " \
+    "status, headers, body, phase, progress, lease_ms, tombstone_s FROM " \
     "idempotency_keys WHERE " PK
 /* a locking read: waits for a transaction that holds the row */
 #define SELECT_LOCKED SELECT_ROW " LOCK IN SHARE MODE"
@@ -91,8 +91,9 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
  * or of unknown outcome while it reconciles it (DESIGN.md 2.8) */
 #define HELD "state IN ('in_flight', 'unknown')"
 #define COMMIT_ROW "UPDATE idempotency_keys SET state = 'committed', " \
-    "status = ?, headers = ?, body = ?, expires_at = " NOW " + INTERVAL " \
-    "? MICROSECOND WHERE " PK " AND " HELD " AND owner = ?"
+    "status = ?, headers = ?, body = ?, lease_at = " NOW ", tombstone_s = " \
+    "?, expires_at = " NOW " + INTERVAL ? MICROSECOND WHERE " PK " AND " \
+    HELD " AND owner = ?"
 #define RELEASE_ROW "DELETE FROM idempotency_keys WHERE " PK " AND " \
     "state = 'in_flight' AND owner = ? AND phase IS NULL"
 /* a release of a record with progress (idem_reserve_decide: a paused
@@ -127,8 +128,8 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
  * are, so a record reconciled, resolved or taken meanwhile is left alone;
  * the answer keeps the record's expiry */
 #define RESOLVE_ROW "UPDATE idempotency_keys SET state = 'committed', " \
-    "status = ?, headers = ?, body = ? WHERE " PK " AND state = 'unknown' " \
-    "AND owner = ? AND expires_at > " NOW
+    "status = ?, headers = ?, body = ?, lease_at = " NOW ", tombstone_s = " \
+    "? WHERE " PK " AND state = 'unknown' AND owner = ? AND expires_at > " NOW
 #define RESOLVE_RELEASE_ROW "DELETE FROM idempotency_keys WHERE " PK " AND " \
     "state = 'unknown' AND owner = ?"
 #define UTC(col) "DATE_FORMAT(" col ", '%Y-%m-%dT%H:%i:%s.%fZ')"
@@ -137,7 +138,13 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     UTC("reserved_at") ", " UTC("lease_at") ", " UTC("expires_at") ", " \
     AGE("reserved_at") ", " AGE("lease_at") ", TIMESTAMPDIFF(" \
     "MICROSECOND, " NOW ", expires_at), status, LENGTH(headers), " \
-    "LENGTH(body), phase, lease_ms FROM idempotency_keys WHERE " PK
+    "LENGTH(body), phase, lease_ms, tombstone_s FROM idempotency_keys " \
+    "WHERE " PK
+/* A committed row past its expiry whose tombstone has not ended (what
+ * purge turns into one, state expired) */
+#define TOMB_DUE "state = 'committed' AND expires_at <= " NOW " AND " \
+    "COALESCE(tombstone_s, 0) > 0 AND expires_at + INTERVAL tombstone_s " \
+    "SECOND > " NOW
 /* the records of unknown outcome, the one marked longest ago first (a
  * scan: idemfcgi-admin unknown); at most ? rows */
 #define LIST_UNKNOWN_ROWS "SELECT scope_hash, idem_key, fingerprint, " \
@@ -194,6 +201,7 @@ typedef struct row {
 	long long lease_age_us;
 	long long lease_ms;          /* the lease's length; 0: none kept */
 	long long left_us;           /* committed: time left until it expires */
+	long long tombstone_ms;      /* committed: its tombstone's length */
 	int status;
 	idem_stored_response resp;   /* committed: owned by the row */
 	idem_progress progress;      /* owned by the row */
@@ -275,12 +283,18 @@ void
 idem_my_row_clear(row *r);
 idem_reserve_step
 idem_my_step_of(const reserve_args *a, const row *r);
+int
+idem_my_row_tomb(const row *r);
+void
+idem_my_expired_row(row *r, idem_reserve_result *out);
 void
 idem_my_found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_at,
     idem_reserve_result *out);
 void
 idem_my_p_answer(params *p, const long long *status, const idem_stored_response *resp,
-    const long long *life_us);
+    const long long *tomb_s, const long long *life_us);
+long long
+idem_my_tomb_s(const idem_key_policy *policy);
 int
 idem_my_over_packet(mysql_store *ms, uint64_t size);
 void

@@ -33,8 +33,9 @@ const char *const idem_my_sql[NSTMT] = {
 	    "fingerprint = ?, owner = ?, request_id = ?, reserved_at = " NOW
 	    ", lease_at = " NOW ", lease_ms = ?, expires_at = " NOW " + INTERVAL ? "
 	    "MICROSECOND, status = NULL, headers = NULL, body = NULL, phase = "
-	    "NULL, progress = NULL WHERE " PK " AND expires_at <= " NOW " AND "
-	    "(state <> 'in_flight' OR (" LAPSED " AND " UNRENEWED "))",
+	    "NULL, progress = NULL, tombstone_s = NULL WHERE " PK " AND (state "
+	    "= 'expired' OR expires_at <= " NOW " AND (state <> 'in_flight' OR "
+	    "(" LAPSED " AND " UNRENEWED ")))",
 	/* the rule's RESUME and RECONCILE */
 	[S_RESUME] = RESUME_ROW,
 	[S_RECONCILE] = RECONCILE_ROW,
@@ -48,12 +49,19 @@ const char *const idem_my_sql[NSTMT] = {
 	 * working on it; one whose lease lapsed past its lifetime is
 	 * abandoned */
 	[S_PURGE] = "DELETE FROM idempotency_keys WHERE expires_at < " NOW
-	    " AND (state <> 'in_flight' OR (" LAPSED " AND " UNRENEWED ")) "
-	    "LIMIT ?",
+	    " AND NOT (" TOMB_DUE ") AND (state <> 'in_flight' OR (" LAPSED
+	    " AND " UNRENEWED ")) LIMIT ?",
+	/* a committed row past its expiry becomes its tombstone: its answer
+	 * dropped, its expiry the tombstone's end (a range of the expiry
+	 * index, as the purge's) */
+	[S_ENTOMB] = "UPDATE idempotency_keys SET state = 'expired', headers "
+	    "= NULL, body = NULL, expires_at = expires_at + INTERVAL "
+	    "tombstone_s SECOND WHERE expires_at < " NOW " AND " TOMB_DUE
+	    " LIMIT ?",
 	[S_STATS] = "SELECT COUNT(*), COALESCE(SUM(state = 'in_flight'), 0), "
 	    "COALESCE(SUM(state = 'unknown'), 0), COALESCE(MAX(IF(state = "
-	    "'unknown', TIMESTAMPDIFF(MICROSECOND, reserved_at, " NOW "), 0)), 0) "
-	    "FROM idempotency_keys",
+	    "'unknown', TIMESTAMPDIFF(MICROSECOND, reserved_at, " NOW "), 0)), 0), "
+	    "COALESCE(SUM(state = 'expired'), 0) FROM idempotency_keys",
 	[S_VERSION] = "SELECT MAX(version) FROM idemfcgi_schema",
 	[S_OWNED_BY] = "SELECT scope_hash, idem_key FROM idempotency_keys WHERE "
 	    "state = 'in_flight' AND owner LIKE ?",
@@ -67,9 +75,11 @@ const char *const idem_my_sql[NSTMT] = {
 	    "COALESCE(SUM(state = 'in_flight' AND " LAPSED "), 0), "
 	    "COALESCE(SUM(state = 'committed' AND "
 	    "expires_at > " NOW "), 0), COALESCE(SUM(state <> 'in_flight' AND "
-	    "expires_at <= " NOW "), 0), COALESCE(SUM(state = 'paused' AND "
-	    "expires_at > " NOW "), 0), COALESCE(SUM(state = 'unknown' AND "
-	    "expires_at > " NOW "), 0) FROM idempotency_keys",
+	    "expires_at <= " NOW " AND NOT (" TOMB_DUE ")), 0), COALESCE(SUM("
+	    "state = 'paused' AND expires_at > " NOW "), 0), COALESCE(SUM(state "
+	    "= 'unknown' AND expires_at > " NOW "), 0), COALESCE(SUM(state = "
+	    "'expired' AND expires_at > " NOW " OR " TOMB_DUE "), 0) FROM "
+	    "idempotency_keys",
 	[S_OLDEST] = "SELECT scope_hash, idem_key, owner, request_id, "
 	    AGE("reserved_at") ", " AGE("lease_at") " FROM idempotency_keys "
 	    "WHERE state = 'in_flight' ORDER BY reserved_at LIMIT 1",
@@ -172,7 +182,8 @@ idem_my_set_lock_waits(const idem_store_opts *o, uint64_t *waits)
 	    S_COMMIT_CAUSAL, S_RELEASE_CAUSAL, S_RENEW_CAUSAL, S_RESUME,
 	    S_CHECKPOINT, S_CHECKPOINT_CAUSAL, S_UNKNOWN, S_UNKNOWN_CAUSAL,
 	    S_PAUSE, S_PAUSE_CAUSAL, S_PAUSE_BY, S_RECONCILE, S_RESOLVE,
-	    S_RESOLVE_CAUSAL, S_RESOLVE_RELEASE, S_RESOLVE_RELEASE_CAUSAL };
+	    S_RESOLVE_CAUSAL, S_RESOLVE_RELEASE, S_RESOLVE_RELEASE_CAUSAL,
+	    S_ENTOMB };
 	size_t i;
 
 	memset(waits, 0, NSTMT * sizeof(*waits));
@@ -391,16 +402,17 @@ fetch_var(MYSQL_STMT *st, MYSQL_BIND *b, unsigned col, unsigned long len,
 idem_err
 idem_my_fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 {
-	MYSQL_BIND b[12];
-	unsigned long len[12];
-	my_bool null[12];
+	MYSQL_BIND b[13];
+	unsigned long len[13];
+	my_bool null[13];
 	char state[16];
-	long long left = 0, status = 0, lease_ms = 0;
+	long long left = 0, status = 0, lease_ms = 0, tomb_s = 0;
 	int rc;
 	idem_err err = IDEM_OK;
 
 	r->found = 0;
 	memset(&r->progress, 0, sizeof(r->progress));
+	memset(&r->resp, 0, sizeof(r->resp));
 	memset(b, 0, sizeof(b));
 	memset(len, 0, sizeof(len));
 	memset(null, 0, sizeof(null));
@@ -430,7 +442,9 @@ idem_my_fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 	b[10].buffer_type = MYSQL_TYPE_BLOB;  /* progress: length only */
 	b[11].buffer_type = MYSQL_TYPE_LONGLONG;
 	b[11].buffer = &lease_ms;
-	for (rc = 0; rc < 12; rc++) {
+	b[12].buffer_type = MYSQL_TYPE_LONGLONG;
+	b[12].buffer = &tomb_s;
+	for (rc = 0; rc < 13; rc++) {
 		b[rc].length = &len[rc];
 		b[rc].is_null = &null[rc];
 	}
@@ -466,10 +480,12 @@ idem_my_fetch_row(mysql_store *ms, idem_mysql_conn *c, MYSQL_STMT *st, row *r)
 	}
 	r->left_us = null[5] ? 0 : left;
 	r->lease_ms = null[11] ? 0 : lease_ms;
+	r->tombstone_ms = null[12] ? 0 : tomb_s * 1000;
 	/* (r->found is 0 until a row is fetched: set at the top) */
 	r->expired = !null[5] && left <= 0;
 	r->status = null[6] ? 0 : (int)status;
-	if (r->committed) {
+	/* a committed row past its expiry is never replayed: no answer */
+	if (r->committed && !r->expired) {
 		r->resp.status = r->status;
 		if (fetch_var(st, &b[7], 7, null[7] ? 0 : len[7], &r->resp.headers,
 		    &r->resp.headers_len) < 0 ||
@@ -639,16 +655,38 @@ idem_my_row_clear(row *r)
 	idem_progress_clear(&r->progress);
 }
 
+/* Whether the row r is a live tombstone (idem_tombstone_live). */
+int
+idem_my_row_tomb(const row *r)
+{
+	return idem_tombstone_live(r->state, -r->left_us / 1000,
+	    (uint64_t)r->tombstone_ms);
+}
+
+/* Fills *out from the row r, a live tombstone that the request's policy
+ * refuses: EXPIRED, its fingerprint, first status and commit's age.
+ * Frees what r owns. */
+void
+idem_my_expired_row(row *r, idem_reserve_result *out)
+{
+	memcpy(out->fingerprint, r->fp, 32);
+	out->first_status = r->status;
+	out->used_age_ms = r->lease_age_us > 0 ?
+	    (uint64_t)r->lease_age_us / 1000 : 0;
+	out->outcome = IDEM_RESERVE_EXPIRED;
+	idem_my_row_clear(r);
+}
+
 /* The step of the reservation rule (idem_reserve_decide) for the row r
  * a reserve found. */
 idem_reserve_step
 idem_my_step_of(const reserve_args *a, const row *r)
 {
-	idem_found f = { r->state, r->expired, r->fp, r->owner,
-	    r->lease_age_us, r->lease_ms * 1000, a->abandon_us };
+	idem_found f = { r->state, r->expired, idem_my_row_tomb(r), r->fp,
+	    r->owner, r->lease_age_us, r->lease_ms * 1000, a->abandon_us };
 
 	return idem_reserve_decide(&f, a->rq->fp, a->rq->owner, a->ttl_us,
-	    a->rq->policy->reconcile);
+	    a->rq->policy);
 }
 
 /* Fills *out from a found row r that is live (not an expired committed
@@ -684,14 +722,24 @@ idem_my_found_row(mysql_store *ms, const reserve_args *a, row *r, uint64_t read_
  * and owner follow). */
 void
 idem_my_p_answer(params *p, const long long *status, const idem_stored_response *resp,
-    const long long *life_us)
+    const long long *tomb_s, const long long *life_us)
 {
 	idem_my_p_init(p);
 	idem_my_p_ll(p, status);
 	idem_my_p_blob(p, resp->headers != NULL ? resp->headers : "",
 	    resp->headers_len);
 	idem_my_p_blob(p, resp->body != NULL ? resp->body : "", resp->body_len);
+	idem_my_p_ll(p, tomb_s);
 	idem_my_p_ll(p, life_us);
+}
+
+/* The tombstone_s a commit under policy writes: its tombstone-lifetime
+ * in whole seconds, rounded up; 0 without a policy or a tombstone. */
+long long
+idem_my_tomb_s(const idem_key_policy *policy)
+{
+	return policy != NULL ? (long long)((policy->tombstone_ms + 999) /
+	    1000) : 0;
 }
 
 /* Whether an answer of size bytes is over the packet the server takes

@@ -174,6 +174,7 @@ round_found(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 		idem_my_p_reuse(&p, a);
 		if ((e = tx_exec(c, T_REUSE, &p, &n)) != 0)
 			return round_failed(ms, c, a, T_REUSE, e, &first, err);
+		out->expired_run = n == 1 && idem_my_row_tomb(r);
 		if (n == 1 && r->state == IDEM_RECORD_IN_FLIGHT) {
 			/* an abandoned reservation: whose it was */
 			idem_copy_string(out->owner, sizeof(out->owner),
@@ -225,6 +226,9 @@ round_found(mysql_store *ms, idem_mysql_conn *c, const reserve_args *a,
 	case IDEM_STEP_UNKNOWN:
 		idem_my_found_row(ms, a, r, read_at, out);
 		out->outcome = IDEM_RESERVE_UNKNOWN;
+		break;
+	case IDEM_STEP_EXPIRED:
+		idem_my_expired_row(r, out);
 		break;
 	case IDEM_STEP_REPLAY:
 	case IDEM_STEP_IN_FLIGHT:
@@ -384,13 +388,14 @@ idem_my_tx_record(idem_store *s, idem_db_conn *dc, idem_store_req *rq,
 	mysql_store *ms = (mysql_store *)s;
 	long long status = resp->status;
 	long long life_us = (long long)rq->policy->lifetime_ms * 1000;
+	long long tomb_s = idem_my_tomb_s(rq->policy);
 	unsigned long long n;
 	unsigned e;
 	params p;
 
 	if (idem_my_over_packet(ms, (uint64_t)resp->headers_len + resp->body_len))
 		return IDEM_ERR_TOO_LARGE;
-	idem_my_p_answer(&p, &status, resp, &life_us);
+	idem_my_p_answer(&p, &status, resp, &tomb_s, &life_us);
 	idem_my_p_key(&p, &rq->key);
 	idem_my_p_str(&p, rq->owner);
 	if ((e = tx_exec(c, T_COMMIT, &p, &n)) != 0) {

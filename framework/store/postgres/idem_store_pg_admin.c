@@ -91,6 +91,7 @@ idem_pgs_stats(idem_store *s, idem_store_stats *st)
 	st->unknown = (uint64_t)idem_pg_ll(res, 0, 2);
 	age = idem_pg_ll(res, 0, 3);
 	st->unknown_age_ms = age > 0 ? (uint64_t)age / 1000 : 0;
+	st->tombstones = (uint64_t)idem_pg_ll(res, 0, 4);
 	PQclear(res);
 	return IDEM_OK;
 }
@@ -148,6 +149,7 @@ idem_pgs_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 	out->body_len = (size_t)idem_pg_ll(res, 0, 12);
 	idem_pgs_str(res, 0, 13, out->phase, sizeof(out->phase));
 	out->lease_ms = (uint64_t)idem_pg_ll(res, 0, 14);
+	out->tombstone_ms = (uint64_t)ms_of(idem_pg_ll(res, 0, 15) * 1000000);
 	PQclear(res);
 	return IDEM_OK;
 }
@@ -172,6 +174,7 @@ idem_pgs_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
 		out->expired = (uint64_t)idem_pg_ll(res, 0, 3);
 		out->paused = (uint64_t)idem_pg_ll(res, 0, 4);
 		out->unknown = (uint64_t)idem_pg_ll(res, 0, 5);
+		out->tombstones = (uint64_t)idem_pg_ll(res, 0, 6);
 	}
 	PQclear(res);
 	if ((err = idem_pgs_run(ps, P_OLDEST, &p, NULL, &res, NULL)) != IDEM_OK)

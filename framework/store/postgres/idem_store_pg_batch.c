@@ -44,7 +44,7 @@
  * nothing worth the copy. */
 #define BATCH_ANSWER_MAX (16 * 1024)
 /* The arrays of a lane's statement. */
-#define LANE_ARRAYS 7
+#define LANE_ARRAYS 8
 
 /* The element types of the arrays (pg_type.oid). */
 #define OID_BYTEA 17
@@ -173,13 +173,15 @@ bind_rows(idem_pg_batch *b, int w, idem_batch_member *const *rows,
 		{ OID_BYTEA, OID_BYTEA, OID_BYTEA, OID_TEXT, OID_TEXT,
 		    OID_INT4, OID_INT8 },
 		{ OID_BYTEA, OID_BYTEA, OID_TEXT, OID_INT4, OID_BYTEA,
-		    OID_BYTEA, OID_INT8 },
+		    OID_BYTEA, OID_INT8, OID_INT4 },
 	};
+	/* the arrays of each lane's statement: the commits' tombstone_s */
+	static const unsigned narrays[IDEM_BATCH_LANES] = { 7, 8 };
 	pg_array *a = b->arrays[w];
 	unsigned i, j;
 	int bad = 0;
 
-	for (j = 0; j < LANE_ARRAYS; j++)
+	for (j = 0; j < narrays[w]; j++)
 		bad |= arr_begin(&a[j], types[w][j], n);
 	for (i = 0; i < n && !bad; i++) {
 		const pg_lane_row *r = ROW(rows[i]);
@@ -203,12 +205,13 @@ bind_rows(idem_pg_batch *b, int w, idem_batch_member *const *rows,
 		    arr_bytes(&a[4], r->resp->headers, r->resp->headers_len) |
 		    arr_bytes(&a[5], r->resp->body, r->resp->body_len) |
 		    arr_int8(&a[6], (long long)r->rq->policy->lifetime_ms *
-		    1000);
+		    1000) |
+		    arr_int4(&a[7], idem_pgs_tomb_s(r->rq->policy));
 	}
 	if (bad)
 		return -1;
 	idem_pg_p_init(p);
-	for (j = 0; j < LANE_ARRAYS; j++)
+	for (j = 0; j < narrays[w]; j++)
 		idem_pg_p_bytes(p, a[j].buf, a[j].len);
 	return 0;
 }

@@ -26,11 +26,11 @@
 #include "idem_store.h"
 #include "idem_store_postgres.h"
 
-#define PG_SCHEMA_VERSION 1
+#define PG_SCHEMA_VERSION 2
 /* the schema's files, installed in IDEM_PG_SCHEMADIR (configure's
  * $(pkgdatadir)/schema/postgres) */
 #define PG_SCHEMA_FILE "001_idempotency_keys.sql"
-#define PG_SCHEMA_LAST "001_idempotency_keys.sql"
+#define PG_SCHEMA_LAST "002_tombstones.sql"
 
 /* What one answer may hold: a bytea holds up to 1 GB, and a statement's
  * message as much; the rest of a commit besides headers and body, kept
@@ -48,7 +48,7 @@
 
 enum { P_RESERVE, P_SELECT, P_TAKEOVER, P_REUSE, P_RESUME, P_RECONCILE,
     P_COMMIT, P_RELEASE, P_PAUSE, P_RENEW, P_CHECKPOINT, P_UNKNOWN,
-    P_RESOLVE, P_RESOLVE_RELEASE, P_PURGE, P_STATS, P_VERSION, P_OWNED_BY,
+    P_RESOLVE, P_RESOLVE_RELEASE, P_PURGE, P_ENTOMB, P_STATS, P_VERSION, P_OWNED_BY,
     P_RELEASE_BY, P_PAUSE_BY, P_LOOKUP, P_CENSUS, P_OLDEST,
     P_LIST_UNKNOWN, P_XACT_STATUS, PNSTMT };
 
@@ -100,6 +100,8 @@ typedef struct pg_row {
 	long long lease_age_us;
 	long long lease_ms;          /* the lease's length */
 	long long left_us;           /* time left until it expires */
+	long long tombstone_ms;      /* committed: its tombstone's length */
+	int status;                  /* committed, expired: its status */
 	idem_stored_response resp;   /* committed: owned by the row */
 	idem_progress progress;      /* owned by the row */
 } pg_row;
@@ -174,6 +176,15 @@ idem_err idem_pgs_read_row(pg_store *ps, const idem_store_key *k,
 void idem_pgs_row_clear(pg_row *r);
 /* The step of the reservation rule for the row r a reserve found. */
 idem_reserve_step idem_pgs_step_of(const pg_reserve_args *a, const pg_row *r);
+/* Whether the row r is a live tombstone (idem_tombstone_live). */
+int idem_pgs_row_tomb(const pg_row *r);
+/* Fills *out from r, a live tombstone the request's policy refuses:
+ * EXPIRED, its fingerprint, first status and commit's age.  Frees what
+ * r owns. */
+void idem_pgs_expired_row(pg_row *r, idem_reserve_result *out);
+/* The tombstone_s a commit under policy writes: its tombstone-lifetime
+ * in whole seconds, rounded up; 0 without a policy. */
+int idem_pgs_tomb_s(const idem_key_policy *policy);
 /* Fills *out from the live row r, read at read_at (idem_boot_ms before
  * the statement): COMMITTED with its answer (moved out of r, a copy kept
  * in the replay cache), or IN_FLIGHT with its owner. */

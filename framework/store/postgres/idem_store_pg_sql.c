@@ -41,7 +41,8 @@
  * until expires_at (0 or less: expired), in microseconds */
 #define ROW_COLS "k.state, k.fingerprint, k.owner, k.request_id, " \
     AGE("k.lease_at") ", " US("k.expires_at - " NOW) ", k.status::int8, " \
-    "k.headers, k.body, k.phase, k.progress, k.lease_ms::int8"
+    "k.headers, k.body, k.phase, k.progress, k.lease_ms::int8, " \
+    "k.tombstone_s::int8"
 /* an expired record a purge deletes: committed, paused or unknown; in
  * flight only when abandoned, its lease lapsed and unrenewed for
  * abandon-after (the parameter).  By now(), the statement's start (each
@@ -49,9 +50,15 @@
  * it deletes no more, and stable, so the expires_at index serves it (a
  * volatile clock_timestamp() would scan the whole table every batch) */
 #define PURGE_NOW "now()"
-#define PURGEABLE(p) "expires_at < " PURGE_NOW " AND (state <> 'in_flight' " \
-    "OR (lease_at < " PURGE_NOW " - " MSEC("lease_ms") " AND lease_at < " \
-    PURGE_NOW " - " USEC(p) "))"
+#define PURGEABLE(p) "expires_at < " PURGE_NOW " AND NOT (" \
+    TOMB_DUE(PURGE_NOW) ") AND (state <> 'in_flight' OR (lease_at < " \
+    PURGE_NOW " - " MSEC("lease_ms") " AND lease_at < " PURGE_NOW " - " \
+    USEC(p) "))"
+/* a committed row past its expiry by now n whose tombstone has not
+ * ended: what a purge makes a tombstone (state expired) */
+#define TOMB_DUE(n) "state = 'committed' AND expires_at <= " n " AND " \
+    "COALESCE(tombstone_s, 0) > 0 AND expires_at + tombstone_s * " \
+    "interval '1 second' > " n
 
 /* one round trip: the INSERT, and the row it met when the key was there
  * (a row committed after the statement began is not seen: neither
@@ -68,7 +75,8 @@
  * the owner (owned, idem_store_postgres.c) */
 #define COMMIT_SQL "UPDATE idempotency_keys SET state = 'committed', status " \
 	    "= $1, headers = $2, body = $3, expires_at = " NOW " + " USEC("$4") \
-	    " WHERE " PK("5", "6") " AND " HELD " AND owner = $7"
+	    ", lease_at = " NOW ", tombstone_s = $5 WHERE " PK("6", "7") \
+	    " AND " HELD " AND owner = $8"
 
 /* which server a transaction ran on: its postmaster's start (in
  * microseconds: text of a time would follow the session's TimeZone),
@@ -91,9 +99,10 @@
 	    "fingerprint = $1, owner = $2, request_id = $3, reserved_at = " NOW \
 	    ", lease_at = " NOW ", lease_ms = $4, expires_at = " NOW " + " \
 	    USEC("$5") ", status = NULL, headers = NULL, body = NULL, phase = " \
-	    "NULL, progress = NULL WHERE " PK("6", "7") " AND expires_at <= " \
-	    NOW " AND (state <> 'in_flight' OR (" LAPSED " AND lease_at < " NOW \
-	    " - " USEC("$8") "))"
+	    "NULL, progress = NULL, tombstone_s = NULL WHERE " PK("6", "7") \
+	    " AND (state = 'expired' OR expires_at <= " NOW " AND (state <> " \
+	    "'in_flight' OR (" LAPSED " AND lease_at < " NOW " - " USEC("$8") \
+	    ")))"
 #define RESUME_SQL "UPDATE idempotency_keys SET state = 'in_flight', owner = " \
 	    "$1, request_id = $2, lease_at = " NOW ", lease_ms = $3 WHERE " \
 	    PK("4", "5") " AND state = 'paused' AND fingerprint = $6 AND " \
@@ -144,8 +153,9 @@ const char *const idem_pgs_sql[PNSTMT] = {
 	/* an operator's answer for a record of unknown outcome (its expiry
 	 * kept), or its release: owner-checked as the owner's are */
 	[P_RESOLVE] = "UPDATE idempotency_keys SET state = 'committed', status "
-	    "= $1, headers = $2, body = $3 WHERE " PK("4", "5") " AND state = "
-	    "'unknown' AND owner = $6 AND expires_at > " NOW,
+	    "= $1, headers = $2, body = $3, lease_at = " NOW ", tombstone_s = "
+	    "$4 WHERE " PK("5", "6") " AND state = 'unknown' AND owner = $7 AND "
+	    "expires_at > " NOW,
 	[P_RESOLVE_RELEASE] = "DELETE FROM idempotency_keys WHERE " PK("1", "2")
 	    " AND state = 'unknown' AND owner = $3",
 	/* in bounded batches (DELETE has no LIMIT): the keys chosen, then
@@ -154,10 +164,19 @@ const char *const idem_pgs_sql[PNSTMT] = {
 	[P_PURGE] = "DELETE FROM idempotency_keys WHERE (scope_hash, idem_key) "
 	    "IN (SELECT scope_hash, idem_key FROM idempotency_keys WHERE "
 	    PURGEABLE("$1") " LIMIT $2) AND " PURGEABLE("$1"),
+	/* a committed row past its expiry becomes its tombstone: its answer
+	 * dropped, its expiry the tombstone's end; chosen as the purge's */
+	[P_ENTOMB] = "UPDATE idempotency_keys SET state = 'expired', headers = "
+	    "NULL, body = NULL, expires_at = expires_at + tombstone_s * "
+	    "interval '1 second' WHERE (scope_hash, idem_key) IN (SELECT "
+	    "scope_hash, idem_key FROM idempotency_keys WHERE expires_at < "
+	    PURGE_NOW " AND " TOMB_DUE(PURGE_NOW) " LIMIT $1) AND "
+	    TOMB_DUE(PURGE_NOW),
 	[P_STATS] = "SELECT count(*), count(*) FILTER (WHERE state = "
 	    "'in_flight'), count(*) FILTER (WHERE state = 'unknown'), "
 	    "COALESCE(max(" AGE("reserved_at") ") FILTER (WHERE state = "
-	    "'unknown'), 0) FROM idempotency_keys",
+	    "'unknown'), 0), count(*) FILTER (WHERE state = 'expired') FROM "
+	    "idempotency_keys",
 	[P_VERSION] = "SELECT max(version)::int8 FROM idemfcgi_schema",
 	/* a dead worker's records, by the prefix of their owner tokens
 	 * ($1 <= owner < $2, which the owner index serves) */
@@ -172,16 +191,18 @@ const char *const idem_pgs_sql[PNSTMT] = {
 	    UTC("reserved_at") ", " UTC("lease_at") ", " UTC("expires_at") ", "
 	    AGE("reserved_at") ", " AGE("lease_at") ", " US("expires_at - " NOW)
 	    ", status::int8, octet_length(headers)::int8, "
-	    "octet_length(body)::int8, phase, lease_ms::int8 FROM "
-	    "idempotency_keys WHERE " PK("1", "2"),
+	    "octet_length(body)::int8, phase, lease_ms::int8, "
+	    "tombstone_s::int8 FROM idempotency_keys WHERE " PK("1", "2"),
 	/* in-flight records idle past their lease's length are stale */
 	[P_CENSUS] = "SELECT count(*) FILTER (WHERE state = 'in_flight'), "
 	    "count(*) FILTER (WHERE state = 'in_flight' AND " LAPSED "), "
 	    "count(*) FILTER (WHERE state = 'committed' AND expires_at > " NOW
 	    "), count(*) FILTER (WHERE state <> 'in_flight' AND expires_at <= "
-	    NOW "), count(*) FILTER (WHERE state = 'paused' AND expires_at > "
-	    NOW "), count(*) FILTER (WHERE state = 'unknown' AND expires_at > "
-	    NOW ") FROM idempotency_keys",
+	    NOW " AND NOT (" TOMB_DUE(NOW) ")), count(*) FILTER (WHERE state = "
+	    "'paused' AND expires_at > " NOW "), count(*) FILTER (WHERE state = "
+	    "'unknown' AND expires_at > " NOW "), count(*) FILTER (WHERE state "
+	    "= 'expired' AND expires_at > " NOW " OR " TOMB_DUE(NOW) ") FROM "
+	    "idempotency_keys",
 	[P_OLDEST] = "SELECT scope_hash, idem_key, owner, request_id, "
 	    AGE("reserved_at") ", " AGE("lease_at") " FROM idempotency_keys "
 	    "WHERE state = 'in_flight' ORDER BY reserved_at LIMIT 1",
@@ -247,9 +268,10 @@ const char *const idem_pgs_batch_sql[PG_LANE_NSTMT] = {
 	    "AND k.idem_key = v.k ORDER BY v.i",
 	"UPDATE idempotency_keys k SET state = 'committed', status = v.st, "
 	    "headers = v.h, body = v.b, expires_at = " NOW " + " USEC("v.u")
-	    " FROM unnest($1::bytea[], $2::bytea[], $3::text[], $4::int4[], "
-	    "$5::bytea[], $6::bytea[], $7::int8[]) WITH ORDINALITY AS v (s, "
-	    "kk, o, st, h, b, u, i) WHERE k.scope_hash = v.s AND k.idem_key = "
+	    ", lease_at = " NOW ", tombstone_s = v.t FROM unnest($1::bytea[], "
+	    "$2::bytea[], $3::text[], $4::int4[], $5::bytea[], $6::bytea[], "
+	    "$7::int8[], $8::int4[]) WITH ORDINALITY AS v (s, kk, o, st, h, b, "
+	    "u, t, i) WHERE k.scope_hash = v.s AND k.idem_key = "
 	    "v.kk AND k." HELD " AND k.owner = v.o RETURNING v.i",
 	/* a lone request's, on a lane's connection */
 	RESERVE_SQL,
@@ -405,6 +427,13 @@ idem_pgs_p_commit(idem_pg_params *p, const idem_store_req *rq,
 	idem_pg_p_bytes(p, resp->headers, resp->headers_len);
 	idem_pg_p_bytes(p, resp->body, resp->body_len);
 	idem_pg_p_ll(p, (long long)rq->policy->lifetime_ms * 1000);
+	idem_pg_p_ll(p, idem_pgs_tomb_s(rq->policy));
+}
+
+int
+idem_pgs_tomb_s(const idem_key_policy *policy)
+{
+	return policy != NULL ? (int)((policy->tombstone_ms + 999) / 1000) : 0;
 }
 
 void
@@ -531,7 +560,7 @@ idem_pgs_row(const PGresult *res, int row, int first, pg_row *r)
 
 	memset(r, 0, sizeof(*r));
 	/* columns first.. are ROW_COLS; state is NOT NULL: NULL is no row */
-	if (PQntuples(res) <= row || PQnfields(res) < first + 12 ||
+	if (PQntuples(res) <= row || PQnfields(res) < first + 13 ||
 	    PQgetisnull(res, row, first))
 		return IDEM_OK;
 	r->found = 1;
@@ -552,11 +581,14 @@ idem_pgs_row(const PGresult *res, int row, int first, pg_row *r)
 	idem_pgs_str(res, row, first + 9, r->progress.phase,
 	    sizeof(r->progress.phase));
 	r->lease_ms = idem_pg_ll(res, row, first + 11);
+	r->tombstone_ms = idem_pg_ll(res, row, first + 12) * 1000;
 	if (r->progress.phase[0] != '\0' && dup_col(res, row, first + 10,
 	    &r->progress.state, &r->progress.state_len) < 0)
 		goto nomem;
-	if (r->committed) {
-		r->resp.status = (int)idem_pg_ll(res, row, first + 6);
+	r->status = (int)idem_pg_ll(res, row, first + 6);
+	/* a committed row past its expiry is never replayed: no answer */
+	if (r->committed && !r->expired) {
+		r->resp.status = r->status;
 		if (dup_col(res, row, first + 7, &r->resp.headers,
 		    &r->resp.headers_len) < 0 || dup_col(res, row, first + 8,
 		    &r->resp.body, &r->resp.body_len) < 0)
@@ -597,11 +629,29 @@ idem_pgs_row_clear(pg_row *r)
 idem_reserve_step
 idem_pgs_step_of(const pg_reserve_args *a, const pg_row *r)
 {
-	idem_found f = { r->state, r->expired, r->fp, r->owner,
-	    r->lease_age_us, r->lease_ms * 1000, a->abandon_us };
+	idem_found f = { r->state, r->expired, idem_pgs_row_tomb(r), r->fp,
+	    r->owner, r->lease_age_us, r->lease_ms * 1000, a->abandon_us };
 
 	return idem_reserve_decide(&f, a->rq->fp, a->rq->owner, a->ttl_us,
-	    a->rq->policy->reconcile);
+	    a->rq->policy);
+}
+
+int
+idem_pgs_row_tomb(const pg_row *r)
+{
+	return idem_tombstone_live(r->state, -r->left_us / 1000,
+	    (uint64_t)r->tombstone_ms);
+}
+
+void
+idem_pgs_expired_row(pg_row *r, idem_reserve_result *out)
+{
+	memcpy(out->fingerprint, r->fp, 32);
+	out->first_status = r->status;
+	out->used_age_ms = r->lease_age_us > 0 ?
+	    (uint64_t)r->lease_age_us / 1000 : 0;
+	out->outcome = IDEM_RESERVE_EXPIRED;
+	idem_pgs_row_clear(r);
 }
 
 void

@@ -171,6 +171,7 @@ round_found(pg_store *ps, idem_pg_conn *c, pg_reserve_args *a, pg_row *r,
 			tx_rollback(ps, c);
 			return R_AGAIN;
 		}
+		out->expired_run = idem_pgs_row_tomb(r);
 		if (r->state == IDEM_RECORD_IN_FLIGHT) {
 			/* an abandoned reservation: whose it was */
 			idem_copy_string(out->owner, sizeof(out->owner),
@@ -221,6 +222,9 @@ round_found(pg_store *ps, idem_pg_conn *c, pg_reserve_args *a, pg_row *r,
 	case IDEM_STEP_UNKNOWN:
 		idem_pgs_found_row(ps, a, r, read_at, out);
 		out->outcome = IDEM_RESERVE_UNKNOWN;
+		break;
+	case IDEM_STEP_EXPIRED:
+		idem_pgs_expired_row(r, out);
 		break;
 	case IDEM_STEP_REPLAY:
 	case IDEM_STEP_IN_FLIGHT:

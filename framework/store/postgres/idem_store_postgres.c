@@ -174,6 +174,7 @@ reserve_reuse(pg_store *ps, pg_reserve_args *a, const pg_row *r,
 		a->rq->unanswered = 1;
 	if (err != IDEM_OK || *n != 1)
 		return err;
+	out->expired_run = idem_pgs_row_tomb(r);
 	if (r->state == IDEM_RECORD_IN_FLIGHT) {
 		idem_copy_string(out->owner, sizeof(out->owner), r->owner);
 		idem_copy_string(out->request_id, sizeof(out->request_id),
@@ -288,6 +289,9 @@ pg_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 			idem_pgs_found_row(ps, &a, &r, read_at, out);
 			idem_pgs_row_clear(&r);
 			out->outcome = IDEM_RESERVE_UNKNOWN;
+			return IDEM_OK;
+		case IDEM_STEP_EXPIRED:
+			idem_pgs_expired_row(&r, out);
 			return IDEM_OK;
 		case IDEM_STEP_REUSE:
 			idem_pgs_row_clear(&r);
@@ -483,21 +487,27 @@ pg_resolve(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 	idem_pg_p_ll(&p, resp->status);
 	idem_pg_p_bytes(&p, resp->headers, resp->headers_len);
 	idem_pg_p_bytes(&p, resp->body, resp->body_len);
+	idem_pg_p_ll(&p, idem_pgs_tomb_s(rq->policy));
 	return owned(ps, P_RESOLVE, &p, rq);
 }
 
 static idem_err
 pg_purge(idem_store *s, unsigned max, unsigned *purged)
 {
-	unsigned long long n = 0;
+	unsigned long long n = 0, entombed = 0;
 	idem_pg_params p;
 	idem_err err;
 
 	idem_pg_p_init(&p);
+	idem_pg_p_ll(&p, max);
+	if ((err = idem_pgs_count((pg_store *)s, P_ENTOMB, &p, NULL, &entombed,
+	    NULL)) != IDEM_OK)
+		return err;
+	idem_pg_p_init(&p);
 	idem_pg_p_ll(&p, (long long)s->abandon_ms * 1000);
 	idem_pg_p_ll(&p, max);
 	err = idem_pgs_count((pg_store *)s, P_PURGE, &p, NULL, &n, NULL);
-	*purged = (unsigned)n;
+	*purged = (unsigned)(n + entombed);
 	return err;
 }
 
