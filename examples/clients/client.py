@@ -3,7 +3,7 @@
 operation, reused on every retry, so the server runs it once whatever the
 network does (docs/protocol.md).  Python 3 standard library only.
 
-    client.py [-k KEY] [-n ATTEMPTS] [-t SECONDS] URL [JSON-BODY]
+    client.py [-k KEY] [-s STATE-URL] [-n ATTEMPTS] [-t SECONDS] URL [JSON-BODY]
 
 or, from Python:
 
@@ -19,6 +19,14 @@ was used for another request: a bug of the caller, never retried) and every
 other 4xx.  Exit status: 0 for 2xx or 3xx; 1 for another final answer; 2
 when the attempts or the time ran out (the operation may or may not have
 happened: retry it later with the same key); 64 for bad usage.
+
+A client that lost its answer, and kept only the key, asks first what
+became of it with -s STATE-URL (the service's /idempotency/keys:
+GET STATE-URL/KEY, docs/protocol.md, or key_state() from Python): a key
+past its lifetime ("expired": the operation happened, a retry is refused)
+stops there, exit status 1, the state on stdout; any other state sends
+the request (absent: it runs; committed: its answer is replayed; in
+flight: it is waited for).
 """
 import argparse
 import http.client
@@ -26,6 +34,7 @@ import json
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -77,6 +86,20 @@ def _send(url, body, key, timeout):
             return e.code, e.headers, e.read()
 
 
+def key_state(state_url, key, timeout=30, headers=None):
+    """What became of key: the service's answer to GET STATE-URL/KEY as
+    a dict ({"key": ..., "state": "absent" | "in-flight" | "paused" |
+    "committed" | "unknown" | "expired", ...}).  Raises OSError,
+    http.client.HTTPException or ValueError (no answer, or not one)."""
+    url = state_url.rstrip("/") + "/" + urllib.parse.quote(key, safe="")
+    req = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(req, timeout=timeout) as res:
+        doc = json.loads(res.read())
+    if not isinstance(doc, dict) or not isinstance(doc.get("state"), str):
+        raise ValueError("not a key's state: %r" % (doc,))
+    return doc
+
+
 def post(url, body, key=None, attempts=5, seconds=60, log=None):
     """POSTs body (bytes) to url with key (default: a fresh UUID), retrying
     as the module says.  Returns the final (status, headers, body); raises
@@ -120,6 +143,8 @@ def main(argv):
                     "(default: a fresh UUID)")
     ap.add_argument("-n", dest="attempts", type=int, default=5)
     ap.add_argument("-t", dest="seconds", type=int, default=60)
+    ap.add_argument("-s", dest="state_url", help="ask STATE-URL/KEY "
+                    "what became of the key first")
     ap.add_argument("url")
     ap.add_argument("body", nargs="?", default="{}")
     try:
@@ -133,6 +158,21 @@ def main(argv):
     def log(line):
         print(line, file=sys.stderr, flush=True)
 
+    if args.state_url:
+        if not args.key:
+            log("%s: -s needs the key (-k) of the operation" % ap.prog)
+            return 64
+        try:
+            state = key_state(args.state_url, args.key, args.seconds)
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            log("state of the key: no answer: %s" % e)
+            return 2
+        log("state of the key: %s" % state["state"])
+        if state["state"] == "expired":
+            log("the operation happened and its key expired: not sent "
+                "again (a new operation needs a new key)")
+            sys.stdout.write(json.dumps(state) + "\n")
+            return 1
     try:
         status, _, data = post(args.url, args.body.encode(), args.key,
                                args.attempts, args.seconds, log)

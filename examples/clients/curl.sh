@@ -3,13 +3,21 @@
 # operation, reused on every retry, so the server runs it once whatever
 # the network does (docs/protocol.md).
 #
-#   curl.sh [-k KEY] [-n ATTEMPTS] [-t SECONDS] URL [JSON-BODY]
+#   curl.sh [-k KEY] [-s STATE-URL] [-n ATTEMPTS] [-t SECONDS] URL [JSON-BODY]
 #
 #   -k KEY       the operation's key (default: a fresh UUID).  Keep it
 #                with the operation if the caller may itself restart:
 #                a retry after a restart must send the same key.
 #   -n ATTEMPTS  at most this many requests (default 5)
 #   -t SECONDS   and at most this long in all (default 60)
+#   -s STATE-URL a client that lost its answer, and kept only the key,
+#                asks first what became of it: GET STATE-URL/KEY (the
+#                service's /idempotency/keys, docs/protocol.md).  A key
+#                past its lifetime ("expired": the operation happened,
+#                and a retry is refused) stops here, exit status 1, the
+#                state on stdout; any other state sends the request
+#                (absent: it runs; committed: its answer is replayed;
+#                in flight: it is waited for)
 #
 # Retries, after Retry-After when the answer has one (else 1 s, 2 s, 4 s,
 # ... up to 30 s): a connection that failed or timed out, 5xx, 429, and
@@ -23,11 +31,12 @@
 # later with the same key); 64 for bad usage.
 set -u
 export LC_ALL=C
-key='' attempts=5 budget=60
-usage() { echo "usage: $0 [-k KEY] [-n ATTEMPTS] [-t SECONDS] URL [JSON-BODY]" >&2; exit 64; }
-while getopts k:n:t: opt; do
+key='' attempts=5 budget=60 state_url=''
+usage() { echo "usage: $0 [-k KEY] [-s STATE-URL] [-n ATTEMPTS] [-t SECONDS] URL [JSON-BODY]" >&2; exit 64; }
+while getopts k:n:t:s: opt; do
 	case $opt in
 	k) key=$OPTARG ;;
+	s) state_url=$OPTARG ;;
 	n) attempts=$OPTARG ;;
 	t) budget=$OPTARG ;;
 	*) usage ;;
@@ -40,6 +49,8 @@ for v in "$attempts" "$budget"; do
 done
 if [ "$attempts" -lt 1 ] || [ "$budget" -lt 1 ]; then usage; fi
 url=$1 body=${2:-'{}'}
+# asking what became of a key needs the key
+[ -z "$state_url" ] || [ -n "$key" ] || usage
 if [ -z "$key" ]; then
 	key=$(cat /proc/sys/kernel/random/uuid 2>/dev/null || uuidgen) || {
 		echo "$0: cannot make a UUID" >&2; exit 64; }
@@ -51,6 +62,24 @@ echo "idempotency key: $key" >&2
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/idem-curl.XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT
+if [ -n "$state_url" ]; then
+	# the key as a path segment: visible ASCII, percent-encoded where a
+	# URL needs it
+	seg=$(printf '%s' "$key" | od -An -v -tx1 | tr -d ' \n' |
+	    sed 's/../%&/g')
+	if ! curl -sS -f -o "$tmp/state" --max-time "$budget" \
+	    "${state_url%/}/$seg" 2>"$tmp/err"; then
+		echo "state of the key: no answer: $(cat "$tmp/err")" >&2
+		exit 2
+	fi
+	state=$(sed -n 's/.*"state" *: *"\([a-z-]*\)".*/\1/p' "$tmp/state")
+	echo "state of the key: ${state:-?}" >&2
+	if [ "$state" = expired ]; then
+		echo "the operation happened and its key expired: not sent" \
+		    "again (a new operation needs a new key)" >&2
+		cat "$tmp/state"; echo; exit 1
+	fi
+fi
 start=$(date +%s)
 n=0 backoff=1
 while :; do

@@ -138,9 +138,9 @@ idem_uuid4(char out[37])
 }
 
 char *
-idem_utc_ago(uint64_t ago_ms, char *buf, size_t size)
+idem_utc_offset(int64_t offset_ms, char *buf, size_t size)
 {
-	time_t sec = time(NULL) - (time_t)(ago_ms / 1000);
+	time_t sec = time(NULL) + (time_t)(offset_ms / 1000);
 	struct tm tm;
 
 	gmtime_r(&sec, &tm);

@@ -30,9 +30,9 @@ void idem_sleep_ms(long ms);
  * "2026-11-30T07:25:05.123000Z" in buf (at least 32 bytes).  Returns buf. */
 char *idem_mono_to_utc(uint64_t mono_ms, char *buf, size_t size);
 
-/* The wall-clock time ago_ms before now, as UTC "2026-11-30T07:25:05Z"
- * in buf (at least 24 bytes).  Returns buf. */
-char *idem_utc_ago(uint64_t ago_ms, char *buf, size_t size);
+/* The wall-clock time offset_ms from now (negative: before), as UTC
+ * "2026-11-30T07:25:05Z" in buf (at least 24 bytes).  Returns buf. */
+char *idem_utc_offset(int64_t offset_ms, char *buf, size_t size);
 
 /* 16 random hex digits and a NUL: instance ids. */
 void idem_random_id(char out[17]);

@@ -36,6 +36,16 @@ extern const char *const idem_path_source_names[2];
 /* "refuse", "run": [idempotency] expired-keys */
 extern const char *const idem_expired_keys_names[2];
 
+/* [idempotency] key-status: the route GET policy-path/keys/{key} */
+typedef enum idem_key_status_mode {
+	IDEM_KEY_STATUS_AUTO = 0,   /* on unless scope = none */
+	IDEM_KEY_STATUS_ON,         /* on, even with scope = none (keys are
+	                             * then global: anyone asks any) */
+	IDEM_KEY_STATUS_OFF,
+	IDEM_KEY_STATUS__MAX
+} idem_key_status_mode;
+extern const char *const idem_key_status_names[IDEM_KEY_STATUS__MAX];
+
 /* scope = header:NAME is IDEM_SCOPE_HEADER, named "header". */
 typedef enum idem_scope_kind {
 	IDEM_SCOPE_NONE = 0,
@@ -177,6 +187,7 @@ typedef struct idem_config_idem {
 	uint64_t tombstone_lifetime;   /* ms a committed record's tombstone
 	                                * is kept past its lifetime; 0: none */
 	int run_expired;               /* expired-keys = run */
+	int key_status;                /* idem_key_status_mode */
 	uint64_t inflight_ttl;         /* ms */
 	uint64_t inflight_wait;        /* ms */
 	unsigned char commit_status[600]; /* 1 where a status is committed */

@@ -25,6 +25,12 @@ const char *const idem_path_source_names[2] = { "path-info",
 
 const char *const idem_expired_keys_names[2] = { "refuse", "run" };
 
+const char *const idem_key_status_names[IDEM_KEY_STATUS__MAX] = {
+	[IDEM_KEY_STATUS_AUTO] = "auto",
+	[IDEM_KEY_STATUS_ON] = "on",
+	[IDEM_KEY_STATUS_OFF] = "off",
+};
+
 const char *const idem_scope_names[IDEM_SCOPE__MAX] = {
 	[IDEM_SCOPE_NONE] = "none",
 	[IDEM_SCOPE_REMOTE_USER] = "remote-user",
@@ -128,6 +134,9 @@ static const idem_key_def keys[] = {
 	    .def = "30d" },
 	{ "idempotency", "expired-keys", T(enum), FIELD(idem.run_expired),
 	    .names = idem_expired_keys_names, .max = 1, .def = "refuse" },
+	{ "idempotency", "key-status", T(enum), FIELD(idem.key_status),
+	    .names = idem_key_status_names, .max = IDEM_KEY_STATUS__MAX - 1,
+	    .def = "auto" },
 	{ "idempotency", "inflight-ttl", T(duration), FIELD(idem.inflight_ttl),
 	    .min = 100, .max = DAY_MS, .def = "30s" },
 	{ "idempotency", "inflight-wait", T(duration), FIELD(idem.inflight_wait),

@@ -236,6 +236,13 @@ key_scope(const idem_middleware *mw, const idem_request *req,
 	return 0;
 }
 
+int
+idem_middleware_scope(const idem_middleware *mw, const idem_request *req,
+    idem_store_key *sk, idem_response *res)
+{
+	return key_scope(mw, req, sk, res);
+}
+
 /* The store failed on a request: logs the start of an outage once, and
  * counts the refusals it causes. */
 void
@@ -571,7 +578,7 @@ refuse_expired(idem_middleware *mw, idem_request *req,
 	int same = memcmp(rr->fingerprint, rq->fp, 32) == 0;
 	json_t *members;
 
-	idem_utc_ago(rr->used_age_ms, used, sizeof(used));
+	idem_utc_offset(-(int64_t)rr->used_age_ms, used, sizeof(used));
 	snprintf(detail, sizeof(detail), "this Idempotency-Key was used at %s "
 	    "(%s, first answered %d) and its lifetime has ended: the request "
 	    "was not run again; a new operation needs a new key", used,

@@ -81,6 +81,12 @@ unsigned idem_middleware_backlog(idem_middleware *mw);
  * (contention is not one). */
 int idem_middleware_store_down(const idem_middleware *mw);
 
+/* Fills sk's scope hash for req's principal, as a keyed request of req's
+ * would be scoped ([idempotency] scope).  Returns 0, or -1 after putting
+ * a 400 IDEMPOTENCY_SCOPE_MISSING in res when req has no principal. */
+int idem_middleware_scope(const idem_middleware *mw, const idem_request *req,
+    idem_store_key *sk, idem_response *res);
+
 /* The policy of req's route (idem_route_policy). */
 idem_policy idem_middleware_policy(const idem_middleware *mw,
     const idem_request *req);

@@ -13,6 +13,7 @@
 #include "idem_cidr.h"
 #include "idem_config_value.h"
 #include "idem_health.h"
+#include "idem_key_status.h"
 #include "idem_log.h"
 #include "idem_metrics.h"
 #include "idem_openapi.h"
@@ -430,9 +431,15 @@ idem_builtin_routes(idem_service *svc)
 {
 	idem_err err = IDEM_OK;
 
+	char keys[300];
+
 	if (svc->cfg->server.policy_path != NULL)
 		err = add(svc, svc->cfg->server.policy_path, "[server] policy-path",
 		    policy_handler);
+	if (err == IDEM_OK && idem_key_status_path(svc->cfg, keys,
+	    sizeof(keys)) != NULL)
+		err = add(svc, keys, "[server] policy-path",
+		    idem_key_status_handler);
 	if (err == IDEM_OK && svc->cfg->metrics.enabled)
 		err = add(svc, svc->cfg->metrics.path, "[metrics] path",
 		    metrics_handler);

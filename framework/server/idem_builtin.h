@@ -9,6 +9,8 @@
  *       lifetime of the keyed routes); each route with its
  *       effective policy;
  *       it is absent when idempotency is disabled.
+ *   GET policy-path/keys/{key} (with [idempotency] key-status): a key's
+ *       state in the caller's scope (idem_key_status.h).
  *   GET [metrics] path (default /metrics, only with [metrics] enabled):
  *       the Prometheus text of the whole instance, for the addresses in
  *       [metrics] allow; anyone else gets 403.

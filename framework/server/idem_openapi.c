@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "idem_builtin.h"
+#include "idem_key_status.h"
 #include "idem_config_keys.h"
 #include "idem_config_value.h"
 #include "idem_openapi.h"
@@ -360,6 +361,7 @@ idem_openapi_document(const idem_config *cfg, const idem_router *r,
 	json_t *doc, *paths = json_object(), *ids = json_object(),
 	    *tags = json_object(), *tag_list = json_array(), *v;
 	const char *name;
+	char keys[300];
 	size_t i;
 	int ok = paths != NULL && ids != NULL && tags != NULL &&
 	    tag_list != NULL;
@@ -368,6 +370,13 @@ idem_openapi_document(const idem_config *cfg, const idem_router *r,
 		const idem_route *rt = idem_router_at(r, i);
 		if (strcmp(rt->owner, IDEM_BUILTIN_OWNER) != 0)
 			ok = add_route(cfg, rt, idempotent, paths, ids, tags) == 0;
+	}
+	/* the one built-in route a client of the routes uses */
+	if (ok && idempotent && idem_key_status_path(cfg, keys, sizeof(keys))
+	    != NULL) {
+		ok = json_object_set_new(paths, keys, idem_key_status_openapi())
+		    == 0 && json_object_get(paths, keys) != NULL;
+		json_object_set_new(tags, IDEM_BUILTIN_OWNER, json_true());
 	}
 	json_object_foreach(tags, name, v) {
 		char desc[128];

@@ -335,3 +335,45 @@ ParameterizedTest(client *c, clients, gives_up_when_unreachable,
 	snprintf(args, sizeof(args), "rm -rf '%s'", w.dir);
 	cr_expect_eq(system(args), 0);
 }
+
+ParameterizedTestParameters(clients, asks_what_became_of_the_key)
+{
+	return clients();
+}
+
+/* Issue 40.2: a client that kept only the key asks first (-s): never
+ * seen, the request is sent and runs; committed, it is sent again and
+ * replayed; past its lifetime (expired), it is not sent at all. */
+ParameterizedTest(client *c, clients, asks_what_became_of_the_key,
+    .timeout = 60)
+{
+	char args[600], key[64], path[64];
+	run r;
+
+	cr_assert_eq(websrv_start(&w, WS_LIGHTTPD, "[idempotency]\n"
+	    "key-status = on\nlifetime = 1s\ntombstone-lifetime = 1h\n"), 0);
+	snprintf(key, sizeof(key), "ask-%s-%ld", c->name, (long)getpid());
+	snprintf(path, sizeof(path), "%s", "/testkit/echo");
+	snprintf(args, sizeof(args), "-k '%s' -s '%s/idempotency/keys' -n 3 "
+	    "-t 20 '%s%s' '{\"order\":7}'", key, w.base, w.base, path);
+	r = run_client(c, args);
+	cr_expect_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.err, "state of the key: absent") != NULL, "%s",
+	    r.err);
+	run_free(&r);
+	r = run_client(c, args);
+	cr_expect_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.err, "state of the key: committed") != NULL, "%s",
+	    r.err);
+	run_free(&r);
+	usleep(1500 * 1000);
+	r = run_client(c, args);
+	cr_expect_eq(r.status, 1, "%s", r.err);
+	cr_expect(strstr(r.err, "state of the key: expired") != NULL, "%s",
+	    r.err);
+	cr_expect(strstr(r.out, "\"expired\"") != NULL, "%s", r.out);
+	cr_expect(strstr(r.err, "attempt") == NULL, "sent again: %s", r.err);
+	run_free(&r);
+	cr_expect_eq(websrv_count(&w, path, key), 1);
+	websrv_stop(&w);
+}

@@ -516,3 +516,115 @@ Test(protocol, reads_off_and_head_under_default_policy,
 	json_decref(doc);
 	fc_response_free(&c);
 }
+
+/* GET /idempotency/keys/{key} with the scope header of who (NULL: none);
+ * its status into *status, its body parsed (caller frees; NULL: none). */
+static json_t *
+key_state(const char *key, const char *who, int *status)
+{
+	char uri[400], hdr[100];
+	const char *hdrs[2] = { NULL, NULL };
+	fc_response r;
+	json_t *j;
+
+	snprintf(uri, sizeof(uri), "/idempotency/keys/%s", key);
+	if (who != NULL) {
+		snprintf(hdr, sizeof(hdr), "X-Api-Key: %s", who);
+		hdrs[0] = hdr;
+	}
+	cr_assert_eq(fc_http(h.addr, "GET", uri, hdrs, NULL, &r), 0);
+	*status = r.status;
+	j = r.body != NULL ? json_loads(r.body, 0, NULL) : NULL;
+	if (r.status == 200)
+		cr_expect_str_eq(fc_header(&r, "Cache-Control"), "no-store");
+	fc_response_free(&r);
+	return j;
+}
+
+/* The "state" of j ("" when none). */
+static const char *
+state_in(const json_t *j)
+{
+	const char *s = json_string_value(json_object_get(j, "state"));
+
+	return s != NULL ? s : "";
+}
+
+/* Issue 40.2: a key's outcome can be asked, by a client that kept only
+ * the key: never seen, in flight, committed (its first status and until
+ * when it replays), expired; only in the caller's own scope, never the
+ * stored body. */
+Test(protocol, key_state_in_its_own_scope)
+{
+	call first;
+	pthread_t t;
+	json_t *j;
+	int st;
+
+	start("scope = header:X-Api-Key\nlifetime = 2s\n"
+	    "tombstone-lifetime = 1h\ncleanup-interval = 1s");
+	j = key_state("ks-1", "alice-secret", &st);
+	cr_expect_eq(st, 200);
+	cr_expect_str_eq(state_in(j), "absent");
+	json_decref(j);
+	first = mk("/testkit/sleep/1500", "ks-1", NULL);
+	strcpy(first.extra, "X-Api-Key: alice-secret");
+	pthread_create(&t, NULL, call_thread, &first);
+	cr_assert(harness_await_started(&h, "/testkit/sleep/1500", "ks-1", 1));
+	j = key_state("ks-1", "alice-secret", &st);
+	cr_expect_str_eq(state_in(j), "in-flight");
+	cr_expect(json_is_integer(json_object_get(j, "age-ms")));
+	json_decref(j);
+	/* another scope never sees it */
+	j = key_state("ks-1", "bob-secret", &st);
+	cr_expect_str_eq(state_in(j), "absent");
+	json_decref(j);
+	pthread_join(t, NULL);
+	cr_assert_eq(first.status, 201);
+	j = key_state("ks-1", "alice-secret", &st);
+	cr_expect_str_eq(state_in(j), "committed");
+	cr_expect_eq(json_integer_value(json_object_get(j, "status")), 201);
+	cr_expect(json_is_string(json_object_get(j, "replays-until")));
+	cr_expect(json_is_string(json_object_get(j, "committed-at")));
+	cr_expect_null(json_object_get(j, "body"));
+	json_decref(j);
+	call_sleep(3500);   /* past its lifetime, and a purge */
+	j = key_state("ks-1", "alice-secret", &st);
+	cr_expect_str_eq(state_in(j), "expired");
+	cr_expect_eq(json_integer_value(json_object_get(j, "status")), 201);
+	cr_expect(json_is_string(json_object_get(j, "refused-until")));
+	json_decref(j);
+	/* no principal, or no key a request could carry: 400 */
+	j = key_state("ks-1", NULL, &st);
+	cr_expect_eq(st, 400);
+	cr_expect_str_eq(json_string_value(json_object_get(j, "code")),
+	    "IDEMPOTENCY_SCOPE_MISSING");
+	json_decref(j);
+	j = key_state("a%20b", "alice-secret", &st);
+	cr_expect_eq(st, 400);
+	cr_expect_str_eq(json_string_value(json_object_get(j, "code")),
+	    "IDEMPOTENCY_KEY_INVALID");
+	json_decref(j);
+	cr_expect_eq(harness_count_key(&h, "/testkit/sleep/1500", "ks-1"), 1);
+	stop();
+}
+
+/* With scope = none keys are global: the route is off unless
+ * key-status = on. */
+Test(protocol, key_state_off_when_keys_are_global)
+{
+	json_t *j;
+	int st;
+
+	start("");
+	j = key_state("ks-2", NULL, &st);
+	cr_expect_eq(st, 404);
+	json_decref(j);
+	stop();
+	start("key-status = on");
+	j = key_state("ks-2", NULL, &st);
+	cr_expect_eq(st, 200);
+	cr_expect_str_eq(state_in(j), "absent");
+	json_decref(j);
+	stop();
+}

@@ -100,6 +100,8 @@ check '[.paths["/testkit/fail"].post.parameters[]? | select(.name == "Idempotenc
 check '.paths["/testkit/fail"].post.responses["503"] == null'
 check '[.paths["/testkit/read"].get.parameters[]? | select(.name == "Idempotency-Key")] == []'
 check '.paths["/idempotency"] == null'
+# the built-in route a client asks a key's state with (scope is set)
+check '.paths["/idempotency/keys/{key}"].get | .operationId == "idemfcgi_key_status" and (.responses["200"].content["application/json"].schema.properties.state.enum | index("expired") != null)'
 # the demo: required = false, so the key is optional on the ledger's
 t="$tmp/demo.json"
 check '[.paths[][] | .parameters[]? | select(.name == "Idempotency-Key") | .required] | length > 0 and all(. == false)'
