@@ -401,6 +401,17 @@ const char *const idem_record_state_names[IDEM_RECORD__MAX] = {
 	[IDEM_RECORD_EXPIRED] = "expired",
 };
 
+void
+idem_reserve_expired(idem_reserve_result *out, const unsigned char fp[32],
+    int status, int64_t lease_age_us)
+{
+	memcpy(out->fingerprint, fp, 32);
+	out->first_status = status;
+	out->used_age_ms = lease_age_us > 0 ? (uint64_t)lease_age_us / 1000 :
+	    0;
+	out->outcome = IDEM_RESERVE_EXPIRED;
+}
+
 int
 idem_tombstone_live(idem_record_state state, int64_t past_ms,
     uint64_t tombstone_ms)

@@ -492,6 +492,12 @@ idem_reserve_step idem_reserve_decide(const idem_found *found,
     const unsigned char fp[32], const char *owner, int64_t inflight_ttl_us,
     const idem_key_policy *policy);
 
+/* Fills *out as a reserve that met a live tombstone refused by the
+ * policy: EXPIRED, the record's fingerprint fp, its first status, and
+ * its commit's age lease_age_us (the record's lease_at is its commit). */
+void idem_reserve_expired(idem_reserve_result *out, const unsigned char
+    fp[32], int status, int64_t lease_age_us);
+
 /* Whether a record of state, past its expiry by past_ms (negative: not
  * yet) and keeping a tombstone of tombstone_ms, is a live tombstone
  * (idem_found.tombstone).  1 or 0. */

@@ -318,9 +318,8 @@ mem_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 	}
 	memcpy(out->fingerprint, r->fp, 32);
 	if (step == IDEM_STEP_EXPIRED) {
-		out->outcome = IDEM_RESERVE_EXPIRED;
-		out->first_status = r->first_status;
-		out->used_age_ms = now - r->lease_at;
+		idem_reserve_expired(out, r->fp, r->first_status,
+		    (int64_t)(now - r->lease_at) * 1000);
 		pthread_mutex_unlock(&ms->lock);
 		return IDEM_OK;
 	}

@@ -669,11 +669,7 @@ idem_my_row_tomb(const row *r)
 void
 idem_my_expired_row(row *r, idem_reserve_result *out)
 {
-	memcpy(out->fingerprint, r->fp, 32);
-	out->first_status = r->status;
-	out->used_age_ms = r->lease_age_us > 0 ?
-	    (uint64_t)r->lease_age_us / 1000 : 0;
-	out->outcome = IDEM_RESERVE_EXPIRED;
+	idem_reserve_expired(out, r->fp, r->status, r->lease_age_us);
 	idem_my_row_clear(r);
 }
 

@@ -646,11 +646,7 @@ idem_pgs_row_tomb(const pg_row *r)
 void
 idem_pgs_expired_row(pg_row *r, idem_reserve_result *out)
 {
-	memcpy(out->fingerprint, r->fp, 32);
-	out->first_status = r->status;
-	out->used_age_ms = r->lease_age_us > 0 ?
-	    (uint64_t)r->lease_age_us / 1000 : 0;
-	out->outcome = IDEM_RESERVE_EXPIRED;
+	idem_reserve_expired(out, r->fp, r->status, r->lease_age_us);
 	idem_pgs_row_clear(r);
 }
 
