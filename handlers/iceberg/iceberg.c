@@ -244,6 +244,7 @@ framework_type(int status, const char *code)
 	static const struct { const char *code, *type; } types[] = {
 		{ "IDEMPOTENCY_IN_FLIGHT", "IdempotencyKeyInFlightException" },
 		{ "IDEMPOTENCY_CONFLICT", "IdempotencyKeyReusedException" },
+		{ "IDEMPOTENCY_KEY_EXPIRED", "IdempotencyKeyExpiredException" },
 		{ "IDEMPOTENCY_OUTCOME_UNKNOWN", "ServiceUnavailableException" },
 		{ "IDEMPOTENCY_STORE_UNAVAILABLE",
 		    "ServiceUnavailableException" },
