@@ -23,7 +23,7 @@ happened: retry it later with the same key); 64 for bad usage.
 A client that lost its answer, and kept only the key, asks first what
 became of it with -s STATE-URL (the service's /idempotency/keys:
 GET STATE-URL/KEY, docs/protocol.md, or key_state() from Python): a key
-past its lifetime ("expired": the operation happened, a retry is refused)
+past its lifetime ("expired": it was answered, and a retry is refused)
 stops there, exit status 1, the state on stdout; any other state sends
 the request (absent: it runs; committed: its answer is replayed; in
 flight: it is waited for).
@@ -169,8 +169,9 @@ def main(argv):
             return 2
         log("state of the key: %s" % state["state"])
         if state["state"] == "expired":
-            log("the operation happened and its key expired: not sent "
-                "again (a new operation needs a new key)")
+            log("the operation was answered (status %s) and its key "
+                "expired: not sent again (a new operation needs a new "
+                "key)" % state.get("status", "?"))
             sys.stdout.write(json.dumps(state) + "\n")
             return 1
     try:

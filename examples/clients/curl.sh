@@ -13,8 +13,8 @@
 #   -s STATE-URL a client that lost its answer, and kept only the key,
 #                asks first what became of it: GET STATE-URL/KEY (the
 #                service's /idempotency/keys, docs/protocol.md).  A key
-#                past its lifetime ("expired": the operation happened,
-#                and a retry is refused) stops here, exit status 1, the
+#                past its lifetime ("expired": it was answered, and a
+#                retry is refused) stops here, exit status 1, the
 #                state on stdout; any other state sends the request
 #                (absent: it runs; committed: its answer is replayed;
 #                in flight: it is waited for)
@@ -75,8 +75,11 @@ if [ -n "$state_url" ]; then
 	state=$(sed -n 's/.*"state" *: *"\([a-z-]*\)".*/\1/p' "$tmp/state")
 	echo "state of the key: ${state:-?}" >&2
 	if [ "$state" = expired ]; then
-		echo "the operation happened and its key expired: not sent" \
-		    "again (a new operation needs a new key)" >&2
+		status=$(sed -n 's/.*"status" *: *\([0-9]*\).*/\1/p' \
+		    "$tmp/state")
+		echo "the operation was answered (status ${status:-?}) and" \
+		    "its key expired: not sent again (a new operation needs" \
+		    "a new key)" >&2
 		cat "$tmp/state"; echo; exit 1
 	fi
 fi

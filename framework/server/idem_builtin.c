@@ -431,7 +431,7 @@ idem_builtin_routes(idem_service *svc)
 {
 	idem_err err = IDEM_OK;
 
-	char keys[300];
+	char keys[1024];
 
 	if (svc->cfg->server.policy_path != NULL)
 		err = add(svc, svc->cfg->server.policy_path, "[server] policy-path",

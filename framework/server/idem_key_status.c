@@ -20,7 +20,9 @@ idem_key_status_path(const idem_config *cfg, char *buf, size_t size)
 	    (cfg->idem.key_status == IDEM_KEY_STATUS_AUTO &&
 	    cfg->idem.scope == IDEM_SCOPE_NONE))
 		return NULL;
-	snprintf(buf, size, "%s/keys/{key}", cfg->server.policy_path);
+	if ((size_t)snprintf(buf, size, "%s/keys/{key}",
+	    cfg->server.policy_path) >= size)
+		return NULL;
 	return buf;
 }
 
@@ -94,6 +96,10 @@ state_of(idem_err err, const idem_store_record *r)
 		set_time(o, "reserved-at", -(int64_t)r->reserved_age_ms);
 		json_object_set_new(o, "age-ms",
 		    json_integer((json_int_t)r->reserved_age_ms));
+		/* its holder stopped renewing: a retry of the same request
+		 * takes it over and runs the handler */
+		if (r->lease_ms > 0 && r->lease_age_ms > r->lease_ms)
+			json_object_set_new(o, "lease-lapsed", json_true());
 	} else if (r->state == IDEM_RECORD_COMMITTED && past < 0) {
 		state = "committed";
 		json_object_set_new(o, "status", json_integer(r->status));
@@ -149,9 +155,12 @@ idem_key_status_handler(const idem_request *req, idem_response *res,
 		    "cannot be read now", 1);
 		return IDEM_OK;
 	}
-	if ((o = state_of(err, &r)) == NULL ||
-	    json_object_set_new(o, "key", json_string(key)) != 0)
+	if ((o = state_of(err, &r)) == NULL)
 		return IDEM_ERR_NOMEM;
+	if (json_object_set_new(o, "key", json_string(key)) != 0) {
+		json_decref(o);
+		return IDEM_ERR_NOMEM;
+	}
 	if ((err = idem_response_json(res, 200, o)) != IDEM_OK)
 		return err;
 	return idem_response_header(res, "Cache-Control", "no-store");
@@ -182,12 +191,16 @@ static const char openapi_text[] = "{\"get\": {"
     "\"description\": \"absent: never seen or forgotten, a request with "
     "it runs; in-flight: being processed; paused: released with "
     "progress, a retry resumes it; committed: its answer is replayed; "
-    "unknown: its outcome is being determined; expired: past its "
-    "lifetime, a retry is refused (IDEMPOTENCY_KEY_EXPIRED)\"},"
+    "unknown: its outcome is being determined; expired: answered, and "
+    "past its lifetime: a retry is refused (IDEMPOTENCY_KEY_EXPIRED) "
+    "unless its route runs expired keys\"},"
     "\"status\": {\"type\": \"integer\", \"description\": \"committed, "
     "expired: the first answer's status\"},"
     "\"reserved-at\": {\"type\": \"string\", \"format\": \"date-time\"},"
     "\"age-ms\": {\"type\": \"integer\"},"
+    "\"lease-lapsed\": {\"type\": \"boolean\", \"description\": \"in-flight: "
+    "its holder stopped renewing it; a retry of the same request takes "
+    "it over and runs\"},"
     "\"committed-at\": {\"type\": \"string\", \"format\": \"date-time\"},"
     "\"replays-until\": {\"type\": \"string\", \"format\": \"date-time\"},"
     "\"refused-until\": {\"type\": \"string\", \"format\": \"date-time\"},"

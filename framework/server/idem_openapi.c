@@ -361,7 +361,7 @@ idem_openapi_document(const idem_config *cfg, const idem_router *r,
 	json_t *doc, *paths = json_object(), *ids = json_object(),
 	    *tags = json_object(), *tag_list = json_array(), *v;
 	const char *name;
-	char keys[300];
+	char keys[1024];
 	size_t i;
 	int ok = paths != NULL && ids != NULL && tags != NULL &&
 	    tag_list != NULL;

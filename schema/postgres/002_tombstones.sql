@@ -12,9 +12,13 @@
 -- with its key is refused (expired-keys)
 ALTER TABLE idempotency_keys DROP CONSTRAINT IF EXISTS
   idempotency_keys_state_check;
+-- (NOT VALID, then VALIDATE: the table is checked without holding off
+-- the requests that write it)
 ALTER TABLE idempotency_keys ADD CONSTRAINT idempotency_keys_state_check
   CHECK (state IN ('in_flight', 'committed', 'paused', 'unknown',
-    'expired'));
+    'expired')) NOT VALID;
+ALTER TABLE idempotency_keys VALIDATE CONSTRAINT
+  idempotency_keys_state_check;
 -- set by a commit: how long, in seconds, the record's tombstone is kept
 -- past its expiry (the route's tombstone-lifetime); NULL or 0: none
 ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS tombstone_s integer

@@ -362,6 +362,48 @@ Test(store, expired_key_refused_until_its_tombstone_ends, .init = open_store,
 	idem_reserve_result_clear(&rr);
 }
 
+/* A purge in small batches makes every due tombstone and deletes every
+ * expired record, however the two are mixed: a batch is full (more may
+ * be left) whenever it did its most (the review of issue 40: a batch
+ * that made max tombstones and deleted a few reported more than max, and
+ * the loop stopped with answers kept past their lifetime). */
+Test(store, purge_all_entombs_and_deletes_everything_due, .init = open_store,
+    .fini = close_store)
+{
+	idem_key_policy tomb = { .lease_ms = 30000, .lifetime_ms = 300,
+	    .tombstone_ms = 3600000 }, none = tomb;
+	idem_stored_response a = answer(201, "made");
+	idem_reserve_result rr;
+	idem_store_record rec;
+	idem_store_key k[8];
+	unsigned long purged = 0;
+	char name[32];
+	int i;
+
+	none.tombstone_ms = 0;
+	for (i = 0; i < 8; i++) {
+		idem_store_req rq = { .policy = i < 5 ? &tomb : &none };
+		snprintf(name, sizeof(name), "mixed-purge-%d", i);
+		k[i] = key(name, 0);
+		test_req_fill(&rq, &k[i], FP1, "o", "r");
+		cr_assert_eq(idem_store_reserve(st, &rq, &rr), IDEM_OK);
+		cr_assert_eq(idem_store_commit(st, &rq, &a), IDEM_OK);
+	}
+	msleep(500);
+	cr_assert_eq(idem_store_purge_all(st, 2, &purged), IDEM_OK);
+	cr_expect_geq(purged, 8);
+	for (i = 0; i < 8; i++) {
+		idem_err err = idem_store_lookup(st, &k[i], &rec);
+		if (i < 5) {
+			cr_expect_eq(err, IDEM_OK);
+			cr_expect_eq(rec.state, IDEM_RECORD_EXPIRED, "key %d left "
+			    "%s", i, idem_record_state_names[rec.state]);
+			cr_expect_eq(rec.body_len, 0);
+		} else
+			cr_expect_eq(err, IDEM_ERR_NOT_FOUND, "key %d kept", i);
+	}
+}
+
 Test(store, purge_in_batches, .init = open_store, .fini = close_store)
 {
 	idem_stored_response a = answer(200, "p");

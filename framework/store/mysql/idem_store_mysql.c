@@ -483,6 +483,10 @@ my_purge(idem_store *s, unsigned max, unsigned *purged)
 	if ((err = idem_my_exec_count((mysql_store *)s, S_ENTOMB, &p, &entombed,
 	    NULL)) != IDEM_OK)
 		return err;
+	/* up to max in all: a full batch says that more may be left */
+	*purged = (unsigned)entombed;
+	if ((lim = (long long)max - (long long)entombed) <= 0)
+		return IDEM_OK;
 	idem_my_p_init(&p);
 	idem_my_p_ll(&p, &longest_us);
 	idem_my_p_ll(&p, &abandon_us);

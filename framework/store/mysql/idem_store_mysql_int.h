@@ -145,6 +145,9 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
 #define TOMB_DUE "state = 'committed' AND expires_at <= " NOW " AND " \
     "COALESCE(tombstone_s, 0) > 0 AND expires_at + INTERVAL tombstone_s " \
     "SECOND > " NOW
+/* A live tombstone (idem_tombstone_live): one made, before its end, or
+ * one due */
+#define TOMB_LIVE "state = 'expired' AND expires_at > " NOW " OR " TOMB_DUE
 /* the records of unknown outcome, the one marked longest ago first (a
  * scan: idemfcgi-admin unknown); at most ? rows */
 #define LIST_UNKNOWN_ROWS "SELECT scope_hash, idem_key, fingerprint, " \
@@ -215,6 +218,7 @@ typedef struct reserve_args {
 	long long life_us, ttl_us;
 	long long lease_ms;
 	long long abandon_us;    /* the store's abandon-after */
+	long long run_expired;   /* 1: the policy reuses a live tombstone */
 } reserve_args;
 
 /* The statements' text, by index (idem_store_mysql_sql.c). */

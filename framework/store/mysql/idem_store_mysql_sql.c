@@ -35,7 +35,8 @@ const char *const idem_my_sql[NSTMT] = {
 	    "MICROSECOND, status = NULL, headers = NULL, body = NULL, phase = "
 	    "NULL, progress = NULL, tombstone_s = NULL WHERE " PK " AND (state "
 	    "= 'expired' OR expires_at <= " NOW " AND (state <> 'in_flight' OR "
-	    "(" LAPSED " AND " UNRENEWED ")))",
+	    "(" LAPSED " AND " UNRENEWED "))) AND (? = 1 OR NOT (" TOMB_LIVE
+	    "))",
 	/* the rule's RESUME and RECONCILE */
 	[S_RESUME] = RESUME_ROW,
 	[S_RECONCILE] = RECONCILE_ROW,
@@ -544,6 +545,7 @@ idem_my_reserve_args(const mysql_store *ms, reserve_args *a,
 	a->life_us = (long long)rq->policy->lifetime_ms * 1000;
 	a->ttl_us = (long long)rq->policy->lease_ms * 1000;
 	a->lease_ms = (long long)rq->policy->lease_ms;
+	a->run_expired = rq->policy->run_expired != 0;
 }
 
 /* ----------------------------------------------------------- operations */
@@ -577,6 +579,7 @@ idem_my_p_reuse(params *p, const reserve_args *a)
 	idem_my_p_key(p, &a->rq->key);
 	idem_my_p_ll(p, &a->ttl_us);
 	idem_my_p_ll(p, &a->abandon_us);
+	idem_my_p_ll(p, &a->run_expired);
 }
 
 /* The parameters of S_TAKEOVER of old_owner's stale reservation. */
@@ -659,8 +662,9 @@ idem_my_row_clear(row *r)
 int
 idem_my_row_tomb(const row *r)
 {
-	return idem_tombstone_live(r->state, -r->left_us / 1000,
-	    (uint64_t)r->tombstone_ms);
+	/* not past its expiry until left_us says so, to the microsecond */
+	return idem_tombstone_live(r->state, r->expired ? -r->left_us / 1000 :
+	    -1, (uint64_t)r->tombstone_ms);
 }
 
 /* Fills *out from the row r, a live tombstone that the request's policy

@@ -307,7 +307,7 @@ idem_my_tx_begin(idem_store *s, idem_db_conn *dc, idem_store_req *rq,
 {
 	idem_mysql_conn *c = idem_mysql_of(dc);
 	mysql_store *ms = (mysql_store *)s;
-	reserve_args a = { rq, 0, 0, 0, 0 };
+	reserve_args a = { rq, 0, 0, 0, 0, 0 };
 	int attempt, first = 1;
 	idem_err err = IDEM_OK;
 

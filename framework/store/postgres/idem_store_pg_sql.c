@@ -102,7 +102,8 @@
 	    "NULL, progress = NULL, tombstone_s = NULL WHERE " PK("6", "7") \
 	    " AND (state = 'expired' OR expires_at <= " NOW " AND (state <> " \
 	    "'in_flight' OR (" LAPSED " AND lease_at < " NOW " - " USEC("$8") \
-	    ")))"
+	    "))) AND ($9::boolean OR NOT (state = 'expired' AND expires_at > " \
+	    NOW " OR " TOMB_DUE(NOW) "))"
 #define RESUME_SQL "UPDATE idempotency_keys SET state = 'in_flight', owner = " \
 	    "$1, request_id = $2, lease_at = " NOW ", lease_ms = $3 WHERE " \
 	    PK("4", "5") " AND state = 'paused' AND fingerprint = $6 AND " \
@@ -500,6 +501,7 @@ idem_pgs_p_reuse(idem_pg_params *p, const pg_reserve_args *a)
 	idem_pg_p_ll(p, a->life_us);
 	idem_pgs_p_key(p, &a->rq->key);
 	idem_pg_p_ll(p, a->abandon_us);
+	idem_pg_p_text(p, a->rq->policy->run_expired ? "true" : "false");
 }
 
 void
@@ -639,8 +641,9 @@ idem_pgs_step_of(const pg_reserve_args *a, const pg_row *r)
 int
 idem_pgs_row_tomb(const pg_row *r)
 {
-	return idem_tombstone_live(r->state, -r->left_us / 1000,
-	    (uint64_t)r->tombstone_ms);
+	/* not past its expiry until left_us says so, to the microsecond */
+	return idem_tombstone_live(r->state, r->expired ? -r->left_us / 1000 :
+	    -1, (uint64_t)r->tombstone_ms);
 }
 
 void

@@ -503,9 +503,13 @@ pg_purge(idem_store *s, unsigned max, unsigned *purged)
 	if ((err = idem_pgs_count((pg_store *)s, P_ENTOMB, &p, NULL, &entombed,
 	    NULL)) != IDEM_OK)
 		return err;
+	/* up to max in all: a full batch says that more may be left */
+	*purged = (unsigned)entombed;
+	if (entombed >= max)
+		return IDEM_OK;
 	idem_pg_p_init(&p);
 	idem_pg_p_ll(&p, (long long)s->abandon_ms * 1000);
-	idem_pg_p_ll(&p, max);
+	idem_pg_p_ll(&p, (long long)(max - entombed));
 	err = idem_pgs_count((pg_store *)s, P_PURGE, &p, NULL, &n, NULL);
 	*purged = (unsigned)(n + entombed);
 	return err;
