@@ -200,7 +200,7 @@ Test(galera, three_nodes_synced, .init = shared_turn, .timeout = 30)
 		MYSQL *c = must_connect(i);
 
 		cr_expect_eq(query_int(c, "SELECT MAX(version) FROM "
-		    "idemfcgi_schema"), 3, "node %d", i);
+		    "idemfcgi_schema"), 4, "node %d", i);
 		mysql_close(c);
 	}
 }
