@@ -300,8 +300,9 @@ typedef struct idem_store_ops {
 	 * unknown ones, and in_flight ones abandoned too (their lease lapsed,
 	 * and not renewed for the store's abandon_ms: nobody renews them; a
 	 * record that keeps no lease length counts as lapsed after
-	 * IDEM_LEASE_LONGEST_MS); up to max of each, *purged says how many
-	 * records went or became tombstones (fewer than max: none left).  Never an in_flight record whose lease is live, however old:
+	 * IDEM_LEASE_LONGEST_MS); at most max records in all, tombstones
+	 * made first, *purged says how many went or became tombstones (fewer
+	 * than max: none left).  Never an in_flight record whose lease is live, however old:
 	 * its handler may still be running.  Safe to run anywhere at any
 	 * time. */
 	idem_err (*purge)(idem_store *s, unsigned max, unsigned *purged);
