@@ -302,9 +302,9 @@ typedef struct idem_store_ops {
 	 * record that keeps no lease length counts as lapsed after
 	 * IDEM_LEASE_LONGEST_MS); at most max records in all, tombstones
 	 * made first, *purged says how many went or became tombstones (fewer
-	 * than max: none left).  Never an in_flight record whose lease is live, however old:
-	 * its handler may still be running.  Safe to run anywhere at any
-	 * time. */
+	 * than max: none left).  Never an in_flight record whose lease is
+	 * live, however old: its handler may still be running.  Safe to run
+	 * anywhere at any time. */
 	idem_err (*purge)(idem_store *s, unsigned max, unsigned *purged);
 	/* Fills *st (zeroed by the caller); a store that cannot count
 	 * cheaply leaves zeros.  Returns IDEM_OK, or IDEM_ERR_STORE when it
