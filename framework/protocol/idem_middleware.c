@@ -574,23 +574,29 @@ static void
 refuse_expired(idem_middleware *mw, idem_request *req,
     const idem_store_req *rq, idem_reserve_result *rr, idem_response *res)
 {
-	char used[32], detail[320];
+	char used[32], first[64], detail[320];
 	int same = memcmp(rr->fingerprint, rq->fp, 32) == 0;
 	json_t *members;
 
 	idem_utc_offset(-(int64_t)rr->used_age_ms, used, sizeof(used));
+	/* a record of unknown outcome keeps a tombstone too: no status */
+	if (rr->first_status > 0)
+		snprintf(first, sizeof(first), "first answered %d",
+		    rr->first_status);
+	else
+		snprintf(first, sizeof(first), "its outcome never known");
 	snprintf(detail, sizeof(detail), "this Idempotency-Key was used at %s "
-	    "(%s, first answered %d) and its lifetime has ended: the request "
-	    "was not run again; a new operation needs a new key", used,
-	    same ? "for this same request" : "for a different request",
-	    rr->first_status);
+	    "(%s, %s) and its lifetime has ended: the request was not run "
+	    "again; a new operation needs a new key", used, same ?
+	    "for this same request" : "for a different request", first);
 	idem_mw_count(mw, req, IDEM_OUTCOME_EXPIRED_REFUSED);
 	idem_log_event(req, IDEM_LOG_WARN, "expired_refused", rq->owner,
 	    "the key was used at %s (status %d, %s request) and is past its "
 	    "lifetime: refused", used, rr->first_status, same ? "same" :
 	    "another");
-	members = json_pack("{s:s, s:i, s:b}", "used-at", used, "first-status",
-	    rr->first_status, "same-request", same);
+	members = json_pack("{s:s, s:o, s:b}", "used-at", used, "first-status",
+	    rr->first_status > 0 ? json_integer(rr->first_status) :
+	    json_null(), "same-request", same);
 	idem_reserve_result_clear(rr);
 	idem_response_clear(res);
 	if (idem_response_problem_with(res, 422, "IDEMPOTENCY_KEY_EXPIRED",

@@ -107,7 +107,9 @@ state_of(idem_err err, const idem_store_record *r)
 		set_time(o, "replays-until", r->expires_in_ms);
 	} else if (idem_tombstone_live(r->state, past, r->tombstone_ms)) {
 		state = "expired";
-		json_object_set_new(o, "status", json_integer(r->status));
+		/* none: it was of unknown outcome */
+		json_object_set_new(o, "status", r->status > 0 ?
+		    json_integer(r->status) : json_null());
 		set_time(o, "committed-at", -(int64_t)r->lease_age_ms);
 		set_time(o, "refused-until", r->state == IDEM_RECORD_EXPIRED ?
 		    r->expires_in_ms : (int64_t)r->tombstone_ms - past);
@@ -194,8 +196,9 @@ static const char openapi_text[] = "{\"get\": {"
     "unknown: its outcome is being determined; expired: answered, and "
     "past its lifetime: a retry is refused (IDEMPOTENCY_KEY_EXPIRED) "
     "unless its route runs expired keys\"},"
-    "\"status\": {\"type\": \"integer\", \"description\": \"committed, "
-    "expired: the first answer's status\"},"
+    "\"status\": {\"type\": [\"integer\", \"null\"], \"description\": "
+    "\"committed, expired: the first answer's status (null: its outcome "
+    "was never known)\"},"
     "\"reserved-at\": {\"type\": \"string\", \"format\": \"date-time\"},"
     "\"age-ms\": {\"type\": \"integer\"},"
     "\"lease-lapsed\": {\"type\": \"boolean\", \"description\": \"in-flight: "

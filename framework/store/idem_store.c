@@ -418,8 +418,9 @@ idem_tombstone_live(idem_record_state state, int64_t past_ms,
 {
 	if (state == IDEM_RECORD_EXPIRED)
 		return past_ms < 0;
-	return state == IDEM_RECORD_COMMITTED && past_ms >= 0 &&
-	    tombstone_ms > 0 && (uint64_t)past_ms < tombstone_ms;
+	return (state == IDEM_RECORD_COMMITTED || state ==
+	    IDEM_RECORD_UNKNOWN) && past_ms >= 0 && tombstone_ms > 0 &&
+	    (uint64_t)past_ms < tombstone_ms;
 }
 
 idem_reserve_step

@@ -291,7 +291,9 @@ typedef struct idem_store_ops {
 	idem_err (*checkpoint)(idem_store *s, idem_store_req *rq,
 	    const idem_progress *p);
 	/* Marks rq's owner's in_flight record as of unknown outcome (kept with
-	 * its progress for the same fingerprint).  Returns as renew. */
+	 * its progress for the same fingerprint), keeping a tombstone of the
+	 * policy's tombstone_ms past its expiry, as a commit does.  Returns
+	 * as renew. */
 	idem_err (*mark_unknown)(idem_store *s, idem_store_req *rq);
 	/* Turns committed records past their expiry that keep a tombstone
 	 * into tombstones (state expired: the answer dropped, expiry moved
@@ -501,7 +503,9 @@ void idem_reserve_expired(idem_reserve_result *out, const unsigned char
 
 /* Whether a record of state, past its expiry by past_ms (negative: not
  * yet) and keeping a tombstone of tombstone_ms, is a live tombstone
- * (idem_found.tombstone).  1 or 0. */
+ * (idem_found.tombstone): a tombstone before its end, or a committed
+ * record, or one of unknown outcome, past its expiry by less than its
+ * tombstone's length.  1 or 0. */
 int idem_tombstone_live(idem_record_state state, int64_t past_ms,
     uint64_t tombstone_ms);
 

@@ -484,6 +484,8 @@ mem_mark_unknown(idem_store *s, idem_store_req *rq)
 		/* held by nobody: the next retry may take it to reconcile */
 		r->lease_at = idem_now_ms();
 		r->owner[0] = '\0';
+		r->tombstone_ms = rq->policy != NULL ?
+		    rq->policy->tombstone_ms : 0;
 		if (r->state != IDEM_RECORD_UNKNOWN)
 			settle(ms, r, IDEM_RECORD_UNKNOWN);
 	}
@@ -519,6 +521,7 @@ mem_purge(idem_store *s, unsigned max, unsigned *purged)
 		if (live_tomb(r, now)) {
 			/* the answer goes, the tombstone stays its length */
 			answer_free(&r->resp);
+			idem_progress_clear(&r->progress);
 			r->expires_at += r->tombstone_ms;
 			settle(ms, r, IDEM_RECORD_EXPIRED);
 		} else

@@ -404,6 +404,41 @@ Test(store, purge_all_entombs_and_deletes_everything_due, .init = open_store,
 	}
 }
 
+/* A record of unknown outcome keeps a tombstone too: past its lifetime
+ * its side effect may still have happened, so a late retry is refused
+ * (no first status), whatever the reconcile hook, never run again
+ * silently (the review of issue 40). */
+Test(store, unknown_outcome_keeps_a_tombstone, .init = open_store,
+    .fini = close_store)
+{
+	idem_store_key k = key("tomb-unknown", 0);
+	idem_key_policy pol = { .lease_ms = 30000, .lifetime_ms = 300,
+	    .tombstone_ms = 3600000, .reconcile = 1 };
+	idem_store_req rq = { .policy = &pol };
+	idem_reserve_result rr;
+	idem_store_record rec;
+	unsigned long purged = 0;
+
+	test_req_fill(&rq, &k, FP1, "o1", "r1");
+	cr_assert_eq(idem_store_reserve(st, &rq, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_mark_unknown(st, &rq), IDEM_OK);
+	msleep(500);
+	test_req_fill(&rq, &k, FP1, "o2", "r2");
+	cr_assert_eq(idem_store_reserve(st, &rq, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_EXPIRED, "ran again: %d",
+	    rr.outcome);
+	cr_expect_eq(rr.first_status, 0);
+	idem_reserve_result_clear(&rr);
+	cr_assert_eq(idem_store_purge_all(st, 100, &purged), IDEM_OK);
+	cr_assert_eq(idem_store_lookup(st, &k, &rec), IDEM_OK);
+	cr_expect_eq(rec.state, IDEM_RECORD_EXPIRED);
+	cr_expect_str_eq(rec.phase, "");
+	test_req_fill(&rq, &k, FP2, "o3", "r3");
+	cr_assert_eq(idem_store_reserve(st, &rq, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_EXPIRED);
+	idem_reserve_result_clear(&rr);
+}
+
 Test(store, purge_in_batches, .init = open_store, .fini = close_store)
 {
 	idem_stored_response a = answer(200, "p");

@@ -426,9 +426,11 @@ my_checkpoint(idem_store *s, idem_store_req *rq, const idem_progress *pr)
 static idem_err
 my_mark_unknown(idem_store *s, idem_store_req *rq)
 {
+	long long tomb_s = idem_my_tomb_s(rq->policy);
 	params p;
 
 	idem_my_p_init(&p);
+	idem_my_p_ll(&p, &tomb_s);
 	return owned((mysql_store *)s, S_UNKNOWN, &p, rq);
 }
 

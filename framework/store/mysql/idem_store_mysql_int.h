@@ -107,7 +107,8 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
 /* kept of unknown outcome, held by nobody (owner ''): the next retry may
  * take it to reconcile */
 #define UNKNOWN_ROW "UPDATE idempotency_keys SET state = 'unknown', owner = " \
-    "'', lease_at = " NOW " WHERE " PK " AND " HELD " AND owner = ?"
+    "'', lease_at = " NOW ", tombstone_s = ? WHERE " PK " AND " HELD " AND " \
+    "owner = ?"
 /* a paused record resumed by the same request (idem_reserve_decide); its
  * lifetime is the one it was reserved with */
 #define RESUME_ROW "UPDATE idempotency_keys SET state = 'in_flight', " \
@@ -140,9 +141,10 @@ enum { S_INSERT, S_SELECT, S_TAKEOVER, S_REUSE, S_COMMIT, S_RELEASE,
     "MICROSECOND, " NOW ", expires_at), status, LENGTH(headers), " \
     "LENGTH(body), phase, lease_ms, tombstone_s FROM idempotency_keys " \
     "WHERE " PK
-/* A committed row past its expiry whose tombstone has not ended (what
- * purge turns into one, state expired) */
-#define TOMB_DUE "state = 'committed' AND expires_at <= " NOW " AND " \
+/* A committed row, or one of unknown outcome, past its expiry whose
+ * tombstone has not ended (what purge turns into one, state expired) */
+#define TOMB_DUE "state IN ('committed', 'unknown') AND expires_at <= " \
+    NOW " AND " \
     "COALESCE(tombstone_s, 0) > 0 AND expires_at + INTERVAL tombstone_s " \
     "SECOND > " NOW
 /* A live tombstone (idem_tombstone_live): one made, before its end, or

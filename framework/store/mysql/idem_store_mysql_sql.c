@@ -56,7 +56,8 @@ const char *const idem_my_sql[NSTMT] = {
 	 * dropped, its expiry the tombstone's end (a range of the expiry
 	 * index, as the purge's) */
 	[S_ENTOMB] = "UPDATE idempotency_keys SET state = 'expired', headers "
-	    "= NULL, body = NULL, expires_at = expires_at + INTERVAL "
+	    "= NULL, body = NULL, phase = NULL, progress = NULL, expires_at = "
+	    "expires_at + INTERVAL "
 	    "tombstone_s SECOND WHERE expires_at < " NOW " AND " TOMB_DUE
 	    " LIMIT ?",
 	[S_STATS] = "SELECT COUNT(*), COALESCE(SUM(state = 'in_flight'), 0), "

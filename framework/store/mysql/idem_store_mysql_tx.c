@@ -374,9 +374,11 @@ static idem_err
 idem_my_tx_mark_unknown(idem_store *s, idem_db_conn *dc, idem_store_req *rq)
 {
 	idem_mysql_conn *c = idem_mysql_of(dc);
+	long long tomb_s = idem_my_tomb_s(rq->policy);
 	params p;
 
 	idem_my_p_init(&p);
+	idem_my_p_ll(&p, &tomb_s);
 	return tx_owned((mysql_store *)s, c, rq, T_UNKNOWN, &p);
 }
 

@@ -54,9 +54,11 @@
     TOMB_DUE(PURGE_NOW) ") AND (state <> 'in_flight' OR (lease_at < " \
     PURGE_NOW " - " MSEC("lease_ms") " AND lease_at < " PURGE_NOW " - " \
     USEC(p) "))"
-/* a committed row past its expiry by now n whose tombstone has not
- * ended: what a purge makes a tombstone (state expired) */
-#define TOMB_DUE(n) "state = 'committed' AND expires_at <= " n " AND " \
+/* a committed row, or one of unknown outcome, past its expiry by now n
+ * whose tombstone has not ended: what a purge makes a tombstone (state
+ * expired) */
+#define TOMB_DUE(n) "state IN ('committed', 'unknown') AND expires_at <= " \
+    n " AND " \
     "COALESCE(tombstone_s, 0) > 0 AND expires_at + tombstone_s * " \
     "interval '1 second' > " n
 
@@ -116,8 +118,8 @@
 	    "$2, lease_at = " NOW ", lease_ms = COALESCE($3::integer, " \
 	    "lease_ms) WHERE " PK("4", "5") " AND " HELD " AND owner = $6"
 #define UNKNOWN_SQL "UPDATE idempotency_keys SET state = 'unknown', owner = " \
-	    "'', lease_at = " NOW " WHERE " PK("1", "2") " AND " HELD " AND " \
-	    "owner = $3"
+	    "'', lease_at = " NOW ", tombstone_s = $1 WHERE " PK("2", "3") \
+	    " AND " HELD " AND owner = $4"
 
 const char *const idem_pgs_sql[PNSTMT] = {
 	[P_RESERVE] = RESERVE_SQL,
@@ -168,7 +170,8 @@ const char *const idem_pgs_sql[PNSTMT] = {
 	/* a committed row past its expiry becomes its tombstone: its answer
 	 * dropped, its expiry the tombstone's end; chosen as the purge's */
 	[P_ENTOMB] = "UPDATE idempotency_keys SET state = 'expired', headers = "
-	    "NULL, body = NULL, expires_at = expires_at + tombstone_s * "
+	    "NULL, body = NULL, phase = NULL, progress = NULL, expires_at = "
+	    "expires_at + tombstone_s * "
 	    "interval '1 second' WHERE (scope_hash, idem_key) IN (SELECT "
 	    "scope_hash, idem_key FROM idempotency_keys WHERE expires_at < "
 	    PURGE_NOW " AND " TOMB_DUE(PURGE_NOW) " LIMIT $1) AND "

@@ -397,6 +397,7 @@ pg_tx_mark_unknown(idem_store *s, idem_db_conn *dc, idem_store_req *rq)
 	idem_pg_params p;
 
 	idem_pg_p_init(&p);
+	idem_pg_p_ll(&p, idem_pgs_tomb_s(rq->policy));
 	return tx_owned((pg_store *)s, idem_pg_of(dc), rq, PT_UNKNOWN, &p,
 	    "the mark of unknown outcome");
 }

@@ -468,6 +468,7 @@ pg_mark_unknown(idem_store *s, idem_store_req *rq)
 	idem_pg_params p;
 
 	idem_pg_p_init(&p);
+	idem_pg_p_ll(&p, idem_pgs_tomb_s(rq->policy));
 	return owned((pg_store *)s, P_UNKNOWN, &p, rq);
 }
 
