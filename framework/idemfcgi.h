@@ -295,9 +295,12 @@ idem_route_reconcile(idem_app *app, const char *method, const char *tmpl,
  * (idemfcgi.conf(5)): key is "policy" (default, off, optional,
  * required), "key-format", "lifetime", "inflight-ttl", "inflight-wait",
  * "commit-statuses", "fingerprint-ignore" (JSON Pointers of body members
- * left out of the fingerprint) or "fingerprint-headers" (request headers
- * added to it), and value its text ("7d", "2xx 404 409", "/client_ts
- * /nonce"), checked as the config file's.  The route's keys left unset
+ * left out of the fingerprint), "fingerprint-headers" (request headers
+ * added to it), "tombstone-lifetime", "expired-keys" or "calls-outside"
+ * (its handler calls another service: a transactional route then
+ * reserves its key in a commit of its own first, DESIGN.md 2.7), and
+ * value its text ("7d", "2xx 404 409", "/client_ts /nonce", "true"),
+ * checked as the config file's.  The route's keys left unset
  * keep the [idempotency] values; a [route] section of the file wins over
  * what code sets.  Key and value are copied.  Only in setup.  Returns
  * IDEM_OK; IDEM_ERR_NOT_FOUND (no such route of this plugin);

@@ -100,9 +100,10 @@ typedef enum idem_route_key {
 	IDEM_RK_FP_IGNORE,           /* fingerprint-ignore */
 	IDEM_RK_FP_HEADERS,          /* fingerprint-headers */
 	IDEM_RK_TOMBSTONE_LIFETIME,
-	IDEM_RK_EXPIRED_KEYS
+	IDEM_RK_EXPIRED_KEYS,
+	IDEM_RK_CALLS_OUTSIDE        /* calls-outside: true|false */
 } idem_route_key;
-#define IDEM_RK__MAX (IDEM_RK_EXPIRED_KEYS + 1)
+#define IDEM_RK__MAX (IDEM_RK_CALLS_OUTSIDE + 1)
 
 /* The values of a route's own policy: those whose bit is in set were
  * given; the others come from [idempotency]. */
@@ -116,6 +117,8 @@ typedef struct idem_route_conf {
 	unsigned char commit_status[600];
 	uint64_t tombstone_lifetime;   /* ms */
 	int run_expired;               /* expired-keys = run */
+	int calls_outside;             /* calls-outside: its handler calls
+	                                * other services (DESIGN.md 2.7) */
 	char **fp_ignore;              /* JSON Pointers (RFC 6901) of body
 	                                * members left out of the
 	                                * fingerprint: NULL-terminated, owned */
@@ -188,6 +191,8 @@ typedef struct idem_config_idem {
 	                                * is kept past its lifetime; 0: none */
 	int run_expired;               /* expired-keys = run */
 	int key_status;                /* idem_key_status_mode */
+	int calls_outside;             /* calls-outside: its handler calls
+	                                * other services (DESIGN.md 2.7) */
 	uint64_t inflight_ttl;         /* ms */
 	uint64_t inflight_wait;        /* ms */
 	unsigned char commit_status[600]; /* 1 where a status is committed */

@@ -253,6 +253,8 @@ static const idem_key_def route_keys[IDEM_RK__MAX] = {
 	    NULL, RFIELD(tombstone_lifetime) },
 	[IDEM_RK_EXPIRED_KEYS] = { "idempotency", "expired-keys", NULL,
 	    RFIELD(run_expired) },
+	[IDEM_RK_CALLS_OUTSIDE] = { "route", "calls-outside", T(bool),
+	    RFIELD(calls_outside) },
 };
 _Static_assert(NKEYS <= IDEM_CONFIG_MAX_KEYS, "raise IDEM_CONFIG_MAX_KEYS");
 

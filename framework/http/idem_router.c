@@ -358,6 +358,29 @@ idem_route_key_policy(const idem_config *cfg, const idem_route *rt,
 	out->run_expired = c != NULL ? c->run_expired : cfg->idem.run_expired;
 }
 
+int
+idem_route_calls_outside(const idem_route *rt)
+{
+	const idem_route_conf *c = idem_route_conf_for(rt, IDEM_RK_CALLS_OUTSIDE);
+
+	if (c != NULL)
+		return c->calls_outside;
+	return atomic_load_explicit(&rt->asked_downstream,
+	    memory_order_relaxed);
+}
+
+int
+idem_route_asked_downstream(const idem_route *rt)
+{
+	/* the flag is the route's only field written while it serves */
+	atomic_int *f = (atomic_int *)&rt->asked_downstream;
+	int was = 0;
+
+	if (atomic_load_explicit(f, memory_order_relaxed))
+		return 0;
+	return atomic_compare_exchange_strong(f, &was, 1);
+}
+
 idem_key_format
 idem_route_key_format(const idem_config *cfg, const idem_route *rt)
 {

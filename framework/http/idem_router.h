@@ -9,6 +9,7 @@
 #ifndef IDEM_ROUTER_H
 #define IDEM_ROUTER_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include "idemfcgi.h"
 #include "idem_config.h"
@@ -55,6 +56,9 @@ typedef struct idem_route {
 	int error_own;                   /* set for the route alone
 	                                  * (idem_route_error_format): the
 	                                  * plugin's format leaves it */
+	atomic_int asked_downstream;     /* its handler asked for a
+	                                  * downstream key in this process:
+	                                  * it calls outside (DESIGN.md 2.7) */
 } idem_route;
 
 typedef struct idem_router idem_router;
@@ -118,6 +122,16 @@ const idem_route_conf *idem_route_conf_for(const idem_route *rt,
  * cfg, reconcile says whether rt has a hook. */
 void idem_route_key_policy(const idem_config *cfg, const idem_route *rt,
     idem_key_policy *out);
+
+/* Whether rt's handler calls other services (DESIGN.md 2.7): its
+ * calls-outside, as its [route] section or its plugin's code sets it;
+ * unset, whether its handler asked for a downstream key in this process
+ * (idem_route_asked_downstream).  1 or 0. */
+int idem_route_calls_outside(const idem_route *rt);
+
+/* Notes that rt's handler asked for a downstream key.  Returns 1 the
+ * first time in this process, else 0. */
+int idem_route_asked_downstream(const idem_route *rt);
 
 /* The key format of rt under cfg. */
 idem_key_format idem_route_key_format(const idem_config *cfg,

@@ -10,7 +10,10 @@
 
 #include "idem_downstream.h"
 #include "idem_middleware_int.h"
+#include "idem_log.h"
 #include "idem_request.h"
+#include "idem_router.h"
+#include "idem_store_tx.h"
 
 /* What separates downstream keys from every other use of the secret. */
 static const char label[] = "idemfcgi downstream v1";
@@ -59,6 +62,28 @@ idem_downstream_key(const unsigned char base[32], const char *purpose,
 	out[o] = '\0';
 }
 
+/* A transactional route whose handler asks for a downstream key calls
+ * outside (DESIGN.md 2.7): on a store with writers on several nodes,
+ * unless its calls-outside says otherwise, its later requests in this
+ * process reserve in a commit of their own first.
+ * Logged once per route and process. */
+static void
+note_calls_outside(const idem_request *req)
+{
+	const idem_route *rt = req->route;
+
+	if (rt == NULL || rt->tx_db == NULL ||
+	    !idem_store_has_tx_adopt(req->exec->mw->store) ||
+	    idem_route_conf_for(rt, IDEM_RK_CALLS_OUTSIDE) != NULL ||
+	    !idem_route_asked_downstream(rt))
+		return;
+	idem_log(req, IDEM_LOG_WARN, "the transactional route %s %s (plugin "
+	    "%s) asks for downstream keys: it calls outside, and its requests "
+	    "reserve their keys in a commit of their own from now on; set "
+	    "calls-outside = true on it to cover its first request too",
+	    rt->method, rt->tmpl, rt->owner);
+}
+
 idem_err
 idem_request_downstream_key(const idem_request *req, const char *purpose,
     char out[IDEM_DOWNSTREAM_KEY_SIZE])
@@ -74,6 +99,7 @@ idem_request_downstream_key(const idem_request *req, const char *purpose,
 		return IDEM_ERR_NOT_FOUND;
 	if (!req->exec->has_downstream)
 		return IDEM_ERR_CONFIG;
+	note_calls_outside(req);
 	idem_downstream_key(req->exec->downstream, purpose, plen, out);
 	return IDEM_OK;
 }

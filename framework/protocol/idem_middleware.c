@@ -21,6 +21,7 @@
 #include "idem_middleware.h"
 #include "idem_middleware_int.h"
 #include "idem_router.h"
+#include "idem_store_tx.h"
 #include "idem_time.h"
 
 #include <jansson.h>
@@ -437,8 +438,8 @@ idem_mw_committable(const idem_key_policy *pol, const idem_response *res,
  * the handler's result herr), so a retry runs again; when the store is
  * away or contended, the release is retried by the lease thread.
  */
-static void
-release_reservation(idem_middleware *mw, const idem_request *req,
+void
+idem_mw_release(idem_middleware *mw, const idem_request *req,
     idem_store_req *rq, int status, idem_err herr)
 {
 	const char *why = herr != IDEM_OK ? "the handler failed" :
@@ -871,7 +872,7 @@ run_and_finish(idem_middleware *mw, idem_request *req, idem_response *res,
 			idem_mw_count(mw, req, IDEM_OUTCOME_RECONCILED);
 		commit_answer(mw, req, rq, res);
 	} else {
-		release_reservation(mw, req, rq, res->status, err);
+		idem_mw_release(mw, req, rq, res->status, err);
 	}
 	idem_leases_remove(mw->leases, lease);
 }
@@ -910,7 +911,13 @@ idem_middleware_handle(idem_middleware *mw, idem_request *req,
 	}
 	idem_mw_new_owner(mw, rq.owner);
 	idem_copy_string(rq.request_id, sizeof(rq.request_id), req->request_id);
-	if (req->route->tx_db != NULL) {
+	if (req->route->tx_db != NULL && idem_store_has_tx_adopt(mw->store) &&
+	    idem_route_calls_outside(req->route)) {
+		/* 7. a transactional route that calls outside, on a store with
+		 * writers on several nodes, reserves in a commit of its own
+		 * first (protocol (a), idem_middleware_tx.c) */
+		idem_mw_tx_reserved(mw, req, res, next, &rq);
+	} else if (req->route->tx_db != NULL) {
 		/* 7. a transactional route reserves inside its handler's
 		 * transaction and finishes with it (idem_middleware_tx.c) */
 		idem_mw_tx_handle(mw, req, res, next, &rq);

@@ -174,6 +174,20 @@ int idem_mw_reserve(idem_middleware *mw, idem_request *req,
 void idem_mw_tx_handle(idem_middleware *mw, idem_request *req,
     idem_response *res, idem_next_fn next, idem_store_req *rq);
 
+/* Step 7, protocol (a) (idem_middleware_tx.c): a keyed request to a
+ * transactional route that calls outside, on a store with tx_adopt: its
+ * key reserved in a commit of its own, then its handler's writes and
+ * answer in one transaction. */
+void idem_mw_tx_reserved(idem_middleware *mw, idem_request *req,
+    idem_response *res, idem_next_fn next, idem_store_req *rq);
+
+/* Releases rq's reservation after its handler answered status (its
+ * result herr) with an answer that is not stored, so a retry runs again
+ * (the lease thread retries a release the store could not make); counted
+ * and logged. */
+void idem_mw_release(idem_middleware *mw, const idem_request *req,
+    idem_store_req *rq, int status, idem_err herr);
+
 /* A request to a transactional route with no key to record: the handler
  * in a transaction of its own. */
 void idem_mw_tx_plain(idem_middleware *mw, idem_request *req,

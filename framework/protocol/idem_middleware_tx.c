@@ -344,3 +344,181 @@ idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
 	}
 	idem_db_return(c);
 }
+
+/* Deletes rq's reservation, made in a commit of its own, after its
+ * transaction did not commit (not counted again: the caller counted
+ * that): a retry runs afresh.  The lease thread retries a release the
+ * store could not make. */
+static void
+release_after_tx(idem_middleware *mw, const idem_request *req,
+    idem_store_req *rq)
+{
+	idem_err err = idem_store_release(mw->store, rq);
+
+	idem_mw_count_contended(mw, req, rq);
+	if (err == IDEM_OK || err == IDEM_ERR_NOT_FOUND)
+		return;
+	if (idem_leases_add(mw->leases, IDEM_LEASE_RELEASE, req, rq, NULL) !=
+	    NULL)
+		idem_log_event(req, IDEM_LOG_WARN, "release_deferred", rq->owner,
+		    "release failed: %s; it is retried in the background",
+		    idem_strerror(err));
+	else
+		idem_log_event(req, IDEM_LOG_ERROR, "release_failed", rq->owner,
+		    "release failed: %s; retries get 409 until inflight-ttl "
+		    "passes", idem_strerror(err));
+}
+
+/*
+ * One run of the handler of ex (protocol (a)) under rq's reservation,
+ * committed before: its transaction on c opened over the record
+ * (tx_adopt), the handler, then the answer written into the record and
+ * COMMIT, as tx_finish does; the reservation is released when nothing
+ * commits.  Returns 1 when the transaction lost a race (a deadlock, a
+ * certification failure) and may_retry: nothing of it was done, res is
+ * left to the caller, which runs the handler again under the same
+ * reservation (the same downstream keys); else 0 with res the answer.
+ */
+static int
+reserved_run(idem_middleware *mw, idem_request *req, idem_response *res,
+    idem_next_fn next, idem_db_conn *c, idem_exec *ex, idem_lease *lease,
+    int may_retry)
+{
+	idem_store_req *rq = ex->rq;
+	int lost, unknown = 0;
+	idem_err err, herr;
+
+	err = idem_store_tx_adopt(mw->store, c, rq);
+	idem_mw_count_contended(mw, req, rq);
+	if (err == IDEM_ERR_NOT_FOUND) {
+		not_committed(mw, req, res, err, 0, rq->owner);
+		return 0;
+	}
+	if (err != IDEM_OK) {
+		/* the handler did not run: the key goes back */
+		idem_log_event(req, IDEM_LOG_ERROR, "tx_not_begun", rq->owner,
+		    "the handler's transaction could not begin: %s; the "
+		    "reservation is released", idem_strerror(err));
+		release_after_tx(mw, req, rq);
+		idem_response_refuse(res, 503, "DATABASE_UNAVAILABLE", "the "
+		    "database is unavailable; retry later", 1);
+		return 0;
+	}
+	/* what opening it met is not the handler's */
+	(void)idem_db_tx_lost(c);
+	req->tx = c;
+	herr = idem_mw_exec_run(ex, req, res, next);
+	req->tx = NULL;
+	idem_mw_fault_die(mw, req, "after-handler");
+	lost = idem_db_tx_lost(c);
+	if (!lost)
+		tx_check_open(req, c, rq->owner);
+	else
+		(void)idem_db_tx_intact(c);
+	/* a renewal refused from here on is the commit landing */
+	idem_leases_finishing(mw->leases, lease);
+	if (idem_mw_stays_unknown(ex, res, herr)) {
+		/* 8: marked in its transaction, with what the handler wrote;
+		 * else (its transaction lost) on its own: the reservation is
+		 * still this request's */
+		err = lost ? IDEM_ERR_BUSY :
+		    idem_store_tx_mark_unknown(mw->store, c, rq);
+		if (err == IDEM_OK)
+			err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
+		else if (lost)
+			idem_store_tx_end(mw->store, c, rq, 0, &unknown);
+		idem_mw_count_contended(mw, req, rq);
+		if (err != IDEM_OK) {
+			idem_mw_keep_unknown(mw, req, rq, res);
+			return 0;
+		}
+		idem_mw_count(mw, req, IDEM_OUTCOME_OUTCOME_UNKNOWN);
+		idem_log_event(req, IDEM_LOG_WARN, "outcome_unknown", rq->owner,
+		    "the handler could not tell whether its side effect "
+		    "happened: the record is kept of unknown outcome");
+		idem_mw_refuse_unknown(req, res);
+		return 0;
+	}
+	if (lost) {
+		idem_store_tx_end(mw->store, c, rq, 0, &unknown);
+		idem_mw_count_contended(mw, req, rq);
+		err = IDEM_ERR_BUSY;
+	} else if (!idem_mw_committable(rq->policy, res, herr)) {
+		idem_store_tx_end(mw->store, c, rq, 0, &unknown);
+		idem_mw_release(mw, req, rq, res->status, herr);
+		return 0;
+	} else {
+		idem_answer a;
+		err = idem_mw_store_answer(mw, &a, res, rq, req, write_record,
+		    c);
+		idem_answer_clear(&a);
+		if (err == IDEM_ERR_TOO_LARGE || err == IDEM_ERR_NOMEM)
+			idem_store_tx_end(mw->store, c, rq, 0, &unknown);
+		if (err == IDEM_OK) {
+			idem_mw_fault_die(mw, req, "after-record");
+			idem_store_tx_faults(c, tx_faults(mw, req));
+			err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
+		}
+		idem_mw_count_contended(mw, req, rq);
+		if (err == IDEM_OK) {
+			if (ex->reconcile)
+				idem_mw_count(mw, req, IDEM_OUTCOME_RECONCILED);
+			idem_mw_count(mw, req, IDEM_OUTCOME_COMMITTED);
+			return 0;
+		}
+	}
+	if (err == IDEM_ERR_BUSY && may_retry) {
+		idem_log_event(req, IDEM_LOG_INFO, "tx_lost_race", rq->owner,
+		    "the transaction lost a race, at COMMIT or under the handler "
+		    "(a deadlock, or a certification failure): nothing was done; "
+		    "running the handler again under its reservation");
+		return 1;
+	}
+	not_committed(mw, req, res, err, unknown, rq->owner);
+	/* not committed for sure, and the record still ours: a retry runs
+	 * afresh (an unknown COMMIT's reservation lapses after inflight-ttl,
+	 * or is the answer) */
+	if (!unknown && err != IDEM_ERR_NOT_FOUND)
+		release_after_tx(mw, req, rq);
+	return 0;
+}
+
+void
+idem_mw_tx_reserved(idem_middleware *mw, idem_request *req,
+    idem_response *res, idem_next_fn next, idem_store_req *rq)
+{
+	idem_db_conn *c = idem_db_take(req->route->tx_db);
+	idem_lease *lease;
+	idem_exec ex;
+	idem_mw_wait w;
+	int races = 0;
+
+	memset(&ex, 0, sizeof(ex));
+	if (c == NULL) {
+		idem_mw_store_failed(mw, req, IDEM_ERR_STORE);
+		idem_mw_refuse_unavailable(res);
+		return;
+	}
+	/* 4. the two-phase reserve: its commit is certified on every node
+	 * before the handler runs, so of two requests of one key through
+	 * two nodes only the one that won it runs */
+	idem_mw_wait_init(rq, &w);
+	if (!idem_mw_reserve(mw, req, res, rq, NULL, &w, &ex)) {
+		idem_mw_exec_clear(&ex);
+		idem_db_return(c);
+		return;
+	}
+	/* renewed while the handler runs, as on the two-phase path: no row
+	 * lock spans the nodes; its checkpoints (ex.c NULL) commit on their
+	 * own, as the call outside they record happened whatever the
+	 * transaction does */
+	lease = idem_leases_add(mw->leases, IDEM_LEASE_RENEW, req, rq, NULL);
+	while (reserved_run(mw, req, res, next, c, &ex, lease,
+	    races < TX_RACES)) {
+		races++;
+		idem_response_clear(res);
+	}
+	idem_leases_remove(mw->leases, lease);
+	idem_mw_exec_clear(&ex);
+	idem_db_return(c);
+}

@@ -80,6 +80,21 @@ idem_store_tx_begin(idem_store *s, idem_db_conn *c, idem_store_req *rq,
 	return timed(s, IDEM_STORE_OP_RESERVE, t0, err);
 }
 
+int
+idem_store_has_tx_adopt(const idem_store *s)
+{
+	return s->tx != NULL && s->tx->tx_adopt != NULL;
+}
+
+idem_err
+idem_store_tx_adopt(idem_store *s, idem_db_conn *c, idem_store_req *rq)
+{
+	if (!idem_store_has_tx_adopt(s))
+		return IDEM_ERR_INVALID;
+	/* not timed: the reserve it follows was, once per request */
+	return s->aside ? IDEM_ERR_STORE : s->tx->tx_adopt(s, c, rq);
+}
+
 idem_err
 idem_store_tx_record(idem_store *s, idem_db_conn *c, idem_store_req *rq,
     const idem_stored_response *resp)

@@ -131,6 +131,23 @@ struct idem_store_tx_ops {
 	idem_err (*tx_begin)(idem_store *s, idem_db_conn *c,
 	    idem_store_req *rq, idem_reserve_result *out);
 	/*
+	 * Opens a transaction on c for rq's key, which rq's owner holds by
+	 * a reservation committed on its own before (reserve: protocol (a)
+	 * of DESIGN.md 2.7, for a route that calls outside): once c's node
+	 * has applied what the cluster committed (a causal read, so that a
+	 * reservation made through another node is seen), reads the record
+	 * without locking it and checks that rq's owner holds it.  The
+	 * transaction then stays open for the handler; the answer is
+	 * written with tx_record and committed with tx_end, as after
+	 * tx_begin.  Returns IDEM_OK; else the transaction is rolled back:
+	 * IDEM_ERR_NOT_FOUND (not held by rq's owner), IDEM_ERR_BUSY or
+	 * IDEM_ERR_STORE.  NULL for a store without writers on several
+	 * nodes (PostgreSQL): its routes that call outside reserve in the
+	 * handler's transaction like the others.
+	 */
+	idem_err (*tx_adopt)(idem_store *s, idem_db_conn *c,
+	    idem_store_req *rq);
+	/*
 	 * Writes the answer into rq's record inside c's open transaction.
 	 * Returns IDEM_OK; IDEM_ERR_TOO_LARGE (nothing written, the
 	 * transaction still open for a smaller answer); else the transaction
@@ -181,6 +198,10 @@ void idem_store_tx_faults(idem_db_conn *c, unsigned faults);
  * without them. */
 idem_err idem_store_tx_begin(idem_store *s, idem_db_conn *c,
     idem_store_req *rq, idem_reserve_result *out);
+/* Whether s has tx_adopt: 1 or 0. */
+int idem_store_has_tx_adopt(const idem_store *s);
+idem_err idem_store_tx_adopt(idem_store *s, idem_db_conn *c,
+    idem_store_req *rq);
 idem_err idem_store_tx_record(idem_store *s, idem_db_conn *c,
     idem_store_req *rq, const idem_stored_response *resp);
 idem_err idem_store_tx_end(idem_store *s, idem_db_conn *c,

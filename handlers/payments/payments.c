@@ -26,7 +26,10 @@
  *     itself, which asks the provider again with the same key;
  *   - the payment is stored under the downstream key "payment": in memory,
  *     or in the store's database (MySQL, PostgreSQL) in the request's
- *     transaction (a transactional route).
+ *     transaction (a transactional route), which calls outside
+ *     (calls-outside: on MySQL its key is reserved in a commit of its own
+ *     before the charge, so that on Galera another body under the same
+ *     key through another node never charges).
  * [payments] recovery = false sends a fresh key on every execution and
  * records no progress, as a handler written without this framework's help
  * would: a timeout after charging then charges again on the retry (the
@@ -437,8 +440,10 @@ pay(const idem_request *req, idem_response *res, void *data)
 	    IDEM_OK)
 		return err;
 	if ((err = store(pm, idem_request_db(req), &p)) != IDEM_OK) {
-		/* charged, not stored: the retry finds "charged" (two-phase),
-		 * or asks again with the same key (transactional: the
+		/* charged, not stored: the retry finds "charged" (two-phase,
+		 * and transactional on MySQL, where the key is reserved
+		 * first and the checkpoint commits on its own), or asks again
+		 * with the same key (transactional on PostgreSQL: the
 		 * checkpoint went back with the transaction) */
 		idem_log(req, IDEM_LOG_ERROR, "payments: charge %s not stored: "
 		    "%s", p.charge, idem_strerror(err));
@@ -574,6 +579,12 @@ setup(idem_app *app, void **data)
 	    "POST", "/payments", pay)) != IDEM_OK) ||
 	    (err = idem_route_add(app, "GET", "/payments/{id}", IDEM_POLICY_OFF,
 	    show, pm)) != IDEM_OK)
+		goto fail;
+	/* the charge is a call to another service: on Galera with several
+	 * writers the key is reserved in a commit of its own before it
+	 * (DESIGN.md 2.7, reliability.md G7) */
+	if ((err = idem_route_set(app, "POST", "/payments", "calls-outside",
+	    "true")) != IDEM_OK)
 		goto fail;
 	*data = pm;
 	return IDEM_OK;

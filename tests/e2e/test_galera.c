@@ -662,6 +662,83 @@ Test(scale, transactional_three_nodes_once, .init = exclusive_turn,
 	scale_race("/testkit/tx/201", 1, 0);
 }
 
+#define G7_KEYS 24            /* keys, each sent with two bodies */
+#define G7_ROUND 6             /* keys sent together */
+
+/*
+ * Window G7 of reliability.md: a transactional route that calls outside
+ * (testkit's tx route, declared calls-outside in the config file: its
+ * line in the testkit log is its call to another service, made after its
+ * writes, while its transaction is open) on two instances, each on its
+ * own node.  Each key is sent to both at the same instant with two
+ * bodies.  Its reservation is certified in a commit of its own before
+ * either handler runs, so exactly one runs (one line in the log, one row
+ * of testkit_effects); the other request gets 409 IDEMPOTENCY_CONFLICT
+ * and calls nothing.  In one transaction both handlers ran, and the
+ * loser's call stayed though its writes rolled back.
+ */
+Test(scale, calls_outside_other_body_runs_once, .init = exclusive_turn,
+    .timeout = 120)
+{
+	static const char *const body[2] = { "{\"amount\": 1}",
+	    "{\"amount\": 2}" };
+	static const char path[] = "/testkit/tx/201?ms=300";
+	harness h[2];
+	char log[128], keys[G7_KEYS][48], sql[256];
+	int i, j, r, twice = 0, conflicts = 0;
+
+	snprintf(log, sizeof(log), "/tmp/idemfcgi-galera-g7-%d.log",
+	    (int)getpid());
+	harness_log_reset(log);
+	for (i = 0; i < 2; i++)
+		start_on_node(&h[i], i + 1, log, 1, "[route POST "
+		    "/testkit/tx/{code}]\ncalls-outside = true\n");
+	for (i = 0; i < G7_KEYS; i++)
+		snprintf(keys[i], sizeof(keys[i]), "%s-%d", call_key("g7"), i);
+	for (r = 0; r < G7_KEYS / G7_ROUND; r++) {
+		call round[G7_ROUND * 2];
+		for (i = 0; i < G7_ROUND; i++)
+			for (j = 0; j < 2; j++)
+				round[i * 2 + j] = call_make(h[j].addr, path,
+				    keys[r * G7_ROUND + i], body[j]);
+		call_all(round, G7_ROUND * 2);
+		for (i = 0; i < G7_ROUND; i++) {
+			const char *key = keys[r * G7_ROUND + i];
+			size_t runs = harness_count_key(&h[0], "/testkit/tx/201",
+			    key);
+			int ok = 0, conflict = 0;
+			char *rows;
+			for (j = 0; j < 2; j++) {
+				call *x = &round[i * 2 + j];
+				ok += x->status == 201;
+				conflict += x->status == 409 && strcmp(x->code,
+				    "IDEMPOTENCY_CONFLICT") == 0;
+				cr_expect(x->status == 201 || x->status == 409,
+				    "key %s on node %d: %d %s %s", key, j + 1,
+				    x->status, x->code, x->body_out);
+			}
+			cr_expect(ok == 1 && conflict == 1, "key %s: %d created, "
+			    "%d conflicts", key, ok, conflict);
+			cr_expect_eq(runs, 1, "key %s: its handler called outside "
+			    "%zu times", key, runs);
+			twice += runs > 1;
+			conflicts += conflict;
+			snprintf(sql, sizeof(sql), "SET SESSION wsrep_sync_wait = 1; "
+			    "SELECT COUNT(*) FROM testkit_effects WHERE idem_key = "
+			    "'%.47s'", key);
+			rows = galera_sql(&g, 1, sql);
+			cr_expect(rows != NULL && atoi(rows) == 1, "key %s: %s "
+			    "effects", key, rows != NULL ? rows : "no");
+			free(rows);
+		}
+	}
+	cr_log_info("G7: %d of %d keys called outside twice; %d conflicts",
+	    twice, G7_KEYS, conflicts);
+	for (i = 0; i < 2; i++)
+		cr_expect_eq(harness_stop(&h[i]), 0);
+	harness_log_reset(log);
+}
+
 /* A stream of new keys, each sent at once through idemfcgi b (on node 3
  * first) and a (on node 1); arg is a failover_run. */
 typedef struct failover_run {

@@ -33,7 +33,7 @@
  * over.  These statements are prepared on the plugin's pool.
  */
 enum { T_INSERT, T_SELECT, T_TAKEOVER, T_REUSE, T_COMMIT, T_OUTCOME,
-    T_RESUME, T_CHECKPOINT, T_UNKNOWN, T_RECONCILE, NTX };
+    T_RESUME, T_CHECKPOINT, T_UNKNOWN, T_RECONCILE, T_ADOPT, NTX };
 
 /* How long T_OUTCOME waits for the transaction it asks about to end. */
 #define OUTCOME_LOCK_WAIT_S 2
@@ -70,6 +70,10 @@ idem_store_mysql_tx_prepare(const idem_config_mysql *my,
 	tsql[T_CHECKPOINT] = idem_my_sql[S_CHECKPOINT];
 	tsql[T_UNKNOWN] = idem_my_sql[S_UNKNOWN];
 	tsql[T_RECONCILE] = idem_my_sql[S_RECONCILE];
+	/* a reservation committed on its own, read without a lock once this
+	 * node has applied it (causal whatever causal-reads says: it may
+	 * have been made through another node a moment ago) */
+	tsql[T_ADOPT] = CAUSAL SELECT_ROW;
 	/* a lost COMMIT's outcome, read on the transaction's own node: the
 	 * locking read waits for the transaction to end (the server ends it
 	 * once it sees the connection cut) */
@@ -337,6 +341,59 @@ idem_my_tx_begin(idem_store *s, idem_db_conn *dc, idem_store_req *rq,
 	return IDEM_ERR_BUSY;
 }
 
+/*
+ * Protocol (a) of DESIGN.md 2.7: rq's owner holds the key by a
+ * reservation committed on its own.  Opens c's transaction (autocommit
+ * off) with a causal read of the record, which does not lock it (the
+ * lease thread renews it meanwhile) and sees a reservation made through
+ * another node; its snapshot is the handler's.  A connection that died
+ * idle in the pool is reopened once.
+ */
+static idem_err
+idem_my_tx_adopt(idem_store *s, idem_db_conn *dc, idem_store_req *rq)
+{
+	idem_mysql_conn *c = idem_mysql_of(dc);
+	mysql_store *ms = (mysql_store *)s;
+	int first = 1, ours;
+	idem_err err;
+	unsigned e;
+	params p;
+	row r;
+
+	for (;;) {
+		if (idem_mysql_tx_mode(c) != 0) {
+			if (first && c->broken && idem_mysql_reconnect(c) == 0) {
+				first = 0;
+				continue;
+			}
+			idem_mysql_log_conn_error(ms->pool, "autocommit", c->m);
+			return IDEM_ERR_STORE;
+		}
+		idem_my_p_init(&p);
+		idem_my_p_key(&p, &rq->key);
+		if ((e = tx_exec(c, T_ADOPT, &p, NULL)) == 0)
+			break;
+		if (first && c->broken && idem_mysql_reconnect(c) == 0) {
+			first = 0;
+			continue;
+		}
+		return tx_failed(ms, c, rq, T_ADOPT, e);
+	}
+	if ((err = idem_my_fetch_row(ms, c, c->extra[T_ADOPT], &r)) !=
+	    IDEM_OK) {
+		tx_rollback(c);
+		return err;
+	}
+	ours = r.found && (r.state == IDEM_RECORD_IN_FLIGHT ||
+	    r.state == IDEM_RECORD_UNKNOWN) && strcmp(r.owner, rq->owner) == 0;
+	idem_my_row_clear(&r);
+	if (!ours) {
+		tx_rollback(c);
+		return IDEM_ERR_NOT_FOUND;
+	}
+	return IDEM_OK;
+}
+
 /* Runs owner-checked statement i (T_CHECKPOINT, T_UNKNOWN) of rq's record
  * with the leading parameters p inside c's transaction.  Returns IDEM_OK;
  * else the transaction is rolled back: IDEM_ERR_NOT_FOUND (not ours),
@@ -538,6 +595,7 @@ idem_my_tx_end(idem_store *s, idem_db_conn *dc, idem_store_req *rq,
 
 const struct idem_store_tx_ops idem_my_tx_ops = {
 	.tx_begin = idem_my_tx_begin,
+	.tx_adopt = idem_my_tx_adopt,
 	.tx_record = idem_my_tx_record,
 	.tx_checkpoint = idem_my_tx_checkpoint,
 	.tx_mark_unknown = idem_my_tx_mark_unknown,
