@@ -407,6 +407,62 @@ Test(tx, duplicates_of_a_running_handler_get_409, .timeout = 60)
 	harness_stop(&h);
 }
 
+#ifndef TX_POSTGRES
+/*
+ * A route that calls outside (calls-outside = true) reserves its key in a
+ * commit of its own before its handler runs (DESIGN.md 2.7, protocol (a);
+ * reliability.md G7): while it runs, its record is committed in flight
+ * (seen by anyone, not a row lock), another body is told the conflict at
+ * once, the same body 409 in flight; its writes and answer commit
+ * together; an answer not stored releases the key with its writes gone;
+ * an unknown outcome is kept with its writes.
+ */
+Test(tx, calls_outside_reserves_first, .timeout = 60)
+{
+	const char *key = call_key("tx-out"), *k503 = call_key("tx-out503"),
+	    *kunk = call_key("tx-outunk");
+	harness_opts o = on_store((harness_opts){ .server = "threads = 8\n"
+	    "workers = 1", .rest = "pool-size = 8\n[route POST "
+	    "/testkit/tx/{code}]\ncalls-outside = true\n" });
+	call first, other, dup;
+	pthread_t t;
+
+	setenv("IDEMFCGI_TEST_FAULTS", "1", 1);
+	cr_assert_eq(harness_start(&h, &o), 0);
+	first = call_make(h.addr, "/testkit/tx/201?ms=1500", key, NULL);
+	pthread_create(&t, NULL, call_thread, &first);
+	cr_assert(harness_await_started(&h, "/testkit/tx/201", key, 1));
+	cr_expect_str_eq(record_state(key), "in_flight");
+	other = call_one(h.addr, "/testkit/tx/201?ms=1500", key,
+	    "{\"other\":1}");
+	cr_expect_eq(other.status, 409, "%d %s", other.status, other.body_out);
+	cr_expect_str_eq(other.code, "IDEMPOTENCY_CONFLICT");
+	dup = call_one(h.addr, "/testkit/tx/201?ms=1500", key, NULL);
+	cr_expect_str_eq(dup.code, "IDEMPOTENCY_IN_FLIGHT");
+	pthread_join(t, NULL);
+	cr_expect_eq(first.status, 201, "%d %s", first.status, first.body_out);
+	dup = call_one(h.addr, "/testkit/tx/201?ms=1500", key, NULL);
+	cr_expect_str_eq(dup.replayed, "true");
+	cr_expect_str_eq(dup.exec, first.exec);
+	cr_expect_str_eq(record_state(key), "committed");
+	cr_expect_eq(effects(key, first.exec), 1);
+	cr_expect_eq(effects(key, NULL), 1);
+	cr_expect_eq(harness_count_key(&h, "/testkit/tx/201", key), 1);
+	/* not stored: released, its writes rolled back */
+	first = call_one(h.addr, "/testkit/tx/503", k503, NULL);
+	cr_expect_eq(first.status, 503);
+	cr_expect_str_eq(record_state(k503), "none");
+	cr_expect_eq(effects(k503, NULL), 0);
+	/* of unknown outcome: kept so, with its writes */
+	first = call_one(h.addr, "/testkit/tx/201?unknown=1", kunk, NULL);
+	cr_expect_str_eq(first.code, "IDEMPOTENCY_OUTCOME_UNKNOWN", "%d %s",
+	    first.status, first.body_out);
+	cr_expect_str_eq(record_state(kunk), "unknown");
+	cr_expect_eq(effects(kunk, NULL), 1);
+	harness_stop(&h);
+}
+#endif
+
 /* A transactional handler idle on its connection past inflight-ttl looks
  * like a hung node: the server rolls its transaction back and the key is
  * free, as a takeover would free it on the two-phase path.  It is told
