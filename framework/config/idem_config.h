@@ -191,8 +191,6 @@ typedef struct idem_config_idem {
 	                                * is kept past its lifetime; 0: none */
 	int run_expired;               /* expired-keys = run */
 	int key_status;                /* idem_key_status_mode */
-	int calls_outside;             /* calls-outside: its handler calls
-	                                * other services (DESIGN.md 2.7) */
 	uint64_t inflight_ttl;         /* ms */
 	uint64_t inflight_wait;        /* ms */
 	unsigned char commit_status[600]; /* 1 where a status is committed */
