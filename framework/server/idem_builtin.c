@@ -55,13 +55,14 @@ route_json(const idem_config *cfg, const idem_route *rt)
 	idem_format_iso_duration(kp.lifetime_ms, life, sizeof(life));
 	idem_format_iso_duration(kp.lease_ms, ttl, sizeof(ttl));
 	idem_format_iso_duration(kp.wait_ms, wait, sizeof(wait));
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:o, "
-	    "s:o}", "method", rt->method, "path", rt->tmpl, "policy",
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:b, "
+	    "s:o, s:o}", "method", rt->method, "path", rt->tmpl, "policy",
 	    idem_policy_names[pol], "key-format",
 	    idem_key_format_names[idem_route_key_format(cfg, rt)],
 	    "lifetime", life, "inflight-ttl", ttl, "inflight-wait", wait,
 	    "commit-statuses", idem_statuses_text(kp.commit_status, statuses,
 	    sizeof(statuses)), "transactional", rt->tx_db != NULL,
+	    "calls-outside", idem_route_calls_outside(rt),
 	    "fingerprint-ignore", ign != NULL ? strings_json(ign->fp_ignore,
 	    ign->nfp_ignore) : json_array(),
 	    "fingerprint-headers", hdr != NULL ? strings_json(hdr->fp_headers,
