@@ -359,6 +359,7 @@ disconnect(idem_mysql_pool *p, idem_mysql_conn *c)
 	c->broken = 0;
 	c->tx_mode = 0;
 	c->read_timeout = 0;
+	c->snapshot_off = 0;
 }
 
 /* Reads the server's max_allowed_packet on c (it may change while we
@@ -730,6 +731,13 @@ idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c)
 		    "framework; not put back");
 		return;
 	}
+	/* the server's own snapshot isolation again, for the next user */
+	if (!c->broken && c->m != NULL && c->snapshot_off == 1) {
+		if (mysql_query(c->m, "SET SESSION innodb_snapshot_isolation = "
+		    "DEFAULT") != 0)
+			c->broken = 1;
+		c->snapshot_off = 0;
+	}
 	if (c->broken || fail_back(p, c))
 		disconnect(p, c);
 	else if (c->m != NULL && c->read_timeout != p->read_timeout)
@@ -738,6 +746,26 @@ idem_mysql_put(idem_mysql_pool *p, idem_mysql_conn *c)
 	p->idle[p->nidle++] = c;
 	pthread_cond_signal(&p->freed);
 	pthread_mutex_unlock(&p->lock);
+}
+
+int
+idem_mysql_snapshot_off(idem_mysql_conn *c)
+{
+	if (c->snapshot_off != 0)
+		return 0;
+	if (mysql_query(c->m, "SET SESSION innodb_snapshot_isolation = OFF")
+	    == 0) {
+		c->snapshot_off = 1;
+		return 0;
+	}
+	/* ER_UNKNOWN_SYSTEM_VARIABLE: a server before it, which never
+	 * refuses such a write */
+	if (mysql_errno(c->m) == 1193) {
+		c->snapshot_off = -1;
+		return 0;
+	}
+	idem_mysql_check(c, mysql_errno(c->m));
+	return -1;
 }
 
 int

@@ -43,6 +43,10 @@ struct idem_mysql_conn {
 	struct idem_mysql_pool *pool;  /* borrowed: the pool it belongs to */
 	unsigned read_timeout;   /* s: the read timeout set on m now (see
 	                          * idem_mysql_expect_lock_wait) */
+	int snapshot_off;        /* 1: its session has innodb_snapshot_
+	                          * isolation OFF (idem_mysql_snapshot_off),
+	                          * restored when it goes back to its pool;
+	                          * -1: the server has no such variable */
 	char node[64];           /* which server m is open on: a Galera
 	                          * node's wsrep_gcomm_uuid, else the server's
 	                          * "hostname:port/server_id" */
@@ -172,6 +176,15 @@ int idem_mysql_reconnect(idem_mysql_conn *c);
  * of the list, and the same server there: c->node), and to no other: for a read that must see what c's own transaction did.  Returns
  * 0, or -1 (logged, c left unconnected). */
 int idem_mysql_reopen_same(idem_mysql_conn *c);
+
+/* Turns innodb_snapshot_isolation OFF for c's session (MariaDB 11.6 and
+ * later default to ON) until c goes back to its pool: a transaction
+ * whose own record is renewed and checkpointed meanwhile by other
+ * sessions then writes it as InnoDB's REPEATABLE READ always did,
+ * instead of being refused (1020) for a row changed since its snapshot.
+ * A server without the variable is left as it is.  Returns 0, or -1
+ * (a server error: c is marked broken when it is a lost connection). */
+int idem_mysql_snapshot_off(idem_mysql_conn *c);
 
 /* Whether c is inside a transaction with autocommit off (the server's own
  * flags, no round trip): after a transactional handler, whether it left

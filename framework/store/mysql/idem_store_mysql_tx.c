@@ -361,7 +361,11 @@ idem_my_tx_adopt(idem_store *s, idem_db_conn *dc, idem_store_req *rq)
 	row r;
 
 	for (;;) {
-		if (idem_mysql_tx_mode(c) != 0) {
+		/* the lease thread renews the record, and checkpoints write
+		 * it, while this transaction is open: under snapshot
+		 * isolation its answer's write would be refused */
+		if (idem_mysql_snapshot_off(c) != 0 ||
+		    idem_mysql_tx_mode(c) != 0) {
 			if (first && c->broken && idem_mysql_reconnect(c) == 0) {
 				first = 0;
 				continue;
