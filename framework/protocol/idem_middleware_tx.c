@@ -133,6 +133,44 @@ keep_unknown_outside(idem_middleware *mw, const idem_request *req,
 }
 
 /*
+ * Writes res, a committable answer, into the record of ex's request in c's
+ * transaction (its stand-in when it cannot be stored whole; keyed 0: no
+ * record) and commits.  Returns IDEM_OK, counted as committed (and
+ * reconciled when ex reconciles), or why not: the transaction is rolled
+ * back, or *unknown says its COMMIT's outcome was lost.
+ */
+static idem_err
+record_and_commit(idem_middleware *mw, idem_request *req, idem_response *res,
+    idem_db_conn *c, const idem_exec *ex, int keyed, int *unknown)
+{
+	idem_store_req *rq = ex->rq;
+	idem_err err = IDEM_OK;
+
+	if (keyed) {
+		idem_answer a;
+		err = idem_mw_store_answer(mw, &a, res, rq, req, write_record,
+		    c);
+		idem_answer_clear(&a);
+		/* the record not written (even as its stand-in), the open
+		 * transaction goes back; other errors rolled it back already */
+		if (err == IDEM_ERR_TOO_LARGE || err == IDEM_ERR_NOMEM)
+			idem_store_tx_end(mw->store, c, rq, 0, unknown);
+	}
+	if (err == IDEM_OK) {
+		idem_mw_fault_die(mw, req, "after-record");
+		idem_store_tx_faults(c, tx_faults(mw, req));
+		err = idem_store_tx_end(mw->store, c, rq, 1, unknown);
+	}
+	idem_mw_count_contended(mw, req, rq);
+	if (err == IDEM_OK && keyed) {
+		if (ex->reconcile)
+			idem_mw_count(mw, req, IDEM_OUTCOME_RECONCILED);
+		idem_mw_count(mw, req, IDEM_OUTCOME_COMMITTED);
+	}
+	return err;
+}
+
+/*
  * After a transactional route's handler ran in c's transaction: writes the
  * answer into rq's record (rq's key empty: no record) and commits, or
  * rolls back when the answer is not stored.  A committable answer the
@@ -203,29 +241,9 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_db_conn *c,
 		}
 		return 0;
 	}
-	if (keyed) {
-		idem_answer a;
-		err = idem_mw_store_answer(mw, &a, res, rq, req, write_record,
-		    c);
-		idem_answer_clear(&a);
-		/* the record not written (even as its stand-in), the open
-		 * transaction goes back; other errors rolled it back already */
-		if (err == IDEM_ERR_TOO_LARGE || err == IDEM_ERR_NOMEM)
-			idem_store_tx_end(mw->store, c, rq, 0, &unknown);
-	}
-	if (err == IDEM_OK) {
-		idem_mw_fault_die(mw, req, "after-record");
-		idem_store_tx_faults(c, tx_faults(mw, req));
-		err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
-	}
-	idem_mw_count_contended(mw, req, rq);
-	if (err == IDEM_OK) {
-		if (keyed && ex->reconcile)
-			idem_mw_count(mw, req, IDEM_OUTCOME_RECONCILED);
-		if (keyed)
-			idem_mw_count(mw, req, IDEM_OUTCOME_COMMITTED);
+	if ((err = record_and_commit(mw, req, res, c, ex, keyed, &unknown)) ==
+	    IDEM_OK)
 		return 0;
-	}
 not_committed:
 	if (err == IDEM_ERR_BUSY && keyed && may_retry) {
 		idem_log_event(req, IDEM_LOG_INFO, "tx_lost_race", owner,
@@ -447,26 +465,9 @@ reserved_run(idem_middleware *mw, idem_request *req, idem_response *res,
 		idem_store_tx_end(mw->store, c, rq, 0, &unknown);
 		idem_mw_release(mw, req, rq, res->status, herr);
 		return 0;
-	} else {
-		idem_answer a;
-		err = idem_mw_store_answer(mw, &a, res, rq, req, write_record,
-		    c);
-		idem_answer_clear(&a);
-		if (err == IDEM_ERR_TOO_LARGE || err == IDEM_ERR_NOMEM)
-			idem_store_tx_end(mw->store, c, rq, 0, &unknown);
-		if (err == IDEM_OK) {
-			idem_mw_fault_die(mw, req, "after-record");
-			idem_store_tx_faults(c, tx_faults(mw, req));
-			err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
-		}
-		idem_mw_count_contended(mw, req, rq);
-		if (err == IDEM_OK) {
-			if (ex->reconcile)
-				idem_mw_count(mw, req, IDEM_OUTCOME_RECONCILED);
-			idem_mw_count(mw, req, IDEM_OUTCOME_COMMITTED);
-			return 0;
-		}
-	}
+	} else if ((err = record_and_commit(mw, req, res, c, ex, 1,
+	    &unknown)) == IDEM_OK)
+		return 0;
 	if (err == IDEM_ERR_BUSY && may_retry) {
 		idem_log_event(req, IDEM_LOG_INFO, "tx_lost_race", rq->owner,
 		    "the transaction lost a race, at COMMIT or under the handler "
