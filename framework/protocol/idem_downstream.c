@@ -13,7 +13,6 @@
 #include "idem_log.h"
 #include "idem_request.h"
 #include "idem_router.h"
-#include "idem_store_tx.h"
 
 /* What separates downstream keys from every other use of the secret. */
 static const char label[] = "idemfcgi downstream v1";
@@ -73,7 +72,7 @@ note_calls_outside(const idem_request *req)
 	const idem_route *rt = req->route;
 
 	if (rt == NULL || rt->tx_db == NULL ||
-	    !idem_store_has_tx_adopt(req->exec->mw->store) ||
+	    !req->exec->may_adopt ||
 	    idem_route_conf_for(rt, IDEM_RK_CALLS_OUTSIDE) != NULL ||
 	    !idem_route_asked_downstream(rt))
 		return;

@@ -727,6 +727,7 @@ reserve_until_answered(idem_middleware *mw, idem_request *req,
 	ex->mw = mw;
 	ex->rq = rq;
 	ex->c = c;
+	ex->may_adopt = idem_store_has_tx_adopt(mw->store);
 	ex->reconcile = rr.outcome == IDEM_RESERVE_RECONCILE;
 	ex->progress = rr.progress;
 	memset(&rr.progress, 0, sizeof(rr.progress));

@@ -74,6 +74,9 @@ typedef struct idem_exec {
 	unsigned char downstream[32]; /* the base of its downstream keys
 	                           * (idem_downstream.h), with a key secret */
 	int has_downstream;
+	int may_adopt;            /* its store can reserve a transactional
+	                           * route's key first (tx_adopt: DESIGN.md
+	                           * 2.7, a route that calls outside) */
 } idem_exec;
 
 /* Frees what ex owns. */
