@@ -122,10 +122,6 @@ answer_free(idem_stored_response *a)
 	memset(a, 0, sizeof(*a));
 }
 
-/* Moves the record r into state: out of flight (or of the expiring list,
- * and its counters), then into it, or into the expiring list, sorted by
- * expiry (records mostly arrive in order, so the scan from the tail is
- * short). */
 /* Takes r out of the list of its state, and its counters. */
 static void
 unlist(memory_store *ms, record *r)
@@ -143,6 +139,9 @@ unlist(memory_store *ms, record *r)
 	}
 }
 
+/* Moves the record r into state: out of its list (unlist), then into
+ * flight, or into the tombstones or the expiring list, sorted by expiry
+ * (records mostly arrive in order, so the scan from the tail is short). */
 static void
 settle(memory_store *ms, record *r, idem_record_state state)
 {
