@@ -438,6 +438,28 @@ idem_mw_committable(const idem_key_policy *pol, const idem_response *res,
  * the handler's result herr), so a retry runs again; when the store is
  * away or contended, the release is retried by the lease thread.
  */
+idem_err
+idem_mw_release_quiet(idem_middleware *mw, const idem_request *req,
+    idem_store_req *rq)
+{
+	idem_err err = idem_store_release(mw->store, rq);
+
+	idem_mw_count_contended(mw, req, rq);
+	if (err == IDEM_OK || err == IDEM_ERR_NOT_FOUND)
+		return err;
+	if (idem_leases_add(mw->leases, IDEM_LEASE_RELEASE, req, rq, NULL) !=
+	    NULL)
+		idem_log_event(req, err == IDEM_ERR_BUSY ? IDEM_LOG_WARN :
+		    IDEM_LOG_ERROR, "release_deferred", rq->owner, "release "
+		    "failed: %s; it is retried in the background",
+		    idem_strerror(err));
+	else
+		idem_log_event(req, IDEM_LOG_ERROR, "release_failed", rq->owner,
+		    "release failed: %s; retries get 409 until inflight-ttl "
+		    "passes", idem_strerror(err));
+	return err;
+}
+
 void
 idem_mw_release(idem_middleware *mw, const idem_request *req,
     idem_store_req *rq, int status, idem_err herr)
@@ -445,9 +467,8 @@ idem_mw_release(idem_middleware *mw, const idem_request *req,
 	const char *why = herr != IDEM_OK ? "the handler failed" :
 	    "its status is not in commit-statuses";
 	const char *owner = rq->owner;
-	idem_err err = idem_store_release(mw->store, rq);
+	idem_err err = idem_mw_release_quiet(mw, req, rq);
 
-	idem_mw_count_contended(mw, req, rq);
 	if (err == IDEM_OK) {
 		idem_mw_count(mw, req, IDEM_OUTCOME_RELEASED);
 		idem_log_event(req, IDEM_LOG_INFO, "released", owner, "released "
@@ -458,15 +479,6 @@ idem_mw_release(idem_middleware *mw, const idem_request *req,
 		idem_mw_count(mw, req, IDEM_OUTCOME_FENCED);
 		idem_log_event(req, IDEM_LOG_WARN, "fenced", owner, "release "
 		    "refused: this request no longer holds its reservation");
-	} else if (idem_leases_add(mw->leases, IDEM_LEASE_RELEASE, req, rq,
-	    NULL) != NULL) {
-		idem_log_event(req, err == IDEM_ERR_BUSY ? IDEM_LOG_WARN :
-		    IDEM_LOG_ERROR, "release_deferred", owner, "release failed: "
-		    "%s; it is retried in the background", idem_strerror(err));
-	} else {
-		idem_log_event(req, IDEM_LOG_ERROR, "release_failed", owner,
-		    "release failed: %s; retries get 409 until inflight-ttl "
-		    "passes", idem_strerror(err));
 	}
 }
 

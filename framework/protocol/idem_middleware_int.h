@@ -190,6 +190,12 @@ void idem_mw_tx_reserved(idem_middleware *mw, idem_request *req,
  * and logged. */
 void idem_mw_release(idem_middleware *mw, const idem_request *req,
     idem_store_req *rq, int status, idem_err herr);
+/* Deletes rq's reservation (paused when it has progress), its contention
+ * counted; a release the store could not make is left to the lease thread
+ * (logged).  Counts no outcome.  Returns the store's answer: IDEM_OK,
+ * IDEM_ERR_NOT_FOUND (no longer rq's), or the error deferred. */
+idem_err idem_mw_release_quiet(idem_middleware *mw, const idem_request *req,
+    idem_store_req *rq);
 
 /* A request to a transactional route with no key to record: the handler
  * in a transaction of its own. */

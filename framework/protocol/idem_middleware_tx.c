@@ -133,6 +133,36 @@ keep_unknown_outside(idem_middleware *mw, const idem_request *req,
 }
 
 /*
+ * 8: marks rq's record of unknown outcome in c's transaction, with what
+ * the handler wrote, and commits (lost: the server rolled the transaction
+ * back already; it is ended here).  Returns IDEM_OK with res the 503 of
+ * unknown outcome, counted and logged, or why nothing committed: the
+ * caller keeps the mark outside the transaction.
+ */
+static idem_err
+commit_unknown(idem_middleware *mw, const idem_request *req,
+    idem_db_conn *c, idem_store_req *rq, int lost, idem_response *res)
+{
+	int unknown = 0;
+	idem_err err = lost ? IDEM_ERR_BUSY :
+	    idem_store_tx_mark_unknown(mw->store, c, rq);
+
+	if (err == IDEM_OK)
+		err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
+	else if (lost)
+		idem_store_tx_end(mw->store, c, rq, 0, &unknown);
+	if (err != IDEM_OK)
+		return err;
+	idem_mw_count_contended(mw, req, rq);
+	idem_mw_count(mw, req, IDEM_OUTCOME_OUTCOME_UNKNOWN);
+	idem_log_event(req, IDEM_LOG_WARN, "outcome_unknown", rq->owner, "the "
+	    "handler could not tell whether its side effect happened: the "
+	    "record is kept of unknown outcome");
+	idem_mw_refuse_unknown(req, res);
+	return IDEM_OK;
+}
+
+/*
  * Writes res, a committable answer, into the record of ex's request in c's
  * transaction (its stand-in when it cannot be stored whole; keyed 0: no
  * record) and commits.  Returns IDEM_OK, counted as committed (and
@@ -201,22 +231,8 @@ tx_finish(idem_middleware *mw, idem_request *req, idem_db_conn *c,
 		 * transaction not commit (or its COMMIT's outcome not be
 		 * learned), the mark is kept outside it (its writes gone; a
 		 * retry reconciles) */
-		err = lost ? IDEM_ERR_BUSY :
-		    idem_store_tx_mark_unknown(mw->store, c, rq);
-		if (err == IDEM_OK)
-			err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
-		else if (lost)
-			idem_store_tx_end(mw->store, c, rq, 0, &unknown);
-		if (err != IDEM_OK) {
+		if (commit_unknown(mw, req, c, rq, lost, res) != IDEM_OK)
 			keep_unknown_outside(mw, req, rq, res);
-			return 0;
-		}
-		idem_mw_count_contended(mw, req, rq);
-		idem_mw_count(mw, req, IDEM_OUTCOME_OUTCOME_UNKNOWN);
-		idem_log_event(req, IDEM_LOG_WARN, "outcome_unknown", owner, "the "
-		    "handler could not tell whether its side effect happened: "
-		    "the record is kept of unknown outcome");
-		idem_mw_refuse_unknown(req, res);
 		return 0;
 	}
 	/* the server rolled the transaction back under the handler (a
@@ -363,30 +379,6 @@ idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
 	idem_db_return(c);
 }
 
-/* Deletes rq's reservation, made in a commit of its own, after its
- * transaction did not commit (not counted again: the caller counted
- * that): a retry runs afresh.  The lease thread retries a release the
- * store could not make. */
-static void
-release_after_tx(idem_middleware *mw, const idem_request *req,
-    idem_store_req *rq)
-{
-	idem_err err = idem_store_release(mw->store, rq);
-
-	idem_mw_count_contended(mw, req, rq);
-	if (err == IDEM_OK || err == IDEM_ERR_NOT_FOUND)
-		return;
-	if (idem_leases_add(mw->leases, IDEM_LEASE_RELEASE, req, rq, NULL) !=
-	    NULL)
-		idem_log_event(req, IDEM_LOG_WARN, "release_deferred", rq->owner,
-		    "release failed: %s; it is retried in the background",
-		    idem_strerror(err));
-	else
-		idem_log_event(req, IDEM_LOG_ERROR, "release_failed", rq->owner,
-		    "release failed: %s; retries get 409 until inflight-ttl "
-		    "passes", idem_strerror(err));
-}
-
 /*
  * One run of the handler of ex (protocol (a)) under rq's reservation,
  * committed before: its transaction on c opened over the record
@@ -417,7 +409,7 @@ reserved_run(idem_middleware *mw, idem_request *req, idem_response *res,
 		idem_log_event(req, IDEM_LOG_ERROR, "tx_not_begun", rq->owner,
 		    "the handler's transaction could not begin: %s; the "
 		    "reservation is released", idem_strerror(err));
-		release_after_tx(mw, req, rq);
+		(void)idem_mw_release_quiet(mw, req, rq);
 		idem_response_refuse(res, 503, "DATABASE_UNAVAILABLE", "the "
 		    "database is unavailable; retry later", 1);
 		return 0;
@@ -439,22 +431,10 @@ reserved_run(idem_middleware *mw, idem_request *req, idem_response *res,
 		/* 8: marked in its transaction, with what the handler wrote;
 		 * else (its transaction lost) on its own: the reservation is
 		 * still this request's */
-		err = lost ? IDEM_ERR_BUSY :
-		    idem_store_tx_mark_unknown(mw->store, c, rq);
-		if (err == IDEM_OK)
-			err = idem_store_tx_end(mw->store, c, rq, 1, &unknown);
-		else if (lost)
-			idem_store_tx_end(mw->store, c, rq, 0, &unknown);
-		idem_mw_count_contended(mw, req, rq);
-		if (err != IDEM_OK) {
+		if (commit_unknown(mw, req, c, rq, lost, res) != IDEM_OK) {
+			idem_mw_count_contended(mw, req, rq);
 			idem_mw_keep_unknown(mw, req, rq, res);
-			return 0;
 		}
-		idem_mw_count(mw, req, IDEM_OUTCOME_OUTCOME_UNKNOWN);
-		idem_log_event(req, IDEM_LOG_WARN, "outcome_unknown", rq->owner,
-		    "the handler could not tell whether its side effect "
-		    "happened: the record is kept of unknown outcome");
-		idem_mw_refuse_unknown(req, res);
 		return 0;
 	}
 	if (lost) {
@@ -480,7 +460,7 @@ reserved_run(idem_middleware *mw, idem_request *req, idem_response *res,
 	 * afresh (an unknown COMMIT's reservation lapses after inflight-ttl,
 	 * or is the answer) */
 	if (!unknown && err != IDEM_ERR_NOT_FOUND)
-		release_after_tx(mw, req, rq);
+		(void)idem_mw_release_quiet(mw, req, rq);
 	return 0;
 }
 
