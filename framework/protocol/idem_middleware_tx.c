@@ -290,6 +290,34 @@ tx_check_open(const idem_request *req, idem_db_conn *c, const char *owner)
 		    req->route->tmpl);
 }
 
+/* Runs ex's handler in c's open transaction, req->tx while it runs.
+ * *lost says whether the server rolled the transaction back under it (a
+ * deadlock; on Galera, a certification failure).  Returns the handler's
+ * result. */
+static idem_err
+run_in_tx(idem_middleware *mw, idem_request *req, idem_response *res,
+    idem_next_fn next, idem_db_conn *c, idem_exec *ex, int *lost)
+{
+	idem_err err;
+
+	/* what the reservation (or its opening) met is not the handler's:
+	 * only a 1213 under the handler is a lost race */
+	(void)idem_db_tx_lost(c);
+	req->tx = c;
+	err = idem_mw_exec_run(ex, req, res, next);
+	req->tx = NULL;
+	idem_mw_fault_die(mw, req, "after-handler");
+	*lost = idem_db_tx_lost(c);
+	if (!*lost)
+		tx_check_open(req, c, ex->rq->owner);
+	else
+		/* for its side effect: a handler that turned autocommit back
+		 * on leaves tx mode, so the next transaction turns it off
+		 * again */
+		(void)idem_db_tx_intact(c);
+	return err;
+}
+
 /* Runs a transactional route's handler with no key to record, in a
  * transaction of its own. */
 void
@@ -351,21 +379,7 @@ idem_mw_tx_handle(idem_middleware *mw, idem_request *req, idem_response *res,
 	idem_mw_wait_init(rq, &w);
 	/* the open transaction holds the key: no lease to renew */
 	while (idem_mw_reserve(mw, req, res, rq, c, &w, &ex)) {
-		/* what the reservation's own retries met is not the
-		 * handler's: only a 1213 under the handler is a lost race */
-		(void)idem_db_tx_lost(c);
-		req->tx = c;
-		err = idem_mw_exec_run(&ex, req, res, next);
-		req->tx = NULL;
-		idem_mw_fault_die(mw, req, "after-handler");
-		lost = idem_db_tx_lost(c);
-		if (!lost)
-			tx_check_open(req, c, rq->owner);
-		else
-			/* for its side effect: a handler that turned autocommit
-			 * back on leaves tx mode, so the next reservation turns
-			 * it off again */
-			(void)idem_db_tx_intact(c);
+		err = run_in_tx(mw, req, res, next, c, &ex, &lost);
 		again = tx_finish(mw, req, c, &ex, res, err, lost,
 		    races < TX_RACES);
 		idem_mw_exec_clear(&ex);
@@ -414,17 +428,7 @@ reserved_run(idem_middleware *mw, idem_request *req, idem_response *res,
 		    "database is unavailable; retry later", 1);
 		return 0;
 	}
-	/* what opening it met is not the handler's */
-	(void)idem_db_tx_lost(c);
-	req->tx = c;
-	herr = idem_mw_exec_run(ex, req, res, next);
-	req->tx = NULL;
-	idem_mw_fault_die(mw, req, "after-handler");
-	lost = idem_db_tx_lost(c);
-	if (!lost)
-		tx_check_open(req, c, rq->owner);
-	else
-		(void)idem_db_tx_intact(c);
+	herr = run_in_tx(mw, req, res, next, c, ex, &lost);
 	/* a renewal refused from here on is the commit landing */
 	idem_leases_finishing(mw->leases, lease);
 	if (idem_mw_stays_unknown(ex, res, herr)) {
