@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,19 +21,44 @@
 
 /* ------------------------------------------------------- error reports */
 
+/* Writes the stores with a database of this build into db_stores. */
+static char db_stores[96];
+static void
+db_stores_make(void)
+{
+	static const char *const built[] = {
+#ifdef HAVE_MYSQL
+		"mysql",
+#endif
+#ifdef HAVE_POSTGRES
+		"postgres",
+#endif
+#ifdef HAVE_REDIS
+		"redis",
+#endif
+		NULL
+	};
+	size_t i, n = sizeof(built) / sizeof(built[0]) - 1, len = 0;
+
+	if (n == 0) {
+		snprintf(db_stores, sizeof(db_stores), "none in this build, "
+		    "made ./configure --without-mysql --without-postgres "
+		    "--without-redis");
+		return;
+	}
+	for (i = 0; i < n; i++)
+		len += (size_t)snprintf(db_stores + len, sizeof(db_stores) - len,
+		    "%sstore = %s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
+		    built[i]);
+}
+
 const char *
 idem_config_db_stores(void)
 {
-#if defined(HAVE_MYSQL) && defined(HAVE_POSTGRES)
-	return "store = mysql or store = postgres";
-#elif defined(HAVE_MYSQL)
-	return "store = mysql";
-#elif defined(HAVE_POSTGRES)
-	return "store = postgres";
-#else
-	return "none in this build, made ./configure --without-mysql "
-	    "--without-postgres";
-#endif
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, db_stores_make);
+	return db_stores;
 }
 
 /* Logs one problem of cfg's file and counts it. */
@@ -48,7 +74,8 @@ idem_config_error(idem_config *cfg, unsigned line, const char *section,
 	va_end(ap);
 	cfg->errors++;
 	if (section != NULL && (strcmp(section, "idempotency") == 0 ||
-	    strcmp(section, "mysql") == 0 || strcmp(section, "postgres") == 0))
+	    strcmp(section, "mysql") == 0 || strcmp(section, "postgres") == 0 ||
+	    strcmp(section, "redis") == 0))
 		cfg->store_errors++;
 	if (key != NULL && section != NULL)
 		idem_log(NULL, IDEM_LOG_ERROR, "%s:%u: [%s] %s: %s", cfg->path,

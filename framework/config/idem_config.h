@@ -58,9 +58,10 @@ extern const char *const idem_scope_names[IDEM_SCOPE__MAX];
 typedef enum idem_store_kind {
 	IDEM_STORE_MEMORY = 0,
 	IDEM_STORE_MYSQL,
-	IDEM_STORE_POSTGRES
+	IDEM_STORE_POSTGRES,
+	IDEM_STORE_REDIS
 } idem_store_kind;
-#define IDEM_STORE__MAX (IDEM_STORE_POSTGRES + 1)
+#define IDEM_STORE__MAX (IDEM_STORE_REDIS + 1)
 
 /* [postgres] sslmode: libpq's, by the same names */
 typedef enum idem_pg_sslmode {
@@ -73,6 +74,21 @@ typedef enum idem_pg_sslmode {
 } idem_pg_sslmode;
 #define IDEM_PG_SSL__MAX (IDEM_PG_SSL_VERIFY_FULL + 1)
 extern const char *const idem_pg_sslmode_names[IDEM_PG_SSL__MAX];
+
+/* [redis] durability: what a reservation and a commit wait for before
+ * the handler runs (and before the answer is sent) */
+typedef enum idem_redis_durability {
+	IDEM_REDIS_DURABLE_NONE = 0, /* the server's own (its appendfsync) */
+	IDEM_REDIS_DURABLE_REPLICAS, /* WAIT: durability-replicas replicas
+	                              * have the write */
+	IDEM_REDIS_DURABLE_AOF       /* WAITAOF: the server's AOF fsynced
+	                              * (and durability-replicas replicas'),
+	                              * or appendfsync always on a server
+	                              * without WAITAOF */
+} idem_redis_durability;
+#define IDEM_REDIS_DURABLE__MAX (IDEM_REDIS_DURABLE_AOF + 1)
+extern const char *const idem_redis_durability_names[
+    IDEM_REDIS_DURABLE__MAX];
 
 /* The most requests one batched statement of a store carries ([mysql]
  * and [postgres] batch-rows). */
@@ -253,6 +269,27 @@ typedef struct idem_config_postgres {
 	unsigned batch_rows;      /* most requests in one statement */
 } idem_config_postgres;
 
+/* [redis]: the Redis store's server, or cluster */
+typedef struct idem_config_redis {
+	char *host;               /* HOST[:PORT] ...: one server and its
+	                           * stand-ins in failover order, or with
+	                           * cluster the nodes asked for the
+	                           * cluster's map */
+	unsigned port;
+	char *user;               /* an ACL user; NULL: "default" */
+	char *password_file;
+	unsigned database;        /* SELECT's; 0 under cluster */
+	unsigned pool_size;       /* connections per server */
+	uint64_t connect_timeout; /* ms, each host */
+	uint64_t read_timeout;    /* ms */
+	uint64_t write_timeout;   /* ms */
+	int cluster;              /* a Redis Cluster: keys by slot */
+	char *key_prefix;         /* of every key the store writes */
+	idem_redis_durability durability;
+	unsigned durability_replicas;
+	uint64_t durability_timeout; /* ms */
+} idem_config_redis;
+
 /* [metrics]: the Prometheus page and the status route */
 typedef struct idem_config_metrics {
 	int enabled;
@@ -272,6 +309,7 @@ typedef struct idem_config {
 	idem_config_idem idem;
 	idem_config_mysql mysql;
 	idem_config_postgres postgres;
+	idem_config_redis redis;
 	idem_config_metrics metrics;
 
 	/* the [route METHOD PATH] sections, in the order of the file */
@@ -357,6 +395,10 @@ const char *idem_config_closest(const char *word,
  * store. */
 #define IDEM_WITHOUT_POSTGRES "this idemfcgi was built without the " \
 	"PostgreSQL store (./configure --without-postgres)"
+
+/* Why store = redis is refused by a build without the Redis store. */
+#define IDEM_WITHOUT_REDIS "this idemfcgi was built without the Redis " \
+	"store (./configure --without-redis)"
 
 /* Why store = mysql is refused by a build without the MySQL store. */
 #define IDEM_WITHOUT_MYSQL "this idemfcgi was built without the MySQL " \

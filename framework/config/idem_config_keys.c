@@ -48,6 +48,13 @@ const char *const idem_store_names[IDEM_STORE__MAX] = {
 	[IDEM_STORE_MEMORY] = "memory",
 	[IDEM_STORE_MYSQL] = "mysql",
 	[IDEM_STORE_POSTGRES] = "postgres",
+	[IDEM_STORE_REDIS] = "redis",
+};
+
+const char *const idem_redis_durability_names[IDEM_REDIS_DURABLE__MAX] = {
+	[IDEM_REDIS_DURABLE_NONE] = "none",
+	[IDEM_REDIS_DURABLE_REPLICAS] = "replicas",
+	[IDEM_REDIS_DURABLE_AOF] = "aof",
 };
 
 const char *const idem_pg_sslmode_names[IDEM_PG_SSL__MAX] = {
@@ -222,6 +229,35 @@ static const idem_key_def keys[] = {
 	{ "postgres", "batch", T(bool), FIELD(postgres.batch), .def = "true" },
 	{ "postgres", "batch-rows", T(uint), FIELD(postgres.batch_rows),
 	    .min = 2, .max = IDEM_BATCH_ROWS_MAX, .def = "16" },
+
+	{ "redis", "host", T(hosts), FIELD(redis.host), .def = "127.0.0.1" },
+	{ "redis", "port", T(uint), FIELD(redis.port), .min = 1, .max = 65535,
+	    .def = "6379" },
+	{ "redis", "user", T(string), FIELD(redis.user) },
+	{ "redis", "password-file", T(string), FIELD(redis.password_file) },
+	{ "redis", "database", T(uint), FIELD(redis.database), .min = 0,
+	    .max = 65535, .def = "0" },
+	{ "redis", "pool-size", T(uint), FIELD(redis.pool_size), .min = 1,
+	    .max = 1024, .def = "8" },
+	{ "redis", "connect-timeout", T(duration),
+	    FIELD(redis.connect_timeout), .min = 1, .max = 3600000,
+	    .def = "2s" },
+	{ "redis", "read-timeout", T(duration), FIELD(redis.read_timeout),
+	    .min = 100, .max = 3600000, .def = "5s" },
+	{ "redis", "write-timeout", T(duration), FIELD(redis.write_timeout),
+	    .min = 100, .max = 3600000, .def = "5s" },
+	{ "redis", "cluster", T(bool), FIELD(redis.cluster), .def = "false" },
+	{ "redis", "key-prefix", T(string), FIELD(redis.key_prefix),
+	    .def = "idemfcgi:" },
+	{ "redis", "durability", T(enum), FIELD(redis.durability),
+	    .names = idem_redis_durability_names,
+	    .max = IDEM_REDIS_DURABLE__MAX - 1, .def = "none" },
+	{ "redis", "durability-replicas", T(uint),
+	    FIELD(redis.durability_replicas), .min = 0, .max = 64,
+	    .def = "1" },
+	{ "redis", "durability-timeout", T(duration),
+	    FIELD(redis.durability_timeout), .min = 1, .max = 60000,
+	    .def = "1s" },
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -405,6 +441,27 @@ needs_login(idem_config *cfg, unsigned line, const char *user,
 		    "needs a database", name);
 }
 
+/* The [redis] section's combinations: a key prefix that cannot hold a
+ * hash tag's braces, SELECT under cluster, durability's replicas. */
+static void
+redis_check(idem_config *cfg, const unsigned seen[IDEM_CONFIG_MAX_KEYS])
+{
+	const idem_config_redis *r = &cfg->redis;
+
+	if (r->key_prefix != NULL && strpbrk(r->key_prefix, "{}") != NULL)
+		idem_config_error(cfg, seen_line(seen, "redis", "key-prefix"),
+		    "redis", "key-prefix", "'{' and '}' would change the hash "
+		    "tag that keeps a record and its index on one slot");
+	if (r->cluster && r->database != 0)
+		idem_config_error(cfg, seen_line(seen, "redis", "database"),
+		    "redis", "database", "a Redis Cluster has database 0 only");
+	if (r->durability == IDEM_REDIS_DURABLE_REPLICAS &&
+	    r->durability_replicas == 0)
+		idem_config_error(cfg, seen_line(seen, "redis",
+		    "durability-replicas"), "redis", "durability-replicas",
+		    "durability = replicas waits for at least one replica");
+}
+
 /* Checks combinations of keys; each problem is logged. */
 void
 idem_config_keys_check(idem_config *cfg,
@@ -444,6 +501,13 @@ idem_config_keys_check(idem_config *cfg,
 		    "idempotency", "store", "store = postgres: %s",
 		    IDEM_WITHOUT_POSTGRES);
 #endif
+#ifndef HAVE_REDIS
+	if (cfg->idem.store == IDEM_STORE_REDIS && cfg->idem.enabled)
+		idem_config_error(cfg, seen_line(seen, "idempotency", "store"),
+		    "idempotency", "store", "store = redis: %s",
+		    IDEM_WITHOUT_REDIS);
+#endif
+	redis_check(cfg, seen);
 	if (cfg->idem.store == IDEM_STORE_POSTGRES && cfg->idem.enabled)
 		needs_login(cfg, seen_line(seen, "idempotency", "store"),
 		    cfg->postgres.user, cfg->postgres.database);

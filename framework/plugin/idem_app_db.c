@@ -234,6 +234,12 @@ idem_route_add_tx(idem_app *app, const char *method, const char *tmpl,
 
 	if (!app->cfg->idem.enabled)
 		why = "idempotency is disabled ([idempotency] enabled = false)";
+	else if (app->cfg->idem.store == IDEM_STORE_REDIS)
+		why = "store = redis keeps the idempotency records only: a "
+		    "transactional route commits the handler's writes with its "
+		    "answer in one database, which needs store = mysql or "
+		    "store = postgres (or declare the route with idem_route_add "
+		    "and the two-phase path)";
 	else if (idem_app_db_dialect(app) == IDEM_DB_NONE)
 		why = "the store has no database: only a store with a "
 		    "database can commit the handler's writes with the answer";

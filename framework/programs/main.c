@@ -85,7 +85,7 @@ check_all(const char *path, int strict)
 		    IDEM_BUILTIN_OWNER) == 0;
 	aside = svc->cfg->store_aside;
 	db = svc->cfg->idem.store == IDEM_STORE_POSTGRES ? "PostgreSQL" :
-	    "MySQL";
+	    svc->cfg->idem.store == IDEM_STORE_REDIS ? "Redis" : "MySQL";
 	if (aside && strict) {
 		fprintf(stderr, "%s: the %s database cannot be reached "
 		    "(--strict)\n", path, db);

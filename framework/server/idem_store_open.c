@@ -12,6 +12,9 @@
 #ifdef HAVE_POSTGRES
 #include "idem_store_postgres.h"
 #endif
+#ifdef HAVE_REDIS
+#include "idem_store_redis.h"
+#endif
 
 idem_err
 idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
@@ -41,6 +44,14 @@ idem_store_open(const idem_config *cfg, unsigned pool_size, idem_store **out)
 		    IDEM_WITHOUT_POSTGRES);
 #endif
 		break;
+	case IDEM_STORE_REDIS:
+#ifdef HAVE_REDIS
+		err = idem_store_redis_new(&cfg->redis, &o, out);
+#else
+		idem_log(NULL, IDEM_LOG_ERROR, "store = redis: %s",
+		    IDEM_WITHOUT_REDIS);
+#endif
+		break;
 	}
 	if (err == IDEM_OK)
 		idem_store_set_abandon_ms(*out, cfg->idem.abandon_after);
@@ -61,6 +72,10 @@ idem_store_settle_for(const idem_config *cfg)
 	if (cfg->idem.store == IDEM_STORE_POSTGRES)
 		return idem_store_postgres_settle_ms(&cfg->postgres, &o);
 #endif
+#ifdef HAVE_REDIS
+	if (cfg->idem.store == IDEM_STORE_REDIS)
+		return idem_store_redis_settle_ms(&cfg->redis);
+#endif
 	return 0;
 }
 
@@ -75,6 +90,10 @@ idem_store_reachable(const idem_config *cfg)
 	if (cfg->idem.store == IDEM_STORE_POSTGRES)
 		return idem_store_postgres_reachable(&cfg->postgres,
 		    cfg->path);
+#endif
+#ifdef HAVE_REDIS
+	if (cfg->idem.store == IDEM_STORE_REDIS)
+		return idem_store_redis_reachable(&cfg->redis, cfg->path);
 #endif
 	return cfg->idem.store == IDEM_STORE_MEMORY;
 }

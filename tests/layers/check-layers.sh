@@ -3,8 +3,8 @@
 # framework/ may include headers of its own folder and of the folders
 # below it, never above.  The order, bottom first:
 #
-#   base  config  http  store  store/mysql  store/postgres  protocol
-#   observe  plugin  server  programs
+#   base  config  http  store  store/mysql  store/postgres  store/redis
+#   protocol  observe  plugin  server  programs
 #
 # and the public API (framework/idemfcgi.h, idemfcgi_db.h,
 # idemfcgi_mysql.h) under them
@@ -21,7 +21,8 @@
 # loader's table of the raw API's functions; the list may only shrink.
 # So too a header of store/postgres/, or libpq's (libpq-fe.h, libpq/...,
 # pg_config*.h, postgres_ext.h): under store/postgres/ and by the factory
-# only.
+# only; and a header of store/redis/, or hiredis's (hiredis/...): under
+# store/redis/ and by the factory only.
 #
 # An include is matched however it is written ("x.h", <x.h>, "../d/x.h",
 # "# include"): by the file's name.
@@ -30,8 +31,8 @@
 # TAP on stdout; exits 1 when a file breaks a rule, naming it.
 set -eu
 fw=${1:-${IDEM_SRCDIR:?}/framework}
-LAYERS="base config http store store/mysql store/postgres protocol observe
-plugin server programs"
+LAYERS="base config http store store/mysql store/postgres store/redis
+protocol observe plugin server programs"
 FACTORY="server/idem_store_open.c"
 NOT_NEUTRAL="plugin/idem_app_db.c plugin/idem_plugin.c"
 
@@ -41,8 +42,9 @@ rank_of() {
 	r=0
 	for l in $LAYERS; do
 		[ "$l" = "$1" ] && { echo "$r"; return; }
-		# store/mysql and the store after it share a rank
-		case "$l" in store/mysql) ;; *) r=$((r + 1)) ;; esac
+		# store/mysql, store/postgres and the store after them share
+		# a rank
+		case "$l" in store/mysql|store/postgres) ;; *) r=$((r + 1)) ;; esac
 	done
 }
 
@@ -80,6 +82,15 @@ is_postgres() {
 	libpq-fe.h|libpq-events.h|pg_config*.h|postgres_ext.h) return 0 ;;
 	esac
 	[ "$(folder_of "$name")" = "store/postgres" ]
+}
+
+# whether include path $1 names Redis: hiredis's headers, or the Redis
+# store's own
+is_redis() {
+	case "$1" in
+	hiredis/*|hiredis.h) return 0 ;;
+	esac
+	[ "$(folder_of "${1##*/}")" = "store/redis" ]
 }
 
 map=$(mktemp)
@@ -122,6 +133,10 @@ for l in $LAYERS; do
 				[ "$rel" = "$FACTORY" ] ||
 				    report "$rel includes $inc: PostgreSQL belongs in store/postgres/ (and the store factory)"
 			fi
+			if [ "$l" != store/redis ] && is_redis "$inc"; then
+				[ "$rel" = "$FACTORY" ] ||
+				    report "$rel includes $inc: Redis belongs in store/redis/ (and the store factory)"
+			fi
 			case "$l" in store/mysql) continue ;; esac
 			is_mysql "$inc" || continue
 			case " $FACTORY $(echo $NOT_NEUTRAL) " in
@@ -152,7 +167,7 @@ for h in idemfcgi.h idemfcgi_db.h idemfcgi_mysql.h; do
 		if [ "$h" != idemfcgi_mysql.h ] && is_mysql "$inc"; then
 			report "$h includes $inc: only idemfcgi_mysql.h may"
 		fi
-		if is_postgres "$inc"; then
+		if is_postgres "$inc" || is_redis "$inc"; then
 			report "$h includes $inc: no public header may"
 		fi
 	done

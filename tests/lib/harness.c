@@ -63,6 +63,42 @@ harness_free_port(void)
 	return port;
 }
 
+/* Whether loopback port port is free now (bound, then released). */
+static int
+port_free(int port)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons((unsigned short)port);
+	ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+int
+harness_free_ports(int n)
+{
+	int tries, base, i;
+
+	/* below the ephemeral range's usual start, with each port's
+	 * cluster bus (port + 10000) free too */
+	srandom((unsigned)getpid() ^ (unsigned)time(NULL));
+	for (tries = 0; tries < 200; tries++) {
+		base = 20000 + (int)(random() % 12000);
+		for (i = 0; i < n && port_free(base + i) &&
+		    port_free(base + i + 10000); i++)
+			;
+		if (i == n)
+			return base;
+	}
+	return -1;
+}
+
 const char *
 harness_builddir(void)
 {

@@ -30,6 +30,9 @@ ssize_t harness_read_body(void *ctx, char *buf, size_t len);
 
 /* A free loopback TCP port (bound, then released). */
 int harness_free_port(void);
+/* The first of n consecutive free loopback ports, each one's port +
+ * 10000 free too (a Redis Cluster node's bus); -1 when none was found. */
+int harness_free_ports(int n);
 
 /* $IDEM_BUILDDIR, where the binary and plugins were built. */
 const char *harness_builddir(void);

@@ -303,7 +303,16 @@ Test(config, refused_with_file_line_key)
 	refused("[server]\nmax-body = 1q\n", "test.conf:2: [server] max-body");
 	refused("[idempotency]\nlifetime = forever\n",
 	    "test.conf:2: [idempotency] lifetime");
-	refused("[idempotency]\nstore = redis\n", "expected memory, mysql or postgres");
+	refused("[idempotency]\nstore = valkey\n",
+	    "expected memory, mysql, postgres or redis");
+	refused("[redis]\nkey-prefix = {idem}:\n", "[redis] key-prefix: '{' "
+	    "and '}' would change the hash tag");
+	refused("[redis]\ncluster = true\ndatabase = 2\n", "[redis] database: "
+	    "a Redis Cluster has database 0 only");
+	refused("[redis]\ndurability = replicas\ndurability-replicas = 0\n",
+	    "durability = replicas waits for at least one replica");
+	refused("[redis]\ndurability = fsync\n", "expected none, replicas or "
+	    "aof");
 	refused("[idempotency]\nkey-format = uuid4\n", "opaque, uuid or uuidv7");
 	refused("[idempotency]\nscope = header:\n", "header:NAME");
 	refused("[idempotency]\ncommit-statuses = 2xx 503\n", "transient");
@@ -318,8 +327,8 @@ Test(config, refused_with_file_line_key)
 	    "test.conf:3: [server] threads: given twice (first on line 2)");
 	refused("threads = 4\n", "outside a section");
 	refused("\nthreads = 4\n", "test.conf:2: threads: key outside a section "
-	    "(put it under [server], [idempotency], [metrics], [mysql], [postgres] or a "
-	    "plugin's section)");
+	    "(put it under [server], [idempotency], [metrics], [mysql], [postgres], "
+	    "[redis] or a plugin's section)");
 	refused("[server\nthreads = 4\n", "test.conf:1: syntax error");
 	refused("[server]\njust words\n", "test.conf:2: syntax error");
 	refused("[idempotency]\nstore = mysql\n", "store = mysql needs a user");
@@ -688,7 +697,8 @@ Test(config, enum_names)
 	    "error");
 	refused("[server]\nlog-format = JSON\n", "bad value \"JSON\": expected "
 	    "text or json");
-	refused("[idempotency]\nstore = Memory\n", "expected memory, mysql or postgres");
+	refused("[idempotency]\nstore = Memory\n",
+	    "expected memory, mysql, postgres or redis");
 	refused("[idempotency]\nkey-format = UUID\n",
 	    "expected opaque, uuid or uuidv7");
 	refused("[idempotency]\nscope = header\n",
