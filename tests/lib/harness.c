@@ -28,6 +28,7 @@
 #include "idem_log.h"
 #include "mariadb.h"
 #include "postgres.h"
+#include "redis.h"
 
 ssize_t
 harness_read_body(void *ctx, char *buf, size_t len)
@@ -241,6 +242,8 @@ harness_start(harness *h, const harness_opts *opts)
 	memset(h, 0, sizeof(*h));
 	if (o->pg != NULL)
 		postgres_conf(o->pg, my, sizeof(my));
+	else if (o->redis != NULL)
+		redis_conf(o->redis, my, sizeof(my));
 	else if (mysql) {
 		mariadb env;
 		const mariadb *db = o->db;
@@ -281,7 +284,8 @@ harness_start(harness *h, const harness_opts *opts)
 	    "    @BUILDDIR@/.libs/ledger.so\n%s\n"
 	    "[idempotency]\n%s%s\n%s%s\n[testkit]\nlog = %s\n",
 	    h->addr, o->server != NULL ? o->server : "",
-	    o->pg != NULL ? "store = postgres\n" : mysql ? "store = mysql\n" :
+	    o->pg != NULL ? "store = postgres\n" : o->redis != NULL ?
+	    "store = redis\n" : mysql ? "store = mysql\n" :
 	    "", o->idem != NULL ? o->idem : "", my,
 	    o->rest != NULL ? o->rest : "", h->testkit_log);
 	if (harness_write_conf(h->conf, text) != 0)

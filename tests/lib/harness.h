@@ -63,6 +63,7 @@ typedef struct harness_opts {
 	int mysql_tcp;             /* with mysql: [mysql] over TCP */
 	const struct mariadb *db;  /* NULL: the program's (mariadb_from_env) */
 	const struct postgres *pg; /* store = postgres on this server */
+	const struct redis *redis; /* store = redis on this server */
 	const char *testkit_log;   /* shared by several instances, so
 	                            * executions are counted across them;
 	                            * NULL: a private one in the directory */
