@@ -52,9 +52,9 @@ usage(FILE *fp)
 	fprintf(fp,
 	    "usage: idemfcgi-admin [-c FILE] [--json] COMMAND\n"
 	    "\n"
-	    "Looks at and unsticks the idempotency records of the MySQL or\n"
-	    "PostgreSQL store that idemfcgi (with the same configuration file)\n"
-	    "uses.\n"
+	    "Looks at and unsticks the idempotency records of the MySQL,\n"
+	    "PostgreSQL or Redis store that idemfcgi (with the same\n"
+	    "configuration file) uses.\n"
 	    "\n"
 	    "commands:\n"
 	    "  stats              records by state, and the oldest in flight\n"
@@ -293,7 +293,7 @@ check_command(const char *cmd, int nargs, options *o)
 }
 
 /* Loads the configuration of o (the default one when it names none) into
- * *cfg and opens its store (MySQL or PostgreSQL) into *s.  Returns 0, or
+ * *cfg and opens its store (MySQL, PostgreSQL or Redis) into *s.  Returns 0, or
  * the exit status with nothing left to free. */
 static int
 open_store(options *o, idem_config **cfg, idem_store **s)
