@@ -18,8 +18,12 @@
  * script names keys of one slot.
  *
  * Every script's KEYS[1] is the record (the purge's and the walks': the
- * index), KEYS[2] the index; ARGV as each says.  A number written is
- * formatted by %.0f (Lua's tostring would write 1.7e+15).
+ * index), KEYS[2] the index; ARGV as each says.  A number handed to
+ * redis.call is written as %.17g, exact for integers below 2^53 (the
+ * times in microseconds are); a number returned is an integer reply.
+ * An index's score is never after its record's expiry: a commit that
+ * moves the expiry on leaves the score as it was (one write less on the
+ * hot path), and the purge scores such a record again when it meets it.
  */
 #include "config.h"
 
@@ -27,11 +31,9 @@
 
 /* what every script begins with */
 #define PRELUDE \
-	"local function now_us() local t = redis.call('TIME') " \
-	"return tonumber(t[1]) * 1000000 + tonumber(t[2]) end " \
-	"local function f(x) return string.format('%.0f', x) end " \
-	"local function n(x) return tonumber(x) or 0 end " \
-	"local now = now_us() "
+	"local t = redis.call('TIME') " \
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) " \
+	"local function n(x) return tonumber(x) or 0 end "
 
 /* the rule's LAPSED: a lease past its length (v: la, lm) */
 #define LAPSED(la, lm) "(n(" la ") < now - n(" lm ") * 1000)"
@@ -53,16 +55,16 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "if redis.call('EXISTS', KEYS[1]) == 0 then "
 	    "local ea = now + n(ARGV[5]) "
 	    "redis.call('HSET', KEYS[1], 'st', 'in_flight', 'fp', ARGV[1], "
-	    "'o', ARGV[2], 'r', ARGV[3], 'ra', f(now), 'la', f(now), 'lm', "
-	    "ARGV[4], 'ea', f(ea)) "
-	    "redis.call('ZADD', KEYS[2], f(ea), ARGV[6]) "
-	    "return {1, f(now)} end "
-	    "return {0, f(now), redis.call('HMGET', KEYS[1], " ROW_FIELDS ")}",
+	    "'o', ARGV[2], 'r', ARGV[3], 'ra', now, 'la', now, 'lm', "
+	    "ARGV[4], 'ea', ea) "
+	    "redis.call('ZADD', KEYS[2], ea, ARGV[6]) "
+	    "return {1, now} end "
+	    "return {0, now, redis.call('HMGET', KEYS[1], " ROW_FIELDS ")}",
 	/* the record as a reserve reads it: {0, now, fields}, {0, now} when
 	 * there is none */
 	[R_READ] = PRELUDE
-	    "if redis.call('EXISTS', KEYS[1]) == 0 then return {0, f(now)} end "
-	    "return {0, f(now), redis.call('HMGET', KEYS[1], " ROW_FIELDS ")}",
+	    "if redis.call('EXISTS', KEYS[1]) == 0 then return {0, now} end "
+	    "return {0, now, redis.call('HMGET', KEYS[1], " ROW_FIELDS ")}",
 	/* the rule's TAKE_OVER, on the old owner's stale lease.  ARGV:
 	 * owner, rid, lease ms, lifetime us, old owner, fp, member */
 	[R_TAKEOVER] = PRELUDE
@@ -72,8 +74,8 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "not " LAPSED("v[4]", "v[5]") " then return 0 end "
 	    "local ea = now + n(ARGV[4]) "
 	    "redis.call('HSET', KEYS[1], 'o', ARGV[1], 'r', ARGV[2], 'la', "
-	    "f(now), 'lm', ARGV[3], 'ea', f(ea)) "
-	    "redis.call('ZADD', KEYS[2], f(ea), ARGV[7]) return 1",
+	    "now, 'lm', ARGV[3], 'ea', ea) "
+	    "redis.call('ZADD', KEYS[2], ea, ARGV[7]) return 1",
 	/* the rule's REUSE: expired (or abandoned), as if absent, and a live
 	 * tombstone only when the policy runs expired keys.  ARGV: fp,
 	 * owner, rid, lease ms, lifetime us, abandon us, run expired (1 or
@@ -91,9 +93,9 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "local nea = now + n(ARGV[5]) "
 	    "redis.call('DEL', KEYS[1]) "
 	    "redis.call('HSET', KEYS[1], 'st', 'in_flight', 'fp', ARGV[1], "
-	    "'o', ARGV[2], 'r', ARGV[3], 'ra', f(now), 'la', f(now), 'lm', "
-	    "ARGV[4], 'ea', f(nea)) "
-	    "redis.call('ZADD', KEYS[2], f(nea), ARGV[8]) return 1",
+	    "'o', ARGV[2], 'r', ARGV[3], 'ra', now, 'la', now, 'lm', "
+	    "ARGV[4], 'ea', nea) "
+	    "redis.call('ZADD', KEYS[2], nea, ARGV[8]) return 1",
 	/* the rule's RESUME: a paused record, by the same request, within
 	 * its lifetime.  ARGV: owner, rid, lease ms, fp */
 	[R_RESUME] = PRELUDE
@@ -101,7 +103,7 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "if v[1] ~= 'paused' or v[2] ~= ARGV[4] or n(v[3]) <= now then "
 	    "return 0 end "
 	    "redis.call('HSET', KEYS[1], 'st', 'in_flight', 'o', ARGV[1], 'r', "
-	    "ARGV[2], 'la', f(now), 'lm', ARGV[3]) return 1",
+	    "ARGV[2], 'la', now, 'lm', ARGV[3]) return 1",
 	/* the rule's RECONCILE: unknown, held by nobody or by a lapsed
 	 * lease, conditionally on that holder.  ARGV: owner, rid, lease
 	 * ms, fp, old owner */
@@ -112,16 +114,18 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "n(v[6]) <= now or not (v[3] == '' or " LAPSED("v[4]", "v[5]")
 	    ") then return 0 end "
 	    "redis.call('HSET', KEYS[1], 'o', ARGV[1], 'r', ARGV[2], 'la', "
-	    "f(now), 'lm', ARGV[3]) return 1",
-	/* the owner's commit.  ARGV: owner, status, headers, body, lifetime
-	 * us, tombstone ms, member */
+	    "now, 'lm', ARGV[3]) return 1",
+	/* the owner's commit; its index's score left as it was unless the
+	 * expiry comes earlier than before.  ARGV: owner, status, headers,
+	 * body, lifetime us, tombstone ms, member */
 	[R_COMMIT] = PRELUDE
-	    "local v = redis.call('HMGET', KEYS[1], 'st', 'o') "
+	    "local v = redis.call('HMGET', KEYS[1], 'st', 'o', 'ea') "
 	    "if not " HELD("v[1]") " or v[2] ~= ARGV[1] then return 0 end "
 	    "local ea = now + n(ARGV[5]) "
 	    "redis.call('HSET', KEYS[1], 'st', 'committed', 's', ARGV[2], 'h', "
-	    "ARGV[3], 'b', ARGV[4], 'ea', f(ea), 'la', f(now), 'tm', ARGV[6]) "
-	    "redis.call('ZADD', KEYS[2], f(ea), ARGV[7]) return 1",
+	    "ARGV[3], 'b', ARGV[4], 'ea', ea, 'la', now, 'tm', ARGV[6]) "
+	    "if ea < n(v[3]) then redis.call('ZADD', KEYS[2], ea, ARGV[7]) end "
+	    "return 1",
 	/* the owner's release: deleted (1), or paused when it has progress
 	 * (2).  ARGV: owner, member */
 	[R_RELEASE] = PRELUDE
@@ -135,7 +139,7 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	[R_RENEW] = PRELUDE
 	    "local v = redis.call('HMGET', KEYS[1], 'st', 'o') "
 	    "if not " HELD("v[1]") " or v[2] ~= ARGV[1] then return 0 end "
-	    "redis.call('HSET', KEYS[1], 'la', f(now)) "
+	    "redis.call('HSET', KEYS[1], 'la', now) "
 	    "if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'lm', ARGV[2]) "
 	    "end return 1",
 	/* the owner's checkpoint, a renewal too.  ARGV: owner, phase, state,
@@ -144,7 +148,7 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "local v = redis.call('HMGET', KEYS[1], 'st', 'o') "
 	    "if not " HELD("v[1]") " or v[2] ~= ARGV[1] then return 0 end "
 	    "redis.call('HSET', KEYS[1], 'ph', ARGV[2], 'pg', ARGV[3], 'la', "
-	    "f(now)) "
+	    "now) "
 	    "if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'lm', ARGV[4]) "
 	    "end return 1",
 	/* the owner's mark of unknown outcome: held by nobody.  ARGV:
@@ -153,7 +157,7 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "local v = redis.call('HMGET', KEYS[1], 'st', 'o') "
 	    "if not " HELD("v[1]") " or v[2] ~= ARGV[1] then return 0 end "
 	    "redis.call('HSET', KEYS[1], 'st', 'unknown', 'o', '', 'la', "
-	    "f(now), 'tm', ARGV[2]) return 1",
+	    "now, 'tm', ARGV[2]) return 1",
 	/* an operator's answer for a record of unknown outcome, its expiry
 	 * kept.  ARGV: owner, status, headers, body, tombstone ms */
 	[R_RESOLVE] = PRELUDE
@@ -161,7 +165,7 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "if v[1] ~= 'unknown' or v[2] ~= ARGV[1] or n(v[3]) <= now then "
 	    "return 0 end "
 	    "redis.call('HSET', KEYS[1], 'st', 'committed', 's', ARGV[2], 'h', "
-	    "ARGV[3], 'b', ARGV[4], 'la', f(now), 'tm', ARGV[5]) return 1",
+	    "ARGV[3], 'b', ARGV[4], 'la', now, 'tm', ARGV[5]) return 1",
 	/* an operator's release of a record of unknown outcome.  ARGV:
 	 * owner, member */
 	[R_RESOLVE_RELEASE] = PRELUDE
@@ -175,7 +179,7 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "if redis.call('EXISTS', KEYS[1]) == 0 then return {} end "
 	    "local v = redis.call('HMGET', KEYS[1], 'st', 'fp', 'o', 'r', 'ra', "
 	    "'la', 'lm', 'ea', 's', 'ph', 'tm') "
-	    "return {f(now), v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], "
+	    "return {now, v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], "
 	    "v[9], redis.call('HSTRLEN', KEYS[1], 'h'), redis.call('HSTRLEN', "
 	    "KEYS[1], 'b'), v[10], v[11]}",
 	/* one bucket's purge (KEYS[1] its index): at most ARGV[1] records
@@ -186,7 +190,7 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "local base = string.sub(KEYS[1], 1, -2) "
 	    "local max, ab, done, skip = n(ARGV[1]), n(ARGV[2]), 0, 0 "
 	    "while done < max and skip < 10000 do "
-	    "local m = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', f(now), "
+	    "local m = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, "
 	    "'LIMIT', skip, 100) "
 	    "if #m == 0 then break end "
 	    "for _, mem in ipairs(m) do "
@@ -199,8 +203,8 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "elseif " TOMB_DUE("st", "v[2]", "v[5]") " then "
 	    "local te = ea + n(v[5]) * 1000 "
 	    "redis.call('HDEL', k, 'h', 'b', 'ph', 'pg') "
-	    "redis.call('HSET', k, 'st', 'expired', 'ea', f(te)) "
-	    "redis.call('ZADD', KEYS[1], f(te), mem) done = done + 1 "
+	    "redis.call('HSET', k, 'st', 'expired', 'ea', te) "
+	    "redis.call('ZADD', KEYS[1], te, mem) done = done + 1 "
 	    "elseif st ~= 'in_flight' or (" LAPSED("v[3]", "v[4]") " and "
 	    "n(v[3]) < now - ab) then "
 	    "redis.call('DEL', k) redis.call('ZREM', KEYS[1], mem) "
@@ -243,8 +247,8 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "if st == 'unknown' then c[8] = c[8] + 1 "
 	    "if ou == 0 or n(v[6]) < ou then ou = n(v[6]) end end "
 	    "end end end end "
-	    "return {f(now), c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], "
-	    "c[9], f(ou), om, oo, orid, f(ora), f(ola)}",
+	    "return {now, c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], "
+	    "c[9], ou, om, oo, orid, ora, ola}",
 	/* one bucket's records of unknown outcome (KEYS[1] its index), the
 	 * ARGV[1] marked longest ago: {now, then per record: member, fp, o,
 	 * r, ph, ra, la, ea}, sorted by la */
@@ -261,7 +265,7 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "v[4], v[5] or '', v[6], v[7], v[8]}) end end end "
 	    "table.sort(out, function(a, b) if n(a[7]) ~= n(b[7]) then return "
 	    "n(a[7]) < n(b[7]) end return a[1] < b[1] end) "
-	    "local r = {f(now)} "
+	    "local r = {now} "
 	    "for j = 1, math.min(#out, n(ARGV[1])) do "
 	    "for _, x in ipairs(out[j]) do table.insert(r, x) end end "
 	    "return r",
