@@ -6,6 +6,7 @@
  * Prints pairs per second.
  *
  *   rdceil PORT CONNECTIONS SECS
+ *   rdceil --script reserve|commit   prints that script's text
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -85,6 +86,11 @@ main(int argc, char **argv)
 	redisContext *c;
 	long i, n;
 
+	if (argc == 3 && strcmp(argv[1], "--script") == 0) {
+		fputs(idem_rds_lua[strcmp(argv[2], "commit") == 0 ? R_COMMIT :
+		    R_RESERVE], stdout);
+		return 0;
+	}
 	if (argc != 4) {
 		fprintf(stderr, "usage: rdceil PORT CONNECTIONS SECS\n");
 		return 2;
