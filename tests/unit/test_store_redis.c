@@ -262,3 +262,31 @@ Test(redis, durability_aof_needs_the_server_to_fsync, .timeout = 60)
 	idem_config_free(cfg);
 	redis_destroy(&own);
 }
+
+/* A server that evicts keys without a TTL when its memory runs out
+ * (maxmemory-policy allkeys-*) would drop records, and their keys would
+ * run again: refused at open, naming the policy; noeviction and the
+ * volatile-* policies are taken. */
+Test(redis, evicting_server_refused, .timeout = 60)
+{
+	idem_config *cfg;
+	idem_store *s = NULL;
+	char log[4096];
+	harness_capture cap;
+	redis own;
+	idem_err err;
+
+	cr_assert_eq(redis_start(&own, "--maxmemory-policy allkeys-lru"), 0);
+	cfg = config_of(&own, NULL);
+	harness_capture_level(&cap, IDEM_LOG_INFO);
+	err = open_redis(cfg, 1, &s);
+	harness_capture_into(&cap, log, sizeof(log));
+	cr_expect_eq(err, IDEM_ERR_CONFIG);
+	cr_expect(strstr(log, "maxmemory-policy is allkeys-lru") != NULL, "%s",
+	    log);
+	free(redis_cmd(&own, "CONFIG SET maxmemory-policy volatile-lru"));
+	cr_expect_eq(open_redis(cfg, 1, &s), IDEM_OK);
+	idem_store_close(s);
+	idem_config_free(cfg);
+	redis_destroy(&own);
+}

@@ -861,6 +861,44 @@ aof_always(idem_redis *r)
 	return on && always;
 }
 
+/*
+ * Whether the server may evict records: a maxmemory-policy of allkeys-*
+ * drops keys that keep no TTL (every record) when memory runs out, and a
+ * key evicted runs its handler again.  The volatile-* policies and
+ * noeviction never touch them.  Returns IDEM_OK, IDEM_ERR_CONFIG (an
+ * evicting policy: logged), or IDEM_OK with a warning when the server
+ * does not say (CONFIG renamed away, as managed services do).
+ */
+static idem_err
+eviction_checked(rds_store *rs)
+{
+	const char *argv[3] = { "CONFIG", "GET", "maxmemory-policy" };
+	size_t lens[3] = { 6, 3, 16 };
+	redisReply *rep;
+	idem_err err = IDEM_OK;
+
+	if (idem_redis_run(rs->r, 0, 3, argv, lens, &rep, NULL) != IDEM_OK)
+		return IDEM_ERR_STORE;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+	    rep->element[1]->type == REDIS_REPLY_STRING) {
+		if (strncmp(rep->element[1]->str, "allkeys-", 8) == 0) {
+			idem_log(NULL, IDEM_LOG_ERROR, "redis store: the server's "
+			    "maxmemory-policy is %s: when its memory runs out it "
+			    "evicts records, and a key whose record is evicted "
+			    "runs its handler again; set noeviction (a full "
+			    "server then refuses reservations: 503)",
+			    rep->element[1]->str);
+			err = IDEM_ERR_CONFIG;
+		}
+	} else
+		idem_log(NULL, IDEM_LOG_WARN, "redis store: cannot read the "
+		    "server's maxmemory-policy (CONFIG GET: %s); it must not be "
+		    "allkeys-*, which evicts records", rep->type ==
+		    REDIS_REPLY_ERROR ? rep->str : "no answer");
+	freeReplyObject(rep);
+	return err;
+}
+
 /* Sets up [redis] durability on rs's client: WAIT, WAITAOF, or on a server
  * without WAITAOF its own appendfsync always.  Returns IDEM_OK,
  * IDEM_ERR_CONFIG (the server cannot: logged) or IDEM_ERR_STORE. */
@@ -953,7 +991,8 @@ idem_store_redis_new(const idem_config_redis *rc, const idem_store_opts *o,
 		rds_close(&rs->base);
 		return IDEM_ERR_STORE;
 	}
-	if ((err = durability(rs, rc)) != IDEM_OK) {
+	if ((err = eviction_checked(rs)) != IDEM_OK ||
+	    (err = durability(rs, rc)) != IDEM_OK) {
 		rds_close(&rs->base);
 		return err;
 	}
