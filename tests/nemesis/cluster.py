@@ -36,8 +36,9 @@ def alive(pid):
 
 
 class Cluster:
-    """One run's hosts.  topology: "single" (one MariaDB), "galera" or
-    "postgres" (one PostgreSQL)."""
+    """One run's hosts.  topology: "single" (one MariaDB), "galera",
+    "postgres" (one PostgreSQL and its standby) or "redis" (a Redis master
+    and its replica, durability = replicas)."""
 
     def __init__(self, builddir, srcdir, workdir, topology, tag):
         self.builddir, self.srcdir = builddir, srcdir
@@ -47,10 +48,10 @@ class Cluster:
         self.ip = {}            # role -> address
         self.procs = {}         # role -> Popen (idemfcgi masters, lighttpd)
         self.skew_files = {}
-        self.dbs = {"galera": ["d1", "d2", "d3"], "postgres": ["d1", "d2"]}\
-            .get(topology, ["db"])
+        self.dbs = {"galera": ["d1", "d2", "d3"], "postgres": ["d1", "d2"],
+                    "redis": ["d1", "d2"]}.get(topology, ["db"])
         # postgres: d1 the primary, d2 its synchronous standby, until a
-        # promotion swaps them
+        # promotion swaps them; redis: d1 the master, d2 its replica
         self.primary = self.dbs[0]
         self.insts = ["i1", "i2", "i3"]
         self.dbport = {}
@@ -102,7 +103,7 @@ class Cluster:
         # its name names the socket (/tmp/idemfcgi-mdb-NAME.sock, or
         # /tmp/idemfcgi-pg-NAME): one a run; on postgres one a node, the
         # primary's by default
-        if self.topology == "postgres":
+        if self.topology in ("postgres", "redis"):
             return os.path.join(self.dir, "nm%d-%s" % (self.tag,
                                                        role or self.primary))
         return os.path.join(self.dir, "nm%d-db" % self.tag)
@@ -126,6 +127,12 @@ class Cluster:
         """The database (or the cluster), and a user for the instances'
         subnet."""
         lib = os.path.join(self.srcdir, "tests", "lib")
+        if self.topology == "redis":
+            for r in self.dbs:
+                self.dbport[r] = 6379
+            self.rd_start("d1")
+            self.rd_replica("d2")
+            return
         if self.topology == "postgres":
             self.pg_start("d1")
             for r in self.dbs:
@@ -157,6 +164,47 @@ class Cluster:
         self.db_sql("CREATE USER IF NOT EXISTS %s IDENTIFIED BY '%s'; "
                     "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON idem.* "
                     "TO %s" % (who, pw, who))
+
+    def rd_ctl(self, role, *args, env=None, timeout=60):
+        """redis-ctl ARGS in role's namespace."""
+        return sh("ip", "netns", "exec", self.ns[role],
+                  os.path.join(self.srcdir, "tests", "lib", "redis-ctl"),
+                  *args, env=env or self.ctl_env, timeout=timeout)
+
+    def rd_start(self, role):
+        """Redis on role's address (and its own loopback, for redis-ctl),
+        as the master; its AOF (everysec) kept across a kill."""
+        self.rd_ctl(role, "start", self.db_dir(role), "6379", "--bind",
+                    "%s 127.0.0.1" % self.ip[role])
+
+    def rd_replica(self, role):
+        """Starts role as a replica of the master (a full sync replaces its
+        data), and waits until it has synced."""
+        env = dict(self.ctl_env, IDEM_REDIS_PRIMARY_HOST=self.ip[
+            self.primary])
+        self.rd_ctl(role, "replica", self.db_dir(role),
+                    self.db_dir(self.primary), "6379", "--bind",
+                    "%s 127.0.0.1" % self.ip[role], env=env)
+
+    def rd_promote(self):
+        """Kills the master and promotes its replica (REPLICAOF NO ONE, as
+        Sentinel or an operator would), which the instances find by ROLE.
+        Returns the old master, to be made the new one's replica."""
+        old = self.primary
+        new = [r for r in self.dbs if r != old][0]
+        self.db_kill(old)
+        self.rd_ctl(new, "promote", self.db_dir(new))
+        self.primary = new
+        return old
+
+    def rd_synced(self):
+        """Whether the master has its replica connected."""
+        try:
+            out = self.rd_ctl(self.primary, "cli", self.db_dir(),
+                              "INFO", "replication", timeout=10)
+        except Exception:
+            return False
+        return "connected_slaves:1" in out
 
     def pg_ctl(self, role, *args, env=None, timeout=120):
         """postgres-ctl ARGS in role's namespace."""
@@ -211,7 +259,7 @@ class Cluster:
 
     def db_pid(self, role):
         """The mariadbd (postmaster) of db host role, or 0."""
-        if self.topology == "postgres":
+        if self.topology in ("postgres", "redis"):
             f = os.path.join(self.db_dir(role), "pid")
         elif self.topology == "galera":
             d = os.path.join(self.db_dir(), "nm%d-db-%s" % (self.tag, role[1]))
@@ -233,7 +281,10 @@ class Cluster:
 
     def db_kill(self, role):
         lib = os.path.join(self.srcdir, "tests", "lib")
-        if self.topology == "postgres":
+        if self.topology == "redis":
+            sh(os.path.join(lib, "redis-ctl"), "kill", self.db_dir(role),
+               env=self.ctl_env)
+        elif self.topology == "postgres":
             sh(os.path.join(lib, "postgres-ctl"), "kill", self.db_dir(role),
                env=self.ctl_env)
         elif self.topology == "galera":
@@ -246,7 +297,13 @@ class Cluster:
     def db_restart(self, role):
         """Starts db host role again after a kill (a Galera node joins)."""
         lib = os.path.join(self.srcdir, "tests", "lib")
-        if self.topology == "postgres":
+        if self.topology == "redis":
+            # the master from its AOF; the replica synced again
+            if role == self.primary:
+                self.rd_start(role)
+            else:
+                self.rd_replica(role)
+        elif self.topology == "postgres":
             self.pg_start(role)
         elif self.topology == "galera":
             sh(os.path.join(lib, "galera-ctl"), "start-node", self.db_dir(),
@@ -256,6 +313,19 @@ class Cluster:
 
     def db_stop(self):
         lib = os.path.join(self.srcdir, "tests", "lib")
+        if self.topology == "redis":
+            for r in self.dbs:
+                pid = self.db_pid(r)
+                if pid:
+                    try:
+                        os.kill(pid, signal.SIGCONT)
+                    except OSError:
+                        pass
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            return
         if self.topology == "postgres":
             for r in self.dbs:
                 if not os.path.exists(os.path.join(self.db_dir(r), "pid")):
@@ -308,6 +378,13 @@ class Cluster:
             store, section = "postgres", "postgres"
             hosts = " ".join("%s:5432" % self.ip[r] for r in self.dbs)
             extra = ""
+        elif self.topology == "redis":
+            # the master and its replica: connections stay on whichever
+            # answers ROLE as a master; a reservation waits for the
+            # replica (WAIT) before its handler runs
+            store, section = "redis", "redis"
+            hosts = " ".join("%s:6379" % self.ip[r] for r in self.dbs)
+            extra = "durability = replicas\ndurability-timeout = 500ms\n"
         else:
             hosts = "%s:3306" % self.ip["db"]
             extra = ""
@@ -322,8 +399,7 @@ class Cluster:
                 "    %s/.libs/ledger.so\n    %s/.libs/payments.so\n"
                 "[idempotency]\nstore = %s\ninflight-ttl = 3s\n"
                 "key-secret-file = %s\n"
-                "[%s]\nhost = %s\nuser = idem\npassword-file = %s\n"
-                "database = idem\npool-size = 16\nconnect-timeout = 2s\n"
+                "[%s]\nhost = %s\n%spool-size = 16\nconnect-timeout = 2s\n"
                 "read-timeout = 2s\nwrite-timeout = 2s\n%s"
                 "[metrics]\nallow = %s 127.0.0.1\n"
                 "[testkit]\nlog = %s\n"
@@ -332,9 +408,11 @@ class Cluster:
                 "recovery = %s\ntransactional = %s\n"
                 % (self.ip[role], self.ip["web"], b, b, b, store, secret,
                    section, hosts,
-                   os.path.join(self.dir, "pg-password")
-                   if self.topology == "postgres" else
-                   os.path.join(self.db_dir(), "password"), extra,
+                   "" if self.topology == "redis" else
+                   "user = idem\npassword-file = %s\ndatabase = idem\n" % (
+                       os.path.join(self.dir, "pg-password")
+                       if self.topology == "postgres" else
+                       os.path.join(self.db_dir(), "password")), extra,
                    self.ip["web"], testkit_log,
                    "true" if self.ledger_tx else "false", provider_url,
                    "true" if self.recovery else "false",

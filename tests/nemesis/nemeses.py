@@ -112,7 +112,8 @@ class Nemesis:
             cl.db_kill(t)
         elif k == "promote-db":
             # the primary, whichever node that is now
-            self.target = cl.pg_promote()
+            self.target = cl.rd_promote() if cl.topology == "redis" else \
+                cl.pg_promote()
         else:
             raise ValueError(k)
 
@@ -137,14 +138,17 @@ class Nemesis:
         elif k == "kill-db":
             cl.db_restart(t)
         elif k == "promote-db":
-            cl.pg_standby(t)
+            if cl.topology == "redis":
+                cl.rd_replica(t)
+            else:
+                cl.pg_standby(t)
 
 
 def kinds(topology):
     """The (kind, targets) a schedule picks from."""
     insts = ["i1", "i2", "i3"]
-    dbs = {"galera": ["d1", "d2", "d3"], "postgres": ["d1", "d2"]}.get(
-        topology, ["db"])
+    dbs = {"galera": ["d1", "d2", "d3"], "postgres": ["d1", "d2"],
+           "redis": ["d1", "d2"]}.get(topology, ["db"])
     k = [("partition-inst-db", insts), ("partition-inst-web", insts),
          ("loss-inst", insts), ("slow-inst", insts), ("pause-inst", insts),
          ("pause-worker", insts), ("skew-inst", insts),
@@ -153,7 +157,7 @@ def kinds(topology):
          ("kill-db", dbs)]
     if topology == "galera":
         k.append(("isolate-db-node", dbs))
-    if topology == "postgres":
+    if topology in ("postgres", "redis"):
         # the primary killed and its standby promoted (the target named
         # is replaced by the primary of the moment)
         k.append(("promote-db", dbs))
@@ -217,12 +221,16 @@ def run_schedule(rng, cl, hist, stop_at, only=None):
 
 
 def settle(cl, limit=60):
-    """Waits (bounded) for a Galera cluster to be whole again, or for a
-    PostgreSQL primary to have its synchronous standby streaming again."""
+    """Waits (bounded) for a Galera cluster to be whole again, for a
+    PostgreSQL primary to have its synchronous standby streaming again, or
+    for a Redis master to have its replica again."""
     deadline = time.time() + limit
     if cl.topology == "galera":
         while time.time() < deadline and cl.galera_size() < 3:
             time.sleep(0.2)
     elif cl.topology == "postgres":
         while time.time() < deadline and not cl.pg_synced():
+            time.sleep(0.2)
+    elif cl.topology == "redis":
+        while time.time() < deadline and not cl.rd_synced():
             time.sleep(0.2)
