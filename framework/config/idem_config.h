@@ -288,6 +288,9 @@ typedef struct idem_config_redis {
 	idem_redis_durability durability;
 	unsigned durability_replicas;
 	uint64_t durability_timeout; /* ms */
+	int batch;                /* pipeline concurrent reservations and
+	                           * commits (outside a cluster) */
+	unsigned batch_rows;      /* most requests in one pipeline */
 } idem_config_redis;
 
 /* [metrics]: the Prometheus page and the status route */

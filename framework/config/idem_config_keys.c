@@ -258,6 +258,9 @@ static const idem_key_def keys[] = {
 	{ "redis", "durability-timeout", T(duration),
 	    FIELD(redis.durability_timeout), .min = 1, .max = 60000,
 	    .def = "1s" },
+	{ "redis", "batch", T(bool), FIELD(redis.batch), .def = "true" },
+	{ "redis", "batch-rows", T(uint), FIELD(redis.batch_rows), .min = 2,
+	    .max = IDEM_BATCH_ROWS_MAX, .def = "16" },
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 

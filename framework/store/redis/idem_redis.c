@@ -450,6 +450,10 @@ moved(idem_redis *r, const char *text, int update)
 
 /* --------------------------------------------------------- the client */
 
+static int wait_words(const idem_redis *r, const char *wv[4], char reps[16],
+    char ms[16]);
+static int wait_met(const idem_redis *r, const redisReply *w);
+
 idem_err
 idem_redis_new(const idem_config_redis *rc, const char *file,
     unsigned pool_size, const char *const *scripts, size_t nscripts,
@@ -801,48 +805,155 @@ idem_redis_eval_durable(idem_redis *r, size_t i, int nkeys, int nargs,
 	const char *wv[4];
 	redisReply *w = NULL;
 	idem_err err;
+	int nw;
 
 	if (durable != NULL)
 		*durable = 1;
-	if (r->wait == IDEM_REDIS_WAIT_NONE)
+	if ((nw = wait_words(r, wv, reps, ms)) == 0)
 		return eval(r, i, nkeys, nargs, argv, lens, 0, NULL, reply,
 		    NULL, retried);
-	snprintf(reps, sizeof(reps), "%u", r->wait_replicas);
-	snprintf(ms, sizeof(ms), "%u", r->wait_ms);
+	err = eval(r, i, nkeys, nargs, argv, lens, nw, wv, reply, &w, retried);
+	if (err != IDEM_OK)
+		return err;
+	if (durable != NULL)
+		*durable = wait_met(r, w);
+	if (w != NULL)
+		freeReplyObject(w);
+	return IDEM_OK;
+}
+
+int
+idem_redis_is_cluster(const idem_redis *r)
+{
+	return r->cluster;
+}
+
+/* The wait command of r into wv (4 words at most); returns its words, 0
+ * without one. */
+static int
+wait_words(const idem_redis *r, const char *wv[4], char reps[16],
+    char ms[16])
+{
+	if (r->wait == IDEM_REDIS_WAIT_NONE)
+		return 0;
+	snprintf(reps, 16, "%u", r->wait_replicas);
+	snprintf(ms, 16, "%u", r->wait_ms);
 	if (r->wait == IDEM_REDIS_WAIT_REPLICAS) {
 		wv[0] = "WAIT";
 		wv[1] = reps;
 		wv[2] = ms;
-	} else {
-		wv[0] = "WAITAOF";
-		wv[1] = "1";
-		wv[2] = reps;
-		wv[3] = ms;
+		return 3;
 	}
-	err = eval(r, i, nkeys, nargs, argv, lens, r->wait ==
-	    IDEM_REDIS_WAIT_REPLICAS ? 3 : 4, wv, reply, &w, retried);
-	if (err != IDEM_OK)
-		return err;
-	if (durable != NULL) {
-		if (w == NULL)
-			*durable = 0;
-		else if (w->type == REDIS_REPLY_INTEGER)
-			*durable = w->integer >= (long long)r->wait_replicas;
-		else if (w->type == REDIS_REPLY_ARRAY && w->elements == 2 &&
-		    w->element[0]->type == REDIS_REPLY_INTEGER &&
-		    w->element[1]->type == REDIS_REPLY_INTEGER)
-			*durable = w->element[0]->integer >= 1 &&
-			    w->element[1]->integer >=
-			    (long long)r->wait_replicas;
-		else {
-			*durable = 0;
-			if (w->type == REDIS_REPLY_ERROR)
-				idem_log(NULL, IDEM_LOG_ERROR, "redis store: %s: "
-				    "%.*s", wv[0], (int)w->len, w->str);
+	wv[0] = "WAITAOF";
+	wv[1] = "1";
+	wv[2] = reps;
+	wv[3] = ms;
+	return 4;
+}
+
+/* Whether the reply w of a wait says it was met. */
+static int
+wait_met(const idem_redis *r, const redisReply *w)
+{
+	if (w == NULL)
+		return 0;
+	if (w->type == REDIS_REPLY_INTEGER)
+		return w->integer >= (long long)r->wait_replicas;
+	if (w->type == REDIS_REPLY_ARRAY && w->elements == 2 &&
+	    w->element[0]->type == REDIS_REPLY_INTEGER &&
+	    w->element[1]->type == REDIS_REPLY_INTEGER)
+		return w->element[0]->integer >= 1 &&
+		    w->element[1]->integer >= (long long)r->wait_replicas;
+	if (w->type == REDIS_REPLY_ERROR)
+		idem_log(NULL, IDEM_LOG_ERROR, "redis store: %s: %.*s",
+		    r->wait == IDEM_REDIS_WAIT_AOF ? "WAITAOF" : "WAIT",
+		    (int)w->len, w->str);
+	return 0;
+}
+
+idem_err
+idem_redis_eval_pipeline(idem_redis *r, size_t i, idem_redis_call *calls,
+    size_t n, int *durable, int lose)
+{
+	char nk[16], reps[16], ms[16];
+	const char *av[64], *wv[4];
+	size_t al[64], k;
+	int a, nw, failed = 0;
+	redisContext *c;
+	rnode *node;
+	void *p;
+
+	if (durable != NULL)
+		*durable = 0;
+	for (k = 0; k < n; k++) {
+		calls[k].reply = NULL;
+		calls[k].sent = 0;
+	}
+	if (r->cluster || i >= r->nscripts)
+		return IDEM_ERR_INVALID;
+	if ((node = node_for(r, 0)) == NULL || (c = conn_get(r, node)) ==
+	    NULL) {
+		if (node != NULL)
+			node_failed(r, node);
+		return IDEM_ERR_STORE;
+	}
+	nw = wait_words(r, wv, reps, ms);
+	for (k = 0; k < n && !failed; k++) {
+		if (calls[k].nkeys + calls[k].nargs + 3 > 64) {
+			failed = 1;
+			break;
+		}
+		av[0] = "EVALSHA";
+		al[0] = 7;
+		av[1] = r->sha[i];
+		al[1] = 40;
+		al[2] = (size_t)snprintf(nk, sizeof(nk), "%d", calls[k].nkeys);
+		av[2] = nk;
+		for (a = 0; a < calls[k].nkeys + calls[k].nargs; a++) {
+			av[3 + a] = calls[k].argv[a];
+			al[3 + a] = calls[k].lens[a];
+		}
+		failed = redisAppendCommandArgv(c, 3 + calls[k].nkeys +
+		    calls[k].nargs, av, al) != REDIS_OK;
+	}
+	if (!failed && nw > 0)
+		failed = redisAppendCommandArgv(c, nw, wv, NULL) != REDIS_OK;
+	if (failed) {
+		/* only appended to hiredis's buffer: nothing written */
+		conn_put(node, c, 1);
+		return IDEM_ERR_STORE;
+	}
+	atomic_fetch_add(&r->sent, n);
+	for (k = 0; k < n; k++)
+		calls[k].sent = 1;
+	for (k = 0; k < n; k++) {
+		if (redisGetReply(c, &p) != REDIS_OK) {
+			conn_fail(r, node, "command", c->errstr);
+			conn_put(node, c, 1);
+			node_failed(r, node);
+			return IDEM_OK;
+		}
+		calls[k].reply = p;
+	}
+	if (nw > 0) {
+		if (redisGetReply(c, &p) != REDIS_OK) {
+			conn_fail(r, node, "command", c->errstr);
+			conn_put(node, c, 1);
+			node_failed(r, node);
+			return IDEM_OK;
+		}
+		if (durable != NULL)
+			*durable = wait_met(r, p);
+		freeReplyObject(p);
+	} else if (durable != NULL)
+		*durable = 1;
+	if (lose) {
+		for (k = 0; k < n; k++) {
+			freeReplyObject(calls[k].reply);
+			calls[k].reply = NULL;
 		}
 	}
-	if (w != NULL)
-		freeReplyObject(w);
+	conn_put(node, c, lose);
 	return IDEM_OK;
 }
 

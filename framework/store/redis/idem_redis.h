@@ -91,6 +91,36 @@ idem_err idem_redis_eval_durable(idem_redis *r, size_t i, int nkeys,
     int nargs, const char **argv, const size_t *lens, redisReply **reply,
     int *retried, int *durable);
 
+/* One command of a pipeline: its arguments (borrowed), and what came
+ * back. */
+typedef struct idem_redis_call {
+	int nkeys, nargs;           /* keys first, as idem_redis_eval's */
+	const char **argv;
+	const size_t *lens;
+	redisReply *reply;          /* out (caller frees); NULL: none came */
+	int sent;                   /* out: written, so maybe applied, when
+	                             * reply is NULL */
+} idem_redis_call;
+
+/*
+ * Script i for each of the n calls, pipelined: written to one connection
+ * of the server at once (with the wait of idem_redis_set_wait after
+ * them, one for all), then their replies read.  Outside a cluster only
+ * (NULL slot map: the caller sends each alone in a cluster).  Follows no
+ * redirection and loads no script: a call whose reply is an error (a
+ * NOSCRIPT, a READONLY) or is missing is the caller's to send again
+ * alone.  *durable (not NULL) says whether the wait was met.  lose
+ * (tests): the replies are read and thrown away, the connection closed,
+ * as if lost.  Returns IDEM_OK (each call's reply, or NULL with sent),
+ * IDEM_ERR_INVALID (in a cluster) or IDEM_ERR_STORE (no connection:
+ * nothing sent).
+ */
+idem_err idem_redis_eval_pipeline(idem_redis *r, size_t i,
+    idem_redis_call *calls, size_t n, int *durable, int lose);
+
+/* Whether r is a client of a Redis Cluster. */
+int idem_redis_is_cluster(const idem_redis *r);
+
 /* A slot of each master (one server: slot 0), at most max of them, into
  * slots; returns how many.  A cluster's map is read first when it has
  * none. */

@@ -253,15 +253,6 @@ idem_rds_call(rds_store *rs, size_t i, const rds_key *k, int nargs,
 	return idem_redis_eval(rs->r, i, 2, nargs, av, al, reply, retried);
 }
 
-/* Arguments of a script: text or bytes, numbers printed into their own
- * room. */
-typedef struct rds_args {
-	const char *v[12];
-	size_t len[12];
-	char num[12][24];
-	int n;
-} rds_args;
-
 static void
 arg_bytes(rds_args *a, const void *p, size_t len)
 {
@@ -432,8 +423,16 @@ reserve_first(rds_store *rs, const rds_key *k, idem_store_req *rq, int *made,
 	arg_ll(&a, (long long)rq->policy->lease_ms);
 	arg_ll(&a, (long long)rq->policy->lifetime_ms * 1000);
 	arg_bytes(&a, k->member, k->member_len);
-	err = idem_rds_call(rs, R_RESERVE, k, a.n, a.v, a.len, &rep, &retried,
-	    rs->durable ? &durable : NULL);
+	if (!idem_rds_batched(rs, IDEM_BATCH_INSERT, rq, k, &a, 0, &rep,
+	    &durable, &retried)) {
+		/* a pipeline that wrote it and lost its reply: the same
+		 * as a lost answer of our own */
+		if (retried)
+			rq->unanswered = 1;
+		err = idem_rds_call(rs, R_RESERVE, k, a.n, a.v, a.len, &rep,
+		    &retried, rs->durable ? &durable : NULL);
+	} else
+		err = IDEM_OK;
 	/* a record of ours may be there after all, whatever is said now */
 	if (retried)
 		rq->unanswered = 1;
@@ -610,8 +609,13 @@ owned(rds_store *rs, size_t i, idem_owned_write w, rds_args *a,
 	int ok;
 
 	idem_rds_key(rs, &rq->key, &k);
-	err = idem_rds_call(rs, i, &k, a->n, a->v, a->len, &rep, &retried,
-	    i == R_COMMIT && rs->durable ? &durable : NULL);
+	if (i == R_COMMIT && idem_rds_batched(rs, IDEM_BATCH_COMMIT, rq, &k, a,
+	    (uint64_t)want->headers_len + want->body_len, &rep, &durable,
+	    &retried))
+		err = IDEM_OK;
+	else
+		err = idem_rds_call(rs, i, &k, a->n, a->v, a->len, &rep,
+		    &retried, i == R_COMMIT && rs->durable ? &durable : NULL);
 	if (err != IDEM_OK)
 		return err;
 	n = idem_rds_ll(rep);
@@ -762,6 +766,7 @@ rds_close(idem_store *s)
 {
 	rds_store *rs = (rds_store *)s;
 
+	idem_batch_free(rs->base.batch);
 	idem_redis_free(rs->r);
 	free(rs);
 }
@@ -992,7 +997,11 @@ idem_store_redis_new(const idem_config_redis *rc, const idem_store_opts *o,
 		return IDEM_ERR_STORE;
 	}
 	if ((err = eviction_checked(rs)) != IDEM_OK ||
-	    (err = durability(rs, rc)) != IDEM_OK) {
+	    (err = durability(rs, rc)) != IDEM_OK ||
+	    /* a store its opener asks one connection of (the master's
+	     * sweep, idemfcgi-admin) has one user at a time */
+	    (rc->batch && o->pool_size != 1 && (err = idem_rds_batch_new(rs,
+	    rc->batch_rows)) != IDEM_OK)) {
 		rds_close(&rs->base);
 		return err;
 	}

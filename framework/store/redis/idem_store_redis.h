@@ -34,6 +34,12 @@ uint64_t idem_store_redis_settle_ms(const struct idem_config_redis *rc);
 int idem_store_redis_reachable(const struct idem_config_redis *rc,
     const char *file);
 
+/* Tests only: the next pipeline of the lane op ("insert": reservations,
+ * "commit") of the Redis store s is applied and its replies lost, with
+ * its connection.  Returns 0, or -1 (not a Redis store that batches, no
+ * such lane). */
+int idem_store_redis_lose_answer(idem_store *s, const char *op);
+
 /* Tests: the commands the Redis store s has sent so far, each attempt
  * and redirection counted (0 for another store). */
 unsigned long long idem_store_redis_commands(idem_store *s);

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "idem_batch.h"
 #include "idem_redis.h"
 #include "idem_store.h"
 
@@ -38,6 +39,8 @@ typedef struct rds_store {
 	size_t prefix_len;
 	int durable;                /* [redis] durability is not none */
 	atomic_ullong not_durable;  /* commits whose wait was not met */
+	atomic_int lose_answer[IDEM_BATCH_LANES]; /* tests: the next pipeline
+	                             * of the lane loses its replies */
 } rds_store;
 
 /* A record's key and its bucket's index; member is the record's name
@@ -50,6 +53,27 @@ typedef struct rds_key {
 	const char *member;         /* into name */
 	size_t member_len;
 } rds_key;
+
+/* Arguments of a script: text or bytes, numbers printed into their own
+ * room. */
+#define RDS_ARGS_MAX 12
+typedef struct rds_args {
+	const char *v[RDS_ARGS_MAX];
+	size_t len[RDS_ARGS_MAX];
+	char num[RDS_ARGS_MAX][24];
+	int n;
+} rds_args;
+
+/* A request's row in a lane of group commit: its command laid out for
+ * the pipeline, and what came back. */
+typedef struct rds_lane_row {
+	rds_args *a;                    /* borrowed */
+	const char *av[2 + RDS_ARGS_MAX];
+	size_t al[2 + RDS_ARGS_MAX];
+	redisReply *reply;              /* out, the caller's to free */
+	int durable;                    /* out: the pipeline's wait met */
+	int sent;                       /* out: written, no reply */
+} rds_lane_row;
 
 /* Fills *out for k in store rs. */
 void idem_rds_key(const rds_store *rs, const idem_store_key *k, rds_key *out);
@@ -97,6 +121,22 @@ void idem_rds_utc(int64_t us, char buf[32]);
 idem_err idem_rds_call(rds_store *rs, size_t i, const rds_key *k, int nargs,
     const char **argv, const size_t *lens, redisReply **reply,
     int *retried, int *durable);
+
+/*
+ * Sends rq's script for k with a (the reserve's first, lane
+ * IDEM_BATCH_INSERT, or the commit's, IDEM_BATCH_COMMIT; size its answer's
+ * bytes) in its lane's pipeline (idem_store_redis_batch.c).  Returns 1
+ * with *reply (caller frees) and *durable; or 0 when the store does not
+ * batch, the row is too large, or the pipeline gave no reply to use:
+ * the caller sends it alone, *sent saying whether it was written (maybe
+ * applied).
+ */
+int idem_rds_batched(rds_store *rs, int lane, idem_store_req *rq,
+    const rds_key *k, rds_args *a, uint64_t size, redisReply **reply,
+    int *durable, int *sent);
+/* Makes rs's group commit of rows a pipeline (none in a cluster).
+ * Returns IDEM_OK or IDEM_ERR_NOMEM. */
+idem_err idem_rds_batch_new(rds_store *rs, unsigned rows);
 
 /* The administration's operations (idem_store_redis_admin.c). */
 idem_err idem_rds_purge(idem_store *s, unsigned max, unsigned *purged);
