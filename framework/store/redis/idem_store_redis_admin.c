@@ -131,12 +131,21 @@ idem_rds_stats(idem_store *s, idem_store_stats *st)
 	return count_all((rds_store *)s, 0, add_stats, st);
 }
 
-/* count_all's fn for the census: adds up into the census arg, and keeps
- * the oldest in-flight record. */
+/* A census being added up, and its oldest in-flight record's reservation
+ * time (each bucket's ages are by its own now: the oldest is chosen by
+ * the time). */
+typedef struct census_sum {
+	idem_store_census *out;
+	long long oldest_ra;
+} census_sum;
+
+/* count_all's fn for the census: adds up into the census_sum arg, and
+ * keeps the oldest in-flight record. */
 static void
 add_census(const redisReply *const *c, void *arg)
 {
-	idem_store_census *out = arg;
+	census_sum *sum = arg;
+	idem_store_census *out = sum->out;
 	long long now = idem_rds_ll(c[C_NOW]), ra = idem_rds_ll(c[C_O_RA]),
 	    la = idem_rds_ll(c[C_O_LA]);
 	uint64_t age;
@@ -151,12 +160,13 @@ add_census(const redisReply *const *c, void *arg)
 	if (ra <= 0 || c[C_O_MEMBER]->type != REDIS_REPLY_STRING)
 		return;
 	age = now > ra ? (uint64_t)(now - ra) / 1000 : 0;
-	if (out->has_oldest && age <= out->oldest_age_ms)
+	if (out->has_oldest && ra >= sum->oldest_ra)
 		return;
 	if (idem_rds_member_key(c[C_O_MEMBER]->str, c[C_O_MEMBER]->len,
 	    &out->oldest_key) != 0)
 		return;
 	out->has_oldest = 1;
+	sum->oldest_ra = ra;
 	out->oldest_age_ms = age;
 	out->oldest_lease_age_ms = now > la ? (uint64_t)(now - la) / 1000 : 0;
 	idem_copy_string(out->oldest_owner, sizeof(out->oldest_owner),
@@ -169,7 +179,9 @@ add_census(const redisReply *const *c, void *arg)
 idem_err
 idem_rds_census(idem_store *s, uint64_t inflight_ttl_ms, idem_store_census *out)
 {
-	return count_all((rds_store *)s, inflight_ttl_ms, add_census, out);
+	census_sum sum = { out, 0 };
+
+	return count_all((rds_store *)s, inflight_ttl_ms, add_census, &sum);
 }
 
 idem_err
@@ -281,67 +293,69 @@ idem_rds_lookup(idem_store *s, const idem_store_key *k, idem_store_record *out)
 	return IDEM_OK;
 }
 
-/* One record of unknown outcome of R_UNKNOWNS (8 values at e, at the
- * server's now) into *k and *r.  Returns 0, or -1 when it is not one. */
+/* A record of unknown outcome and its key, while they are sorted: its
+ * times by the server's clock (us), its ages made from them once every
+ * bucket is read, against one time. */
+typedef struct unknown_rec {
+	idem_store_key k;
+	idem_store_record r;
+	long long ra, la, ea;
+} unknown_rec;
+
+/* One record of unknown outcome of R_UNKNOWNS (8 values at e) into *u, its
+ * ages left to fill.  Returns 0, or -1 when it is not one. */
 static int
-unknown_of(const redisReply *const *e, long long now, idem_store_key *k,
-    idem_store_record *r)
+unknown_of(const redisReply *const *e, unknown_rec *u)
 {
-	long long ra = idem_rds_ll(e[5]), la = idem_rds_ll(e[6]),
-	    ea = idem_rds_ll(e[7]);
+	idem_store_record *r = &u->r;
 
 	if (e[0]->type != REDIS_REPLY_STRING || idem_rds_member_key(e[0]->str,
-	    e[0]->len, k) != 0)
+	    e[0]->len, &u->k) != 0)
 		return -1;
 	memset(r, 0, sizeof(*r));
+	u->ra = idem_rds_ll(e[5]);
+	u->la = idem_rds_ll(e[6]);
+	u->ea = idem_rds_ll(e[7]);
 	r->state = IDEM_RECORD_UNKNOWN;
 	if (e[1]->type == REDIS_REPLY_STRING && e[1]->len == 32)
 		memcpy(r->fingerprint, e[1]->str, 32);
 	text_of(e[2], r->owner, sizeof(r->owner));
 	text_of(e[3], r->request_id, sizeof(r->request_id));
 	text_of(e[4], r->phase, sizeof(r->phase));
-	idem_rds_utc(ra, r->reserved_at);
-	idem_rds_utc(la, r->lease_at);
-	idem_rds_utc(ea, r->expires_at);
-	r->reserved_age_ms = ms_of(now - ra);
-	r->lease_age_ms = ms_of(now - la);
-	r->expires_in_ms = (ea - now) / 1000;
+	idem_rds_utc(u->ra, r->reserved_at);
+	idem_rds_utc(u->la, r->lease_at);
+	idem_rds_utc(u->ea, r->expires_at);
 	return 0;
 }
 
-/* A record of unknown outcome and its key, while they are sorted. */
-typedef struct unknown_rec {
-	idem_store_key k;
-	idem_store_record r;
-} unknown_rec;
-
 /* Orders two records of unknown outcome: the one marked longest ago (the
- * oldest lease; its UTC text sorts as the time) first, then by key. */
+ * oldest lease) first, then by key. */
 static int
 by_lease(const void *a, const void *b)
 {
 	const unknown_rec *x = a, *y = b;
-	int c = strcmp(x->r.lease_at, y->r.lease_at);
+	int c;
 
-	if (c != 0)
-		return c;
+	if (x->la != y->la)
+		return x->la < y->la ? -1 : 1;
 	c = memcmp(x->k.scope, y->k.scope, sizeof(x->k.scope));
 	return c != 0 ? c : strcmp(x->k.key, y->k.key);
 }
 
 /* Adds the records of one bucket's R_UNKNOWNS reply to *all (*total of
- * *cap).  Returns IDEM_OK or IDEM_ERR_NOMEM. */
+ * *cap), and keeps the latest server time seen in *now.  Returns IDEM_OK
+ * or IDEM_ERR_NOMEM. */
 static idem_err
 add_unknowns(const redisReply *rep, unknown_rec **all, size_t *total,
-    size_t *cap)
+    size_t *cap, long long *now)
 {
-	long long now;
 	unknown_rec *grown;
 	size_t i;
 
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements == 0)
 		return IDEM_OK;
-	now = idem_rds_ll(rep->element[0]);
+	if (idem_rds_ll(rep->element[0]) > *now)
+		*now = idem_rds_ll(rep->element[0]);
 	for (i = 1; i + 8 <= rep->elements; i += 8) {
 		if (*total == *cap) {
 			*cap = *cap > 0 ? 2 * *cap : 16;
@@ -349,8 +363,8 @@ add_unknowns(const redisReply *rep, unknown_rec **all, size_t *total,
 				return IDEM_ERR_NOMEM;
 			*all = grown;
 		}
-		if (unknown_of((const redisReply *const *)rep->element + i, now,
-		    &(*all)[*total].k, &(*all)[*total].r) == 0)
+		if (unknown_of((const redisReply *const *)rep->element + i,
+		    &(*all)[*total]) == 0)
 			(*total)++;
 	}
 	return IDEM_OK;
@@ -365,6 +379,7 @@ idem_rds_list_unknown(idem_store *s, size_t max, idem_store_key **keys,
 	const char *argv[1];
 	size_t lens[1], cap = 0, i, total = 0;
 	unknown_rec *all = NULL;
+	long long now = 0;
 	redisReply *rep;
 	unsigned b;
 	idem_err err = IDEM_OK;
@@ -380,7 +395,7 @@ idem_rds_list_unknown(idem_store *s, size_t max, idem_store_key **keys,
 		if ((err = bucket_call(rs, R_UNKNOWNS, b, 1, argv, lens, &rep)) !=
 		    IDEM_OK)
 			break;
-		err = add_unknowns(rep, &all, &total, &cap);
+		err = add_unknowns(rep, &all, &total, &cap, &now);
 		freeReplyObject(rep);
 	}
 	if (err == IDEM_OK && total > 0) {
@@ -398,9 +413,14 @@ idem_rds_list_unknown(idem_store *s, size_t max, idem_store_key **keys,
 			*more = 0;
 			err = IDEM_ERR_NOMEM;
 		}
-		for (i = 0; i < *n; i++) {
+		/* every age against one time: the buckets were read one
+		 * after another, each at its own */
+		for (i = 0; *keys != NULL && i < *n; i++) {
 			(*keys)[i] = all[i].k;
 			(*recs)[i] = all[i].r;
+			(*recs)[i].reserved_age_ms = ms_of(now - all[i].ra);
+			(*recs)[i].lease_age_ms = ms_of(now - all[i].la);
+			(*recs)[i].expires_in_ms = (all[i].ea - now) / 1000;
 		}
 	}
 	free(all);
