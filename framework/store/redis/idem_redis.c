@@ -34,7 +34,7 @@
 /* the most servers a cluster's map may name */
 #define NODES_MAX 128
 /* the most attempts of one command on a server that failed, and the
- * most redirections (MOVED, ASK) it follows */
+ * most redirections (MOVED, ASK) and script loads it goes through */
 #define ATTEMPTS 6
 #define REDIRECTS 16
 
@@ -714,7 +714,10 @@ run(idem_redis *r, unsigned slot, int argc, const char **argv,
 				continue;
 			}
 			conn_put(n, c, 0);
-			attempt--;
+			/* not an attempt, but bounded as the redirections:
+			 * a server whose scripts keep going away */
+			if (redirects++ < REDIRECTS)
+				attempt--;
 			continue;
 		}
 		if (err_elsewhere(rep[0])) {
