@@ -624,7 +624,6 @@ owned(rds_store *rs, size_t i, idem_owned_write w, rds_args *a,
 		*result = n;
 	if (n > 0) {
 		if (!durable) {
-			atomic_fetch_add(&rs->not_durable, 1);
 			idem_log(NULL, IDEM_LOG_WARN, "redis store: a commit "
 			    "did not reach [redis] durability in time: a "
 			    "failover before it does may lose it");

@@ -38,7 +38,6 @@ typedef struct rds_store {
 	char prefix[RDS_PREFIX_MAX + 1];
 	size_t prefix_len;
 	int durable;                /* [redis] durability is not none */
-	atomic_ullong not_durable;  /* commits whose wait was not met */
 	atomic_int lose_answer[IDEM_BATCH_LANES]; /* tests: the next pipeline
 	                             * of the lane loses its replies */
 } rds_store;
