@@ -290,3 +290,55 @@ Test(redis, evicting_server_refused, .timeout = 60)
 	idem_config_free(cfg);
 	redis_destroy(&own);
 }
+
+/* The metrics' counts (idem_store_stats) are kept by the scripts, never
+ * a scan: a record marked of unknown outcome counts until it is resolved
+ * or purged, a tombstone from its making to its end (found by review:
+ * each scrape read every record of every bucket). */
+Test(redis, stats_kept_without_a_scan, .timeout = 60)
+{
+	idem_key_policy pol = { .lease_ms = 30000, .lifetime_ms = 300,
+	    .tombstone_ms = 3600000 };
+	idem_stored_response a = { 201, "", 0, "made", 4 };
+	idem_store_req rq = { .policy = &pol }, rq2 = rq;
+	idem_store_key k = own_key("st-unknown"), k2 = own_key("st-tomb");
+	unsigned char fp[32] = { 5 };
+	idem_reserve_result rr;
+	idem_store_stats st;
+	unsigned long purged;
+	idem_config *cfg;
+	idem_store *s = NULL;
+	redis own;
+
+	cr_assert_eq(redis_start(&own, NULL), 0);
+	cfg = config_of(&own, NULL);
+	cr_assert_eq(open_redis(cfg, 2, &s), IDEM_OK);
+	test_req_fill(&rq, &k, fp, "o1", "r1");
+	test_req_fill(&rq2, &k2, fp, "o2", "r2");
+	cr_assert_eq(idem_store_reserve(s, &rq, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_mark_unknown(s, &rq), IDEM_OK);
+	cr_assert_eq(idem_store_reserve(s, &rq2, &rr), IDEM_OK);
+	cr_assert_eq(idem_store_commit(s, &rq2, &a), IDEM_OK);
+	cr_assert_eq(idem_store_stats_get(s, &st), IDEM_OK);
+	cr_expect_eq(st.unknown, 1);
+	cr_expect_eq(st.tombstones, 0);
+	usleep(400 * 1000);
+	cr_assert_eq(idem_store_stats_get(s, &st), IDEM_OK);
+	cr_expect_geq(st.unknown_age_ms, 300, "%llu",
+	    (unsigned long long)st.unknown_age_ms);
+	/* past their lifetime: both made tombstones by the purge */
+	cr_assert_eq(idem_store_purge_all(s, 100, &purged), IDEM_OK);
+	cr_assert_eq(idem_store_stats_get(s, &st), IDEM_OK);
+	cr_expect_eq(st.unknown, 0, "a tombstone still counted unknown");
+	cr_expect_eq(st.tombstones, 2);
+	/* a tombstone reused by a policy that runs expired keys */
+	pol.run_expired = 1;
+	test_req_fill(&rq2, &k2, fp, "o3", "r3");
+	cr_assert_eq(idem_store_reserve(s, &rq2, &rr), IDEM_OK);
+	cr_expect_eq(rr.outcome, IDEM_RESERVE_ACQUIRED);
+	cr_assert_eq(idem_store_stats_get(s, &st), IDEM_OK);
+	cr_expect_eq(st.tombstones, 1);
+	idem_store_close(s);
+	idem_config_free(cfg);
+	redis_destroy(&own);
+}

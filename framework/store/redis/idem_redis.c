@@ -318,12 +318,14 @@ node_drain(rnode *n)
 
 /* ------------------------------------------------------------ the map */
 
-/* Reads the cluster's slot map from node n: CLUSTER SLOTS.  Returns 0, or
- * -1 when n did not give one (map_lock held for writing). */
+/* Reads the cluster's slot map from node n: CLUSTER SLOTS, on a
+ * connection of its own (never the pool's, whose users may be waiting
+ * for the map's lock).  Returns 0, or -1 when n did not give one
+ * (map_lock held for writing). */
 static int
 map_read_from(idem_redis *r, rnode *n)
 {
-	redisContext *c = conn_get(r, n);
+	redisContext *c = conn_open(r, n);
 	redisReply *rep;
 	size_t i;
 	int ok = -1;
@@ -358,7 +360,7 @@ map_read_from(idem_redis *r, rnode *n)
 		ok = 0;
 	} else if (rep != NULL && rep->type == REDIS_REPLY_ERROR)
 		conn_fail(r, n, "CLUSTER SLOTS", rep->str);
-	conn_put(n, c, rep == NULL);
+	redisFree(c);
 	if (rep != NULL)
 		freeReplyObject(rep);
 	return ok;
@@ -678,25 +680,38 @@ run(idem_redis *r, unsigned slot, int argc, const char **argv,
 			conn_fail(r, n, "command", c->errstr);
 			conn_put(n, c, 1);
 			ask = NULL;
-			/* sent and unanswered: maybe applied; once more */
+			/* sent and unanswered: maybe applied; once more, on
+			 * the same server (a slow answer is no failover: only
+			 * a server that cannot be reached, or says READONLY,
+			 * moves the client on) */
 			if (sent) {
 				if (lost++ > 0)
 					break;
 				if (retried != NULL)
 					*retried = 1;
-			}
-			node_failed(r, n);
+				node_drain(n);
+			} else
+				node_failed(r, n);
 			continue;
 		}
 		ask = NULL;
 		if (err_is(rep[0], "MOVED") || err_is(rep[0], "ASK")) {
 			int is_ask = err_is(rep[0], "ASK");
-			rnode *to = moved(r, rep[0]->str + (is_ask ? 4 : 6),
-			    !is_ask);
+			size_t skip = is_ask ? 4 : 6;
+			char where[IDEM_HOST_MAX + 32] = "";
+			rnode *to;
+
+			if (rep[0]->len > skip)
+				snprintf(where, sizeof(where), "%.*s",
+				    (int)(rep[0]->len - skip), rep[0]->str + skip);
+			/* the connection back first: moved() takes the map's
+			 * lock, under which a refresh may wait for a connection
+			 * of this very pool */
 			conn_put(n, c, 0);
 			freeReplyObject(rep[0]);
 			if (rep[1] != NULL)
 				freeReplyObject(rep[1]);
+			to = where[0] != '\0' ? moved(r, where, !is_ask) : NULL;
 			if (is_ask)
 				ask = to;
 			/* not an attempt: a WAIT's reply after it is about

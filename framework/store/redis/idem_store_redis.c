@@ -635,8 +635,14 @@ owned(rds_store *rs, size_t i, idem_owned_write w, rds_args *a,
 	if ((err = read_row(rs, &k, &r)) != IDEM_OK)
 		return err;
 	/* read_row keeps a live committed record's answer only */
+	/* one release script deletes or pauses, whichever the record's
+	 * progress says: either may be what the first attempt did */
 	ok = w == IDEM_OWNED_COMMIT ? idem_owned_answer_stored(r.found,
 	    r.state, r.owner, &r.resp, rq->owner, want) :
+	    w == IDEM_OWNED_RELEASE || w == IDEM_OWNED_PAUSE ?
+	    idem_owned_write_applied(IDEM_OWNED_RELEASE, r.found, r.state,
+	    r.owner, rq->owner) || idem_owned_write_applied(IDEM_OWNED_PAUSE,
+	    r.found, r.state, r.owner, rq->owner) :
 	    idem_owned_write_applied(w, r.found, r.state, r.owner, rq->owner);
 	idem_rds_row_clear(&r);
 	return ok ? IDEM_OK : IDEM_ERR_NOT_FOUND;
@@ -671,28 +677,20 @@ rds_commit(idem_store *s, idem_store_req *rq, const idem_stored_response *resp)
 	return owned(rs, R_COMMIT, IDEM_OWNED_COMMIT, &a, rq, resp, NULL);
 }
 
-/* Deletes rq's record, or pauses it when it has progress (one script
- * does either). */
+/* Deletes rq's record, or pauses it when it has progress: one script
+ * does either, by the record's own progress (rq's has_progress is not
+ * needed). */
 static idem_err
 rds_release(idem_store *s, idem_store_req *rq)
 {
 	rds_store *rs = (rds_store *)s;
 	rds_args a = { .n = 0 };
-	long long how = 0;
 	rds_key k;
-	idem_err err;
 
 	idem_rds_key(rs, &rq->key, &k);
 	arg_text(&a, rq->owner);
 	arg_bytes(&a, k.member, k.member_len);
-	err = owned(rs, R_RELEASE, rq->has_progress ? IDEM_OWNED_PAUSE :
-	    IDEM_OWNED_RELEASE, &a, rq, NULL, &how);
-	if (err == IDEM_ERR_NOT_FOUND && !rq->has_progress) {
-		/* a lost answer of a pause reads back as one */
-		return owned(rs, R_RELEASE, IDEM_OWNED_PAUSE, &a, rq, NULL,
-		    NULL) == IDEM_OK ? IDEM_OK : IDEM_ERR_NOT_FOUND;
-	}
-	return err;
+	return owned(rs, R_RELEASE, IDEM_OWNED_RELEASE, &a, rq, NULL, NULL);
 }
 
 static idem_err
@@ -724,8 +722,12 @@ rds_mark_unknown(idem_store *s, idem_store_req *rq)
 {
 	rds_args a = { .n = 0 };
 
+	rds_key k;
+
+	idem_rds_key((rds_store *)s, &rq->key, &k);
 	arg_text(&a, rq->owner);
 	arg_ll(&a, tomb_ms(rq));
+	arg_bytes(&a, k.member, k.member_len);
 	return owned((rds_store *)s, R_UNKNOWN, IDEM_OWNED_UNKNOWN, &a, rq,
 	    NULL, NULL);
 }
@@ -751,6 +753,8 @@ rds_resolve(idem_store *s, idem_store_req *rq,
 	arg_bytes(&a, resp->headers, resp->headers_len);
 	arg_bytes(&a, resp->body, resp->body_len);
 	arg_ll(&a, tomb_ms(rq));
+	idem_rds_key(rs, &rq->key, &k);
+	arg_bytes(&a, k.member, k.member_len);
 	return owned(rs, R_RESOLVE, IDEM_OWNED_RESOLVE, &a, rq, NULL, NULL);
 }
 

@@ -106,29 +106,38 @@ count_all(rds_store *rs, uint64_t ttl_ms, void (*fn)(const redisReply
 	return IDEM_OK;
 }
 
-/* count_all's fn for stats: adds up into the idem_store_stats arg. */
-static void
-add_stats(const redisReply *const *c, void *arg)
-{
-	idem_store_stats *st = arg;
-	long long now = idem_rds_ll(c[C_NOW]), ra = idem_rds_ll(c[C_UNKNOWN_RA]);
-	uint64_t age;
-
-	st->entries += (uint64_t)idem_rds_ll(c[C_ENTRIES]);
-	st->in_flight += (uint64_t)idem_rds_ll(c[C_FLIGHT]);
-	st->unknown += (uint64_t)idem_rds_ll(c[C_UNKNOWN]);
-	st->tombstones += (uint64_t)idem_rds_ll(c[C_TOMBS]);
-	if (ra > 0 && now > ra) {
-		age = (uint64_t)(now - ra) / 1000;
-		if (age > st->unknown_age_ms)
-			st->unknown_age_ms = age;
-	}
-}
-
 idem_err
 idem_rds_stats(idem_store *s, idem_store_stats *st)
 {
-	return count_all((rds_store *)s, 0, add_stats, st);
+	rds_store *rs = (rds_store *)s;
+	redisReply *rep;
+	long long now, ra;
+	unsigned b;
+	idem_err err;
+
+	/* the records of unknown outcome and the tombstones, each bucket's
+	 * kept by its scripts: no record is read (the metrics ask every 30
+	 * seconds, each worker); the records and those in flight are not
+	 * counted */
+	for (b = 0; b < RDS_BUCKETS; b++) {
+		if ((err = bucket_call(rs, R_STATS, b, 0, NULL, NULL, &rep)) !=
+		    IDEM_OK)
+			return err;
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 4) {
+			freeReplyObject(rep);
+			return IDEM_ERR_STORE;
+		}
+		now = idem_rds_ll(rep->element[0]);
+		st->unknown += (uint64_t)idem_rds_ll(rep->element[1]);
+		ra = idem_rds_ll(rep->element[2]);
+		if (ra > 0 && now > ra && (uint64_t)(now - ra) / 1000 >
+		    st->unknown_age_ms)
+			st->unknown_age_ms = (uint64_t)(now - ra) / 1000;
+		if (idem_rds_ll(rep->element[3]) > 0)
+			st->tombstones += (uint64_t)idem_rds_ll(rep->element[3]);
+		freeReplyObject(rep);
+	}
+	return IDEM_OK;
 }
 
 /* A census being added up, and its oldest in-flight record's reservation
@@ -198,6 +207,9 @@ idem_rds_release_prefix(idem_store *s, const char *prefix,
 
 	*keys = NULL;
 	*n = 0;
+	/* an empty prefix would be every owner's: never a dead worker's */
+	if (lens[0] == 0)
+		return IDEM_ERR_INVALID;
 	for (b = 0; b < RDS_BUCKETS; b++) {
 		if ((err = bucket_call(rs, R_RELEASE_PREFIX, b, 1, argv, lens,
 		    &rep)) != IDEM_OK) {

@@ -13,7 +13,10 @@
  *   s   status   h headers   b body        ph  phase   pg  progress
  *   tm  tombstone's length (ms)
  * and each bucket has the sorted set PREFIX{BB}:i of its records' SCOPE:KEY
- * by their expiry (us), which the purge walks.  The braces are a hash tag:
+ * by their expiry (us), which the purge walks; the sorted set PREFIX{BB}:u
+ * of its records of unknown outcome by their reservation's time, and the
+ * count PREFIX{BB}:t of its tombstones (state expired), which the
+ * metrics read without a scan.  The braces are a hash tag:
  * a record and its bucket's index are on one slot of a cluster, so every
  * script names keys of one slot.
  *
@@ -45,6 +48,10 @@
 /* held: in flight, or of unknown outcome while it is reconciled */
 #define HELD(st) "(" st " == 'in_flight' or " st " == 'unknown')"
 /* the fields a reserve reads of a record it met, in rrow's order */
+/* the bucket's set of records of unknown outcome, and its count of
+ * tombstones, by the index's name (KEYS[2]: PREFIX{BB}:i) */
+#define UKEY "(string.sub(KEYS[2], 1, -2) .. 'u')"
+#define TKEY "(string.sub(KEYS[2], 1, -2) .. 't')"
 #define ROW_FIELDS "'st', 'fp', 'o', 'r', 'ra', 'la', 'lm', 'ea', 's', " \
 	"'h', 'b', 'ph', 'pg', 'tm'"
 
@@ -91,6 +98,8 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "if ARGV[7] ~= '1' and (st == 'expired' and ea > now or "
 	    TOMB_DUE("st", "v[2]", "v[5]") ") then return 0 end "
 	    "local nea = now + n(ARGV[5]) "
+	    "if st == 'unknown' then redis.call('ZREM', " UKEY ", ARGV[8]) end "
+	    "if st == 'expired' then redis.call('DECR', " TKEY ") end "
 	    "redis.call('DEL', KEYS[1]) "
 	    "redis.call('HSET', KEYS[1], 'st', 'in_flight', 'fp', ARGV[1], "
 	    "'o', ARGV[2], 'r', ARGV[3], 'ra', now, 'la', now, 'lm', "
@@ -125,7 +134,8 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "redis.call('HSET', KEYS[1], 'st', 'committed', 's', ARGV[2], 'h', "
 	    "ARGV[3], 'b', ARGV[4], 'ea', ea, 'la', now, 'tm', ARGV[6]) "
 	    "if ea < n(v[3]) then redis.call('ZADD', KEYS[2], ea, ARGV[7]) end "
-	    "return 1",
+	    "if v[1] == 'unknown' then redis.call('ZREM', " UKEY ", ARGV[7]) "
+	    "end return 1",
 	/* the owner's release: deleted (1), or paused when it has progress
 	 * (2).  ARGV: owner, member */
 	[R_RELEASE] = PRELUDE
@@ -151,28 +161,30 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "now) "
 	    "if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'lm', ARGV[4]) "
 	    "end return 1",
-	/* the owner's mark of unknown outcome: held by nobody.  ARGV:
-	 * owner, tombstone ms */
+	/* the owner's mark of unknown outcome: held by nobody, and in the
+	 * bucket's set of them.  ARGV: owner, tombstone ms, member */
 	[R_UNKNOWN] = PRELUDE
-	    "local v = redis.call('HMGET', KEYS[1], 'st', 'o') "
+	    "local v = redis.call('HMGET', KEYS[1], 'st', 'o', 'ra') "
 	    "if not " HELD("v[1]") " or v[2] ~= ARGV[1] then return 0 end "
 	    "redis.call('HSET', KEYS[1], 'st', 'unknown', 'o', '', 'la', "
-	    "now, 'tm', ARGV[2]) return 1",
+	    "now, 'tm', ARGV[2]) "
+	    "redis.call('ZADD', " UKEY ", n(v[3]), ARGV[3]) return 1",
 	/* an operator's answer for a record of unknown outcome, its expiry
-	 * kept.  ARGV: owner, status, headers, body, tombstone ms */
+	 * kept.  ARGV: owner, status, headers, body, tombstone ms, member */
 	[R_RESOLVE] = PRELUDE
 	    "local v = redis.call('HMGET', KEYS[1], 'st', 'o', 'ea') "
 	    "if v[1] ~= 'unknown' or v[2] ~= ARGV[1] or n(v[3]) <= now then "
 	    "return 0 end "
 	    "redis.call('HSET', KEYS[1], 'st', 'committed', 's', ARGV[2], 'h', "
-	    "ARGV[3], 'b', ARGV[4], 'la', now, 'tm', ARGV[5]) return 1",
+	    "ARGV[3], 'b', ARGV[4], 'la', now, 'tm', ARGV[5]) "
+	    "redis.call('ZREM', " UKEY ", ARGV[6]) return 1",
 	/* an operator's release of a record of unknown outcome.  ARGV:
 	 * owner, member */
 	[R_RESOLVE_RELEASE] = PRELUDE
 	    "local v = redis.call('HMGET', KEYS[1], 'st', 'o') "
 	    "if v[1] ~= 'unknown' or v[2] ~= ARGV[1] then return 0 end "
 	    "redis.call('DEL', KEYS[1]) redis.call('ZREM', KEYS[2], ARGV[2]) "
-	    "return 1",
+	    "redis.call('ZREM', " UKEY ", ARGV[2]) return 1",
 	/* what idemfcgi-admin shows: {now, st, fp, o, r, ra, la, lm, ea, s,
 	 * length of h, length of b, ph, tm}, {} when there is none */
 	[R_LOOKUP] = PRELUDE
@@ -204,10 +216,14 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "local te = ea + n(v[5]) * 1000 "
 	    "redis.call('HDEL', k, 'h', 'b', 'ph', 'pg') "
 	    "redis.call('HSET', k, 'st', 'expired', 'ea', te) "
-	    "redis.call('ZADD', KEYS[1], te, mem) done = done + 1 "
+	    "redis.call('ZADD', KEYS[1], te, mem) "
+	    "if st == 'unknown' then redis.call('ZREM', base .. 'u', mem) end "
+	    "redis.call('INCR', base .. 't') done = done + 1 "
 	    "elseif st ~= 'in_flight' or (" LAPSED("v[3]", "v[4]") " and "
 	    "n(v[3]) < now - ab) then "
 	    "redis.call('DEL', k) redis.call('ZREM', KEYS[1], mem) "
+	    "if st == 'unknown' then redis.call('ZREM', base .. 'u', mem) end "
+	    "if st == 'expired' then redis.call('DECR', base .. 't') end "
 	    "done = done + 1 "
 	    "else skip = skip + 1 end end end "
 	    "return done",
@@ -249,26 +265,31 @@ const char *const idem_rds_lua[R_NSCRIPT] = {
 	    "end end end end "
 	    "return {now, c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], "
 	    "c[9], ou, om, oo, orid, ora, ola}",
-	/* one bucket's records of unknown outcome (KEYS[1] its index), the
-	 * ARGV[1] marked longest ago: {now, then per record: member, fp, o,
-	 * r, ph, ra, la, ea}, sorted by la */
+	/* one bucket's records of unknown outcome (KEYS[1] its index; their
+	 * set), the ARGV[1] marked longest ago: {now, then per record:
+	 * member, fp, o, r, ph, ra, la, ea}, sorted by la */
 	[R_UNKNOWNS] = PRELUDE
 	    "local base = string.sub(KEYS[1], 1, -2) "
-	    "local out, i = {}, 0 "
-	    "while true do "
-	    "local m = redis.call('ZRANGE', KEYS[1], i, i + 999) "
-	    "if #m == 0 then break end i = i + #m "
-	    "for _, mem in ipairs(m) do "
+	    "local out = {} "
+	    "for _, mem in ipairs(redis.call('ZRANGE', base .. 'u', 0, -1)) do "
 	    "local v = redis.call('HMGET', base .. mem, 'st', 'fp', 'o', 'r', "
 	    "'ph', 'ra', 'la', 'ea') "
 	    "if v[1] == 'unknown' then table.insert(out, {mem, v[2], v[3], "
-	    "v[4], v[5] or '', v[6], v[7], v[8]}) end end end "
+	    "v[4], v[5] or '', v[6], v[7], v[8]}) end end "
 	    "table.sort(out, function(a, b) if n(a[7]) ~= n(b[7]) then return "
 	    "n(a[7]) < n(b[7]) end return a[1] < b[1] end) "
 	    "local r = {now} "
 	    "for j = 1, math.min(#out, n(ARGV[1])) do "
 	    "for _, x in ipairs(out[j]) do table.insert(r, x) end end "
 	    "return r",
+	/* one bucket's counts for the metrics, without a scan (KEYS[1] its
+	 * index): {now, records of unknown outcome, the oldest one's
+	 * reservation time (0: none), tombstones} */
+	[R_STATS] = PRELUDE
+	    "local base = string.sub(KEYS[1], 1, -2) "
+	    "local o = redis.call('ZRANGE', base .. 'u', 0, 0, 'WITHSCORES') "
+	    "return {now, redis.call('ZCARD', base .. 'u'), n(o[2]), "
+	    "n(redis.call('GET', base .. 't'))}",
 	/* one bucket's in-flight records of owners of prefix ARGV[1] (a dead
 	 * worker's) released as their owners would: deleted, or paused with
 	 * their progress.  Returns their members */
