@@ -359,6 +359,20 @@ found_row(rds_row *r, idem_reserve_result *out)
 	out->outcome = IDEM_RESERVE_IN_FLIGHT;
 }
 
+/* A reservation of rq's, made but short of [redis] durability: it may not
+ * outlive a failover, so the handler must not run, and the caller
+ * forgets it (rq's unanswered).  Clears *ours; returns IDEM_ERR_STORE. */
+static idem_err
+not_durable(idem_store_req *rq, int *ours)
+{
+	rq->unanswered = 1;
+	*ours = 0;
+	idem_log(NULL, IDEM_LOG_ERROR, "redis store: a reservation did not "
+	    "reach [redis] durability in time (or its wait's answer was "
+	    "lost); refused");
+	return IDEM_ERR_STORE;
+}
+
 /* A script that makes the record rq's (i: TAKEOVER, REUSE, RESUME,
  * RECONCILE, with a) run for k.  Returns IDEM_OK with *won (1: ours), or
  * the store's error; a lost answer reads the record: ours is ours. */
@@ -392,15 +406,8 @@ take(rds_store *rs, size_t i, const rds_key *k, rds_args *a,
 		if (*won && rs->durable)
 			durable = 0;
 	}
-	if (*won && !durable) {
-		/* it may not outlive a failover: the handler must not run,
-		 * and the caller forgets the reservation */
-		rq->unanswered = 1;
-		*won = 0;
-		idem_log(NULL, IDEM_LOG_ERROR, "redis store: a reservation did "
-		    "not reach [redis] durability in time; refused");
-		return IDEM_ERR_STORE;
-	}
+	if (*won && !durable)
+		return not_durable(rq, won);
 	return IDEM_OK;
 }
 
@@ -446,13 +453,8 @@ reserve_first(rds_store *rs, const rds_key *k, idem_store_req *rq, int *made,
 	err = *made ? IDEM_OK : idem_rds_row(rep->elements > 2 ?
 	    rep->element[2] : NULL, idem_rds_ll(rep->element[1]), r);
 	freeReplyObject(rep);
-	if (err == IDEM_OK && *made && !durable) {
-		rq->unanswered = 1;
-		*made = 0;
-		idem_log(NULL, IDEM_LOG_ERROR, "redis store: a reservation did "
-		    "not reach [redis] durability in time; refused");
-		return IDEM_ERR_STORE;
-	}
+	if (err == IDEM_OK && *made && !durable)
+		return not_durable(rq, made);
 	return err;
 }
 
@@ -486,12 +488,11 @@ rds_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		a.n = 0;
 		switch (step_of(rs, rq, &r)) {
 		case IDEM_STEP_OURS:
-			/* our own reservation, made before a lost answer */
+			/* our own reservation, made before a lost answer:
+			 * its wait for durability is unknown */
 			idem_rds_row_clear(&r);
-			if (rs->durable) {
-				rq->unanswered = 1;
-				return IDEM_ERR_STORE;
-			}
+			if (rs->durable)
+				return not_durable(rq, &made);
 			out->outcome = IDEM_RESERVE_ACQUIRED;
 			return IDEM_OK;
 		case IDEM_STEP_RESUME:
