@@ -484,8 +484,8 @@ idem_redis_new(const idem_config_redis *rc, const char *file,
 	r->nscripts = nscripts;
 	pthread_rwlock_init(&r->map_lock, NULL);
 	if ((r->sha = calloc(nscripts > 0 ? nscripts : 1, sizeof(*r->sha))) ==
-	    NULL || (rc->user != NULL && (r->user = strdup(rc->user)) ==
-	    NULL)) {
+	    NULL || (rc->user != NULL && rc->user[0] != '\0' && (r->user =
+	    strdup(rc->user)) == NULL)) {
 		idem_redis_free(r);
 		return IDEM_ERR_NOMEM;
 	}
