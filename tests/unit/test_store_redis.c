@@ -342,3 +342,38 @@ Test(redis, stats_kept_without_a_scan, .timeout = 60)
 	idem_config_free(cfg);
 	redis_destroy(&own);
 }
+
+/* A server that asks for a password: the password file's is sent (AUTH),
+ * a wrong one refuses the store at open, naming the server's answer. */
+Test(redis, password_file_sent, .timeout = 60)
+{
+	char extra[600], path[300], log[4096];
+	harness_capture cap;
+	idem_config *cfg;
+	idem_store *s = NULL;
+	idem_err err;
+	FILE *f;
+	redis own;
+
+	cr_assert_eq(redis_start(&own, "--requirepass s3cret"), 0);
+	snprintf(path, sizeof(path), "%s/pw", own.dir);
+	cr_assert_not_null(f = fopen(path, "w"));
+	fputs("s3cret\n", f);
+	fclose(f);
+	snprintf(extra, sizeof(extra), "password-file = %s\n", path);
+	cfg = config_of(&own, extra);
+	cr_expect_eq(open_redis(cfg, 1, &s), IDEM_OK);
+	idem_store_close(s);
+	idem_config_free(cfg);
+	cr_assert_not_null(f = fopen(path, "w"));
+	fputs("wrong\n", f);
+	fclose(f);
+	cfg = config_of(&own, extra);
+	harness_capture_level(&cap, IDEM_LOG_INFO);
+	err = open_redis(cfg, 1, &s);
+	harness_capture_into(&cap, log, sizeof(log));
+	cr_expect_eq(err, IDEM_ERR_STORE);
+	cr_expect(strstr(log, "AUTH: WRONGPASS") != NULL, "%s", log);
+	idem_config_free(cfg);
+	redis_destroy(&own);
+}
