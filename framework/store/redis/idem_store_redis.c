@@ -458,6 +458,21 @@ reserve_first(rds_store *rs, const rds_key *k, idem_store_req *rq, int *made,
 	return err;
 }
 
+/* What a takeover, a resume and a reconcile of the record r met begin
+ * with: out told of r (its progress moved there), r's owner kept in old,
+ * r cleared, and a's first arguments: rq's owner, request id and lease. */
+static void
+take_args(rds_args *a, const idem_store_req *rq, rds_row *r,
+    idem_reserve_result *out, char old[IDEM_OWNER_MAX + 1])
+{
+	idem_copy_string(old, IDEM_OWNER_MAX + 1, r->owner);
+	found_row(r, out);
+	idem_rds_row_clear(r);
+	arg_text(a, rq->owner);
+	arg_text(a, rq->request_id);
+	arg_ll(a, (long long)rq->policy->lease_ms);
+}
+
 static idem_err
 rds_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 {
@@ -499,12 +514,7 @@ rds_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		case IDEM_STEP_RECONCILE: {
 			int resume = r.state == IDEM_RECORD_PAUSED;
 			char old[IDEM_OWNER_MAX + 1];
-			idem_copy_string(old, sizeof(old), r.owner);
-			found_row(&r, out);
-			idem_rds_row_clear(&r);
-			arg_text(&a, rq->owner);
-			arg_text(&a, rq->request_id);
-			arg_ll(&a, (long long)rq->policy->lease_ms);
+			take_args(&a, rq, &r, out, old);
 			arg_bytes(&a, rq->fp, 32);
 			if (!resume)
 				arg_text(&a, old);
@@ -558,12 +568,7 @@ rds_reserve(idem_store *s, idem_store_req *rq, idem_reserve_result *out)
 		}
 		case IDEM_STEP_TAKE_OVER: {
 			char old[IDEM_OWNER_MAX + 1];
-			idem_copy_string(old, sizeof(old), r.owner);
-			found_row(&r, out);
-			idem_rds_row_clear(&r);
-			arg_text(&a, rq->owner);
-			arg_text(&a, rq->request_id);
-			arg_ll(&a, (long long)rq->policy->lease_ms);
+			take_args(&a, rq, &r, out, old);
 			arg_ll(&a, (long long)rq->policy->lifetime_ms * 1000);
 			arg_text(&a, old);
 			arg_bytes(&a, rq->fp, 32);
