@@ -217,8 +217,9 @@ Test(redis, durability_replicas_waits_for_a_replica, .timeout = 120)
 	redis own, rep;
 
 	cr_assert_eq(redis_start(&own, NULL), 0);
+	/* long enough for a loaded machine's replica to answer WAIT */
 	cfg = config_of(&own, "durability = replicas\n"
-	    "durability-timeout = 200ms\n");
+	    "durability-timeout = 2s\n");
 	cr_assert_eq(open_redis(cfg, 2, &s), IDEM_OK);
 	rq = TEST_REQ(&k, fp, "d.1", "rid", 30000, 60000);
 	cr_expect_eq(idem_store_reserve(s, rq, &rr), IDEM_ERR_STORE,
