@@ -47,11 +47,12 @@
 	"n(" tm ") * 1000 > now)"
 /* held: in flight, or of unknown outcome while it is reconciled */
 #define HELD(st) "(" st " == 'in_flight' or " st " == 'unknown')"
-/* the fields a reserve reads of a record it met, in rrow's order */
 /* the bucket's set of records of unknown outcome, and its count of
  * tombstones, by the index's name (KEYS[2]: PREFIX{BB}:i) */
 #define UKEY "(string.sub(KEYS[2], 1, -2) .. 'u')"
 #define TKEY "(string.sub(KEYS[2], 1, -2) .. 't')"
+/* the fields a reserve reads of a record it met, in idem_rds_row's
+ * order */
 #define ROW_FIELDS "'st', 'fp', 'o', 'r', 'ra', 'la', 'lm', 'ea', 's', " \
 	"'h', 'b', 'ph', 'pg', 'tm'"
 
