@@ -416,7 +416,7 @@ Test(redis_failover, promoted_replica_takes_over, .timeout = 180)
 	c = call_one(h.addr, "/testkit/echo", before, NULL);
 	cr_expect_eq(c.status, 201, "%d %s", c.status, c.body_out);
 	/* the replica has it before the master dies */
-	free(redis_cmd(&master, "WAIT 1 5000"));
+	cr_assert_eq(redis_replicated(&master), 0, "the replica never had it");
 	cr_assert_eq(redis_kill(&master), 0);
 	c = call_one(h.addr, "/testkit/echo", after, NULL);
 	cr_expect_eq(c.status, 503, "%d %s", c.status, c.body_out);
@@ -616,7 +616,8 @@ Test(redis_cluster, one_execution_per_key_across_a_failover, .timeout = 240)
 	/* the answers of before the failover on the replicas */
 	for (i = 0; i < 3; i++) {
 		redis_cluster_node(&cl, i, &m0);
-		free(redis_cmd(&m0, "WAIT 1 5000"));
+		cr_assert_eq(redis_replicated(&m0), 0, "master %d's replica "
+		    "never had its writes", i);
 	}
 	redis_cluster_node(&cl, 0, &m0);
 	cr_assert_eq(redis_kill(&m0), 0);

@@ -203,6 +203,36 @@ redis_cmd(const redis *m, const char *line)
 	return redis_cli(m, words, n);
 }
 
+int
+redis_replicated(const redis *m)
+{
+	int tries;
+
+	for (tries = 0; tries < 200; tries++) {
+		char *info = redis_cmd(m, "INFO replication"), *p;
+		long long want = -1, off;
+		int ok = info != NULL, n = 0;
+
+		if (info != NULL && (p = strstr(info, "master_repl_offset:")) !=
+		    NULL)
+			want = atoll(p + strlen("master_repl_offset:"));
+		for (p = info; ok && p != NULL && (p = strstr(p, "slave")) !=
+		    NULL; p++) {
+			char *o = strstr(p, ",offset=");
+			if (o == NULL || strchr(p, '\n') < o)
+				continue;
+			off = atoll(o + strlen(",offset="));
+			n++;
+			ok = off >= want;
+		}
+		free(info);
+		if (ok && want >= 0 && n > 0)
+			return 0;
+		usleep(50 * 1000);
+	}
+	return -1;
+}
+
 void
 redis_conf(const redis *m, char *buf, size_t size)
 {

@@ -46,6 +46,11 @@ void redis_conf(const redis *m, char *buf, size_t size);
 /* Makes *out a replica of the running *primary, in a new directory on a
  * free port, synced; 0 or -1. */
 int redis_replica(redis *out, const redis *primary);
+/* Waits (10 s at most) until every replica of master m has acknowledged
+ * all m's writes (each slaveN's offset in INFO replication at m's
+ * master_repl_offset); 0, or -1 when they did not.  (A WAIT sent by
+ * redis-cli waits for the writes of its own connection: none.) */
+int redis_replicated(const redis *m);
 /* Promotes the replica m (REPLICAOF NO ONE); 0 or -1. */
 int redis_promote(const redis *m);
 
