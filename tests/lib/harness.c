@@ -100,6 +100,31 @@ harness_free_ports(int n)
 	return -1;
 }
 
+char *
+harness_shquote(const char *s)
+{
+	size_t n = 3;
+	const char *p;
+	char *q, *out;
+
+	for (p = s; *p != '\0'; p++)
+		n += *p == '\'' ? 4 : 1;
+	if ((out = malloc(n)) == NULL)
+		return NULL;
+	q = out;
+	*q++ = '\'';
+	for (p = s; *p != '\0'; p++) {
+		if (*p == '\'') {
+			memcpy(q, "'\\''", 4);
+			q += 4;
+		} else
+			*q++ = *p;
+	}
+	*q++ = '\'';
+	*q = '\0';
+	return out;
+}
+
 const char *
 harness_builddir(void)
 {

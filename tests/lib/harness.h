@@ -34,6 +34,10 @@ int harness_free_port(void);
  * 10000 free too (a Redis Cluster node's bus); -1 when none was found. */
 int harness_free_ports(int n);
 
+/* s as one sh word in single quotes (caller frees), or NULL when out of
+ * memory. */
+char *harness_shquote(const char *s);
+
 /* $IDEM_BUILDDIR, where the binary and plugins were built. */
 const char *harness_builddir(void);
 

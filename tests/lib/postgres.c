@@ -39,32 +39,6 @@ ctl(const char *args)
 	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-/* s as one sh word in single quotes (caller frees), or NULL. */
-static char *
-shquote(const char *s)
-{
-	size_t n = 3;
-	const char *p;
-	char *q, *out;
-
-	for (p = s; *p != '\0'; p++)
-		n += *p == '\'' ? 4 : 1;
-	if ((out = malloc(n)) == NULL)
-		return NULL;
-	q = out;
-	*q++ = '\'';
-	for (p = s; *p != '\0'; p++) {
-		if (*p == '\'') {
-			memcpy(q, "'\\''", 4);
-			q += 4;
-		} else
-			*q++ = *p;
-	}
-	*q++ = '\'';
-	*q = '\0';
-	return out;
-}
-
 /* A new directory for a server into m->dir; 0 or -1. */
 static int
 new_dir(postgres *m)
@@ -214,8 +188,8 @@ postgres_sql_on(const postgres *m, const char *db, const char *sql)
 	if ((fp = fopen(out, "w")) == NULL)
 		return NULL;
 	fclose(fp);
-	q = shquote(sql);
-	qdb = shquote(db);
+	q = harness_shquote(sql);
+	qdb = harness_shquote(db);
 	n = (q != NULL ? strlen(q) : 0) + (qdb != NULL ? strlen(qdb) : 0) +
 	    strlen(m->dir) + sizeof(out) + 600;
 	if (q == NULL || qdb == NULL || (cmd = malloc(n)) == NULL) {
@@ -250,7 +224,7 @@ postgres_sql_background(const postgres *m, const char *sql)
 	size_t n;
 	int rc;
 
-	if ((q = shquote(sql)) == NULL)
+	if ((q = harness_shquote(sql)) == NULL)
 		return -1;
 	n = strlen(q) + strlen(m->dir) + 600;
 	if ((cmd = malloc(n)) == NULL) {

@@ -153,16 +153,11 @@ redis_cli(const redis *m, const char *const *args, size_t nargs)
 	n = (size_t)snprintf(cmd, sizeof(cmd), "redis-cli -h 127.0.0.1 -p %d",
 	    m->port);
 	for (i = 0; i < nargs && n < sizeof(cmd); i++) {
-		const char *a;
-		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " '");
-		for (a = args[i]; *a != '\0' && n + 5 < sizeof(cmd); a++) {
-			if (*a == '\'')
-				n += (size_t)snprintf(cmd + n, sizeof(cmd) - n,
-				    "'\\''");
-			else
-				cmd[n++] = *a;
-		}
-		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, "'");
+		char *q = harness_shquote(args[i]);
+		if (q == NULL)
+			return NULL;
+		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " %s", q);
+		free(q);
 	}
 	if (n >= sizeof(cmd) || (p = popen(cmd, "r")) == NULL)
 		return NULL;
